@@ -1,0 +1,107 @@
+/* One GPU per rank: count the node's GPUs and hand each rank one device id
+ * through a single visibility variable. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher.h"
+
+/* SHMESH_SYSROOT prefixes /sys and /proc, so tests can present fake GPUs. */
+static const char *sysroot(void)
+{
+    const char *r = getenv("SHMESH_SYSROOT");
+    return r ? r : "";
+}
+
+/* AMD: KFD topology nodes with a non-zero gpu_id (CPU nodes have 0). */
+static int count_amd(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sys/class/kfd/kfd/topology/nodes", sysroot());
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char idpath[1024];
+        snprintf(idpath, sizeof idpath, "%s/%s/gpu_id", path, e->d_name);
+        FILE *f = fopen(idpath, "r");
+        if (!f)
+            continue;
+        unsigned long id = 0;
+        if (fscanf(f, "%lu", &id) == 1 && id != 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_nvidia(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/proc/driver/nvidia/gpus", sysroot());
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static char *dup_id(const char *s, size_t len)
+{
+    char *id = malloc(len + 1);
+    if (id) {
+        memcpy(id, s, len);
+        id[len] = '\0';
+    }
+    return id;
+}
+
+void gpus_detect(struct gpu_env *g, int np)
+{
+    (void)np;
+    memset(g, 0, sizeof *g);
+    int amd = count_amd(), nv = amd ? 0 : count_nvidia();
+    if (!amd && !nv)
+        return;
+    g->var = amd ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+    /* Already restricted by the user: hand out the listed devices in order. */
+    const char *given = getenv(g->var);
+    int max = amd ? amd : nv;
+    g->ids = calloc((size_t)max + 64, sizeof *g->ids);
+    if (!g->ids)
+        return;
+    if (given && *given) {
+        const char *s = given;
+        while (*s && g->count < max + 64) {
+            size_t len = strcspn(s, ",");
+            if (len)
+                g->ids[g->count++] = dup_id(s, len);
+            s += len + (s[len] == ',');
+        }
+        return;
+    }
+    for (int i = 0; i < max; i++) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%d", i);
+        g->ids[g->count++] = dup_id(buf, strlen(buf));
+    }
+}
+
+void gpus_free(struct gpu_env *g)
+{
+    for (int i = 0; i < g->count; i++)
+        free(g->ids[i]);
+    free(g->ids);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,206 @@
+/* shmesh-run: start N ranks of a program around one shared-memory segment,
+ * stop them all when one fails, and leave nothing behind. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "launcher.h"
+#include "shmesh_config.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: " PROG " [-n N] [options] [--] PROGRAM [ARGS...]\n"
+            "Start N processes (ranks) of PROGRAM sharing one shmesh segment.\n"
+            "\n"
+            "  -n, --np N            number of ranks (default: one per GPU found, else one per\n"
+            "                        online CPU)\n"
+            "      --tag-output      prefix each line of each rank's output with [rank]\n"
+            "      --timeout SECS    stop the job after SECS seconds; exit status 124\n"
+            "      --grace SECS      after a failure, how long ranks get to exit before\n"
+            "                        SIGKILL (default 5)\n"
+            "      --bind-to numa|none  run each rank on the NUMA node holding its memory\n"
+            "                        (default numa; does nothing on one node)\n"
+            "  -v, --verbose         say what is started, and how each rank ends\n"
+            "  -h, --help            show this help\n"
+            "  -V, --version         show the version\n"
+            "\n"
+            "Each rank gets SHMESH_SEGMENT, SHMESH_RANK, SHMESH_WORLD_SIZE, SHMESH_LOCAL_RANK,\n"
+            "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE.  When a rank exits non-zero or\n"
+            "by a signal the others are told, given --grace seconds, then killed; " PROG "\n"
+            "exits with that rank's status (128+N for signal N).  See shmesh-run(1).\n");
+}
+
+static int parse_seconds(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 1e8) {
+        fprintf(stderr, PROG ": %s expects a number of seconds >= 0, got '%s'\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND };
+    static const struct option longs[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"tag-output", no_argument, NULL, OPT_TAG},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"grace", required_argument, NULL, OPT_GRACE},
+        {"bind-to", required_argument, NULL, OPT_BIND},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (struct options){.grace = 5.0, .bind = BIND_NUMA};
+    int c;
+    opterr = 0;
+    /* '+': stop at the program name, so its own options stay its own. */
+    while ((c = getopt_long(argc, argv, "+:n:vhV", longs, NULL)) != -1) {
+        switch (c) {
+        case 'n': {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || v < 1 || v > SEG_MAX_WORLD) {
+                fprintf(stderr, PROG ": -n expects a number of ranks from 1 to %d, got '%s'\n",
+                        SEG_MAX_WORLD, optarg);
+                return -1;
+            }
+            o->np = (int)v;
+            break;
+        }
+        case OPT_TAG:
+            o->tag_output = true;
+            break;
+        case OPT_TIMEOUT:
+            if (parse_seconds("--timeout", optarg, &o->timeout))
+                return -1;
+            break;
+        case OPT_GRACE:
+            if (parse_seconds("--grace", optarg, &o->grace))
+                return -1;
+            break;
+        case OPT_BIND:
+            if (!strcmp(optarg, "numa"))
+                o->bind = BIND_NUMA;
+            else if (!strcmp(optarg, "none"))
+                o->bind = BIND_NONE;
+            else {
+                fprintf(stderr, PROG ": --bind-to expects numa or none, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'v':
+            o->verbose = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'V':
+            printf(PROG " (shmesh) %s\n", SHMESH_VERSION);
+            exit(0);
+        case ':':
+            fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+            return -1;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, PROG ": no program given; usage: " PROG " -n N -- PROGRAM [ARGS...]\n");
+        return -1;
+    }
+    o->argv = argv + optind;
+
+    const char *slot = getenv("SHMESH_SLOT_BYTES");
+    if (slot && *slot) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(slot, &end, 10);
+        if (errno || *end || v == 0 || v % SEG_PAGE) {
+            fprintf(stderr, PROG ": SHMESH_SLOT_BYTES must be a positive multiple of %u, got '%s'\n",
+                    SEG_PAGE, slot);
+            return -1;
+        }
+        o->slot_bytes = v;
+    }
+    return 0;
+}
+
+static int signal_fd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&set, sigs[i]);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -1;
+    /* A reader of our --tag-output that goes away must not kill us mid-job. */
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int main(int argc, char **argv)
+{
+    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1};
+    if (parse_options(argc, argv, &j.o) < 0)
+        return 2;
+
+    gpus_detect(&j.gpus, j.o.np);
+    if (j.o.np == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        j.o.np = j.gpus.count > 0 ? j.gpus.count : (cpus > 0 ? (int)cpus : 1);
+        if (j.o.np > SEG_MAX_WORLD)
+            j.o.np = SEG_MAX_WORLD;
+    }
+    if (j.gpus.count > 0 && j.o.np > j.gpus.count)
+        fprintf(stderr, PROG ": note: %d ranks share %d GPUs (%s is given round-robin)\n", j.o.np,
+                j.gpus.count, j.gpus.var);
+
+    int sigfd = signal_fd();
+    if (sigfd < 0) {
+        fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
+        return 1;
+    }
+
+    char err[512];
+    struct seg_create_opts so = {
+        .world_size = j.o.np,
+        .slot_bytes = j.o.slot_bytes,
+        .numa = j.o.bind == BIND_NUMA ? -1 : 0,
+    };
+    if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    if (j.o.verbose)
+        fprintf(stderr, PROG ": starting %d rank%s of '%s'; segment %s (%.1f MiB)%s\n", j.o.np,
+                j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
+                (double)j.seg->size / (1 << 20),
+                j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
+
+    int rc = spawn_ranks(&j);
+    if (rc == 0)
+        rc = supervise(&j, sigfd);
+    seg_unlink(j.seg);
+    seg_close(j.seg);
+    gpus_free(&j.gpus);
+    free(j.ranks);
+    return rc;
+}

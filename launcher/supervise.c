@@ -1,0 +1,342 @@
+/* The launcher's event loop: reap ranks, fail fast, forward signals, enforce
+ * --timeout and --grace, relay tagged output, forward a terminal's input. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+#define DRAIN_NS 2000000000LL /* output still arriving after the last rank exits */
+
+int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *signame(int sig)
+{
+    static char buf[32];
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        snprintf(buf, sizeof buf, "SIG%s", abbrev);
+    else
+        snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
+void describe_status(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by %s%s", signame(WTERMSIG(status)),
+                 WCOREDUMP(status) ? " (core dumped)" : "");
+    else
+        snprintf(buf, len, "ended with wait status 0x%x", status);
+}
+
+static const char *plural(int n, const char *one, const char *many) { return n == 1 ? one : many; }
+
+/* Each rank leads its own process group; a rank never started has pid 0,
+ * and killpg(0) would hit the launcher's own group. */
+static void signal_group(const struct rank_proc *p, int sig)
+{
+    if (p->pid > 0)
+        killpg(p->pid, sig);
+}
+
+static void signal_running(struct job *j, int sig)
+{
+    for (int r = 0; r < j->o.np; r++)
+        if (j->ranks[r].running)
+            signal_group(&j->ranks[r], sig);
+}
+
+void job_stop(struct job *j, int cause, int rank, int sig, const char *reason)
+{
+    seg_abort(j->seg, cause, rank, 0, reason); /* the first reason is kept */
+    if (sig)
+        signal_running(j, sig);
+    if (!j->stopping) {
+        j->stopping = true;
+        j->kill_at_ns = sig == SIGKILL ? 0 : now_ns() + (int64_t)(j->o.grace * 1e9);
+    }
+}
+
+static void rank_exited(struct job *j, struct rank_proc *p)
+{
+    char how[96], reason[SEG_REASON_MAX];
+    describe_status(p->status, how, sizeof how);
+    snprintf(reason, sizeof reason, "rank %d (pid %d) %s", p->rank, (int)p->pid, how);
+    bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
+    if (j->o.verbose && (ok || j->exit_decided))
+        fprintf(stderr, PROG ": %s\n", reason);
+    if (!ok) {
+        if (j->exit_decided)
+            return; /* only the first failure is reported and decides the status */
+        j->exit_decided = true;
+        j->first_failure = p->rank;
+        j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
+                                              : 128 + WTERMSIG(p->status);
+        if (j->running > 0)
+            fprintf(stderr, PROG ": %s; stopping %d other %s\n", reason, j->running,
+                    plural(j->running, "rank", "ranks"));
+        else
+            fprintf(stderr, PROG ": %s\n", reason);
+        job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
+        return;
+    }
+    /* A clean exit that leaves the others waiting for it is still a failure
+     * for them: tell them now rather than letting them find out. */
+    uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
+    if (state == SEG_RANK_FINALIZED || j->stopping || j->running == 0)
+        return;
+    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
+             p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
+    seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
+    if (atomic_load(&j->seg->hdr->attached.value) > 0)
+        fprintf(stderr, PROG ": note: %s; ranks still waiting for it will fail\n", reason);
+}
+
+/* waitpid(-1) hands back zombies in fork order, not in order of death: when
+ * a rank dies and a peer exits on noticing it, both may be reaped together.
+ * The segment's abort record (written first by whoever noticed) names the
+ * rank at fault, so report that one first. */
+static void reap(struct job *j)
+{
+    struct rank_proc **batch = calloc((size_t)j->o.np, sizeof *batch);
+    int n = 0, st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        for (int r = 0; r < j->o.np; r++) {
+            struct rank_proc *p = &j->ranks[r];
+            if (p->pid != pid || !p->running)
+                continue;
+            p->running = false;
+            p->status = st;
+            j->running--;
+            if (batch)
+                batch[n++] = p;
+            else
+                rank_exited(j, p);
+            break;
+        }
+    }
+    if (!batch)
+        return;
+    struct seg_abort_info ai;
+    if (n > 1 && seg_aborted(j->seg, &ai) && ai.cause == SEG_CAUSE_RANK_DIED)
+        for (int i = 1; i < n; i++)
+            if (batch[i]->rank == ai.rank) {
+                struct rank_proc *t = batch[0];
+                batch[0] = batch[i];
+                batch[i] = t;
+            }
+    for (int i = 0; i < n; i++)
+        rank_exited(j, batch[i]);
+    free(batch);
+}
+
+static void on_signal(struct job *j, int sig)
+{
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+        signal_running(j, sig);
+        return;
+    }
+    if (j->stopping && j->kill_at_ns == 0)
+        return; /* SIGKILL already sent */
+    if (j->stopping && j->exit_decided && j->exit_status == 128 + sig) {
+        fprintf(stderr, PROG ": received %s again; killing %d %s now\n", signame(sig), j->running,
+                plural(j->running, "rank", "ranks"));
+        j->kill_at_ns = now_ns();
+        return;
+    }
+    fprintf(stderr, PROG ": received %s; forwarding it to %d %s\n", signame(sig), j->running,
+            plural(j->running, "rank", "ranks"));
+    if (!j->exit_decided) {
+        j->exit_decided = true;
+        j->exit_status = 128 + sig;
+    }
+    char reason[64];
+    snprintf(reason, sizeof reason, PROG " received %s", signame(sig));
+    job_stop(j, SEG_CAUSE_SIGNAL, -1, sig, reason);
+}
+
+static void on_deadlines(struct job *j, int64_t now)
+{
+    if (j->timeout_at_ns && now >= j->timeout_at_ns) {
+        j->timeout_at_ns = 0;
+        fprintf(stderr, PROG ": the job ran longer than --timeout %g s; stopping %d %s\n",
+                j->o.timeout, j->running, plural(j->running, "rank", "ranks"));
+        j->exit_decided = true;
+        j->exit_status = 124;
+        char reason[96];
+        snprintf(reason, sizeof reason, "the job ran longer than --timeout %g s", j->o.timeout);
+        j->stopping = false; /* restart the grace period for SIGTERM */
+        job_stop(j, SEG_CAUSE_TIMEOUT, -1, SIGTERM, reason);
+    }
+    if (j->kill_at_ns && now >= j->kill_at_ns) {
+        j->kill_at_ns = 0;
+        if (j->running > 0) {
+            fprintf(stderr, PROG ": %d %s still running after the %g s grace period; sending SIGKILL\n",
+                    j->running, plural(j->running, "rank", "ranks"), j->o.grace);
+            signal_running(j, SIGKILL);
+        }
+    }
+}
+
+/* Terminal input for rank 0, a chunk at a time; the pipe is non-blocking so a
+ * rank that never reads cannot stall the launcher. */
+struct fwd {
+    char buf[4096];
+    size_t len, off;
+};
+
+static void forward_stdin(struct job *j, struct fwd *f, short in_ev, short out_ev)
+{
+    if (f->len == 0 && (in_ev & (POLLIN | POLLHUP))) {
+        ssize_t n = read(0, f->buf, sizeof f->buf);
+        if (n <= 0 && !(n < 0 && errno == EINTR)) {
+            close(j->stdin_pipe); /* end of input reaches rank 0 as EOF */
+            j->stdin_pipe = -1;
+            return;
+        }
+        f->len = n > 0 ? (size_t)n : 0;
+        f->off = 0;
+    }
+    if (f->len && (out_ev & POLLOUT || in_ev)) {
+        ssize_t n = write(j->stdin_pipe, f->buf + f->off, f->len - f->off);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            close(j->stdin_pipe); /* rank 0 closed its stdin */
+            j->stdin_pipe = -1;
+            return;
+        }
+        if (n > 0)
+            f->off += (size_t)n;
+        if (f->off == f->len)
+            f->len = f->off = 0;
+    }
+}
+
+static bool relays_open(const struct job *j)
+{
+    for (int r = 0; r < j->o.np; r++)
+        if (j->ranks[r].out.fd >= 0 || j->ranks[r].err.fd >= 0)
+            return true;
+    return false;
+}
+
+int supervise(struct job *j, int sigfd)
+{
+    if (j->o.timeout > 0)
+        j->timeout_at_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
+    if (j->stdin_pipe >= 0)
+        fcntl(j->stdin_pipe, F_SETFL, O_NONBLOCK);
+    size_t cap = 2 + 2 * (size_t)j->o.np;
+    struct pollfd *pfd = calloc(cap, sizeof *pfd);
+    struct relay **who = calloc(cap, sizeof *who);
+    if (!pfd || !who) {
+        fprintf(stderr, PROG ": out of memory\n");
+        free(pfd);
+        free(who);
+        job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, "the launcher ran out of memory");
+        while (wait(NULL) > 0 || errno == EINTR)
+            ;
+        return 1;
+    }
+    struct fwd fwd = {.len = 0};
+    int64_t drain_until = 0;
+
+    for (;;) {
+        int64_t now = now_ns();
+        on_deadlines(j, now);
+        if (j->running == 0) {
+            if (j->stopping) /* take whatever the ranks left behind with them */
+                for (int r = 0; r < j->o.np; r++)
+                    signal_group(&j->ranks[r], SIGKILL);
+            if (!relays_open(j))
+                break;
+            if (!drain_until)
+                drain_until = now + DRAIN_NS;
+            else if (now >= drain_until)
+                break;
+        }
+
+        nfds_t n = 0;
+        pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+        int stdin_slot = -1;
+        if (j->stdin_pipe >= 0 && j->running > 0) {
+            stdin_slot = (int)n;
+            pfd[n++] = fwd.len ? (struct pollfd){.fd = j->stdin_pipe, .events = POLLOUT}
+                               : (struct pollfd){.fd = 0, .events = POLLIN};
+        }
+        nfds_t first_relay = n;
+        for (int r = 0; r < j->o.np; r++) {
+            struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
+            for (int k = 0; k < 2; k++)
+                if (rel[k]->fd >= 0) {
+                    who[n] = rel[k];
+                    pfd[n++] = (struct pollfd){.fd = rel[k]->fd, .events = POLLIN};
+                }
+        }
+
+        int64_t next = INT64_MAX;
+        if (j->timeout_at_ns)
+            next = j->timeout_at_ns;
+        if (j->kill_at_ns && j->kill_at_ns < next)
+            next = j->kill_at_ns;
+        if (drain_until && drain_until < next)
+            next = drain_until;
+        int wait_ms = -1;
+        if (next != INT64_MAX)
+            wait_ms = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+
+        int ready = poll(pfd, n, wait_ms);
+        if (ready < 0 && errno != EINTR) {
+            fprintf(stderr, PROG ": poll: %s\n", strerror(errno));
+            break;
+        }
+        if (ready <= 0)
+            continue;
+        if (pfd[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGCHLD)
+                    reap(j);
+                else
+                    on_signal(j, (int)si.ssi_signo);
+            }
+        }
+        if (stdin_slot >= 0 && pfd[stdin_slot].revents) {
+            short ev = pfd[stdin_slot].revents;
+            if (pfd[stdin_slot].fd == 0)
+                forward_stdin(j, &fwd, ev, 0);
+            else
+                forward_stdin(j, &fwd, 0, ev);
+        }
+        for (nfds_t i = first_relay; i < n; i++)
+            if (pfd[i].revents)
+                relay_pump(who[i]);
+    }
+    /* Whatever is left unsaid ends the job's output, once. */
+    for (int r = 0; r < j->o.np; r++) {
+        relay_flush(&j->ranks[r].out);
+        relay_flush(&j->ranks[r].err);
+    }
+    if (j->stdin_pipe >= 0)
+        close(j->stdin_pipe);
+    free(pfd);
+    free(who);
+    close(sigfd);
+    return j->exit_decided ? j->exit_status : 0;
+}

@@ -1,0 +1,105 @@
+/* The segment's binary layout: what every process of one job maps.
+ *
+ *   offset 0            struct seg_header (one page)
+ *   ctrl_offset         world_size control blocks, SEG_CTRL_STRIDE bytes each
+ *   slot_offset         world_size data regions, slot_stride bytes each,
+ *                       each holding two slot_bytes buffers (double buffering)
+ *
+ * Every offset and size here is written once by the creator and validated by
+ * each attacher against the real size of the mapping (segment.c) before any
+ * pointer is derived from it.  Words that other processes block on are 32-bit
+ * futex words inside struct seg_flag. */
+#ifndef SHMESH_SHM_LAYOUT_H
+#define SHMESH_SHM_LAYOUT_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
+#define SEG_LAYOUT_VERSION 1u
+#define SEG_CACHE_LINE 64
+#define SEG_PAGE 4096u
+/* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
+ * so sharing a 128-byte pair between writers is false sharing too. */
+#define SEG_CTRL_STRIDE 256u
+#define SEG_MAX_WORLD 4096
+#define SEG_REASON_MAX 256
+
+/* A word peers block on, and how many of them announced they are blocking, so
+ * that a writer pays for a wake-up system call only when someone sleeps. */
+struct seg_flag {
+    _Atomic uint32_t value;
+    _Atomic uint32_t waiters;
+};
+
+enum seg_rank_state {
+    SEG_RANK_EMPTY = 0,     /* never attached */
+    SEG_RANK_ATTACHED = 1,  /* between shmesh_init and shmesh_finalize */
+    SEG_RANK_FINALIZED = 2, /* left cleanly: its exit is not a failure */
+};
+
+enum seg_abort_state {
+    SEG_ABORT_NONE = 0,
+    SEG_ABORT_WRITING = 1, /* one writer won the race and is filling the reason */
+    SEG_ABORT_SET = 2,
+};
+
+enum seg_abort_cause {
+    SEG_CAUSE_NONE = 0,
+    SEG_CAUSE_RANK_ABORT = 1, /* a rank called shmesh_abort */
+    SEG_CAUSE_RANK_DIED = 2,  /* the launcher saw a rank fail or leave early */
+    SEG_CAUSE_SIGNAL = 3,     /* the launcher was signalled */
+    SEG_CAUSE_TIMEOUT = 4,    /* the launcher's --timeout expired */
+};
+
+/* What one collective call publishes so peers can check they called the same
+ * thing.  Filled by lib/, opaque to shm/. */
+struct seg_sig {
+    uint32_t op;
+    uint32_t dtype;
+    uint64_t count;
+    uint64_t call;   /* the caller's collective call number, from 1 */
+    uint64_t detail; /* hash of the remaining parameters */
+};
+
+struct seg_ctrl {
+    /* Written by the owner on every phase; read by every peer. */
+    alignas(SEG_CACHE_LINE) struct seg_flag seq;
+    struct seg_sig sig[2]; /* indexed by the phase's parity */
+    /* Written once or twice per job. */
+    alignas(128) _Atomic int32_t pid;
+    _Atomic uint32_t state; /* enum seg_rank_state */
+    int32_t numa_node;      /* chosen by the creator; -1 when not placed */
+};
+
+struct seg_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_bytes;
+    uint64_t total_bytes;
+    uint32_t world_size;
+    uint32_t ctrl_stride;
+    uint64_t ctrl_offset;
+    uint64_t slot_offset;
+    uint64_t slot_stride; /* bytes between two ranks' data regions */
+    uint64_t slot_bytes;  /* bytes in each of a region's two buffers */
+    int32_t creator_pid;
+    uint32_t numa_nodes; /* nodes the regions were spread over; 0 or 1: none */
+
+    /* Number of ranks attached; the one that completes the count unlinks the
+     * name.  Ranks block on it during start-up. */
+    alignas(SEG_CACHE_LINE) struct seg_flag attached;
+
+    alignas(SEG_CACHE_LINE) struct seg_flag abort; /* value: enum seg_abort_state */
+    int32_t abort_cause;                          /* enum seg_abort_cause */
+    int32_t abort_rank;                           /* the rank at fault, or -1 */
+    int32_t abort_code;
+    char abort_reason[SEG_REASON_MAX];
+};
+
+_Static_assert(sizeof(struct seg_header) <= SEG_PAGE, "header must fit in one page");
+_Static_assert(sizeof(struct seg_ctrl) <= SEG_CTRL_STRIDE, "control block too large");
+_Static_assert(sizeof(_Atomic uint32_t) == 4, "futex words are 32-bit");
+
+#endif

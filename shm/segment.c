@@ -1,0 +1,443 @@
+/* Segment creation, validation on attach, join/unlink, and job-wide abort. */
+#include "segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "notify.h"
+#include "numa_place.h"
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+uint64_t seg_default_slot_bytes(int world_size)
+{
+    /* 512 KiB buffers up to 8 ranks, then shrinking so that the data regions
+     * of a large job stay near 8 MiB; never under 64 KiB. */
+    uint64_t b = world_size > 0 ? (8u << 20) / (uint64_t)world_size / 2 : 0;
+    if (b > (512u << 10))
+        b = 512u << 10;
+    if (b < (64u << 10))
+        b = 64u << 10;
+    return round_up(b, SEG_PAGE);
+}
+
+static void layout(int world, uint64_t slot_bytes, struct seg_header *h)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = SEG_MAGIC;
+    h->version = SEG_LAYOUT_VERSION;
+    h->header_bytes = SEG_PAGE;
+    h->world_size = (uint32_t)world;
+    h->ctrl_stride = SEG_CTRL_STRIDE;
+    h->ctrl_offset = SEG_PAGE;
+    h->slot_offset = round_up(h->ctrl_offset + (uint64_t)world * SEG_CTRL_STRIDE, SEG_PAGE);
+    h->slot_bytes = slot_bytes;
+    h->slot_stride = round_up(2 * slot_bytes, SEG_PAGE);
+    h->total_bytes = h->slot_offset + (uint64_t)world * h->slot_stride;
+    h->abort_rank = -1;
+}
+
+uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes)
+{
+    if (world_size < 1 || world_size > SEG_MAX_WORLD || slot_bytes == 0 ||
+        slot_bytes % SEG_PAGE || slot_bytes > (1ull << 40))
+        return 0;
+    struct seg_header h;
+    layout(world_size, slot_bytes, &h);
+    return h.total_bytes;
+}
+
+static int check_opts(int world, uint64_t *slot_bytes, char *err, size_t errlen)
+{
+    if (world < 1 || world > SEG_MAX_WORLD)
+        return fail(err, errlen, -EINVAL, "world size must be between 1 and %d, got %d",
+                    SEG_MAX_WORLD, world);
+    if (*slot_bytes == 0)
+        *slot_bytes = seg_default_slot_bytes(world);
+    if (!seg_required_bytes(world, *slot_bytes))
+        return fail(err, errlen, -EINVAL,
+                    "slot size must be a positive multiple of %u bytes up to 1 TiB, got %" PRIu64,
+                    SEG_PAGE, *slot_bytes);
+    return 0;
+}
+
+static void init_ctrl(struct seg *s, const int *nodes)
+{
+    for (int r = 0; r < s->world; r++) {
+        struct seg_ctrl *c = seg_ctrl(s, r);
+        c->pid = 0;
+        c->state = SEG_RANK_EMPTY;
+        c->numa_node = nodes ? nodes[r] : -1;
+    }
+}
+
+static struct seg *seg_new(void *base, size_t size, int world)
+{
+    struct seg *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->base = base;
+    s->hdr = base;
+    s->size = size;
+    s->world = world;
+    return s;
+}
+
+static void random_name(char *name, size_t len)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid();
+    }
+    snprintf(name, len, "/shmesh-%d-%016" PRIx64, (int)getpid(), r);
+}
+
+/* Each rank's data region on the rank's node, decided before the memory is
+ * first touched (posix_fallocate allocates according to the shared policy). */
+static int place(struct seg *s, int numa, int **nodes_out, char *err, size_t errlen)
+{
+    *nodes_out = NULL;
+    int nnodes = numa_place_nodes();
+    if (numa == 0 || (numa < 0 && nnodes < 2))
+        return 0;
+    if (nnodes < 1)
+        return 0; /* built without libnuma: nothing to do */
+    int *nodes = calloc((size_t)s->world, sizeof *nodes);
+    if (!nodes)
+        return fail(err, errlen, -ENOMEM, "out of memory");
+    for (int r = 0; r < s->world; r++) {
+        nodes[r] = numa_place_node_of_rank(r, s->world, nnodes);
+        uint8_t *region = (uint8_t *)seg_slot(s, r, 0);
+        int rc = numa_place_bind(region, s->hdr->slot_stride, nodes[r]);
+        if (rc < 0) {
+            free(nodes);
+            return fail(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s", r,
+                        nodes[r], strerror(-rc));
+        }
+    }
+    s->hdr->numa_nodes = (uint32_t)nnodes;
+    *nodes_out = nodes;
+    return 0;
+}
+
+int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    uint64_t slot_bytes = o->slot_bytes;
+    int rc = check_opts(o->world_size, &slot_bytes, err, errlen);
+    if (rc)
+        return rc;
+    struct seg_header h;
+    layout(o->world_size, slot_bytes, &h);
+
+    char name[SEG_NAME_MAX];
+    int fd = -1;
+    for (int tries = 0; tries < 16 && fd < 0; tries++) {
+        random_name(name, sizeof name);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            return fail(err, errlen, -errno, "cannot create shared-memory segment %s: %s", name,
+                        strerror(errno));
+    }
+    if (fd < 0)
+        return fail(err, errlen, -EEXIST, "cannot find a free segment name in /dev/shm");
+
+    void *base = MAP_FAILED;
+    struct seg *s = NULL;
+    int *nodes = NULL;
+    if (ftruncate(fd, (off_t)h.total_bytes) < 0) {
+        rc = fail(err, errlen, -errno, "cannot size segment %s to %" PRIu64 " bytes: %s", name,
+                  h.total_bytes, strerror(errno));
+        goto fail;
+    }
+    base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        rc = fail(err, errlen, -errno, "cannot map segment %s (%" PRIu64 " bytes): %s", name,
+                  h.total_bytes, strerror(errno));
+        goto fail;
+    }
+    s = seg_new(base, h.total_bytes, o->world_size);
+    if (!s) {
+        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* The header is written before placement so seg_slot() works. */
+    memcpy(base, &h, sizeof h);
+    rc = place(s, o->numa, &nodes, err, errlen);
+    if (rc)
+        goto fail;
+    /* Reserve every page now: a full /dev/shm must fail here, at start, and
+     * not later as a SIGBUS inside some rank's collective. */
+    rc = posix_fallocate(fd, 0, (off_t)h.total_bytes);
+    if (rc) {
+        if (rc == ENOSPC || rc == ENOMEM)
+            rc = fail(err, errlen, -ENOSPC,
+                      "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job needs "
+                      "(%.1f MiB); see `df -h /dev/shm`, free space there or give the container "
+                      "a larger /dev/shm (docker run --shm-size)",
+                      h.total_bytes, o->world_size, (double)h.total_bytes / (1 << 20));
+        else
+            rc = fail(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
+                      h.total_bytes, name, strerror(rc));
+        goto fail;
+    }
+    init_ctrl(s, nodes);
+    free(nodes);
+    s->hdr->creator_pid = (int32_t)getpid();
+    s->named = true;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    close(fd);
+    *out = s;
+    return 0;
+
+fail:
+    free(nodes);
+    free(s);
+    if (base != MAP_FAILED)
+        munmap(base, h.total_bytes);
+    close(fd);
+    shm_unlink(name);
+    return rc;
+}
+
+int seg_create_private(int world_size, uint64_t slot_bytes, struct seg **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    int rc = check_opts(world_size, &slot_bytes, err, errlen);
+    if (rc)
+        return rc;
+    struct seg_header h;
+    layout(world_size, slot_bytes, &h);
+    void *base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+    if (base == MAP_FAILED)
+        return fail(err, errlen, -ENOMEM, "cannot map %" PRIu64 " bytes: %s", h.total_bytes,
+                    strerror(errno));
+    struct seg *s = seg_new(base, h.total_bytes, world_size);
+    if (!s) {
+        munmap(base, h.total_bytes);
+        return fail(err, errlen, -ENOMEM, "out of memory");
+    }
+    memcpy(base, &h, sizeof h);
+    s->hdr->creator_pid = (int32_t)getpid();
+    init_ctrl(s, NULL);
+    *out = s;
+    return 0;
+}
+
+/* Everything an attacher derives a pointer from is checked here, against the
+ * size the kernel reports rather than the size the header claims. */
+static int validate(const char *name, const struct seg_header *h, uint64_t real, int world,
+                    char *err, size_t errlen)
+{
+    if (h->magic != SEG_MAGIC)
+        return fail(err, errlen, -EBADMSG,
+                    "%s is not a shmesh segment: magic is 0x%016" PRIx64 ", expected 0x%016llx",
+                    name, h->magic, (unsigned long long)SEG_MAGIC);
+    if (h->version != SEG_LAYOUT_VERSION)
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s has layout version %u but this library reads version %u: "
+                    "launcher and library come from different shmesh builds",
+                    name, h->version, SEG_LAYOUT_VERSION);
+    if (h->total_bytes != real)
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s is %" PRIu64 " bytes but its header says %" PRIu64
+                    " bytes: it was truncated or corrupted",
+                    name, real, h->total_bytes);
+    if ((int64_t)h->world_size != world)
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s was made for %u ranks but this process expects %d "
+                    "(SHMESH_WORLD_SIZE)",
+                    name, h->world_size, world);
+    struct seg_header want;
+    if (h->world_size < 1 || h->world_size > SEG_MAX_WORLD ||
+        !seg_required_bytes((int)h->world_size, h->slot_bytes))
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s has an impossible layout (world %u, slot %" PRIu64 " bytes)", name,
+                    h->world_size, h->slot_bytes);
+    layout((int)h->world_size, h->slot_bytes, &want);
+    if (h->header_bytes != want.header_bytes || h->ctrl_stride != want.ctrl_stride ||
+        h->ctrl_offset != want.ctrl_offset || h->slot_offset != want.slot_offset ||
+        h->slot_stride != want.slot_stride || want.total_bytes > real)
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s has a corrupt layout: header %u/%u bytes, control blocks at "
+                    "%" PRIu64 " (expected %" PRIu64 "), slots at %" PRIu64 " (expected %" PRIu64
+                    "), slot stride %" PRIu64 " (expected %" PRIu64 ")",
+                    name, h->header_bytes, want.header_bytes, h->ctrl_offset, want.ctrl_offset,
+                    h->slot_offset, want.slot_offset, h->slot_stride, want.slot_stride);
+    return 0;
+}
+
+int seg_attach(const char *name, int world_size, int rank, struct seg **out, char *err,
+               size_t errlen)
+{
+    *out = NULL;
+    if (!name || name[0] != '/' || strlen(name) >= SEG_NAME_MAX || strchr(name + 1, '/'))
+        return fail(err, errlen, -EINVAL,
+                    "segment name must look like /shmesh-..., at most %d characters, got '%s'",
+                    SEG_NAME_MAX - 1, name ? name : "(null)");
+    if (world_size < 1 || world_size > SEG_MAX_WORLD || rank < 0 || rank >= world_size)
+        return fail(err, errlen, -EINVAL,
+                    "rank must be in [0, world size) and world size in [1, %d]; got rank %d of %d",
+                    SEG_MAX_WORLD, rank, world_size);
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return fail(err, errlen, -ENOENT,
+                        "segment %s does not exist: the job's launcher has exited, every rank "
+                        "already attached, or SHMESH_SEGMENT is stale",
+                        name);
+        return fail(err, errlen, -e, "cannot open segment %s: %s", name, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, -e, "cannot stat segment %s: %s", name, strerror(e));
+    }
+    uint64_t real = (uint64_t)st.st_size;
+    if (real < SEG_PAGE) {
+        close(fd);
+        return fail(err, errlen, -EBADMSG,
+                    "segment %s is %" PRIu64 " bytes, smaller than its %u-byte header: "
+                    "it was truncated",
+                    name, real, SEG_PAGE);
+    }
+    void *base = mmap(NULL, real, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (base == MAP_FAILED)
+        return fail(err, errlen, -e, "cannot map segment %s (%" PRIu64 " bytes): %s", name, real,
+                    strerror(e));
+    /* Validate a private copy: a writer cannot change it between check and use. */
+    struct seg_header h;
+    memcpy(&h, base, sizeof h);
+    int rc = validate(name, &h, real, world_size, err, errlen);
+    if (rc) {
+        munmap(base, real);
+        return rc;
+    }
+    struct seg *s = seg_new(base, real, world_size);
+    if (!s) {
+        munmap(base, real);
+        return fail(err, errlen, -ENOMEM, "out of memory");
+    }
+    s->named = true;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    *out = s;
+    return 0;
+}
+
+int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen)
+{
+    struct seg_ctrl *c = seg_ctrl(s, rank);
+    uint32_t expect = SEG_RANK_EMPTY;
+    if (!atomic_compare_exchange_strong(&c->state, &expect, SEG_RANK_ATTACHED))
+        return fail(err, errlen, -EBUSY,
+                    "rank %d of segment %s is already %s by pid %d: two processes were given "
+                    "the same SHMESH_RANK",
+                    rank, s->name, expect == SEG_RANK_FINALIZED ? "finalized" : "attached",
+                    (int)atomic_load(&c->pid));
+    atomic_store_explicit(&c->pid, (int32_t)pid, memory_order_relaxed);
+    /* The counter's release publishes pid and state to whoever sees the count. */
+    uint32_t n = atomic_fetch_add(&s->hdr->attached.value, 1) + 1;
+    if (atomic_load(&s->hdr->attached.waiters))
+        notify_wake(&s->hdr->attached.value);
+    if (n == (uint32_t)s->world && s->named)
+        seg_unlink(s);
+    return 0;
+}
+
+int seg_unlink(struct seg *s)
+{
+    if (!s->named)
+        return 0;
+    if (shm_unlink(s->name) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+void seg_close(struct seg *s)
+{
+    if (!s)
+        return;
+    munmap(s->base, s->size);
+    free(s);
+}
+
+void seg_wake_all(struct seg *s)
+{
+    notify_wake(&s->hdr->attached.value);
+    notify_wake(&s->hdr->abort.value);
+    for (int r = 0; r < s->world; r++)
+        notify_wake(&seg_ctrl(s, r)->seq.value);
+}
+
+int seg_abort(struct seg *s, int cause, int rank, int code, const char *reason)
+{
+    struct seg_header *h = s->hdr;
+    uint32_t expect = SEG_ABORT_NONE;
+    if (!atomic_compare_exchange_strong(&h->abort.value, &expect, SEG_ABORT_WRITING))
+        return -EALREADY;
+    h->abort_cause = cause;
+    h->abort_rank = rank;
+    h->abort_code = code;
+    snprintf(h->abort_reason, sizeof h->abort_reason, "%s", reason ? reason : "");
+    atomic_store_explicit(&h->abort.value, SEG_ABORT_SET, memory_order_seq_cst);
+    seg_wake_all(s);
+    return 0;
+}
+
+bool seg_aborted(const struct seg *s, struct seg_abort_info *info)
+{
+    const struct seg_header *h = s->hdr;
+    uint32_t st = atomic_load_explicit(&h->abort.value, memory_order_acquire);
+    if (st == SEG_ABORT_NONE)
+        return false;
+    /* The winner fills a few fields between its two stores; give it a moment,
+     * but never wait on a writer that may have died half-way. */
+    for (int i = 0; st == SEG_ABORT_WRITING && i < 100000; i++) {
+        notify_cpu_relax();
+        st = atomic_load_explicit(&h->abort.value, memory_order_acquire);
+    }
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->rank = -1;
+        if (st == SEG_ABORT_SET) {
+            info->cause = h->abort_cause;
+            info->rank = h->abort_rank;
+            info->code = h->abort_code;
+            memcpy(info->reason, h->abort_reason, sizeof info->reason);
+            info->reason[sizeof info->reason - 1] = '\0';
+        }
+    }
+    return true;
+}

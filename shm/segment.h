@@ -1,0 +1,92 @@
+/* The shared-memory segment: create (launcher), attach (ranks), unlink, views.
+ *
+ * Functions return 0 or a negative errno and, on failure, write a sentence
+ * into the caller's err buffer saying what was expected and what was found.
+ * Validation failures of an existing segment return -EBADMSG. */
+#ifndef SHMESH_SHM_SEGMENT_H
+#define SHMESH_SHM_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layout.h"
+
+#define SEG_NAME_MAX 64
+
+struct seg {
+    uint8_t *base;
+    struct seg_header *hdr; /* == base */
+    size_t size;
+    int world;
+    bool named;   /* false for a private (anonymous) segment */
+    char name[SEG_NAME_MAX];
+};
+
+struct seg_create_opts {
+    int world_size;
+    uint64_t slot_bytes; /* per buffer; 0 picks seg_default_slot_bytes() */
+    /* NUMA placement: -1 places when libnuma reports more than one node,
+     * 0 never places, 1 places even on one node (tests use it to exercise the
+     * mbind path on machines with a single node). */
+    int numa;
+};
+
+uint64_t seg_default_slot_bytes(int world_size);
+/* Bytes a segment with these options needs; 0 when the options are invalid. */
+uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes);
+
+/* Creates a named segment (random name, O_EXCL, mode 0600), reserves all of
+ * its memory up front and writes the header.  The caller owns the result and
+ * must seg_unlink() and seg_close() it. */
+int seg_create(const struct seg_create_opts *opts, struct seg **out, char *err, size_t errlen);
+
+/* An anonymous mapping laid out like a segment: a world of one needs no name. */
+int seg_create_private(int world_size, uint64_t slot_bytes, struct seg **out, char *err,
+                       size_t errlen);
+
+/* Maps an existing segment and validates its header against the mapping and
+ * against what the caller expects (world size, rank).  Does not join. */
+int seg_attach(const char *name, int world_size, int rank, struct seg **out, char *err,
+               size_t errlen);
+
+/* Registers `rank` as attached by process `pid`; the rank that completes the
+ * count unlinks the name.  Returns -EBUSY when the rank is already taken. */
+int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen);
+
+/* Removes the name; a name already gone is not an error. */
+int seg_unlink(struct seg *s);
+void seg_close(struct seg *s);
+
+static inline struct seg_ctrl *seg_ctrl(const struct seg *s, int rank)
+{
+    return (struct seg_ctrl *)(s->base + s->hdr->ctrl_offset +
+                               (uint64_t)rank * s->hdr->ctrl_stride);
+}
+
+/* One of the two data buffers of `rank`'s region. */
+static inline void *seg_slot(const struct seg *s, int rank, int which)
+{
+    return s->base + s->hdr->slot_offset + (uint64_t)rank * s->hdr->slot_stride +
+           (uint64_t)which * s->hdr->slot_bytes;
+}
+
+/* Job-wide abort: the first caller wins and records why; later callers get
+ * -EALREADY.  Every blocked rank is woken. */
+int seg_abort(struct seg *s, int cause, int rank, int code, const char *reason);
+
+struct seg_abort_info {
+    int cause; /* enum seg_abort_cause */
+    int rank;
+    int code;
+    char reason[SEG_REASON_MAX];
+};
+/* True when the job was aborted; fills *info (reason may be empty when the
+ * writer died half-way). */
+bool seg_aborted(const struct seg *s, struct seg_abort_info *info);
+
+/* Wakes everyone blocked on any word of the segment. */
+void seg_wake_all(struct seg *s);
+
+#endif

@@ -1,0 +1,34 @@
+/* Waiting for a flag of the segment to reach a value: bounded spin, then
+ * block in the notifier, ending early on abort, peer death or deadline. */
+#ifndef SHMESH_SHM_WAIT_H
+#define SHMESH_SHM_WAIT_H
+
+#include <stdint.h>
+
+#include "notify.h"
+#include "segment.h"
+
+struct seg_waiter {
+    struct seg *seg;
+    struct notify *notify;
+    int self;
+    uint32_t spin;      /* pause iterations before blocking */
+    int64_t timeout_ns; /* a single wait longer than this fails; 0: none */
+    int64_t slice_ns;   /* longest single sleep; liveness is re-checked after it */
+};
+
+/* Waits until `f` reaches `target` (wrapping comparison).  `owner` is the rank
+ * whose post is awaited, or -1 for a word anyone may post.
+ * Returns 0, or
+ *   -ECANCELED   the job was aborted (seg_aborted() says why),
+ *   -EOWNERDEAD  rank *culprit exited without shmesh_finalize,
+ *   -ESHUTDOWN   the owner *culprit finalized: it will never post,
+ *   -ETIMEDOUT   timeout_ns passed,
+ *   another negative errno from the notifier. */
+int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
+                  int *culprit);
+
+/* Any rank seen to have exited without finalizing, or -1 (no system call). */
+int seg_dead_peer(struct seg_waiter *w);
+
+#endif

@@ -1,0 +1,170 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double mono_secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sleep_secs(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static char *slurp(int fd)
+{
+    off_t len = lseek(fd, 0, SEEK_END);
+    if (len < 0)
+        len = 0;
+    char *buf = malloc((size_t)len + 1);
+    if (!buf)
+        abort();
+    ssize_t got = pread(fd, buf, (size_t)len, 0);
+    buf[got > 0 ? got : 0] = '\0';
+    close(fd);
+    return buf;
+}
+
+int run_cmd_with(char *const argv[], char *const env[], double timeout, struct run *r,
+                 void (*during)(pid_t pid, void *arg), void *arg)
+{
+    memset(r, 0, sizeof *r);
+    int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
+    if (out < 0 || err < 0)
+        return -1;
+    double t0 = mono_secs();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, 0);
+        for (int i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    if (during)
+        during(pid, arg);
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            break;
+        if (mono_secs() - t0 > timeout) {
+            r->timed_out = true;
+            killpg(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        }
+        sleep_secs(0.005);
+    }
+    /* Whatever the command left in its group goes too. */
+    killpg(pid, SIGKILL);
+    r->secs = mono_secs() - t0;
+    r->status = st;
+    r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r->out = slurp(out);
+    r->err = slurp(err);
+    return 0;
+}
+
+int run_cmd(char *const argv[], char *const env[], double timeout, struct run *r)
+{
+    return run_cmd_with(argv, env, timeout, r, NULL, NULL);
+}
+
+void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+static const char *need_env(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v) {
+        fprintf(stderr, "%s is not set (run the tests through meson test)\n", name);
+        exit(1);
+    }
+    return v;
+}
+
+const char *launcher_path(void) { return need_env("SHMESH_RUN"); }
+const char *rank_prog_path(void) { return need_env("SHMESH_TEST_RANK"); }
+
+int count_lines(const char *text, const char *a, const char *b)
+{
+    int n = 0;
+    const char *line = text;
+    while (line && *line) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char *copy = strndup(line, len);
+        if (copy && (!a || strstr(copy, a)) && (!b || strstr(copy, b)))
+            n++;
+        free(copy);
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+bool find_segment_name(const char *text, char *name, size_t len)
+{
+    const char *p = strstr(text, "segment /shmesh-");
+    if (!p)
+        return false;
+    p += strlen("segment ");
+    size_t n = strcspn(p, " \n,");
+    if (n >= len)
+        return false;
+    memcpy(name, p, n);
+    name[n] = '\0';
+    return true;
+}
+
+bool shm_exists(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+bool pid_alive(pid_t pid)
+{
+    if (kill(pid, 0) < 0)
+        return false;
+    /* A zombie is dead for our purposes. */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
