@@ -122,13 +122,14 @@ static void reap(struct job *j)
             struct rank_proc *p = &j->ranks[r];
             if (p->pid != pid || !p->running)
                 continue;
-            p->running = false;
             p->status = st;
-            j->running--;
-            if (batch)
+            if (batch) {
                 batch[n++] = p;
-            else
+            } else {
+                p->running = false;
+                j->running--;
                 rank_exited(j, p);
+            }
             break;
         }
     }
@@ -142,8 +143,13 @@ static void reap(struct job *j)
                 batch[0] = batch[i];
                 batch[i] = t;
             }
-    for (int i = 0; i < n; i++)
+    /* Each exit is accounted in turn, so the first reported sees the others
+     * as they were when it died. */
+    for (int i = 0; i < n; i++) {
+        batch[i]->running = false;
+        j->running--;
         rank_exited(j, batch[i]);
+    }
     free(batch);
 }
 

@@ -1,6 +1,9 @@
 #include "harness.h"
 
+#include "notify.h"
+
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +50,10 @@ int run_cmd_with(char *const argv[], char *const env[], double timeout, struct r
     int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
     if (out < 0 || err < 0)
         return -1;
+    /* Ranks share these files: without O_APPEND their writes race on the
+     * shared offset (memfds lack the f_pos lock of ordinary files). */
+    fcntl(out, F_SETFL, O_APPEND);
+    fcntl(err, F_SETFL, O_APPEND);
     double t0 = mono_secs();
     pid_t pid = fork();
     if (pid < 0)
@@ -167,4 +174,51 @@ bool pid_alive(pid_t pid)
     buf[n] = '\0';
     const char *close_paren = strrchr(buf, ')');
     return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
+int run_launcher(struct run *r, char *const env[], double timeout, ...)
+{
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)launcher_path();
+    va_list ap;
+    va_start(ap, timeout);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) && n < 63)
+        argv[n++] = (char *)(strcmp(a, "@rank") ? a : rank_prog_path());
+    va_end(ap);
+    argv[n] = NULL;
+    return run_cmd(argv, env, timeout, r);
+}
+
+bool segment_left_behind(const struct run *r, char *name, size_t len)
+{
+    if (!find_segment_name(r->err, name, len)) {
+        snprintf(name, len, "(no segment name in the launcher's output)");
+        return true;
+    }
+    return shm_exists(name);
+}
+
+bool uring_available(void)
+{
+    struct notify *n;
+    char err[256];
+    if (notify_open(NOTIFY_URING, 1, &n, err, sizeof err) < 0)
+        return false;
+    notify_close(n);
+    return true;
+}
+
+int op_times_ms(const char *out, const char *op_arrow_err, double *ms, int max)
+{
+    int n = 0;
+    const char *p = out;
+    while (n < max && (p = strstr(p, op_arrow_err))) {
+        p += strlen(op_arrow_err);
+        const char *paren = strstr(p, " (");
+        if (paren && sscanf(paren, " (%lf ms)", &ms[n]) == 1)
+            n++;
+    }
+    return n;
 }

@@ -14,9 +14,8 @@ struct run {
 };
 
 /* Runs argv in a new process group with extra environment entries
- * ("NAME=value", NULL-terminated list, may be NULL).  After `timeout` seconds
- * the whole group is killed.  If `pid_out` is given, it receives the pid as
- * soon as the child starts (through `started`, called in the parent). */
+ * ("NAME=value", NULL-terminated list, may be NULL), stdin from /dev/null.
+ * After `timeout` seconds the whole group is killed. */
 int run_cmd(char *const argv[], char *const env[], double timeout, struct run *r);
 
 /* As run_cmd, but calls `during(pid, arg)` in the parent right after the
@@ -25,6 +24,20 @@ int run_cmd_with(char *const argv[], char *const env[], double timeout, struct r
                  void (*during)(pid_t pid, void *arg), void *arg);
 
 void run_free(struct run *r);
+
+/* Runs shmesh-run with the given arguments (NULL-terminated); an argument
+ * "@rank" stands for the shmesh-test-rank helper. */
+int run_launcher(struct run *r, char *const env[], double timeout, ...);
+
+/* Checks that launcher -v output names a segment and that it is gone. */
+bool segment_left_behind(const struct run *r, char *name, size_t len);
+
+/* Whether SHMESH_NOTIFY=uring can work on this machine. */
+bool uring_available(void);
+
+/* Each "rank R: ... (N ms)" line's N for the given operation and error
+ * name; returns how many were found (at most max). */
+int op_times_ms(const char *out, const char *op_arrow_err, double *ms, int max);
 
 /* Paths given by meson through the environment. */
 const char *launcher_path(void);

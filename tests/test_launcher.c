@@ -1,0 +1,309 @@
+/* Description: shmesh-run end to end — exit statuses, fail-fast with grace,
+ * a rank killed inside a barrier, signals, --timeout, --tag-output, the
+ * environment, exec failures, usage errors; nothing left in /dev/shm or in
+ * the process table afterwards. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static void assert_clean(const struct run *r)
+{
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
+}
+
+/* The pids a helper printed as "rank R: sleeping, pid P". */
+static int sleeping_pids(const char *out, pid_t *pids, int max)
+{
+    int n = 0;
+    const char *p = out;
+    while (n < max && (p = strstr(p, "sleeping, pid "))) {
+        p += strlen("sleeping, pid ");
+        pids[n++] = (pid_t)atoi(p);
+    }
+    return n;
+}
+
+static void all_ranks_exit_zero(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "4", "--", "@rank", "info", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.out, "of 4: notifier", NULL) != 4)
+        fail_msg("expected 4 ranks to report:\n%s\nstderr:\n%s", r.out, r.err);
+    for (int k = 0; k < 4; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "rank %d of 4", k);
+        assert_int_equal(count_lines(r.out, want, NULL), 1);
+    }
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* One rank exits 7; the others sleep and ignore the abort flag, so the
+ * launcher must kill them after --grace and exit 7. */
+static void one_rank_exits_7(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "4", "--grace", "1", "--", "@rank",
+                 "exit-after-barrier", "2", "7", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 7);
+    if (!count_lines(r.err, "rank 2 (pid", "exited with status 7; stopping 3 other ranks"))
+        fail_msg("no failure line in:\n%s", r.err);
+    assert_int_equal(count_lines(r.err, "sending SIGKILL", NULL), 1);
+    /* Start-up plus grace plus at most one second. */
+    if (r.secs > 1.0 + 1.0 + 0.5)
+        fail_msg("launcher took %.2f s with --grace 1", r.secs);
+    pid_t pids[8];
+    int n = sleeping_pids(r.out, pids, 8);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < n; i++)
+        if (pid_alive(pids[i]))
+            fail_msg("rank pid %d still alive after the launcher exited", (int)pids[i]);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void killed_in_barrier(const char *notifier)
+{
+    char env_notify[32];
+    snprintf(env_notify, sizeof env_notify, "SHMESH_NOTIFY=%s", notifier);
+    char *env[] = {env_notify, NULL};
+    struct run r;
+    run_launcher(&r, env, 30, "-v", "-n", "4", "--", "@rank", "kill-in-barrier", "2", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 137);
+    if (!count_lines(r.err, "rank 2 (pid", "killed by SIGKILL; stopping 3 other ranks"))
+        fail_msg("launcher did not name rank 2 and SIGKILL:\n%s", r.err);
+    /* Ranks 0, 1 and 3 get PEER_DEAD naming rank 2, within 2 s of the kill
+     * (rank 0 kills at 300 ms after the others entered the barrier). */
+    double ms[8];
+    int n = op_times_ms(r.out, "shmesh_barrier -> SHMESH_ERR_PEER_DEAD", ms, 8);
+    if (n != 3)
+        fail_msg("%d ranks reported PEER_DEAD, expected 3:\n%s", n, r.out);
+    for (int i = 0; i < n; i++)
+        if (ms[i] > 300 + 2000)
+            fail_msg("PEER_DEAD came %.0f ms after entering the barrier", ms[i]);
+    assert_int_equal(count_lines(r.out, "SHMESH_ERR_PEER_DEAD", "peer rank 2 failed"), 6);
+    /* The context is poisoned: the next call fails at once with the same. */
+    assert_int_equal(count_lines(r.out, "(again) -> SHMESH_ERR_PEER_DEAD (0 ms)", NULL), 3);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void killed_in_barrier_futex(void **state) { killed_in_barrier("futex"); }
+
+static void killed_in_barrier_uring(void **state)
+{
+    if (!uring_available())
+        skip();
+    killed_in_barrier("uring");
+}
+
+static void send_sigterm(pid_t pid, void *arg)
+{
+    sleep_secs(0.7);
+    kill(pid, SIGTERM);
+}
+
+static void sigterm_to_launcher(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)rank_prog_path(),
+                    "sleep", NULL};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, send_sigterm, NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 128 + SIGTERM);
+    assert_int_equal(count_lines(r.err, "received SIGTERM; forwarding it to 4 ranks", NULL), 1);
+    pid_t pids[8];
+    int n = sleeping_pids(r.out, pids, 8);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < n; i++)
+        assert_false(pid_alive(pids[i]));
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* A rank that ignores SIGTERM is killed once the grace period is over. */
+static void sigterm_ignored_then_killed(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--grace", "0.5", "--",
+                    "/bin/sh", "-c", "trap '' TERM; echo \"sleeping, pid $$\"; "
+                    "while :; do sleep 0.05; done", NULL};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, send_sigterm, NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 128 + SIGTERM);
+    assert_int_equal(count_lines(r.err, "still running after the 0.5 s grace period", NULL), 1);
+    pid_t pids[4];
+    int n = sleeping_pids(r.out, pids, 4);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < n; i++)
+        assert_false(pid_alive(pids[i]));
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void timeout_exits_124(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "2", "--timeout", "0.5", "--", "@rank", "sleep",
+                 NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 124);
+    assert_int_equal(count_lines(r.err, "longer than --timeout 0.5 s", NULL), 1);
+    assert_true(r.secs < 5);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void exec_failure_reported_once(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "3", "--", "/nonexistent/shmesh-prog", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 127);
+    assert_int_equal(count_lines(r.err, "cannot run '/nonexistent/shmesh-prog'",
+                                 "No such file or directory"),
+                     1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void tag_output_prefixes_lines(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "--tag-output", "-n", "3", "--", "/bin/sh", "-c",
+                 "echo \"first $RANK\"; printf 'no newline %s' \"$RANK\"; "
+                 "echo \"to stderr $RANK\" >&2",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    for (int k = 0; k < 3; k++) {
+        char a[32], b[32], c[32];
+        snprintf(a, sizeof a, "[%d] first %d\n", k, k);
+        snprintf(b, sizeof b, "[%d] no newline %d\n", k, k);
+        snprintf(c, sizeof c, "[%d] to stderr %d\n", k, k);
+        if (!strstr(r.out, a) || !strstr(r.out, b))
+            fail_msg("missing '%s' or '%s' in:\n%s", a, b, r.out);
+        if (!strstr(r.err, c))
+            fail_msg("missing '%s' in:\n%s", c, r.err);
+    }
+    /* Every line of stdout is tagged. */
+    assert_int_equal(count_lines(r.out, NULL, NULL), count_lines(r.out, "[", "] "));
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void environment_per_rank(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "2", "--", "/bin/sh", "-c",
+                 "echo \"env $SHMESH_RANK/$SHMESH_WORLD_SIZE $RANK/$WORLD_SIZE "
+                 "$LOCAL_RANK/$LOCAL_WORLD_SIZE $SHMESH_LOCAL_RANK seg=$SHMESH_SEGMENT\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(count_lines(r.out, "env 0/2 0/2 0/2 0 seg=/shmesh-", NULL), 1);
+    assert_int_equal(count_lines(r.out, "env 1/2 1/2 1/2 1 seg=/shmesh-", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* With fake AMD GPUs under SHMESH_SYSROOT each rank sees one device. */
+static void one_gpu_per_rank(void **state)
+{
+    char root[] = "/tmp/shmesh-sysroot-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "for n in 0 1 2; do mkdir -p %s/sys/class/kfd/kfd/topology/nodes/$n; done; "
+             "echo 0 > %s/sys/class/kfd/kfd/topology/nodes/0/gpu_id; "
+             "echo 4242 > %s/sys/class/kfd/kfd/topology/nodes/1/gpu_id; "
+             "echo 4343 > %s/sys/class/kfd/kfd/topology/nodes/2/gpu_id",
+             root, root, root, root);
+    assert_int_equal(system(cmd), 0);
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", root);
+    char *env[] = {env_root, NULL};
+    struct run r;
+    /* No -n: one rank per GPU found. */
+    run_launcher(&r, env, 30, "-v", "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK of $WORLD_SIZE gpu $HIP_VISIBLE_DEVICES "
+                 "cuda ${CUDA_VISIBLE_DEVICES:-unset}\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(count_lines(r.out, "rank 0 of 2 gpu 0 cuda unset", NULL), 1);
+    assert_int_equal(count_lines(r.out, "rank 1 of 2 gpu 1 cuda unset", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void usage_errors(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 10, NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "no program given"));
+    run_free(&r);
+    run_launcher(&r, NULL, 10, "-n", "0", "--", "/bin/true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "-n expects a number of ranks from 1 to 4096, got '0'"));
+    run_free(&r);
+    run_launcher(&r, NULL, 10, "--grace", "soon", "--", "/bin/true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--grace expects a number of seconds >= 0, got 'soon'"));
+    run_free(&r);
+    run_launcher(&r, NULL, 10, "--frobnicate", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "unknown option '--frobnicate'"));
+    run_free(&r);
+    run_launcher(&r, NULL, 10, "--help", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "Usage: shmesh-run"));
+    run_free(&r);
+}
+
+/* A program that never joins is no failure: the job is just processes. */
+static void non_shmesh_program(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 10, "-v", "-n", "3", "--", "/bin/true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.err, "note:"));
+    assert_clean(&r);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(all_ranks_exit_zero),
+        cmocka_unit_test(one_rank_exits_7),
+        cmocka_unit_test(killed_in_barrier_futex),
+        cmocka_unit_test(killed_in_barrier_uring),
+        cmocka_unit_test(sigterm_to_launcher),
+        cmocka_unit_test(sigterm_ignored_then_killed),
+        cmocka_unit_test(timeout_exits_124),
+        cmocka_unit_test(exec_failure_reported_once),
+        cmocka_unit_test(tag_output_prefixes_lines),
+        cmocka_unit_test(environment_per_rank),
+        cmocka_unit_test(one_gpu_per_rank),
+        cmocka_unit_test(usage_errors),
+        cmocka_unit_test(non_shmesh_program),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,218 @@
+/* Description: both notifiers — a wait ends on a wake from another process,
+ * on a word that already changed, on a deadline, and on a watched peer's
+ * exit; seg_wait_flag's outcomes (abort, peer dead, owner finalized,
+ * timeout).  Each case runs under "uring" (skipped where the kernel refuses
+ * it) and "futex". */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "notify.h"
+#include "segment.h"
+#include "wait.h"
+
+static struct notify *open_kind(enum notify_kind k)
+{
+    struct notify *n = NULL;
+    char err[256];
+    int rc = notify_open(k, 4, &n, err, sizeof err);
+    if (rc == -EOPNOTSUPP && k == NOTIFY_URING)
+        return NULL;
+    if (rc)
+        fail_msg("notify_open: %s", err);
+    assert_int_equal(notify_kind_of(n), k);
+    return n;
+}
+
+static _Atomic uint32_t *shared_word(void)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+/* A child that sleeps `ms`, stores `v` into *word and wakes it; or just exits. */
+static pid_t child_after(int ms, _Atomic uint32_t *word, uint32_t v)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sleep_secs(ms / 1000.0);
+        if (word) {
+            atomic_store(word, v);
+            notify_wake(word);
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+static void wake_timeout_and_death(enum notify_kind k)
+{
+    struct notify *n = open_kind(k);
+    if (!n)
+        skip();
+    _Atomic uint32_t *w = shared_word();
+
+    /* Already different: no sleep. */
+    atomic_store(w, 5);
+    double t0 = mono_secs();
+    assert_int_equal(notify_wait(n, w, 4, 2000000000), 0);
+    assert_true(mono_secs() - t0 < 0.5);
+
+    /* Nobody posts: the deadline. */
+    t0 = mono_secs();
+    assert_int_equal(notify_wait(n, w, 5, 60000000), -ETIMEDOUT);
+    double took = mono_secs() - t0;
+    if (took < 0.05 || took > 1.5)
+        fail_msg("a 60 ms wait took %.3f s", took);
+
+    /* Another process posts and wakes. */
+    pid_t pid = child_after(100, w, 6);
+    t0 = mono_secs();
+    while (atomic_load(w) == 5 && mono_secs() - t0 < 5)
+        assert_true(notify_wait(n, w, 5, 5000000000LL) >= 0);
+    assert_int_equal(atomic_load(w), 6);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+
+    /* A watched process exits while we sleep on a word nobody touches. */
+    pid = child_after(100, NULL, 0);
+    assert_int_equal(notify_watch(n, 1, pid), 0);
+    t0 = mono_secs();
+    while (!notify_peer_exited(n, 1) && mono_secs() - t0 < 5) {
+        int rc = notify_wait(n, w, 6, 200000000);
+        assert_true(rc == 0 || rc == 1 || rc == -ETIMEDOUT);
+        notify_check_peers(n, rc == -ETIMEDOUT);
+    }
+    assert_true(notify_peer_exited(n, 1));
+    took = mono_secs() - t0;
+    if (took > (k == NOTIFY_URING ? 1.0 : 2.0))
+        fail_msg("death noticed after %.3f s", took);
+    waitpid(pid, NULL, 0);
+
+    /* A process already gone counts as exited at once. */
+    pid = child_after(0, NULL, 0);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(notify_watch(n, 2, pid), 0);
+    notify_check_peers(n, true);
+    assert_true(notify_peer_exited(n, 2));
+    assert_false(notify_peer_exited(n, 3));
+
+    notify_close(n);
+    munmap((void *)w, 4096);
+}
+
+static void uring_wake_timeout_and_death(void **state) { wake_timeout_and_death(NOTIFY_URING); }
+static void futex_wake_timeout_and_death(void **state) { wake_timeout_and_death(NOTIFY_FUTEX); }
+
+static void wait_flag_outcomes(enum notify_kind k)
+{
+    struct notify *n = open_kind(k);
+    if (!n)
+        skip();
+    struct seg *s;
+    char err[256];
+    assert_int_equal(seg_create_private(3, 0, &s, err, sizeof err), 0);
+    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin = 100,
+                           .timeout_ns = 0, .slice_ns = 100000000};
+    struct seg_flag *f1 = &seg_ctrl(s, 1)->seq, *f2 = &seg_ctrl(s, 2)->seq;
+    int culprit = -1;
+
+    atomic_store(&f1->value, 3);
+    assert_int_equal(seg_wait_flag(&w, f1, 3, 1, &culprit), 0);
+    /* Wrapping comparison: 0x00000002 is "after" 0xfffffffe. */
+    atomic_store(&f1->value, 2);
+    assert_int_equal(seg_wait_flag(&w, f1, 0xfffffffeu, 1, &culprit), 0);
+
+    /* Posted later from another process. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        sleep_secs(0.1);
+        seg_flag_post(f1, 10);
+        _exit(0);
+    }
+    assert_int_equal(seg_wait_flag(&w, f1, 10, 1, &culprit), 0);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(atomic_load(&f1->waiters), 0);
+
+    /* Deadline. */
+    w.timeout_ns = 50000000;
+    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ETIMEDOUT);
+    w.timeout_ns = 0;
+
+    /* The owner finalized: it will never post again. */
+    atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_FINALIZED);
+    assert_int_equal(seg_wait_flag(&w, f2, 1, 2, &culprit), -ESHUTDOWN);
+    assert_int_equal(culprit, 2);
+    atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_ATTACHED);
+
+    /* Rank 2 dies (a real process we watch) while we wait for rank 1. */
+    pid = child_after(100, NULL, 0);
+    assert_int_equal(notify_watch(n, 2, pid), 0);
+    culprit = -1;
+    double t0 = mono_secs();
+    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -EOWNERDEAD);
+    assert_int_equal(culprit, 2);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+    /* A dead peer that had finalized is no failure. */
+    atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_FINALIZED);
+    w.timeout_ns = 20000000;
+    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ETIMEDOUT);
+    w.timeout_ns = 0;
+
+    /* The job is aborted from another process while we wait. */
+    pid = fork();
+    if (pid == 0) {
+        sleep_secs(0.1);
+        seg_abort(s, SEG_CAUSE_SIGNAL, -1, 0, "test");
+        _exit(0);
+    }
+    t0 = mono_secs();
+    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ECANCELED);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+
+    seg_close(s);
+    notify_close(n);
+}
+
+static void uring_wait_flag_outcomes(void **state) { wait_flag_outcomes(NOTIFY_URING); }
+static void futex_wait_flag_outcomes(void **state) { wait_flag_outcomes(NOTIFY_FUTEX); }
+
+static void parse_kinds(void **state)
+{
+    enum notify_kind k;
+    assert_int_equal(notify_parse_kind(NULL, &k), 0);
+    assert_int_equal(k, NOTIFY_AUTO);
+    assert_int_equal(notify_parse_kind("uring", &k), 0);
+    assert_int_equal(k, NOTIFY_URING);
+    assert_int_equal(notify_parse_kind("futex", &k), 0);
+    assert_int_equal(k, NOTIFY_FUTEX);
+    assert_int_equal(notify_parse_kind("epoll", &k), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_kinds),
+        cmocka_unit_test(uring_wake_timeout_and_death),
+        cmocka_unit_test(futex_wake_timeout_and_death),
+        cmocka_unit_test(uring_wait_flag_outcomes),
+        cmocka_unit_test(futex_wait_flag_outcomes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,322 @@
+/* Description: the segment — layout, validation of everything a rank reads
+ * from the header (corrupted magic, wrong version, truncation, world-size
+ * mismatch, corrupt offsets), the unlink once every rank has joined, a full
+ * /dev/shm, NUMA placement, the abort record, and shmesh_init's errors. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "segment.h"
+#include "shmesh.h"
+#include "shmesh_config.h"
+
+#if SHMESH_HAVE_NUMA
+#include <numa.h>
+#include <numaif.h>
+#endif
+
+static char err[512];
+
+static struct seg *make(int world)
+{
+    struct seg_create_opts o = {.world_size = world, .numa = 0};
+    struct seg *s = NULL;
+    if (seg_create(&o, &s, err, sizeof err) < 0)
+        fail_msg("seg_create: %s", err);
+    return s;
+}
+
+static void drop(struct seg *s)
+{
+    seg_unlink(s);
+    seg_close(s);
+}
+
+/* Writes `len` bytes at `off` of the named segment, behind the creator's back. */
+static void poke(const char *name, off_t off, const void *data, size_t len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, data, len, off), (ssize_t)len);
+    close(fd);
+}
+
+static void truncate_to(const char *name, off_t len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, len), 0);
+    close(fd);
+}
+
+static void expect_attach_error(const char *name, int world, int code, const char *words)
+{
+    struct seg *s = NULL;
+    err[0] = '\0';
+    int rc = seg_attach(name, world, 0, &s, err, sizeof err);
+    assert_int_equal(rc, code);
+    assert_null(s);
+    if (!strstr(err, words))
+        fail_msg("error '%s' does not say '%s'", err, words);
+}
+
+static void layout_is_aligned(void **state)
+{
+    struct seg *s = make(5);
+    const struct seg_header *h = s->hdr;
+    assert_int_equal(h->magic, SEG_MAGIC);
+    assert_int_equal(h->world_size, 5);
+    assert_int_equal(h->total_bytes, s->size);
+    assert_int_equal(h->total_bytes, seg_required_bytes(5, h->slot_bytes));
+    for (int r = 0; r < 5; r++) {
+        uintptr_t c = (uintptr_t)seg_ctrl(s, r);
+        assert_int_equal(c % 128, 0); /* its own pair of cache lines */
+        if (r)
+            assert_true(c - (uintptr_t)seg_ctrl(s, r - 1) >= 128);
+        assert_int_equal((uintptr_t)seg_slot(s, r, 0) % SEG_PAGE, 0);
+        assert_true((uint8_t *)seg_slot(s, r, 1) + h->slot_bytes <= s->base + s->size);
+        assert_int_equal(seg_ctrl(s, r)->numa_node, -1);
+    }
+    assert_true(s->size <= 8u << 20);
+    drop(s);
+}
+
+static void attach_validates_header(void **state)
+{
+    struct seg *s = make(2);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", s->name);
+
+    struct seg *a = NULL;
+    assert_int_equal(seg_attach(name, 2, 1, &a, err, sizeof err), 0);
+    seg_close(a);
+
+    expect_attach_error(name, 3, -EBADMSG,
+                        "was made for 2 ranks but this process expects 3 (SHMESH_WORLD_SIZE)");
+
+    uint32_t version = 99;
+    poke(name, offsetof(struct seg_header, version), &version, sizeof version);
+    expect_attach_error(name, 2, -EBADMSG, "has layout version 99 but this library reads version 1");
+    version = SEG_LAYOUT_VERSION;
+    poke(name, offsetof(struct seg_header, version), &version, sizeof version);
+
+    uint64_t offset = s->hdr->slot_offset + 64;
+    poke(name, offsetof(struct seg_header, slot_offset), &offset, sizeof offset);
+    expect_attach_error(name, 2, -EBADMSG, "has a corrupt layout");
+    offset = s->hdr->slot_offset;
+    poke(name, offsetof(struct seg_header, slot_offset), &offset, sizeof offset);
+
+    uint64_t magic = 0x1122334455667788ull;
+    poke(name, 0, &magic, sizeof magic);
+    expect_attach_error(name, 2, -EBADMSG, "is not a shmesh segment: magic is 0x1122334455667788");
+    magic = SEG_MAGIC;
+    poke(name, 0, &magic, sizeof magic);
+
+    truncate_to(name, (off_t)s->size / 2);
+    expect_attach_error(name, 2, -EBADMSG, "it was truncated or corrupted");
+    truncate_to(name, 100);
+    expect_attach_error(name, 2, -EBADMSG, "smaller than its 4096-byte header");
+    drop(s);
+
+    expect_attach_error(name, 2, -ENOENT, "does not exist");
+    expect_attach_error("no-slash", 2, -EINVAL, "must look like /shmesh-");
+}
+
+static void last_join_unlinks(void **state)
+{
+    struct seg *s = make(2);
+    struct seg *r0 = NULL, *r1 = NULL;
+    assert_int_equal(seg_attach(s->name, 2, 0, &r0, err, sizeof err), 0);
+    assert_int_equal(seg_attach(s->name, 2, 1, &r1, err, sizeof err), 0);
+    assert_int_equal(seg_join(r0, 0, 1000, err, sizeof err), 0);
+    assert_int_equal(seg_join(r0, 0, 1001, err, sizeof err), -EBUSY);
+    assert_non_null(strstr(err, "rank 0 of segment"));
+    assert_non_null(strstr(err, "already attached by pid 1000"));
+    int fd = shm_open(s->name, O_RDONLY, 0);
+    assert_true(fd >= 0); /* still there: rank 1 has not joined */
+    close(fd);
+    assert_int_equal(seg_join(r1, 1, 1002, err, sizeof err), 0);
+    fd = shm_open(s->name, O_RDONLY, 0);
+    assert_int_equal(fd, -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(atomic_load(&s->hdr->attached.value), 2);
+    seg_close(r0);
+    seg_close(r1);
+    drop(s); /* unlinking a name already gone is fine */
+}
+
+static int count_own_segments(void)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "shmesh-%d-", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void full_dev_shm_is_a_clear_error(void **state)
+{
+    /* 256 GiB per buffer: more than this machine's /dev/shm holds. */
+    struct seg_create_opts o = {.world_size = 2, .slot_bytes = 256ull << 30, .numa = 0};
+    struct seg *s = NULL;
+    int before = count_own_segments();
+    int rc = seg_create(&o, &s, err, sizeof err);
+    if (rc == 0) {
+        drop(s);
+        skip(); /* a /dev/shm of over 1 TiB */
+    }
+    assert_int_equal(rc, -ENOSPC);
+    assert_null(s);
+    if (!strstr(err, "/dev/shm has no room for the") || !strstr(err, "df -h /dev/shm") ||
+        !strstr(err, "2-rank job"))
+        fail_msg("unclear error: %s", err);
+    assert_int_equal(count_own_segments(), before);
+}
+
+static void bad_create_options(void **state)
+{
+    struct seg *s = NULL;
+    struct seg_create_opts o = {.world_size = 0};
+    assert_int_equal(seg_create(&o, &s, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "world size must be between 1 and 4096, got 0"));
+    o = (struct seg_create_opts){.world_size = 2, .slot_bytes = 1000};
+    assert_int_equal(seg_create(&o, &s, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "multiple of 4096"));
+}
+
+static void numa_placement_before_first_touch(void **state)
+{
+#if SHMESH_HAVE_NUMA
+    if (numa_available() < 0)
+        skip();
+    struct seg_create_opts o = {.world_size = 2, .numa = 1}; /* even on one node */
+    struct seg *s = NULL;
+    assert_int_equal(seg_create(&o, &s, err, sizeof err), 0);
+    for (int r = 0; r < 2; r++) {
+        int node = seg_ctrl(s, r)->numa_node;
+        assert_true(node >= 0);
+        int mode = -1;
+        unsigned long mask[16] = {0};
+        assert_int_equal(get_mempolicy(&mode, mask, sizeof mask * 8, seg_slot(s, r, 0),
+                                       MPOL_F_ADDR),
+                         0);
+        assert_int_equal(mode, MPOL_PREFERRED);
+        assert_true(mask[0] & (1ul << node));
+    }
+    drop(s);
+#else
+    skip();
+#endif
+}
+
+static void abort_record_first_wins(void **state)
+{
+    struct seg *s = make(3);
+    struct seg_abort_info ai;
+    assert_false(seg_aborted(s, &ai));
+    assert_int_equal(seg_abort(s, SEG_CAUSE_RANK_ABORT, 2, 9, "first"), 0);
+    assert_int_equal(seg_abort(s, SEG_CAUSE_SIGNAL, -1, 0, "second"), -EALREADY);
+    assert_true(seg_aborted(s, &ai));
+    assert_int_equal(ai.cause, SEG_CAUSE_RANK_ABORT);
+    assert_int_equal(ai.rank, 2);
+    assert_int_equal(ai.code, 9);
+    assert_string_equal(ai.reason, "first");
+    drop(s);
+}
+
+/* shmesh_init reads the launcher's environment; these are its refusals. */
+static int init_with(const char *seg, const char *rank, const char *world, const char *notify)
+{
+    seg ? setenv("SHMESH_SEGMENT", seg, 1) : unsetenv("SHMESH_SEGMENT");
+    rank ? setenv("SHMESH_RANK", rank, 1) : unsetenv("SHMESH_RANK");
+    world ? setenv("SHMESH_WORLD_SIZE", world, 1) : unsetenv("SHMESH_WORLD_SIZE");
+    notify ? setenv("SHMESH_NOTIFY", notify, 1) : unsetenv("SHMESH_NOTIFY");
+    shmesh_ctx *ctx = (shmesh_ctx *)&ctx; /* must come back NULL */
+    int rc = shmesh_init(&ctx);
+    if (rc == 0)
+        shmesh_finalize(ctx);
+    else
+        assert_null(ctx);
+    unsetenv("SHMESH_SEGMENT");
+    unsetenv("SHMESH_RANK");
+    unsetenv("SHMESH_WORLD_SIZE");
+    unsetenv("SHMESH_NOTIFY");
+    return rc;
+}
+
+static void expect_init_error(int rc, int code, const char *words)
+{
+    assert_int_equal(rc, code);
+    if (!strstr(shmesh_last_error(NULL), words))
+        fail_msg("error '%s' does not say '%s'", shmesh_last_error(NULL), words);
+}
+
+static void init_refuses_bad_environment(void **state)
+{
+    struct seg *s = make(2);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", s->name);
+
+    expect_init_error(init_with(name, NULL, "2", NULL), SHMESH_ERR_INVALID,
+                      "SHMESH_RANK is not");
+    expect_init_error(init_with(name, "0", NULL, NULL), SHMESH_ERR_INVALID,
+                      "SHMESH_WORLD_SIZE is not");
+    expect_init_error(init_with(name, "2", "2", NULL), SHMESH_ERR_INVALID,
+                      "SHMESH_RANK must be an integer in [0, 1], found '2'");
+    expect_init_error(init_with(name, "0", "two", NULL), SHMESH_ERR_INVALID,
+                      "SHMESH_WORLD_SIZE must be an integer");
+    expect_init_error(init_with(name, "0", "2", "carrier-pigeon"), SHMESH_ERR_INVALID,
+                      "SHMESH_NOTIFY must be uring, futex or auto, found 'carrier-pigeon'");
+    expect_init_error(init_with(name, "0", "3", NULL), SHMESH_ERR_BAD_SEGMENT,
+                      "rank 0: segment");
+
+    uint64_t magic = 42;
+    poke(name, 0, &magic, sizeof magic);
+    expect_init_error(init_with(name, "1", "2", NULL), SHMESH_ERR_BAD_SEGMENT, "rank 1: /shmesh-");
+    expect_init_error(init_with(name, "1", "2", NULL), SHMESH_ERR_BAD_SEGMENT,
+                      "is not a shmesh segment");
+    magic = SEG_MAGIC;
+    poke(name, 0, &magic, sizeof magic);
+    truncate_to(name, 4096 * 3);
+    expect_init_error(init_with(name, "1", "2", NULL), SHMESH_ERR_BAD_SEGMENT, "truncated");
+    drop(s);
+    expect_init_error(init_with(name, "1", "2", NULL), SHMESH_ERR_BAD_SEGMENT, "does not exist");
+
+    setenv("SHMESH_TIMEOUT", "-1", 1);
+    expect_init_error(init_with(NULL, NULL, NULL, NULL), SHMESH_ERR_INVALID,
+                      "SHMESH_TIMEOUT must be a number of seconds >= 0, found '-1'");
+    unsetenv("SHMESH_TIMEOUT");
+    /* Without the launcher's variables: a world of one. */
+    assert_int_equal(init_with(NULL, NULL, NULL, NULL), 0);
+    assert_int_equal(shmesh_init(NULL), SHMESH_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(layout_is_aligned),
+        cmocka_unit_test(attach_validates_header),
+        cmocka_unit_test(last_join_unlinks),
+        cmocka_unit_test(full_dev_shm_is_a_clear_error),
+        cmocka_unit_test(bad_create_options),
+        cmocka_unit_test(numa_placement_before_first_touch),
+        cmocka_unit_test(abort_record_first_wins),
+        cmocka_unit_test(init_refuses_bad_environment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
