@@ -59,6 +59,7 @@ struct job {
     /* How the job ends. */
     bool stopping;
     int first_failure;    /* rank, or -1 */
+    struct rank_proc *deferred; /* a failure blamed on a rank not yet exited */
     int exit_status;      /* the launcher's, once decided */
     bool exit_decided;
     int64_t kill_at_ns;   /* when stopping: SIGKILL time; 0 once sent */

@@ -84,6 +84,17 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     if (!ok) {
         if (j->exit_decided)
             return; /* only the first failure is reported and decides the status */
+        /* A rank that called shmesh_abort, or whose death a peer noticed,
+         * is the cause even if a peer that reacted exits before it. */
+        struct seg_abort_info ai;
+        if (seg_aborted(j->seg, &ai) &&
+            (ai.cause == SEG_CAUSE_RANK_ABORT || ai.cause == SEG_CAUSE_RANK_DIED) &&
+            ai.rank >= 0 && ai.rank < j->o.np && ai.rank != p->rank && j->ranks[ai.rank].running) {
+            if (!j->deferred)
+                j->deferred = p;
+            job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
+            return;
+        }
         j->exit_decided = true;
         j->first_failure = p->rank;
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
@@ -333,6 +344,15 @@ int supervise(struct job *j, int sigfd)
         for (nfds_t i = first_relay; i < n; i++)
             if (pfd[i].revents)
                 relay_pump(who[i]);
+    }
+    if (!j->exit_decided && j->deferred) {
+        /* The rank blamed never failed by itself: report what was seen. */
+        struct rank_proc *p = j->deferred;
+        char how[96];
+        describe_status(p->status, how, sizeof how);
+        fprintf(stderr, PROG ": rank %d (pid %d) %s\n", p->rank, (int)p->pid, how);
+        j->exit_decided = true;
+        j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
     }
     /* Whatever is left unsaid ends the job's output, once. */
     for (int r = 0; r < j->o.np; r++) {

@@ -218,6 +218,8 @@ int shmesh_finalize(shmesh_ctx *c)
     if (!c)
         return 0;
     int rc = sync_enter(c, "shmesh_finalize");
+    if (!rc)
+        rc = sync_begin(c);
     if (!rc) {
         struct seg_sig sig = {.op = SIG_OP_FINALIZE, .call = c->calls};
         rc = sync_phase(c, &sig);

@@ -45,7 +45,12 @@ void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * sequence word and waits for every peer's.  Data written to the rank's slot
  * buffer (phase & 1) before sync_phase() is readable by peers after it and
  * stays intact until the phase after next, so no closing barrier is needed. */
+/* sync_enter: a poisoned context fails here, before arguments are looked
+ * at.  sync_begin: the arguments were accepted; the call counts from now on
+ * (a refused call is not made, so it must not shift the call numbers that
+ * ranks compare). */
 int sync_enter(shmesh_ctx *c, const char *op);
+int sync_begin(shmesh_ctx *c);
 int sync_phase(shmesh_ctx *c, const struct seg_sig *sig);
 static inline int sync_next_parity(const shmesh_ctx *c) { return (int)((c->phase + 1) & 1); }
 /* Turns a seg_wait_flag() failure into a poisoned context and its error. */

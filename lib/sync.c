@@ -53,6 +53,11 @@ int sync_enter(shmesh_ctx *c, const char *op)
     if (c->poison)
         return c->poison;
     c->op = op;
+    return 0;
+}
+
+int sync_begin(shmesh_ctx *c)
+{
     c->calls++;
     struct seg_abort_info ai;
     if (atomic_load_explicit(&c->seg->hdr->abort.value, memory_order_acquire) &&

@@ -28,6 +28,9 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "shmesh_world_sum: buf is NULL but count is %zu", count);
 
+    rc = sync_begin(c);
+    if (rc)
+        return rc;
     struct seg_sig sig = {.op = SIG_OP_WORLD_SUM, .dtype = (uint32_t)dtype, .count = count,
                           .call = c->calls};
     size_t chunk = (size_t)(c->seg->hdr->slot_bytes / esz);

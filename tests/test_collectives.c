@@ -164,7 +164,7 @@ static void refused_arguments_leave_job_usable(void **state)
                  "a sum of booleans is int32", 2);
     expect_lines(&r, "shmesh_world_sum(NULL) -> SHMESH_ERR_INVALID", "buf is NULL but count is 2",
                  2);
-    expect_lines(&r, "shmesh_world_sum(dtype 99) -> SHMESH_ERR_INVALID", "got 99", 2);
+    expect_lines(&r, "rank 0: shmesh_world_sum(dtype 99) -> SHMESH_ERR_INVALID", "got 99", 1);
     expect_lines(&r, "shmesh_world_sum -> SHMESH_OK", NULL, 2);
     expect_lines(&r, "shmesh_world_sum(count 0) -> SHMESH_OK", NULL, 2);
     assert_clean(&r);

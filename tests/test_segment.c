@@ -155,15 +155,25 @@ static void last_join_unlinks(void **state)
     drop(s); /* unlinking a name already gone is fine */
 }
 
-static int count_own_segments(void)
+/* Segments this process created that are still in /dev/shm; with `remove`,
+ * unlinks them. */
+static int own_segments(bool remove)
 {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "shmesh-%d-", (int)getpid());
     DIR *d = opendir("/dev/shm");
     int n = 0;
     struct dirent *e;
-    while (d && (e = readdir(d)))
-        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)))
+            continue;
+        n++;
+        if (remove) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    }
     if (d)
         closedir(d);
     return n;
@@ -174,7 +184,7 @@ static void full_dev_shm_is_a_clear_error(void **state)
     /* 256 GiB per buffer: more than this machine's /dev/shm holds. */
     struct seg_create_opts o = {.world_size = 2, .slot_bytes = 256ull << 30, .numa = 0};
     struct seg *s = NULL;
-    int before = count_own_segments();
+    int before = own_segments(false);
     int rc = seg_create(&o, &s, err, sizeof err);
     if (rc == 0) {
         drop(s);
@@ -185,8 +195,9 @@ static void full_dev_shm_is_a_clear_error(void **state)
     if (!strstr(err, "/dev/shm has no room for the") || !strstr(err, "df -h /dev/shm") ||
         !strstr(err, "2-rank job"))
         fail_msg("unclear error: %s", err);
-    assert_int_equal(count_own_segments(), before);
+    assert_int_equal(own_segments(false), before);
 }
+
 
 static void bad_create_options(void **state)
 {
@@ -306,17 +317,27 @@ static void init_refuses_bad_environment(void **state)
     assert_int_equal(shmesh_init(NULL), SHMESH_ERR_INVALID);
 }
 
+/* A failed assertion leaves its test early: remove whatever segments this
+ * process created, so that a failure leaves nothing in /dev/shm either. */
+static int remove_own_segments(void **state)
+{
+    own_segments(true);
+    return 0;
+}
+
+#define TEST(f) cmocka_unit_test_teardown(f, remove_own_segments)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(layout_is_aligned),
-        cmocka_unit_test(attach_validates_header),
-        cmocka_unit_test(last_join_unlinks),
-        cmocka_unit_test(full_dev_shm_is_a_clear_error),
-        cmocka_unit_test(bad_create_options),
-        cmocka_unit_test(numa_placement_before_first_touch),
-        cmocka_unit_test(abort_record_first_wins),
-        cmocka_unit_test(init_refuses_bad_environment),
+        TEST(layout_is_aligned),
+        TEST(attach_validates_header),
+        TEST(last_join_unlinks),
+        TEST(full_dev_shm_is_a_clear_error),
+        TEST(bad_create_options),
+        TEST(numa_placement_before_first_touch),
+        TEST(abort_record_first_wins),
+        TEST(init_refuses_bad_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
