@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct notify {
     enum notify_kind kind;
     int nslots;
     int *pidfd;    /* per rank; -1 when not watched */
+    pid_t *pid;    /* per rank; set where pidfds are unavailable and kill(pid, 0) polls */
     bool *exited;  /* per rank */
     struct pollfd *pfd;
     int *pfd_rank;
@@ -102,7 +104,8 @@ static void prep_futex_wait(struct io_uring_sqe *sqe, _Atomic uint32_t *word, ui
 }
 
 /* Reads every completion present.  *result receives the res of the futex wait
- * tagged `id`; returns true when a peer's exit was among them. */
+ * tagged `id` (or -ETIME when only its linked timeout came back); returns
+ * true when a peer's exit was among them. */
 static bool drain(struct notify *n, uint64_t id, int *result)
 {
     struct io_uring_cqe *cqe;
@@ -120,6 +123,11 @@ static bool drain(struct notify *n, uint64_t id, int *result)
             }
         } else if (ud == id && result) {
             *result = cqe->res;
+        } else if (result && *result == INT_MIN && ud == (TAG_TIMEOUT | (id & ~TAG_MASK)) &&
+                   cqe->res == -ETIME) {
+            /* The deadline passed; the wait itself reports -ECANCELED next.
+             * Either ends this wait, so a lost completion cannot hang it. */
+            *result = -ETIME;
         }
         /* Link timeouts, cancels and waits abandoned earlier are dropped. */
     }
@@ -143,7 +151,7 @@ static int uring_wait(struct notify *n, _Atomic uint32_t *word, uint32_t expecte
     if (!sqe)
         return -EBUSY;
     io_uring_prep_link_timeout(sqe, &ts, 0);
-    sqe->user_data = TAG_TIMEOUT;
+    sqe->user_data = TAG_TIMEOUT | (id & ~TAG_MASK);
     int rc = io_uring_submit(&n->ring);
     if (rc < 0)
         return rc;
@@ -235,10 +243,11 @@ int notify_open(enum notify_kind kind, int nslots, struct notify **out, char *er
         return fail(err, errlen, -ENOMEM, "out of memory", NULL);
     n->nslots = nslots > 0 ? nslots : 1;
     n->pidfd = malloc(sizeof *n->pidfd * (size_t)n->nslots);
+    n->pid = calloc((size_t)n->nslots, sizeof *n->pid);
     n->exited = calloc((size_t)n->nslots, sizeof *n->exited);
     n->pfd = calloc((size_t)n->nslots, sizeof *n->pfd);
     n->pfd_rank = calloc((size_t)n->nslots, sizeof *n->pfd_rank);
-    if (!n->pidfd || !n->exited || !n->pfd || !n->pfd_rank) {
+    if (!n->pidfd || !n->pid || !n->exited || !n->pfd || !n->pfd_rank) {
         notify_close(n);
         return fail(err, errlen, -ENOMEM, "out of memory", NULL);
     }
@@ -286,6 +295,7 @@ void notify_close(struct notify *n)
             if (n->pidfd[i] >= 0)
                 close(n->pidfd[i]);
     free(n->pidfd);
+    free(n->pid);
     free(n->exited);
     free(n->pfd);
     free(n->pfd_rank);
@@ -303,12 +313,19 @@ int notify_watch(struct notify *n, int rank, pid_t pid)
 {
     if (rank < 0 || rank >= n->nslots || pid <= 0)
         return -EINVAL;
-    if (n->pidfd[rank] >= 0 || n->exited[rank])
+    if (n->pidfd[rank] >= 0 || n->pid[rank] || n->exited[rank])
         return 0;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0) {
         if (errno == ESRCH) {
             n->exited[rank] = true;
+            return 0;
+        }
+        if (errno == ENOSYS) {
+            /* Before Linux 5.3, or under valgrind: ask kill(pid, 0) after
+             * each slice instead.  The launcher reaps its ranks at once, so
+             * a dead rank's pid disappears quickly. */
+            n->pid[rank] = pid;
             return 0;
         }
         return -errno;
@@ -332,8 +349,29 @@ int notify_watch(struct notify *n, int rank, pid_t pid)
     return 0;
 }
 
+/* Without a pidfd: gone, or a zombie nobody reaped yet, has exited. */
+static bool pid_exited(pid_t pid)
+{
+    if (kill(pid, 0) < 0)
+        return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return true;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    const char *end = strrchr(buf, ')'); /* the command name may hold anything */
+    return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
 void notify_check_peers(struct notify *n, bool thorough)
 {
+    if (thorough)
+        for (int r = 0; r < n->nslots; r++)
+            if (n->pid[r] && !n->exited[r] && pid_exited(n->pid[r]))
+                n->exited[r] = true;
 #if SHMESH_HAVE_URING
     if (n->kind == NOTIFY_URING) {
         drain(n, 0, NULL);

@@ -118,16 +118,17 @@ static void random_name(char *name, size_t len)
     snprintf(name, len, "/shmesh-%d-%016" PRIx64, (int)getpid(), r);
 }
 
+static bool wants_placement(int numa)
+{
+    int nnodes = numa_place_nodes();
+    return nnodes >= 1 && (numa > 0 || (numa < 0 && nnodes > 1));
+}
+
 /* Each rank's data region on the rank's node, decided before the memory is
  * first touched (posix_fallocate allocates according to the shared policy). */
-static int place(struct seg *s, int numa, int **nodes_out, char *err, size_t errlen)
+static int place(struct seg *s, int **nodes_out, char *err, size_t errlen)
 {
-    *nodes_out = NULL;
     int nnodes = numa_place_nodes();
-    if (numa == 0 || (numa < 0 && nnodes < 2))
-        return 0;
-    if (nnodes < 1)
-        return 0; /* built without libnuma: nothing to do */
     int *nodes = calloc((size_t)s->world, sizeof *nodes);
     if (!nodes)
         return fail(err, errlen, -ENOMEM, "out of memory");
@@ -144,6 +145,24 @@ static int place(struct seg *s, int numa, int **nodes_out, char *err, size_t err
     s->hdr->numa_nodes = (uint32_t)nnodes;
     *nodes_out = nodes;
     return 0;
+}
+
+/* Reserves every page now: a full /dev/shm must fail here, at start, and not
+ * later as a SIGBUS inside some rank's collective. */
+static int reserve(int fd, const struct seg_header *h, int world, const char *name, char *err,
+                   size_t errlen)
+{
+    int rc = posix_fallocate(fd, 0, (off_t)h->total_bytes);
+    if (rc == 0)
+        return 0;
+    if (rc == ENOSPC || rc == ENOMEM)
+        return fail(err, errlen, -ENOSPC,
+                    "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job needs "
+                    "(%.1f MiB); see `df -h /dev/shm`, free space there or give the container "
+                    "a larger /dev/shm (docker run --shm-size)",
+                    h->total_bytes, world, (double)h->total_bytes / (1 << 20));
+    return fail(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
+                h->total_bytes, name, strerror(rc));
 }
 
 int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, size_t errlen)
@@ -176,6 +195,11 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
                   h.total_bytes, strerror(errno));
         goto fail;
     }
+    /* Placement must precede the reservation; without it, reserve first so
+     * that a full /dev/shm is found before anything large is mapped. */
+    bool placing = wants_placement(o->numa);
+    if (!placing && (rc = reserve(fd, &h, o->world_size, name, err, errlen)))
+        goto fail;
     base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         rc = fail(err, errlen, -errno, "cannot map segment %s (%" PRIu64 " bytes): %s", name,
@@ -189,24 +213,9 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
     }
     /* The header is written before placement so seg_slot() works. */
     memcpy(base, &h, sizeof h);
-    rc = place(s, o->numa, &nodes, err, errlen);
-    if (rc)
+    if (placing && ((rc = place(s, &nodes, err, errlen)) ||
+                    (rc = reserve(fd, &h, o->world_size, name, err, errlen))))
         goto fail;
-    /* Reserve every page now: a full /dev/shm must fail here, at start, and
-     * not later as a SIGBUS inside some rank's collective. */
-    rc = posix_fallocate(fd, 0, (off_t)h.total_bytes);
-    if (rc) {
-        if (rc == ENOSPC || rc == ENOMEM)
-            rc = fail(err, errlen, -ENOSPC,
-                      "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job needs "
-                      "(%.1f MiB); see `df -h /dev/shm`, free space there or give the container "
-                      "a larger /dev/shm (docker run --shm-size)",
-                      h.total_bytes, o->world_size, (double)h.total_bytes / (1 << 20));
-        else
-            rc = fail(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
-                      h.total_bytes, name, strerror(rc));
-        goto fail;
-    }
     init_ctrl(s, nodes);
     free(nodes);
     s->hdr->creator_pid = (int32_t)getpid();

@@ -202,6 +202,7 @@ static int mode_kill_in_barrier(int argc, char **argv)
         kill((pid_t)pids[victim], SIGKILL);
         sleep_ms(50);
     }
+    free(pids);
     double t0 = now_ms();
     int rc = attempt("shmesh_barrier", shmesh_barrier(ctx), t0);
     if (rc) {
@@ -216,8 +217,7 @@ static int mode_kill_in_barrier(int argc, char **argv)
 static int mode_exit_after_barrier(int argc, char **argv)
 {
     int who = atoi(argv[2]), code = atoi(argv[3]);
-    int64_t *pids = all_pids();
-    (void)pids;
+    free(all_pids()); /* a collective before the exit */
     if (rank == who)
         exit(code);
     printf("rank %d: sleeping, pid %d\n", rank, (int)getpid());
