@@ -67,9 +67,8 @@ static char *dup_id(const char *s, size_t len)
     return id;
 }
 
-void gpus_detect(struct gpu_env *g, int np)
+void gpus_detect(struct gpu_env *g)
 {
-    (void)np;
     memset(g, 0, sizeof *g);
     int amd = count_amd(), nv = amd ? 0 : count_nvidia();
     if (!amd && !nv)

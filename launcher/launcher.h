@@ -52,12 +52,14 @@ struct job {
     struct options o;
     struct seg *seg;
     struct rank_proc *ranks;
+    struct rank_proc **reaped; /* scratch: ranks reaped by one SIGCHLD */
     struct gpu_env gpus;
     int running;
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
     /* How the job ends. */
     bool stopping;
+    int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */
     int first_failure;    /* rank, or -1 */
     struct rank_proc *deferred; /* a failure blamed on a rank not yet exited */
     int exit_status;      /* the launcher's, once decided */
@@ -69,7 +71,7 @@ struct job {
 /* spawn.c */
 int spawn_ranks(struct job *j);
 /* gpus.c */
-void gpus_detect(struct gpu_env *g, int np);
+void gpus_detect(struct gpu_env *g);
 void gpus_free(struct gpu_env *g);
 /* supervise.c */
 int supervise(struct job *j, int sigfd);

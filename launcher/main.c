@@ -162,7 +162,7 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, &j.o) < 0)
         return 2;
 
-    gpus_detect(&j.gpus, j.o.np);
+    gpus_detect(&j.gpus);
     if (j.o.np == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         j.o.np = j.gpus.count > 0 ? j.gpus.count : (cpus > 0 ? (int)cpus : 1);

@@ -73,6 +73,18 @@ void job_stop(struct job *j, int cause, int rank, int sig, const char *reason)
     }
 }
 
+/* The rank the abort record blames (it called shmesh_abort, or a peer saw it
+ * die), or -1. */
+static int blamed_rank(const struct job *j)
+{
+    struct seg_abort_info ai;
+    if (!seg_aborted(j->seg, &ai) ||
+        (ai.cause != SEG_CAUSE_RANK_ABORT && ai.cause != SEG_CAUSE_RANK_DIED) || ai.rank < 0 ||
+        ai.rank >= j->o.np)
+        return -1;
+    return ai.rank;
+}
+
 static void rank_exited(struct job *j, struct rank_proc *p)
 {
     char how[96], reason[SEG_REASON_MAX];
@@ -86,10 +98,8 @@ static void rank_exited(struct job *j, struct rank_proc *p)
             return; /* only the first failure is reported and decides the status */
         /* A rank that called shmesh_abort, or whose death a peer noticed,
          * is the cause even if a peer that reacted exits before it. */
-        struct seg_abort_info ai;
-        if (seg_aborted(j->seg, &ai) &&
-            (ai.cause == SEG_CAUSE_RANK_ABORT || ai.cause == SEG_CAUSE_RANK_DIED) &&
-            ai.rank >= 0 && ai.rank < j->o.np && ai.rank != p->rank && j->ranks[ai.rank].running) {
+        int blamed = blamed_rank(j);
+        if (blamed >= 0 && blamed != p->rank && j->ranks[blamed].running) {
             if (!j->deferred)
                 j->deferred = p;
             job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
@@ -121,39 +131,27 @@ static void rank_exited(struct job *j, struct rank_proc *p)
 
 /* waitpid(-1) hands back zombies in fork order, not in order of death: when
  * a rank dies and a peer exits on noticing it, both may be reaped together.
- * The segment's abort record (written first by whoever noticed) names the
- * rank at fault, so report that one first. */
+ * The abort record (written first by whoever noticed) names the rank at
+ * fault; it is accounted first, so its report counts the others as running. */
 static void reap(struct job *j)
 {
-    struct rank_proc **batch = calloc((size_t)j->o.np, sizeof *batch);
+    struct rank_proc **batch = j->reaped;
     int n = 0, st;
     pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-        for (int r = 0; r < j->o.np; r++) {
-            struct rank_proc *p = &j->ranks[r];
-            if (p->pid != pid || !p->running)
-                continue;
-            p->status = st;
-            if (batch) {
-                batch[n++] = p;
-            } else {
-                p->running = false;
-                j->running--;
-                rank_exited(j, p);
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+        for (int r = 0; r < j->o.np; r++)
+            if (j->ranks[r].pid == pid && j->ranks[r].running) {
+                j->ranks[r].status = st;
+                batch[n++] = &j->ranks[r];
+                break;
             }
-            break;
+    int blamed = n > 1 ? blamed_rank(j) : -1;
+    for (int i = 1; i < n; i++)
+        if (batch[i]->rank == blamed) {
+            struct rank_proc *t = batch[0];
+            batch[0] = batch[i];
+            batch[i] = t;
         }
-    }
-    if (!batch)
-        return;
-    struct seg_abort_info ai;
-    if (n > 1 && seg_aborted(j->seg, &ai) && ai.cause == SEG_CAUSE_RANK_DIED)
-        for (int i = 1; i < n; i++)
-            if (batch[i]->rank == ai.rank) {
-                struct rank_proc *t = batch[0];
-                batch[0] = batch[i];
-                batch[i] = t;
-            }
     /* Each exit is accounted in turn, so the first reported sees the others
      * as they were when it died. */
     for (int i = 0; i < n; i++) {
@@ -161,7 +159,6 @@ static void reap(struct job *j)
         j->running--;
         rank_exited(j, batch[i]);
     }
-    free(batch);
 }
 
 static void on_signal(struct job *j, int sig)
@@ -172,7 +169,7 @@ static void on_signal(struct job *j, int sig)
     }
     if (j->stopping && j->kill_at_ns == 0)
         return; /* SIGKILL already sent */
-    if (j->stopping && j->exit_decided && j->exit_status == 128 + sig) {
+    if (++j->stop_signals > 1) {
         fprintf(stderr, PROG ": received %s again; killing %d %s now\n", signame(sig), j->running,
                 plural(j->running, "rank", "ranks"));
         j->kill_at_ns = now_ns();
@@ -262,10 +259,12 @@ int supervise(struct job *j, int sigfd)
     size_t cap = 2 + 2 * (size_t)j->o.np;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     struct relay **who = calloc(cap, sizeof *who);
-    if (!pfd || !who) {
+    j->reaped = calloc((size_t)j->o.np, sizeof *j->reaped);
+    if (!pfd || !who || !j->reaped) {
         fprintf(stderr, PROG ": out of memory\n");
         free(pfd);
         free(who);
+        free(j->reaped);
         job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, "the launcher ran out of memory");
         while (wait(NULL) > 0 || errno == EINTR)
             ;
@@ -363,6 +362,7 @@ int supervise(struct job *j, int sigfd)
         close(j->stdin_pipe);
     free(pfd);
     free(who);
+    free(j->reaped);
     close(sigfd);
     return j->exit_decided ? j->exit_status : 0;
 }

@@ -3,6 +3,7 @@
 #define SHMESH_TEST_HARNESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 struct run {
@@ -29,7 +30,8 @@ void run_free(struct run *r);
  * "@rank" stands for the shmesh-test-rank helper. */
 int run_launcher(struct run *r, char *const env[], double timeout, ...);
 
-/* Checks that launcher -v output names a segment and that it is gone. */
+/* True when the segment named in launcher -v output still exists in
+ * /dev/shm, or when no name was printed; `name` receives it. */
 bool segment_left_behind(const struct run *r, char *name, size_t len);
 
 /* Whether SHMESH_NOTIFY=uring can work on this machine. */
