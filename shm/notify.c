@@ -349,8 +349,7 @@ int notify_watch(struct notify *n, int rank, pid_t pid)
     return 0;
 }
 
-/* Without a pidfd: gone, or a zombie nobody reaped yet, has exited. */
-static bool pid_exited(pid_t pid)
+bool notify_pid_exited(pid_t pid)
 {
     if (kill(pid, 0) < 0)
         return errno == ESRCH;
@@ -370,7 +369,7 @@ void notify_check_peers(struct notify *n, bool thorough)
 {
     if (thorough)
         for (int r = 0; r < n->nslots; r++)
-            if (n->pid[r] && !n->exited[r] && pid_exited(n->pid[r]))
+            if (n->pid[r] && !n->exited[r] && notify_pid_exited(n->pid[r]))
                 n->exited[r] = true;
 #if SHMESH_HAVE_URING
     if (n->kind == NOTIFY_URING) {

@@ -52,6 +52,9 @@ void notify_check_peers(struct notify *n, bool thorough);
 /* True once `rank`'s exit has been observed. */
 bool notify_peer_exited(const struct notify *n, int rank);
 
+/* Without a pidfd: a process gone, or a zombie nobody reaped yet, has exited. */
+bool notify_pid_exited(pid_t pid);
+
 /* Wakes every process blocked on `word`. */
 void notify_wake(_Atomic uint32_t *word);
 

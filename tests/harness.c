@@ -159,22 +159,7 @@ bool shm_exists(const char *name)
     return stat(path, &st) == 0;
 }
 
-bool pid_alive(pid_t pid)
-{
-    if (kill(pid, 0) < 0)
-        return false;
-    /* A zombie is dead for our purposes. */
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
-}
+bool pid_alive(pid_t pid) { return !notify_pid_exited(pid); }
 
 int run_launcher(struct run *r, char *const env[], double timeout, ...)
 {

@@ -13,13 +13,19 @@
 
 #include "harness.h"
 
-static void stress(const char *notifier)
+/* SHMESH_NOTIFY=notifier into buf; skips the test where uring is refused. */
+static char *notifier_env(const char *notifier, char *buf, size_t len)
 {
     if (!strcmp(notifier, "uring") && !uring_available())
         skip();
-    char env_notify[32];
-    snprintf(env_notify, sizeof env_notify, "SHMESH_NOTIFY=%s", notifier);
-    char *env[] = {env_notify, NULL};
+    snprintf(buf, len, "SHMESH_NOTIFY=%s", notifier);
+    return buf;
+}
+
+static void stress(const char *notifier)
+{
+    char buf[32];
+    char *env[] = {notifier_env(notifier, buf, sizeof buf), NULL};
     struct run r;
     run_launcher(&r, env, 240, "-v", "-n", "8", "--", "@rank", "stress", "20000", NULL);
     if (r.timed_out || r.code != 0)
@@ -40,11 +46,8 @@ static void stress_uring(void **state) { stress("uring"); }
 
 static void idle(const char *notifier, const char *np)
 {
-    if (!strcmp(notifier, "uring") && !uring_available())
-        skip();
-    char env_notify[32];
-    snprintf(env_notify, sizeof env_notify, "SHMESH_NOTIFY=%s", notifier);
-    char *env[] = {env_notify, NULL};
+    char buf[32];
+    char *env[] = {notifier_env(notifier, buf, sizeof buf), NULL};
     struct run r;
     run_launcher(&r, env, 60, "-v", "-n", np, "--", "@rank", "idle", "3000", NULL);
     assert_int_equal(r.code, 0);
