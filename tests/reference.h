@@ -1,0 +1,105 @@
+/* A single-process model of the shmesh collectives, for the tests.
+ *
+ * Given a mesh, one call and every device's input arrays (host memory), it
+ * computes every device's expected output, or says that the call is invalid
+ * and why.  It follows lib/include/shmesh.h (and JAX's semantics where the
+ * header leaves something out) with plain nested loops; it never calls a
+ * libshmesh collective, so it can judge them. */
+#ifndef SHMESH_TEST_REFERENCE_H
+#define SHMESH_TEST_REFERENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmesh.h"
+
+/* Returned (with a sentence in `why`) for a call the header refuses. */
+#define REF_INVALID (-1)
+
+typedef enum {
+    REF_PSUM,
+    REF_PMAX,
+    REF_PMIN,
+    REF_PMEAN,
+    REF_PARGMAX,
+    REF_PARGMIN,
+    REF_ALL_GATHER,
+    REF_PSUM_SCATTER,
+    REF_ALL_TO_ALL,
+    REF_PSWAPAXES,
+    REF_RAGGED_ALL_TO_ALL,
+    REF_PPERMUTE,
+    REF_PSHUFFLE,
+    REF_PBROADCAST,
+    REF_OP_COUNT
+} ref_op;
+
+/* "psum", "all_gather", ... ; ref_op_by_name returns -1 for an unknown name. */
+const char *ref_op_name(ref_op op);
+int ref_op_by_name(const char *name);
+
+/* A mesh as shmesh_mesh_create takes it; device_order NULL = identity. */
+typedef struct {
+    int ndim;
+    const char *const *names;
+    const int *sizes;
+    const int *device_order;
+} ref_mesh;
+
+/* One call's parameters; fields an op does not take are ignored. */
+typedef struct {
+    ref_op op;
+    const char *axes;
+    const shmesh_groups *groups; /* reductions, all_gather, psum_scatter,
+                                    all_to_all, pswapaxes, ragged_all_to_all */
+    int axis;        /* all_gather axis, psum_scatter scatter_dimension,
+                        all_to_all split_axis, pswapaxes axis */
+    int concat_axis; /* all_to_all */
+    bool tiled;      /* all_gather, psum_scatter, all_to_all */
+    const int (*pairs)[2]; /* ppermute */
+    int npairs;
+    const int *perm; /* pshuffle: group-size entries */
+    int source;      /* pbroadcast */
+    /* pmean of integer or bool input: the output dtype wanted
+     * (SHMESH_FLOAT32 or SHMESH_FLOAT64); used only by ref_out_shape. */
+    shmesh_dtype mean_dtype;
+} ref_call;
+
+/* One device's arrays.  `out` is described by the caller (dtype, ndim,
+ * shape; data with room for that shape) and is checked against the shape
+ * the call gives; the model writes the expected values into out->data.
+ * For ragged_all_to_all `in` is the operand, `out` the output, which must
+ * hold the output's values before the call (it is updated in place), and
+ * the four offset/size arrays are used. */
+typedef struct {
+    const shmesh_array *in;
+    shmesh_array *out;
+    const shmesh_array *input_offsets, *send_sizes, *output_offsets, *recv_sizes;
+} ref_dev;
+
+/* Number of devices of the mesh (the product of its sizes), or REF_INVALID
+ * when the mesh itself is malformed. */
+int ref_mesh_world(const ref_mesh *mesh, char *why, size_t whylen);
+
+/* shmesh_axis_index / shmesh_axis_size for `device`. */
+int ref_axis_index(const ref_mesh *mesh, const char *axes, int device, int *index, int *size,
+                   char *why, size_t whylen);
+
+/* The dtype and shape of the output the call gives for input `in` (for
+ * ragged_all_to_all, pass the output array: its own shape).  0, or
+ * REF_INVALID when the arguments are refused whatever the output. */
+int ref_out_shape(const ref_mesh *mesh, const ref_call *call, const shmesh_array *in,
+                  shmesh_dtype *dtype, int *ndim, int64_t shape[SHMESH_MAX_NDIM], char *why,
+                  size_t whylen);
+
+/* Runs the call for every device (devs has one entry per device, indexed by
+ * device = rank).  0 with every out filled, or REF_INVALID with `why` (the
+ * outputs are then untouched). */
+int ref_collective(const ref_mesh *mesh, const ref_call *call, ref_dev *devs, char *why,
+                   size_t whylen);
+
+/* Elements of an array (the product of its shape; 1 for ndim 0). */
+int64_t ref_numel(int ndim, const int64_t *shape);
+
+#endif
