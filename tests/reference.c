@@ -457,6 +457,27 @@ int ref_axis_index(const ref_mesh *mesh, const char *axes, int device, int *inde
     return rc;
 }
 
+int ref_group(const ref_mesh *mesh, const char *axes, const shmesh_groups *groups, int device,
+              int *members, int *n, int *me, char *why, size_t whylen)
+{
+    layout L;
+    int rc = layout_make(mesh, &L, why, whylen);
+    if (rc)
+        return rc;
+    int ax[SHMESH_MAX_MESH_DIMS], nax;
+    rc = parse_axes(mesh, axes, ax, &nax, why, whylen);
+    if (!rc && (device < 0 || device >= L.world))
+        rc = invalid(why, whylen, "device %d is not in the mesh", device);
+    if (!rc) {
+        full_group(&L, ax, nax, device, members, n, me);
+        rc = check_groups(groups, *n, false, why, whylen);
+        if (!rc)
+            narrow_group(groups, members, n, me);
+    }
+    layout_free(&L);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------
  * Argument checks and output shapes
  * ---------------------------------------------------------------------- */

@@ -86,6 +86,12 @@ int ref_mesh_world(const ref_mesh *mesh, char *why, size_t whylen);
 int ref_axis_index(const ref_mesh *mesh, const char *axes, int device, int *index, int *size,
                    char *why, size_t whylen);
 
+/* The group `device` runs a collective in (axes, then axis_index_groups
+ * when given): its members in group-index order (members has room for
+ * every device), their number, and the device's own index. */
+int ref_group(const ref_mesh *mesh, const char *axes, const shmesh_groups *groups, int device,
+              int *members, int *n, int *me, char *why, size_t whylen);
+
 /* The dtype and shape of the output the call gives for input `in` (for
  * ragged_all_to_all, pass the output array: its own shape).  0, or
  * REF_INVALID when the arguments are refused whatever the output. */
