@@ -767,12 +767,14 @@ static int extreme_member(shmesh_dtype dt, const void *const *src, int n, int64_
     return best;
 }
 
-/* The pmean of element e, as element oe of dst (dtype odt). */
-static void mean_elem(shmesh_dtype dt, const void *const *src, int n, int64_t e, void *dst,
-                      shmesh_dtype odt, int64_t oe)
+/* The pmean of element e (the sum over the n members divided by div), as
+ * element oe of dst (dtype odt). */
+static void mean_elem(shmesh_dtype dt, const void *const *src, int n, int div, int64_t e,
+                      void *dst, shmesh_dtype odt, int64_t oe)
 {
     unsigned char sum[8];
     sum_elem(dt, src, n, e, sum, 0);
+    n = div;
     if (dt_float(dt)) {
         switch (dt) {
         case SHMESH_FLOAT16: {
@@ -1047,8 +1049,11 @@ int ref_collective(const ref_mesh *mesh, const ref_call *c, ref_dev *devs, char 
             }
             break;
         case REF_PMEAN:
+            /* JAX divides by psum(1, axes, axis_index_groups), which for a
+             * constant is the size of the first subgroup (n0), whatever the
+             * device's own subgroup; the seed is followed here. */
             for (int64_t e = 0; e < nin; e++)
-                mean_elem(dt, src, n, e, out, odt, e);
+                mean_elem(dt, src, n, n0, e, out, odt, e);
             break;
         case REF_PARGMAX:
         case REF_PARGMIN:

@@ -4,7 +4,12 @@
  * computes every device's expected output, or says that the call is invalid
  * and why.  It follows lib/include/shmesh.h (and JAX's semantics where the
  * header leaves something out) with plain nested loops; it never calls a
- * libshmesh collective, so it can judge them. */
+ * libshmesh collective, so it can judge them.
+ *
+ * Where the header says less than JAX, JAX (the seed) decides: pmean with
+ * axis_index_groups divides every subgroup's sum by the size of the first
+ * subgroup (JAX's psum(1, axes, axis_index_groups) for a constant is
+ * len(axis_index_groups[0])). */
 #ifndef SHMESH_TEST_REFERENCE_H
 #define SHMESH_TEST_REFERENCE_H
 

@@ -201,7 +201,8 @@ static void pmean_docstring(void **state)
     assert_true(*(double *)r.out[3].data == 1.5);
     res_free(&r);
 
-    /* Uneven subgroups: each divides by its own size. */
+    /* Uneven subgroups: as in JAX, every subgroup's sum is divided by
+     * psum(1, axes, groups), the size of the first subgroup. */
     shmesh_groups g = {2, 0, (const int[]){0, 3, 1, 2}, (const int[]){1, 3}};
     c.groups = &g;
     c.mean_dtype = SHMESH_FLOAT32;
@@ -209,7 +210,19 @@ static void pmean_docstring(void **state)
     assert_int_equal(r.rc, 0);
     assert_true(*(float *)r.out[0].data == 0.0f);
     for (int d = 1; d < 4; d++)
-        assert_true(*(float *)r.out[d].data == 2.0f);
+        assert_true(*(float *)r.out[d].data == 6.0f);
+    res_free(&r);
+    shmesh_groups g2 = {2, 0, (const int[]){1, 2, 0, 3}, (const int[]){2, 2}};
+    c.groups = &g2;
+    run_ref(&mesh4, &c, SHMESH_INT32, 0, NULL, arange16, &r);
+    assert_true(*(float *)r.out[0].data == 1.5f); /* (0 + 3) / 2 */
+    assert_true(*(float *)r.out[1].data == 1.5f); /* (1 + 2) / 2 */
+    res_free(&r);
+    shmesh_groups g3 = {2, 0, (const int[]){1, 2, 0, 3}, (const int[]){3, 1}};
+    c.groups = &g3;
+    run_ref(&mesh4, &c, SHMESH_INT32, 0, NULL, arange16, &r);
+    assert_true(*(float *)r.out[0].data == 1.0f); /* (1 + 2 + 0) / 3 */
+    assert_true(*(float *)r.out[3].data == 1.0f); /* 3 / 3 */
     res_free(&r);
 
     /* float16: the sum is rounded to half, then divided (in float, rounded):

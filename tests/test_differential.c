@@ -1,0 +1,193 @@
+/* Description: differential test of the collectives — shmesh-test-diff runs
+ * thousands of random cases (meshes of 1-3 axes with random device orders,
+ * axis subsets, axis_index_groups, every dtype, shapes with zero-size
+ * dimensions, negative axes, tiled and untiled, permutations, ragged
+ * offsets, deliberately refused arguments) through libshmesh on 1 to 8
+ * ranks and compares every rank's output bit for bit with the
+ * single-process reference model in tests/reference.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* Cases per launch; every launch also replays under a deadline. */
+#define CASES 500
+#define OP_CASES 200
+#define DEADLINE 180.0
+
+static char *env_vars[] = {"SHMESH_TIMEOUT=30", NULL};
+
+static const char *diff_path(void)
+{
+    const char *p = getenv("SHMESH_TEST_DIFF");
+    if (!p)
+        fail_msg("SHMESH_TEST_DIFF is not set (run the tests through meson test)");
+    return p;
+}
+
+/* The first lines of `text` that contain `word`, for failure messages. */
+static void first_lines(const char *text, const char *word, char *buf, size_t len)
+{
+    size_t o = 0;
+    int n = 0;
+    buf[0] = '\0';
+    for (const char *line = text; line && *line && n < 8;) {
+        const char *end = strchr(line, '\n');
+        size_t l = end ? (size_t)(end - line) : strlen(line);
+        if (memmem(line, l, word, strlen(word)) && o + l + 2 < len) {
+            memcpy(buf + o, line, l);
+            o += l;
+            buf[o++] = '\n';
+            buf[o] = '\0';
+            n++;
+        }
+        line = end ? end + 1 : NULL;
+    }
+}
+
+/* Runs `shmesh-run -v -n W -- shmesh-test-diff -q [-o OP] SEED COUNT` and
+ * checks that every rank agreed with the model on every case and that the
+ * segment is gone. */
+static void launch(int world, const char *op, unsigned long seed, int count)
+{
+    char ws[16], ss[32], cs[16];
+    snprintf(ws, sizeof ws, "%d", world);
+    snprintf(ss, sizeof ss, "%lu", seed);
+    snprintf(cs, sizeof cs, "%d", count);
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)launcher_path();
+    argv[n++] = "-v";
+    argv[n++] = "-n";
+    argv[n++] = ws;
+    argv[n++] = "--";
+    argv[n++] = (char *)diff_path();
+    argv[n++] = "-q";
+    if (op) {
+        argv[n++] = "-o";
+        argv[n++] = (char *)op;
+    }
+    argv[n++] = ss;
+    argv[n++] = cs;
+    argv[n] = NULL;
+
+    struct run r;
+    assert_int_equal(run_cmd(argv, env_vars, DEADLINE, &r), 0);
+    char repro[256];
+    snprintf(repro, sizeof repro, "shmesh-run -n %d -- shmesh-test-diff %s%s%s%lu %d", world,
+             op ? "-o " : "", op ? op : "", op ? " " : "", seed, count);
+    /* cmocka cuts long messages: the details go to stderr first. */
+    if (r.timed_out) {
+        fprintf(stderr, "%s: still running after %.0f s\nstdout:\n%.4000s\nstderr:\n%.4000s\n",
+                repro, DEADLINE, r.out, r.err);
+        fail_msg("%s: timed out", repro);
+    }
+    char want[64];
+    snprintf(want, sizeof want, ": %d cases ok", count);
+    int agreed = count_lines(r.out, want, NULL);
+    if (r.code != 0 || agreed != world) {
+        char bad[8192];
+        first_lines(r.out, "MISMATCH", bad, sizeof bad);
+        if (!bad[0])
+            first_lines(r.out, "FAIL", bad, sizeof bad);
+        fprintf(stderr,
+                "%s: exit %d, %d of %d ranks agreed on all %d cases\n%s\nstderr:\n%.3000s\n"
+                "replay one case with: shmesh-run -n %d -- shmesh-test-diff %s%s%s-f INDEX "
+                "%lu 1\n",
+                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err, world,
+                op ? "-o " : "", op ? op : "", op ? " " : "", seed);
+        fail_msg("%s: exit %d, %d of %d ranks agreed (details above)", repro, r.code, agreed,
+                 world);
+    }
+    char name[128];
+    if (segment_left_behind(&r, name, sizeof name))
+        fail_msg("%s: segment %s left in /dev/shm\nstderr:\n%s", repro, name, r.err);
+    run_free(&r);
+}
+
+/* Random cases over every collective, two seeds per world size. */
+static void random_world(int world)
+{
+    for (unsigned long s = 0; s < 2; s++)
+        launch(world, NULL, 1000 + 10 * (unsigned long)world + s, CASES);
+}
+
+static void world_1(void **state) { random_world(1); }
+static void world_2(void **state) { random_world(2); }
+static void world_3(void **state) { random_world(3); }
+static void world_4(void **state) { random_world(4); }
+static void world_5(void **state) { random_world(5); }
+static void world_6(void **state) { random_world(6); }
+static void world_7(void **state) { random_world(7); }
+static void world_8(void **state) { random_world(8); }
+
+/* Each collective on its own, at world sizes that give meshes with several
+ * axes (4, 6, 8) and a prime one (5). */
+static void each_op(void **state)
+{
+    static const char *const ops[] = {
+        "psum",       "pmax",         "pmin",       "pmean",     "pargmax",
+        "pargmin",    "all_gather",   "psum_scatter", "all_to_all", "pswapaxes",
+        "ragged_all_to_all", "ppermute", "pshuffle", "pbroadcast"};
+    static const int worlds[] = {4, 6, 8, 5};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        launch(worlds[i % 4], ops[i], 77 + i, OP_CASES);
+}
+
+/* The per-case lines: without -q every rank reports every case. */
+static void one_line_per_case(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "3", "--", (char *)diff_path(), "9",
+                    "40", NULL};
+    struct run r;
+    assert_int_equal(run_cmd(argv, env_vars, DEADLINE, &r), 0);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    for (int rank = 0; rank < 3; rank++) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d: case 9/", rank);
+        int n = count_lines(r.out, who, "-> ok");
+        if (n != 40)
+            fail_msg("rank %d reported %d ok cases of 40\n%s", rank, n, r.out);
+    }
+    char name[128];
+    if (segment_left_behind(&r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm", name);
+    run_free(&r);
+}
+
+/* Without the launcher the program is a job of one rank. */
+static void without_launcher(void **state)
+{
+    char *argv[] = {(char *)diff_path(), "-q", "4242", "200", NULL};
+    char *env[] = {"SHMESH_SEGMENT=", "SHMESH_TIMEOUT=30", NULL};
+    struct run r;
+    assert_int_equal(run_cmd(argv, env, DEADLINE, &r), 0);
+    if (r.code != 0 || count_lines(r.out, "rank 0: 200 cases ok", NULL) != 1)
+        fail_msg("exit %d\n%.4000s\n%.2000s", r.code, r.out, r.err);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(without_launcher),
+        cmocka_unit_test(one_line_per_case),
+        cmocka_unit_test(world_1),
+        cmocka_unit_test(world_2),
+        cmocka_unit_test(world_3),
+        cmocka_unit_test(world_4),
+        cmocka_unit_test(world_5),
+        cmocka_unit_test(world_6),
+        cmocka_unit_test(world_7),
+        cmocka_unit_test(world_8),
+        cmocka_unit_test(each_op),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
