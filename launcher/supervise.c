@@ -120,8 +120,8 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     /* A clean exit that leaves the others waiting for it is still a failure
      * for them: tell them now rather than letting them find out. */
     uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
-    if (state == SEG_RANK_FINALIZED || j->stopping || j->running == 0)
-        return;
+    if (state == SEG_RANK_FINALIZED || j->stopping || j->running == 0 || seg_aborted(j->seg, NULL))
+        return; /* nobody waits for it, or the job already knows it is over */
     snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
              p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
     seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);

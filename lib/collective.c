@@ -20,6 +20,27 @@ static const char *const names[] = {
     [OP_PBROADCAST] = "shmesh_pbroadcast",
 };
 
+/* "[[0,1],[2,3]]", ending in "..." when it does not fit. */
+static void groups_text(const shmesh_groups *gs, char *buf, size_t len)
+{
+    size_t n = 0;
+    int at = 0;
+    n += (size_t)snprintf(buf, len, "[");
+    for (int g = 0; g < gs->ngroups && n < len; g++) {
+        int size = gs->group_sizes ? gs->group_sizes[g] : gs->group_size;
+        n += (size_t)snprintf(buf + n, len - n, "%s[", g ? "," : "");
+        for (int i = 0; i < size && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", i ? "," : "", gs->indices[at + i]);
+        at += size;
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "]");
+    }
+    if (n < len)
+        n += (size_t)snprintf(buf + n, len - n, "]");
+    if (n >= len && len > 4)
+        memcpy(buf + len - 4, "...", 4);
+}
+
 int coll_open(struct coll *k, shmesh_mesh *m, enum call_op op, const char *axes,
               const shmesh_groups *gs, bool equal_groups)
 {
@@ -39,6 +60,8 @@ int coll_open(struct coll *k, shmesh_mesh *m, enum call_op op, const char *axes,
     k->d.op = op;
     k->d.mesh = m->id;
     snprintf(k->d.axes, sizeof k->d.axes, "%s", k->axes.text);
+    if (!rc && gs)
+        groups_text(gs, k->d.groups, sizeof k->d.groups);
     return rc;
 }
 

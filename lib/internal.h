@@ -47,6 +47,7 @@ struct call_desc {
     uint64_t count;      /* world_sum */
     uint64_t extra_hash; /* groups, permutations, mesh layout */
     char axes[64];
+    char groups[96];     /* axis_index_groups as text ("" without), maybe cut short */
 };
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 

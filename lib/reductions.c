@@ -9,6 +9,7 @@ struct red {
     shmesh_array *out;
     size_t in_esz, out_esz;
     enum red_op op;
+    int mean_n;
 };
 
 static uint64_t red_bytes(const struct xchg *x, int from, int to)
@@ -32,7 +33,7 @@ static void red_reduce(const struct xchg *x, uint64_t off, const void *const *sr
     uint64_t first = off / r->in_esz;
     reduce_run(r->op, r->in->dtype, r->out->dtype,
                (unsigned char *)r->out->data + first * r->out_esz, src, x->g.n,
-               (size_t)(len / r->in_esz), x->g.n);
+               (size_t)(len / r->in_esz), r->mean_n);
 }
 
 static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const char *axes,
@@ -70,7 +71,11 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
     }
     if ((rc = array_expect(c, k.name, "out", out, want, in->ndim, in->shape)))
         return rc;
-    struct red r = {in, out, shmesh_dtype_size(in->dtype), shmesh_dtype_size(out->dtype), rop};
+    /* JAX's pmean divides by psum(1, axes, axis_index_groups), which for a
+     * constant is the size of the *first* subgroup, for every subgroup. */
+    int mean_n = !gs ? k.g.n : gs->group_sizes ? gs->group_sizes[0] : gs->group_size;
+    struct red r = {in, out, shmesh_dtype_size(in->dtype), shmesh_dtype_size(out->dtype), rop,
+                    mean_n};
     if ((rc = coll_no_overlap(&k, in->data, n_in * r.in_esz, out->data, n_out * r.out_esz,
                               r.in_esz == r.out_esz)))
         return rc;

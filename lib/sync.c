@@ -107,8 +107,8 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
         default:
             break;
         }
-        snprintf(buf, len, "%s(\"%s\", %s -> %s%s) (call #%" PRIu64 ")", name, d->axes, in,
-                 out, params, call);
+        snprintf(buf, len, "%s(\"%s\", %s -> %s%s%s%s) (call #%" PRIu64 ")", name, d->axes,
+                 in, out, params, d->groups[0] ? ", axis_index_groups=" : "", d->groups, call);
     }
     }
 }

@@ -213,7 +213,9 @@ SHMESH_API int shmesh_pmax(shmesh_mesh *mesh, const char *axes, const shmesh_gro
                            const shmesh_array *in, shmesh_array *out);
 SHMESH_API int shmesh_pmin(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                            const shmesh_array *in, shmesh_array *out);
-/* psum divided by the (sub)group size.  Floating inputs keep their dtype
+/* psum divided by the group size, or with axis_index_groups by the size of
+ * the first subgroup, for every subgroup (JAX divides by psum(1, axes,
+ * axis_index_groups), which is that size).  Floating inputs keep their dtype
  * (the division happens in it, after the sum is rounded to it); integer and
  * bool inputs give float32 or float64, the caller's choice through out's
  * dtype (JAX gives float32, or float64 under jax_enable_x64). */

@@ -1,0 +1,263 @@
+/* shmesh-test-errors: every argument error of the mesh collectives, made by
+ * every rank, under shmesh-run with 4 ranks.  Each case prints
+ *
+ *   rank R: case NAME -> ERROR_NAME: message
+ *
+ * and, since refused calls are not made, the job goes on: after the cases a
+ * psum must still give the right answer.  Modes:
+ *   local          the locally detected errors, one after the other
+ *   ragged-bad     one rank's ragged slice leaves its operand: all refuse
+ *   ragged-sizes   send and recv sizes disagree: all refuse
+ *   mismatch-op, mismatch-shape, mismatch-groups, mismatch-mesh
+ *                  ranks call different things: all get MISMATCH
+ *   lone-bad       rank 1 alone makes a bad call and exits; the others
+ *                  must not hang
+ * Exit status 0 when the mode's expectations held on this rank, 4 if not.
+ * (After a mismatch the context is poisoned: such a rank exits at once.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shmesh.h"
+
+static shmesh_ctx *ctx;
+static shmesh_mesh *line, *grid; /* "i" of 4; "x" 2 by "y" 2 */
+static int rank;
+
+static int report(const char *name, int rc)
+{
+    printf("rank %d: case %s -> %s: %s\n", rank, name, shmesh_error_name(rc),
+           rc ? shmesh_last_error(ctx) : "");
+    fflush(stdout);
+    return rc;
+}
+
+#define CASE(name, call) report(name, (call))
+
+/* A pointer to an array description living until the end of the block. */
+#define ARR(data, dt, ndim, d0, d1) (&(shmesh_array){(data), (dt), (ndim), {(d0), (d1)}})
+
+/* The job still works: psum over "i" of the rank. */
+static int still_works(void)
+{
+    int32_t x = rank, y = -1;
+    shmesh_array *in = ARR(&x, SHMESH_INT32, 0, 0, 0), *out = ARR(&y, SHMESH_INT32, 0, 0, 0);
+    int rc = shmesh_psum(line, "i", NULL, in, out);
+    printf("rank %d: afterwards psum -> %s, %d\n", rank, shmesh_error_name(rc), y);
+    return rc == 0 && y == 6 ? 0 : 4;
+}
+
+static int mode_local(void)
+{
+    int32_t v4[4] = {rank, rank, rank, rank}, o4[4], o16[16], o2[2];
+    int32_t s = rank, so;
+    uint8_t b = 1;
+    shmesh_array *in4 = ARR(v4, SHMESH_INT32, 1, 4, 0), *out4 = ARR(o4, SHMESH_INT32, 1, 4, 0);
+    shmesh_array *sc = ARR(&s, SHMESH_INT32, 0, 0, 0), *sco = ARR(&so, SHMESH_INT32, 0, 0, 0);
+
+    CASE("unknown-axis", shmesh_psum(grid, "x,z", NULL, sc, sco));
+    CASE("repeated-axis", shmesh_psum(grid, "y, y", NULL, sc, sco));
+    CASE("empty-axis-name", shmesh_psum(grid, "x,,y", NULL, sc, sco));
+    CASE("null-axes", shmesh_psum(grid, NULL, NULL, sc, sco));
+
+    int dup[] = {0, 1, 1, 3};
+    shmesh_groups g_dup = {2, 2, dup, NULL};
+    CASE("groups-duplicate", shmesh_psum(line, "i", &g_dup, sc, sco));
+    int range[] = {0, 1, 2, 7};
+    shmesh_groups g_range = {2, 2, range, NULL};
+    CASE("groups-out-of-range", shmesh_psum(line, "i", &g_range, sc, sco));
+    int three[] = {0, 1, 2};
+    shmesh_groups g_short = {1, 3, three, NULL};
+    CASE("groups-missing", shmesh_psum(line, "i", &g_short, sc, sco));
+    int uneven[] = {0, 1, 2, 3}, sizes[] = {1, 3};
+    shmesh_groups g_uneven = {2, 0, uneven, sizes};
+    CASE("groups-unequal-gather",
+         shmesh_all_gather(line, "i", &g_uneven, 0, true, in4, &(shmesh_array){o16, SHMESH_INT32, 1, {4}}));
+    /* Unequal subgroups are fine for reductions: {0}, {1, 2, 3}. */
+    int rc = CASE("groups-unequal-psum", shmesh_psum(line, "i", &g_uneven, sc, sco));
+    printf("rank %d: unequal psum gave %d\n", rank, rc ? -1 : so);
+
+    CASE("out-shape", shmesh_psum(line, "i", NULL, in4, ARR(o2, SHMESH_INT32, 1, 2, 0)));
+    CASE("out-dtype", shmesh_psum(line, "i", NULL, in4, ARR(o4, SHMESH_FLOAT32, 1, 4, 0)));
+    CASE("bool-psum-needs-int32",
+         shmesh_psum(line, "i", NULL, ARR(&b, SHMESH_BOOL, 0, 0, 0), ARR(&b, SHMESH_BOOL, 0, 0, 0)));
+    CASE("pmean-int-out", shmesh_pmean(line, "i", NULL, sc, sco));
+    CASE("pargmax-two-axes",
+         shmesh_pargmax(grid, "x,y", NULL, sc, sco));
+    int pairs01[] = {0, 1, 2, 3};
+    shmesh_groups g_pairs = {2, 2, pairs01, NULL};
+    CASE("pargmax-groups", shmesh_pargmax(line, "i", &g_pairs, sc, sco));
+    CASE("bad-dtype", shmesh_psum(line, "i", NULL, ARR(&s, (shmesh_dtype)42, 0, 0, 0), sco));
+    CASE("negative-dim", shmesh_psum(line, "i", NULL, ARR(v4, SHMESH_INT32, 1, -4, 0), out4));
+    CASE("null-data", shmesh_psum(line, "i", NULL, ARR(NULL, SHMESH_INT32, 1, 4, 0), out4));
+    CASE("overlap", shmesh_all_gather(line, "i", NULL, 0, true, ARR(o16, SHMESH_INT32, 1, 4, 0),
+                                      ARR(o16, SHMESH_INT32, 1, 16, 0)));
+
+    CASE("gather-axis-range",
+         shmesh_all_gather(line, "i", NULL, 2, false, in4, ARR(o16, SHMESH_INT32, 2, 4, 4)));
+    CASE("gather-out-shape",
+         shmesh_all_gather(line, "i", NULL, 0, false, in4, ARR(o16, SHMESH_INT32, 1, 16, 0)));
+    CASE("scatter-untiled-size",
+         shmesh_psum_scatter(grid, "x", NULL, 0, false, in4, ARR(o2, SHMESH_INT32, 1, 2, 0)));
+    int32_t v6[6] = {0};
+    CASE("scatter-tiled-divisible",
+         shmesh_psum_scatter(line, "i", NULL, 0, true, ARR(v6, SHMESH_INT32, 1, 6, 0), sco));
+    CASE("scatter-bool",
+         shmesh_psum_scatter(line, "i", NULL, 0, false, ARR(&b, SHMESH_BOOL, 1, 4, 0), sco));
+    CASE("a2a-untiled-size",
+         shmesh_all_to_all(line, "i", NULL, 0, 0, false, ARR(v6, SHMESH_INT32, 1, 6, 0),
+                           ARR(o16, SHMESH_INT32, 1, 6, 0)));
+    CASE("a2a-tiled-divisible",
+         shmesh_all_to_all(line, "i", NULL, 0, 0, true, ARR(v6, SHMESH_INT32, 1, 6, 0),
+                           ARR(o16, SHMESH_INT32, 1, 6, 0)));
+    CASE("a2a-axis-range",
+         shmesh_all_to_all(line, "i", NULL, 0, -3, false, in4, out4));
+    CASE("pswapaxes-size", shmesh_pswapaxes(grid, "x", NULL, 0, in4, out4));
+
+    const int pairs[][2] = {{0, 1}, {2, 1}};
+    CASE("ppermute-dup-dest", shmesh_ppermute(line, "i", pairs, 2, sc, sco));
+    const int wrap[][2] = {{0, 1}, {4, 2}}; /* 4 wraps to 0: a repeated source */
+    CASE("ppermute-dup-source-mod", shmesh_ppermute(line, "i", wrap, 2, sc, sco));
+    int notperm[] = {0, 1, 1, 2};
+    CASE("pshuffle-not-perm", shmesh_pshuffle(line, "i", notperm, sc, sco));
+    CASE("pbroadcast-source", shmesh_pbroadcast(line, "i", 4, sc, sco));
+
+    int64_t k4[4] = {0}, k3[3] = {0};
+    float ff[4] = {0};
+    shmesh_array *op = ARR(v4, SHMESH_INT32, 1, 4, 0), *ou = ARR(o4, SHMESH_INT32, 1, 4, 0);
+    shmesh_array *i4 = ARR(k4, SHMESH_INT64, 1, 4, 0);
+    CASE("ragged-float-offsets",
+         shmesh_ragged_all_to_all(line, "i", NULL, op, ou, ARR(ff, SHMESH_FLOAT32, 1, 4, 0), i4,
+                                  i4, i4));
+    CASE("ragged-rank2-sizes",
+         shmesh_ragged_all_to_all(line, "i", NULL, op, ou, i4,
+                                  ARR(k4, SHMESH_INT64, 2, 2, 2), i4, i4));
+    CASE("ragged-not-multiple",
+         shmesh_ragged_all_to_all(line, "i", NULL, op, ou, ARR(k3, SHMESH_INT64, 1, 3, 0),
+                                  ARR(k3, SHMESH_INT64, 1, 3, 0), ARR(k3, SHMESH_INT64, 1, 3, 0),
+                                  ARR(k3, SHMESH_INT64, 1, 3, 0)));
+    CASE("ragged-trailing-dims",
+         shmesh_ragged_all_to_all(line, "i", NULL, ARR(v4, SHMESH_INT32, 2, 2, 2),
+                                  ARR(o4, SHMESH_INT32, 2, 1, 4), i4, i4, i4, i4));
+
+    const char *names2[] = {"a", "b"}, *dupnames[] = {"a", "a"};
+    int wrong[] = {3, 2}, ok[] = {2, 2}, order[] = {0, 1, 1, 3};
+    shmesh_mesh *m;
+    CASE("mesh-sizes", shmesh_mesh_create(ctx, 2, names2, wrong, NULL, &m));
+    CASE("mesh-dup-names", shmesh_mesh_create(ctx, 2, dupnames, ok, NULL, &m));
+    CASE("mesh-order", shmesh_mesh_create(ctx, 2, names2, ok, order, &m));
+    CASE("mesh-name-comma", shmesh_mesh_create(ctx, 1, (const char *[]){"a,b"}, (int[]){4}, NULL, &m));
+    return still_works();
+}
+
+/* Rank 1's third slice starts past its operand: everyone refuses, and
+ * nothing is written anywhere. */
+static int mode_ragged(bool sizes_disagree)
+{
+    int32_t operand[4] = {rank * 10, rank * 10 + 1, rank * 10 + 2, rank * 10 + 3};
+    int32_t output[4] = {-7, -7, -7, -7};
+    int64_t in_off[4] = {0, 1, 2, 3}, send[4] = {1, 1, 1, 1};
+    int64_t out_off[4] = {rank, rank, rank, rank}, recv[4] = {1, 1, 1, 1};
+    if (rank == 1 && !sizes_disagree)
+        in_off[2] = 4; /* rows 4..4 of a 4-row operand */
+    if (rank == 2 && sizes_disagree)
+        recv[3] = 2; /* rank 3 sends one row */
+    shmesh_array *op = ARR(operand, SHMESH_INT32, 1, 4, 0), *out = ARR(output, SHMESH_INT32, 1, 4, 0);
+    shmesh_array *a = ARR(in_off, SHMESH_INT64, 1, 4, 0), *b = ARR(send, SHMESH_INT64, 1, 4, 0);
+    shmesh_array *c = ARR(out_off, SHMESH_INT64, 1, 4, 0), *d = ARR(recv, SHMESH_INT64, 1, 4, 0);
+    int rc = CASE(sizes_disagree ? "ragged-sizes" : "ragged-bad",
+                  shmesh_ragged_all_to_all(line, "i", NULL, op, out, a, b, c, d));
+    bool untouched = true;
+    for (int k = 0; k < 4; k++)
+        untouched &= output[k] == -7;
+    printf("rank %d: output %s\n", rank, untouched ? "untouched" : "WRITTEN");
+    if (rc != SHMESH_ERR_INVALID || !untouched)
+        return 4;
+    /* A correct call right after: every rank sends rank r row r. */
+    in_off[2] = 2;
+    recv[3] = 1;
+    rc = CASE("ragged-good", shmesh_ragged_all_to_all(line, "i", NULL, op, out, a, b, c, d));
+    printf("rank %d: received [%d %d %d %d]\n", rank, output[0], output[1], output[2], output[3]);
+    for (int q = 0; q < 4; q++)
+        if (output[q] != q * 10 + rank)
+            return 4;
+    return rc ? 4 : still_works();
+}
+
+static int mode_mismatch(const char *mode)
+{
+    int32_t v[4] = {0}, o[16];
+    shmesh_array *in = ARR(v, SHMESH_INT32, 1, 4, 0);
+    int rc;
+    if (!strcmp(mode, "mismatch-op"))
+        rc = rank == 2 ? CASE("mismatch", shmesh_all_gather(line, "i", NULL, 0, true, in,
+                                                            ARR(o, SHMESH_INT32, 1, 16, 0)))
+                       : CASE("mismatch", shmesh_psum(line, "i", NULL, in, ARR(o, SHMESH_INT32, 1, 4, 0)));
+    else if (!strcmp(mode, "mismatch-shape")) {
+        int64_t len = rank == 3 ? 3 : 4;
+        rc = CASE("mismatch", shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
+                                          ARR(o, SHMESH_INT32, 1, len, 0)));
+    } else if (!strcmp(mode, "mismatch-groups")) {
+        int a[] = {0, 1, 2, 3}, b[] = {0, 2, 1, 3};
+        shmesh_groups g = {2, 2, rank == 0 ? b : a, NULL};
+        rc = CASE("mismatch", shmesh_psum(line, "i", &g, in, ARR(o, SHMESH_INT32, 1, 4, 0)));
+    } else { /* mismatch-mesh: the same op on different meshes */
+        rc = CASE("mismatch", shmesh_psum(rank == 1 ? grid : line, rank == 1 ? "x,y" : "i", NULL,
+                                          in, ARR(o, SHMESH_INT32, 1, 4, 0)));
+    }
+    /* Poisoned, or told by the job's abort record: the next call fails.  A
+     * rank whose own group agreed may have completed the call itself. */
+    int again = shmesh_barrier(ctx);
+    printf("rank %d: then barrier -> %s\n", rank, shmesh_error_name(again));
+    bool ok = (rc == SHMESH_ERR_MISMATCH || (rc == 0 && !strcmp(mode, "mismatch-groups"))) &&
+              again == SHMESH_ERR_MISMATCH;
+    exit(ok ? 0 : 4);
+}
+
+static int mode_lone_bad(void)
+{
+    int32_t x = rank, y;
+    shmesh_array *in = ARR(&x, SHMESH_INT32, 0, 0, 0), *out = ARR(&y, SHMESH_INT32, 0, 0, 0);
+    if (rank == 1) {
+        CASE("lone-bad", shmesh_psum(line, "nope", NULL, in, out));
+        exit(3); /* what a program does with an error: the others must not hang */
+    }
+    int rc = CASE("waiting", shmesh_psum(line, "i", NULL, in, out));
+    return rc == SHMESH_ERR_PEER_DEAD ? 0 : 4;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2 || shmesh_init(&ctx)) {
+        fprintf(stderr, "usage: shmesh-run -n 4 -- %s MODE (%s)\n", argv[0], shmesh_last_error(NULL));
+        return 2;
+    }
+    rank = shmesh_rank(ctx);
+    const char *i_name[] = {"i"}, *xy[] = {"x", "y"};
+    int four[] = {4}, two_two[] = {2, 2};
+    if (shmesh_world_size(ctx) != 4 || shmesh_mesh_create(ctx, 1, i_name, four, NULL, &line) ||
+        shmesh_mesh_create(ctx, 2, xy, two_two, NULL, &grid)) {
+        fprintf(stderr, "needs 4 ranks: %s\n", shmesh_last_error(ctx));
+        return 2;
+    }
+    const char *mode = argv[1];
+    int rc;
+    if (!strcmp(mode, "local"))
+        rc = mode_local();
+    else if (!strcmp(mode, "ragged-bad"))
+        rc = mode_ragged(false);
+    else if (!strcmp(mode, "ragged-sizes"))
+        rc = mode_ragged(true);
+    else if (!strncmp(mode, "mismatch-", 9))
+        rc = mode_mismatch(mode);
+    else if (!strcmp(mode, "lone-bad"))
+        rc = mode_lone_bad();
+    else
+        rc = 2;
+    shmesh_mesh_destroy(line);
+    shmesh_mesh_destroy(grid);
+    if (rc)
+        return rc; /* a failed job exits without finalize */
+    return shmesh_finalize(ctx) ? 4 : 0;
+}

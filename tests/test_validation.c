@@ -1,0 +1,195 @@
+/* Description: every argument error of the mesh collectives, made by all 4
+ * ranks at once — unknown and repeated axes, bad axis_index_groups, wrong
+ * output shapes and dtypes, out-of-range axes, JAX's divisibility rules,
+ * bad permutations and sources, bad ragged arrays, bad meshes: each gives
+ * SHMESH_ERR_INVALID with a sentence saying what was expected, on every rank,
+ * and the job goes on.  Then the errors only the group can see (a ragged
+ * slice out of range on one rank, send and receive sizes that disagree:
+ * refused by every rank, nothing written) and calls that differ between
+ * ranks (SHMESH_ERR_MISMATCH on every rank, naming both calls); a rank that
+ * quits after a bad call leaves the others with PEER_DEAD, not a hang. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static void run_mode(const char *mode, struct run *r)
+{
+    const char *prog = getenv("SHMESH_TEST_ERRORS");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, (char *)mode,
+                    NULL};
+    run_cmd(argv, NULL, 60, r);
+    if (r->timed_out)
+        fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r->out, r->err);
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("%s: segment %s left in /dev/shm", mode, name);
+}
+
+/* Every rank printed "case NAME -> CODE: ... words ...". */
+static void expect_case(const struct run *r, const char *name, const char *code, const char *words,
+                        int ranks)
+{
+    char head[128];
+    snprintf(head, sizeof head, "case %s -> %s", name, code);
+    int n = count_lines(r->out, head, words);
+    if (n != ranks)
+        fail_msg("%d ranks printed '%s' with '%s', expected %d:\n%s", n, head, words ? words : "",
+                 ranks, r->out);
+}
+
+static const struct {
+    const char *name, *words;
+} local_cases[] = {
+    {"unknown-axis", "unbound axis name 'z' (the mesh's axes are x, y)"},
+    {"repeated-axis", "axis 'y' is named twice"},
+    {"empty-axis-name", "empty axis name"},
+    {"null-axes", "axes must not be NULL"},
+    {"groups-duplicate", "must cover all indices exactly once, but 1 appears twice"},
+    {"groups-out-of-range", "index 7 (group 1) is out of range for axes \"i\" of size 4"},
+    {"groups-missing", "hold 3 indices and axes \"i\" have 4"},
+    {"groups-unequal-gather", "must all have the same size, but group 0 has 1 members and group 1 has 3"},
+    {"out-shape", "out must be int32[4], got int32[2]"},
+    {"out-dtype", "out must be int32[4], got float32[4]"},
+    {"bool-psum-needs-int32", "out must be int32[], got bool[]"},
+    {"pmean-int-out", "out must be float32 (as JAX gives) or float64, got int32"},
+    {"pargmax-two-axes", "only accepts a single axis, got \"x,y\""},
+    {"pargmax-groups", "takes no axis_index_groups"},
+    {"bad-dtype", "dtype 42, which is not a shmesh_dtype"},
+    {"negative-dim", "dimension 0 of size -4"},
+    {"null-data", "holds 4 elements but its data is NULL"},
+    {"overlap", "in and out overlap"},
+    {"gather-axis-range", "axis 2 is out of range for 2 dimensions (valid: -2..1)"},
+    {"gather-out-shape", "out must be int32[4,4], got int32[16]"},
+    {"scatter-untiled-size", "reduce_scatter operand scatter dimension size 4 must match shard count 2"},
+    {"scatter-tiled-divisible", "scatter dimension size 6 must be divisible by shard_count 4"},
+    {"scatter-bool", "cannot sum bool"},
+    {"a2a-untiled-size", "to equal x.shape[split_axis], but they are 4 and 6 respectively"},
+    {"a2a-tiled-divisible", "split_axis (6) has to be divisible by the size of the named axis \"i\" (4)"},
+    {"a2a-axis-range", "concat_axis -3 is out of range"},
+    {"pswapaxes-size", "but they are 2 and 4 respectively"},
+    {"ppermute-dup-dest", "sources and destinations must be unique, got [(0, 1), (2, 1)]"},
+    {"ppermute-dup-source-mod", "got [(0, 1), (4, 2)]"},
+    {"pshuffle-not-perm", "does not represent a permutation of 0..3: [0, 1, 1, 2]"},
+    {"pbroadcast-source", "source 4 is out of range for axes \"i\" of size 4"},
+    {"ragged-float-offsets", "input_offsets must be integer type, got float32"},
+    {"ragged-rank2-sizes", "send_sizes must be rank 1 with positive dimension size, but got shape int64[2,2]"},
+    {"ragged-not-multiple", "3 entries, not a multiple of the group size 4"},
+    {"ragged-trailing-dims", "every dimension but the first"},
+    {"mesh-sizes", "(a=3 x b=2) must multiply to the world size 4"},
+    {"mesh-dup-names", "axis name 'a' is given twice"},
+    {"mesh-order", "rank 1 appears at positions 1 and 2"},
+    {"mesh-name-comma", "without ',' or spaces, got 'a,b'"},
+};
+
+static void local_errors_on_every_rank(void **state)
+{
+    struct run r;
+    run_mode("local", &r);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    for (size_t i = 0; i < sizeof local_cases / sizeof *local_cases; i++)
+        expect_case(&r, local_cases[i].name, "SHMESH_ERR_INVALID", local_cases[i].words, 4);
+    /* Reductions take unequal subgroups: {0} and {1, 2, 3}. */
+    expect_case(&r, "groups-unequal-psum", "SHMESH_OK", NULL, 4);
+    assert_int_equal(count_lines(r.out, "rank 0: unequal psum gave 0", NULL), 1);
+    assert_int_equal(count_lines(r.out, "unequal psum gave 6", NULL), 3);
+    /* Refused calls were not made: the job goes on. */
+    assert_int_equal(count_lines(r.out, "afterwards psum -> SHMESH_OK, 6", NULL), 4);
+    run_free(&r);
+}
+
+static void ragged_refused_by_all(const char *mode, const char *words)
+{
+    struct run r;
+    run_mode(mode, &r);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    expect_case(&r, mode, "SHMESH_ERR_INVALID", words, 4);
+    assert_int_equal(count_lines(r.out, "output untouched", NULL), 4);
+    expect_case(&r, "ragged-good", "SHMESH_OK", NULL, 4);
+    assert_int_equal(count_lines(r.out, "afterwards psum -> SHMESH_OK, 6", NULL), 4);
+    run_free(&r);
+}
+
+static void ragged_slice_out_of_range(void **state)
+{
+    ragged_refused_by_all("ragged-bad", "rank 1's entry 2 (to group index 2): input_offsets 4 + "
+                                        "send_sizes 1 leaves operand's 4 rows; nothing was sent");
+}
+
+static void ragged_sizes_disagree(void **state)
+{
+    ragged_refused_by_all("ragged-sizes", "it sends 1 rows but the receiver (rank 2) expects 2");
+}
+
+static void mismatch(const char *mode, const char *a, const char *b, int min_in_call)
+{
+    struct run r;
+    run_mode(mode, &r);
+    if (r.code != 0)
+        fail_msg("%s: exit %d\n%s\n%s", mode, r.code, r.out, r.err);
+    /* The ranks that met a different call name both calls... */
+    int n = count_lines(r.out, a, b) + count_lines(r.out, b, a);
+    if (n < min_in_call)
+        fail_msg("%s: %d ranks named both calls, expected %d or more:\n%s", mode, n, min_in_call,
+                 r.out);
+    /* ...and every rank fails from then on. */
+    assert_int_equal(count_lines(r.out, "then barrier -> SHMESH_ERR_MISMATCH", NULL), 4);
+    run_free(&r);
+}
+
+static void mismatched_ops(void **state)
+{
+    mismatch("mismatch-op", "shmesh_psum(\"i\", int32[4] -> int32[4])",
+             "shmesh_all_gather(\"i\", int32[4] -> int32[16], axis=0, tiled=true)", 4);
+}
+
+static void mismatched_shapes(void **state)
+{
+    mismatch("mismatch-shape", "int32[4] -> int32[4]", "int32[3] -> int32[3]", 4);
+}
+
+static void mismatched_groups(void **state)
+{
+    /* Ranks 2 and 3 agree with each other; 0 and 1 meet the difference. */
+    mismatch("mismatch-groups", "axis_index_groups=[[0,2],[1,3]]", "axis_index_groups=[[0,1],[2,3]]",
+             2);
+}
+
+static void mismatched_meshes(void **state)
+{
+    mismatch("mismatch-mesh", "shmesh_psum(\"i\"", "shmesh_psum(\"x,y\"", 2);
+}
+
+static void lone_bad_call_does_not_hang(void **state)
+{
+    struct run r;
+    run_mode("lone-bad", &r);
+    assert_int_equal(r.code, 3);
+    expect_case(&r, "lone-bad", "SHMESH_ERR_INVALID", "unbound axis name 'nope'", 1);
+    expect_case(&r, "waiting", "SHMESH_ERR_PEER_DEAD", "peer rank 1", 3);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(local_errors_on_every_rank),
+        cmocka_unit_test(ragged_slice_out_of_range),
+        cmocka_unit_test(ragged_sizes_disagree),
+        cmocka_unit_test(mismatched_ops),
+        cmocka_unit_test(mismatched_shapes),
+        cmocka_unit_test(mismatched_groups),
+        cmocka_unit_test(mismatched_meshes),
+        cmocka_unit_test(lone_bad_call_does_not_hang),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
