@@ -859,7 +859,7 @@ static int check_offsets(const char *what, const shmesh_array *a, int dev, int64
 }
 
 static int ragged(const layout *L, const int *ax, int nax, const ref_call *c, ref_dev *devs,
-                  int *members, char *why, size_t len)
+                  int *members, bool *per_group, char *why, size_t len)
 {
     const shmesh_array *op0 = devs[0].in, *out0 = devs[0].out;
     if (op0->ndim < 1)
@@ -887,35 +887,50 @@ static int ragged(const layout *L, const int *ax, int nax, const ref_call *c, re
     int64_t rows_in = op0->shape[0], rows_out = out0->shape[0];
     int64_t row_elems = ref_numel(op0->ndim - 1, op0->shape + 1);
     size_t es = dt_size(op0->dtype);
-    /* Check every entry, sender and receiver side, before writing. */
+    *per_group = true;
+    /* Check every entry, sender and receiver side, before writing.  A bad
+     * entry refuses the call for its whole group; other groups go on. */
+    int bad_groups = 0;
+    for (int d = 0; d < L->world; d++)
+        devs[d].rc = 0;
     for (int d = 0; d < L->world; d++) {
         int n, me;
         full_group(L, ax, nax, d, members, &n, &me);
         narrow_group(c->groups, members, &n, &me);
         int64_t spd = K / n;
         const ref_dev *s = &devs[d];
-        for (int64_t i = 0; i < K; i++) {
+        char bad[256] = "";
+        for (int64_t i = 0; i < K && !bad[0]; i++) {
             int r = (int)(i / spd);
             const ref_dev *rv = &devs[members[r]];
             int64_t off = ld_index(s->input_offsets, i), sz = ld_index(s->send_sizes, i);
             int64_t oo = ld_index(s->output_offsets, i);
             int64_t want = ld_index(rv->recv_sizes, (int64_t)me * spd + i % spd);
             if (off < 0 || sz < 0 || off > rows_in || sz > rows_in - off)
-                return invalid(why, len, "device %d entry %lld: operand rows [%lld, +%lld) "
-                               "are outside 0..%lld", d, (long long)i, (long long)off,
-                               (long long)sz, (long long)rows_in);
-            if (oo < 0 || oo > rows_out || sz > rows_out - oo)
-                return invalid(why, len, "device %d entry %lld: output rows [%lld, +%lld) "
-                               "are outside 0..%lld", d, (long long)i, (long long)oo,
-                               (long long)sz, (long long)rows_out);
-            if (want != sz)
-                return invalid(why, len, "device %d entry %lld sends %lld rows but device %d "
-                               "expects %lld", d, (long long)i, (long long)sz, members[r],
-                               (long long)want);
+                invalid(bad, sizeof bad, "device %d entry %lld: operand rows [%lld, +%lld) "
+                        "are outside 0..%lld", d, (long long)i, (long long)off,
+                        (long long)sz, (long long)rows_in);
+            else if (oo < 0 || oo > rows_out || sz > rows_out - oo)
+                invalid(bad, sizeof bad, "device %d entry %lld: output rows [%lld, +%lld) "
+                        "are outside 0..%lld", d, (long long)i, (long long)oo,
+                        (long long)sz, (long long)rows_out);
+            else if (want != sz)
+                invalid(bad, sizeof bad, "device %d entry %lld sends %lld rows but device %d "
+                        "expects %lld", d, (long long)i, (long long)sz, members[r],
+                        (long long)want);
+        }
+        if (bad[0]) {
+            if (!bad_groups++ && why && len)
+                snprintf(why, len, "%s", bad);
+            for (int q = 0; q < n; q++)
+                devs[members[q]].rc = REF_INVALID;
         }
     }
-    /* Move: each receiver takes its senders' slices in group order. */
+    /* Move: each receiver of a group that passed takes its senders' slices
+     * in group order. */
     for (int d = 0; d < L->world; d++) {
+        if (devs[d].rc)
+            continue;
         int n, me;
         full_group(L, ax, nax, d, members, &n, &me);
         narrow_group(c->groups, members, &n, &me);
@@ -933,7 +948,7 @@ static int ragged(const layout *L, const int *ax, int nax, const ref_call *c, re
             }
         }
     }
-    return 0;
+    return bad_groups ? REF_INVALID : 0;
 }
 
 static bool same_shape(int nd, const int64_t *a, int nd2, const int64_t *b)
@@ -952,11 +967,16 @@ int ref_collective(const ref_mesh *mesh, const ref_call *c, ref_dev *devs, char 
     layout L;
     int ax[SHMESH_MAX_MESH_DIMS], nax, n0;
     int rc = check_common(mesh, c, &L, ax, &nax, &n0, why, len);
-    if (rc)
+    if (rc) {
+        int w = ref_mesh_world(mesh, NULL, 0);
+        for (int d = 0; d < w; d++)
+            devs[d].rc = rc;
         return rc;
+    }
     int *members = malloc(sizeof(int) * (size_t)L.world);
     const void **src = malloc(sizeof(void *) * (size_t)L.world);
     void *tmp = NULL;
+    bool ragged_checked = false; /* ragged() set each device's rc itself */
     if (!members || !src) {
         rc = invalid(why, len, "out of memory");
         goto done;
@@ -986,7 +1006,7 @@ int ref_collective(const ref_mesh *mesh, const ref_call *c, ref_dev *devs, char 
                 rc = invalid(why, len, "devices pass outputs of different dtypes or shapes");
                 goto done;
             }
-        rc = ragged(&L, ax, nax, c, devs, members, why, len);
+        rc = ragged(&L, ax, nax, c, devs, members, &ragged_checked, why, len);
         goto done;
     }
     shmesh_dtype odt;
@@ -1162,6 +1182,9 @@ int ref_collective(const ref_mesh *mesh, const ref_call *c, ref_dev *devs, char 
     }
     rc = 0;
 done:
+    if (!ragged_checked)
+        for (int d = 0; d < L.world; d++)
+            devs[d].rc = rc;
     free(tmp);
     free(members);
     free(src);

@@ -81,6 +81,7 @@ typedef struct {
     const shmesh_array *in;
     shmesh_array *out;
     const shmesh_array *input_offsets, *send_sizes, *output_offsets, *recv_sizes;
+    int rc; /* set by ref_collective: this device's result (0 or REF_INVALID) */
 } ref_dev;
 
 /* Number of devices of the mesh (the product of its sizes), or REF_INVALID
@@ -105,8 +106,11 @@ int ref_out_shape(const ref_mesh *mesh, const ref_call *call, const shmesh_array
                   size_t whylen);
 
 /* Runs the call for every device (devs has one entry per device, indexed by
- * device = rank).  0 with every out filled, or REF_INVALID with `why` (the
- * outputs are then untouched). */
+ * device = rank).  0 with every out filled, or REF_INVALID with `why`: the
+ * outputs are then untouched.  ragged_all_to_all alone can refuse the call
+ * for some groups only (a bad slice, found when the group's devices compare
+ * their arrays): those devices get rc REF_INVALID and keep their outputs,
+ * the other groups run. */
 int ref_collective(const ref_mesh *mesh, const ref_call *call, ref_dev *devs, char *why,
                    size_t whylen);
 

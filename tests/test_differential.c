@@ -22,6 +22,8 @@
 #define DEADLINE 180.0
 
 static char *env_vars[] = {"SHMESH_TIMEOUT=30", NULL};
+/* The smallest slot buffers: big cases then move in many chunks. */
+static char *small_slots[] = {"SHMESH_TIMEOUT=30", "SHMESH_SLOT_BYTES=4096", NULL};
 
 static const char *diff_path(void)
 {
@@ -54,7 +56,8 @@ static void first_lines(const char *text, const char *word, char *buf, size_t le
 /* Runs `shmesh-run -v -n W -- shmesh-test-diff -q [-o OP] SEED COUNT` and
  * checks that every rank agreed with the model on every case and that the
  * segment is gone. */
-static void launch(int world, const char *op, unsigned long seed, int count)
+static void launch_env(char *const env[], int world, const char *op, unsigned long seed,
+                       int count)
 {
     char ws[16], ss[32], cs[16];
     snprintf(ws, sizeof ws, "%d", world);
@@ -78,10 +81,11 @@ static void launch(int world, const char *op, unsigned long seed, int count)
     argv[n] = NULL;
 
     struct run r;
-    assert_int_equal(run_cmd(argv, env_vars, DEADLINE, &r), 0);
-    char repro[256];
-    snprintf(repro, sizeof repro, "shmesh-run -n %d -- shmesh-test-diff %s%s%s%lu %d", world,
-             op ? "-o " : "", op ? op : "", op ? " " : "", seed, count);
+    assert_int_equal(run_cmd(argv, env, DEADLINE, &r), 0);
+    char repro[320];
+    snprintf(repro, sizeof repro, "%sshmesh-run -n %d -- shmesh-test-diff %s%s%s%lu %d",
+             env == small_slots ? "SHMESH_SLOT_BYTES=4096 " : "", world, op ? "-o " : "",
+             op ? op : "", op ? " " : "", seed, count);
     /* cmocka cuts long messages: the details go to stderr first. */
     if (r.timed_out) {
         fprintf(stderr, "%s: still running after %.0f s\nstdout:\n%.4000s\nstderr:\n%.4000s\n",
@@ -98,10 +102,11 @@ static void launch(int world, const char *op, unsigned long seed, int count)
             first_lines(r.out, "FAIL", bad, sizeof bad);
         fprintf(stderr,
                 "%s: exit %d, %d of %d ranks agreed on all %d cases\n%s\nstderr:\n%.3000s\n"
-                "replay one case with: shmesh-run -n %d -- shmesh-test-diff %s%s%s-f INDEX "
+                "replay one case with: %sshmesh-run -n %d -- shmesh-test-diff %s%s%s-f INDEX "
                 "%lu 1\n",
-                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err, world,
-                op ? "-o " : "", op ? op : "", op ? " " : "", seed);
+                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err,
+                env == small_slots ? "SHMESH_SLOT_BYTES=4096 " : "", world, op ? "-o " : "",
+                op ? op : "", op ? " " : "", seed);
         fail_msg("%s: exit %d, %d of %d ranks agreed (details above)", repro, r.code, agreed,
                  world);
     }
@@ -109,6 +114,11 @@ static void launch(int world, const char *op, unsigned long seed, int count)
     if (segment_left_behind(&r, name, sizeof name))
         fail_msg("%s: segment %s left in /dev/shm\nstderr:\n%s", repro, name, r.err);
     run_free(&r);
+}
+
+static void launch(int world, const char *op, unsigned long seed, int count)
+{
+    launch_env(env_vars, world, op, seed, count);
 }
 
 /* Random cases over every collective, two seeds per world size. */
@@ -138,6 +148,14 @@ static void each_op(void **state)
     static const int worlds[] = {4, 6, 8, 5};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         launch(worlds[i % 4], ops[i], 77 + i, OP_CASES);
+}
+
+/* 4 KiB slots: arrays of a few thousand elements take many steps. */
+static void small_slot_buffers(void **state)
+{
+    static const int worlds[] = {2, 3, 4, 5, 8};
+    for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++)
+        launch_env(small_slots, worlds[i], NULL, 5000 + i, CASES);
 }
 
 /* The per-case lines: without -q every rank reports every case. */
@@ -188,6 +206,7 @@ int main(void)
         cmocka_unit_test(world_7),
         cmocka_unit_test(world_8),
         cmocka_unit_test(each_op),
+        cmocka_unit_test(small_slot_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

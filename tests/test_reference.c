@@ -418,7 +418,7 @@ static void ragged_docstring(void **state)
         b[d] = (shmesh_array){send[d], SHMESH_INT32, 1, {2}};
         cc[d] = (shmesh_array){out_off[d], SHMESH_INT32, 1, {2}};
         dd[d] = (shmesh_array){recv[d], SHMESH_INT32, 1, {2}};
-        devs[d] = (ref_dev){&op[d], &out[d], &a[d], &b[d], &cc[d], &dd[d]};
+        devs[d] = (ref_dev){&op[d], &out[d], &a[d], &b[d], &cc[d], &dd[d], 0};
     }
     ref_call c = {.op = REF_RAGGED_ALL_TO_ALL, .axes = "i"};
     char why[256];
@@ -439,6 +439,49 @@ static void ragged_docstring(void **state)
     assert_non_null(strstr(why, "outside"));
     for (size_t i = 0; i < sizeof output; i++)
         assert_int_equal(((unsigned char *)output)[i], 0x55);
+}
+
+/* A bad ragged slice refuses the call for its group only. */
+static void ragged_refusal_is_per_group(void **state)
+{
+    shmesh_groups g = {2, 2, (const int[]){0, 1, 2, 3}, NULL};
+    int32_t operand[4][2], output[4][2];
+    int64_t in_off[4][2], send[4][2], out_off[4][2], recv[4][2];
+    shmesh_array op[4], out[4], a[4], b[4], cc[4], dd[4];
+    ref_dev devs[4];
+    for (int d = 0; d < 4; d++) {
+        operand[d][0] = 10 * d;
+        operand[d][1] = 10 * d + 1;
+        output[d][0] = output[d][1] = -1;
+        /* row 0 to position 0, row 1 to position 1, landing at my position */
+        in_off[d][0] = 0, in_off[d][1] = 1;
+        send[d][0] = send[d][1] = recv[d][0] = recv[d][1] = 1;
+        out_off[d][0] = out_off[d][1] = d % 2;
+        op[d] = (shmesh_array){operand[d], SHMESH_INT32, 1, {2}};
+        out[d] = (shmesh_array){output[d], SHMESH_INT32, 1, {2}};
+        a[d] = (shmesh_array){in_off[d], SHMESH_INT64, 1, {2}};
+        b[d] = (shmesh_array){send[d], SHMESH_INT64, 1, {2}};
+        cc[d] = (shmesh_array){out_off[d], SHMESH_INT64, 1, {2}};
+        dd[d] = (shmesh_array){recv[d], SHMESH_INT64, 1, {2}};
+        devs[d] = (ref_dev){&op[d], &out[d], &a[d], &b[d], &cc[d], &dd[d], 0};
+    }
+    ref_call c = {.op = REF_RAGGED_ALL_TO_ALL, .axes = "i", .groups = &g};
+    char why[256];
+    assert_int_equal(ref_collective(&mesh4, &c, devs, why, sizeof why), 0);
+    int32_t want[4][2] = {{0, 10}, {1, 11}, {20, 30}, {21, 31}};
+    assert_memory_equal(output, want, sizeof want);
+
+    for (int d = 0; d < 4; d++)
+        output[d][0] = output[d][1] = -1;
+    send[3][0] = 2; /* device 3 sends two rows to device 2, which expects one */
+    assert_int_equal(ref_collective(&mesh4, &c, devs, why, sizeof why), REF_INVALID);
+    assert_non_null(strstr(why, "device 3 entry 0"));
+    assert_int_equal(devs[0].rc, 0);
+    assert_int_equal(devs[1].rc, 0);
+    assert_int_equal(devs[2].rc, REF_INVALID);
+    assert_int_equal(devs[3].rc, REF_INVALID);
+    int32_t want2[4][2] = {{0, 10}, {1, 11}, {-1, -1}, {-1, -1}};
+    assert_memory_equal(output, want2, sizeof want2);
 }
 
 /* NaN wins pmax/pmin; pargmax picks the smallest index holding the max,
@@ -751,6 +794,7 @@ int main(void)
         cmocka_unit_test(axis_index_docstring),
         cmocka_unit_test(device_order_groups),
         cmocka_unit_test(ragged_docstring),
+        cmocka_unit_test(ragged_refusal_is_per_group),
         cmocka_unit_test(max_min_argmax),
         cmocka_unit_test(sum_types_and_order),
         cmocka_unit_test(all_to_all_layouts),

@@ -97,6 +97,7 @@ struct tcase {
     int ndim;
     int64_t shape[SHMESH_MAX_NDIM];
     enum valmode mode;
+    bool big; /* arrays of thousands of elements: several slot chunks */
     shmesh_dtype out_dt;
     int out_ndim;
     int64_t out_shape[SHMESH_MAX_NDIM];
@@ -109,7 +110,7 @@ struct tcase {
     shmesh_dtype off_dt;
     int64_t (*roff)[4][MAXK]; /* per device: input_offsets, send, output_offsets, recv */
     /* what was spoiled on purpose ("" if nothing) */
-    char spoiled[64];
+    char spoiled[96];
 };
 
 static const char *const pool[] = {"x", "y", "z", "data", "model", "i", "j", "pipe"};
@@ -229,9 +230,12 @@ static void gen_groups(rng *r, struct tcase *c, bool equal)
 static void gen_shape(rng *r, struct tcase *c, int minnd, int maxnd)
 {
     c->ndim = minnd + rnd(r, maxnd - minnd + 1);
+    if (c->big && c->ndim == 0)
+        c->ndim = 1 + rnd(r, maxnd);
+    int64_t cap = c->big ? 3000 : 96;
     for (int k = 0; k < c->ndim; k++)
-        c->shape[k] = chance(r, 8) ? 0 : 1 + rnd(r, 4);
-    while (ref_numel(c->ndim, c->shape) > 96)
+        c->shape[k] = c->big ? 1 + rnd(r, 60) : chance(r, 8) ? 0 : 1 + rnd(r, 4);
+    while (ref_numel(c->ndim, c->shape) > cap)
         for (int k = 0; k < c->ndim; k++)
             if (c->shape[k] > 1)
                 c->shape[k]--;
@@ -248,17 +252,20 @@ static int gen_ragged(rng *r, struct tcase *c)
     int n = c->n;
     int spd = 1 + rnd(r, 3);
     c->K = n * spd;
-    int64_t rows_in = rnd(r, 7);
-    c->rows_out = rnd(r, 10);
+    int64_t rows_in = c->big ? rnd(r, 200) : rnd(r, 7);
+    c->rows_out = c->big ? rnd(r, 400) : rnd(r, 10);
+    int64_t most = c->big ? 60 : 3; /* rows in one slice */
     int trail = rnd(r, 3);
     c->ndim = 1 + trail;
     c->shape[0] = rows_in;
     for (int k = 1; k < c->ndim; k++)
-        c->shape[k] = chance(r, 8) ? 0 : 1 + rnd(r, 3);
+        c->shape[k] = c->big ? 1 + rnd(r, 6) : chance(r, 8) ? 0 : 1 + rnd(r, 3);
     int pdt = rnd(r, 10);
     static const shmesh_dtype odd[] = {SHMESH_INT8,   SHMESH_INT16,  SHMESH_UINT8,
                                        SHMESH_UINT16, SHMESH_UINT32, SHMESH_UINT64};
     c->off_dt = pdt < 7 ? SHMESH_INT32 : pdt < 9 ? SHMESH_INT64 : odd[rnd(r, 6)];
+    if (c->big && (c->off_dt == SHMESH_INT8 || c->off_dt == SHMESH_UINT8))
+        c->off_dt = SHMESH_INT16; /* rows go past 255 */
     c->roff = calloc((size_t)world, sizeof *c->roff);
     int members[MAXW];
     for (int d = 0; d < world; d++) {
@@ -271,8 +278,8 @@ static int gen_ragged(rng *r, struct tcase *c)
         int64_t used = 0;
         for (int i = 0; i < c->K; i++) {
             int64_t cap = c->rows_out - used < rows_in ? c->rows_out - used : rows_in;
-            if (cap > 3)
-                cap = 3;
+            if (cap > most)
+                cap = most;
             size[i] = chance(r, 20) ? 0 : rnd(r, (int)cap + 1);
             used += size[i];
         }
@@ -302,6 +309,41 @@ static int gen_ragged(rng *r, struct tcase *c)
 }
 
 static const char *op_label(const struct tcase *c) { return ref_op_name(c->call.op); }
+
+/* Spoils one entry of one device's ragged arrays: only that device's group
+ * can see it, and the header has the whole group refuse the call. */
+static void spoil_ragged_entry(rng *r, struct tcase *c)
+{
+    int members[MAXW], n, sp;
+    int D = rnd(r, world);
+    char why[256];
+    if (ref_group(&c->mesh, c->axes, c->call.groups, D, members, &n, &sp, why, sizeof why))
+        return;
+    int spd = c->K / n, i = rnd(r, c->K);
+    int R = members[i / spd], ri = sp * spd + i % spd;
+    int64_t sz = c->roff[D][1][i];
+    int kind = rnd(r, 4);
+    if (sz == 0 && kind < 2)
+        kind = 2;
+    switch (kind) {
+    case 0:
+        c->roff[D][0][i] = c->shape[0] - sz + 1;
+        snprintf(c->spoiled, sizeof c->spoiled, "rank %d entry %d past its operand", D, i);
+        break;
+    case 1:
+        c->roff[D][2][i] = c->rows_out - sz + 1;
+        snprintf(c->spoiled, sizeof c->spoiled, "rank %d entry %d past the output", D, i);
+        break;
+    case 2:
+        c->roff[R][3][ri] += 1;
+        snprintf(c->spoiled, sizeof c->spoiled, "rank %d recv_sizes[%d] disagrees", R, ri);
+        break;
+    default:
+        c->roff[D][1][i] += 1;
+        snprintf(c->spoiled, sizeof c->spoiled, "rank %d send_sizes[%d] disagrees", D, i);
+        break;
+    }
+}
 
 /* Spoils one argument so that the call should be refused. */
 static void spoil(rng *r, struct tcase *c)
@@ -427,8 +469,12 @@ static void spoil(rng *r, struct tcase *c)
                 snprintf(c->spoiled, sizeof c->spoiled, "source out of range");
                 return;
             case REF_RAGGED_ALL_TO_ALL:
-                c->off_dt = SHMESH_FLOAT32;
-                snprintf(c->spoiled, sizeof c->spoiled, "float offsets");
+                if (chance(r, 30)) {
+                    c->off_dt = SHMESH_FLOAT32;
+                    snprintf(c->spoiled, sizeof c->spoiled, "float offsets");
+                } else {
+                    spoil_ragged_entry(r, c);
+                }
                 return;
             default:
                 break;
@@ -448,6 +494,7 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
     next_u64(&r);
     c->data_seed = next_u64(&r);
     gen_mesh(&r, c);
+    c->big = chance(&r, 8);
     ref_op op = opfilter >= 0 ? (ref_op)opfilter : (ref_op)rnd(&r, REF_OP_COUNT);
     c->call.op = op;
 
@@ -756,7 +803,7 @@ static void describe(const struct tcase *c, char *buf, size_t len)
         break;
     }
     static const char *const modes[] = {"bits", "spread", "ties", "nan"};
-    PUT(" values %s", modes[c->mode]);
+    PUT(" values %s%s", modes[c->mode], c->big ? " big" : "");
     if (c->spoiled[0])
         PUT(" spoiled: %s", c->spoiled);
 #undef PUT
@@ -957,9 +1004,10 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
     for (int d = 0; d < world; d++) {
         make_arrays(c, d, &ref[d]);
         devs[d] = (ref_dev){&ref[d].in, &ref[d].out, &ref[d].off[0], &ref[d].off[1],
-                            &ref[d].off[2], &ref[d].off[3]};
+                            &ref[d].off[2], &ref[d].off[3], 0};
     }
-    ref_rc = ref_collective(&c->mesh, &c->call, devs, why, sizeof why);
+    ref_collective(&c->mesh, &c->call, devs, why, sizeof why);
+    ref_rc = devs[rank].rc; /* ragged can refuse for some groups only */
 
     /* The library, for this rank. */
     struct dev_arrays lib;
