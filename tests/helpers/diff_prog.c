@@ -177,9 +177,13 @@ static void axes_string(rng *r, struct tcase *c, const int *ax, int na)
     bool spaces = chance(r, 15);
     size_t o = 0;
     c->axes[0] = '\0';
-    for (int j = 0; j < na; j++)
-        o += (size_t)snprintf(c->axes + o, sizeof c->axes - o, "%s%s%s", j ? (spaces ? " , " : ",") : (spaces ? " " : ""),
-                              c->names[ax[j]], spaces && j == na - 1 ? " " : "");
+    for (int j = 0; j < na; j++) {
+        const char *sep = j ? (spaces ? " , " : ",") : (spaces ? " " : "");
+        o += (size_t)snprintf(c->axes + o, sizeof c->axes - o, "%s%s%s", sep, c->names[ax[j]],
+                              spaces && j == na - 1 ? " " : "");
+    }
+    if (na == 0 && spaces)
+        snprintf(c->axes, sizeof c->axes, " "); /* names no axis either */
     c->nfull = 1;
     for (int j = 0; j < na; j++)
         c->nfull *= c->sizes[ax[j]];
@@ -505,7 +509,7 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
         na = 1;
     else {
         int roll = rnd(&r, 100);
-        na = roll < 35 ? c->mndim : roll < 70 ? 1 : 1 + rnd(&r, c->mndim);
+        na = roll < 35 ? c->mndim : roll < 70 ? 1 : roll < 95 ? 1 + rnd(&r, c->mndim) : 0;
     }
     axes_string(&r, c, ax, na);
     c->call.axes = c->axes;
@@ -650,6 +654,15 @@ static uint64_t gen_value(rng *r, shmesh_dtype dt, enum valmode mode)
         default: return 0x7ff8000000000000ull;
         }
     }
+    if (mode == VAL_NAN && rnd(r, 100) < 10) { /* +-infinity */
+        uint64_t neg = u & 1;
+        switch (dt) {
+        case SHMESH_FLOAT16: return (neg << 15) | 0x7c00;
+        case SHMESH_BFLOAT16: return (neg << 15) | 0x7f80;
+        case SHMESH_FLOAT32: return (neg << 31) | 0x7f800000;
+        default: return (neg << 63) | 0x7ff0000000000000ull;
+        }
+    }
     if (mode == VAL_TIES || mode == VAL_NAN) {
         int k = rnd(r, 5) - 2;
         switch (dt) {
@@ -667,6 +680,18 @@ static uint64_t gen_value(rng *r, shmesh_dtype dt, enum valmode mode)
      * mantissa between 2^-6 and 2^6 (sums depend on their order). */
     uint64_t sign = (u >> 63) & 1;
     int e = rnd(r, 12) - 6;
+    if (is_float(dt) && rnd(r, 100) < 8) {
+        /* tiny: subnormal (exponent field 0, mantissa not all zero) or
+         * just above, so sums cross the subnormal boundary */
+        int field = rnd(r, 3);
+        uint64_t m = u | 1;
+        switch (dt) {
+        case SHMESH_FLOAT16: return (sign << 15) | ((uint64_t)field << 10) | (m & 0x3ff);
+        case SHMESH_BFLOAT16: return (sign << 15) | ((uint64_t)field << 7) | (m & 0x7f);
+        case SHMESH_FLOAT32: return (sign << 31) | ((uint64_t)field << 23) | (m & 0x7fffff);
+        default: return (sign << 63) | ((uint64_t)field << 52) | (m & 0xfffffffffffffull);
+        }
+    }
     switch (dt) {
     case SHMESH_FLOAT16: return (sign << 15) | ((uint64_t)(15 + e) << 10) | (u & 0x3ff);
     case SHMESH_BFLOAT16: return (sign << 15) | ((uint64_t)(127 + e) << 7) | (u & 0x7f);
