@@ -117,8 +117,38 @@ static void release(shmesh_ctx *c)
 {
     notify_close(c->notify);
     seg_close(c->seg);
-    free(c->srcs);
+    free(c->scratch);
     free(c);
+}
+
+/* Every per-world scratch array in one allocation. */
+static int alloc_scratch(shmesh_ctx *c)
+{
+    size_t w = (size_t)c->world;
+    size_t bytes = w * (4 * sizeof(int) + sizeof(void *) * 2 + 5 * sizeof(uint64_t)) +
+                   2 * w * sizeof(int);
+    unsigned char *p = calloc(1, bytes);
+    if (!p)
+        return -1;
+    c->scratch = p;
+    c->srcs = (const void **)p;
+    p += w * sizeof(void *);
+    c->hdrs = (struct seg_slot_hdr **)p;
+    p += w * sizeof(void *);
+    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal};
+    for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
+        *u64[i] = (uint64_t *)p;
+        p += w * sizeof(uint64_t);
+    }
+    int **ints[] = {&c->all_ranks, &c->perm_dest, &c->perm_src, &c->buf_readers[0],
+                    &c->buf_readers[1]};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        *ints[i] = (int *)p;
+        p += w * sizeof(int);
+    }
+    for (int r = 0; r < c->world; r++)
+        c->all_ranks[r] = r;
+    return 0;
 }
 
 /* Spinning pays when the peer runs on another core; with more ranks than
@@ -149,9 +179,8 @@ int shmesh_init(shmesh_ctx **out)
     c->rank = e.rank;
     c->world = e.world;
     c->op = "shmesh_init";
-    c->srcs = calloc((size_t)e.world, sizeof *c->srcs);
     char why[CTX_ERR_MAX - 32] = "";
-    if (!c->srcs) {
+    if (alloc_scratch(c)) {
         release(c);
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
@@ -220,10 +249,8 @@ int shmesh_finalize(shmesh_ctx *c)
     int rc = sync_enter(c, "shmesh_finalize");
     if (!rc)
         rc = sync_begin(c);
-    if (!rc) {
-        struct seg_sig sig = {.op = SIG_OP_FINALIZE, .call = c->calls};
-        rc = sync_phase(c, &sig);
-    }
+    if (!rc)
+        rc = world_step(c, OP_FINALIZE);
     /* Only a clean finalize makes this rank's exit harmless to the others. */
     if (!rc)
         atomic_store_explicit(&c->me->state, SEG_RANK_FINALIZED, memory_order_release);

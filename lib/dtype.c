@@ -18,3 +18,11 @@ bool dtype_valid(shmesh_dtype dt) { return (unsigned)dt < SHMESH_DTYPE_COUNT; }
 size_t shmesh_dtype_size(shmesh_dtype dt) { return dtype_valid(dt) ? dtypes[dt].size : 0; }
 
 const char *shmesh_dtype_name(shmesh_dtype dt) { return dtype_valid(dt) ? dtypes[dt].name : "?"; }
+
+bool dtype_is_float(shmesh_dtype dt)
+{
+    return dt == SHMESH_FLOAT16 || dt == SHMESH_BFLOAT16 || dt == SHMESH_FLOAT32 ||
+           dt == SHMESH_FLOAT64;
+}
+
+bool dtype_is_int(shmesh_dtype dt) { return dt >= SHMESH_INT8 && dt <= SHMESH_UINT64; }

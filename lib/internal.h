@@ -12,11 +12,49 @@
 
 #define CTX_ERR_MAX 512
 
-/* What a collective call publishes (struct seg_sig.op). */
-enum sig_op {
-    SIG_OP_BARRIER = 1,
-    SIG_OP_WORLD_SUM = 2,
-    SIG_OP_FINALIZE = 3,
+/* The collective a call is (struct call_desc.op). */
+enum call_op {
+    OP_BARRIER = 1,
+    OP_WORLD_SUM,
+    OP_FINALIZE,
+    OP_MESH_CREATE,
+    OP_PSUM,
+    OP_PMAX,
+    OP_PMIN,
+    OP_PMEAN,
+    OP_PARGMAX,
+    OP_PARGMIN,
+    OP_ALL_GATHER,
+    OP_PSUM_SCATTER,
+    OP_ALL_TO_ALL,
+    OP_PSWAPAXES,
+    OP_RAGGED_ALL_TO_ALL,
+    OP_PPERMUTE,
+    OP_PSHUFFLE,
+    OP_PBROADCAST,
+};
+
+/* What a call publishes in its first window.  Ranks compare a hash of it;
+ * the fields are read back only to explain a mismatch.  Zero-filled before
+ * use so padding hashes the same everywhere. */
+struct call_desc {
+    uint32_t op;
+    int32_t mesh;   /* mesh id, -1 for world-wide calls */
+    uint32_t dtype, out_dtype;
+    int32_t ndim, out_ndim;
+    int64_t shape[SHMESH_MAX_NDIM], out_shape[SHMESH_MAX_NDIM];
+    int64_t param[4];    /* op-specific: axes, tiled, source, ... */
+    uint64_t count;      /* world_sum */
+    uint64_t extra_hash; /* groups, permutations, mesh layout */
+    char axes[64];
+};
+_Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
+
+/* A group: the ranks a collective runs among on this device, by position. */
+struct group {
+    int n;
+    int me;          /* this device's position */
+    const int *ranks;
 };
 
 struct shmesh_ctx {
@@ -26,11 +64,24 @@ struct shmesh_ctx {
     struct notify *notify;
     struct seg_waiter waiter;
     struct seg_ctrl *me;
-    uint32_t phase;       /* the last phase this rank posted */
-    uint64_t calls;       /* collective calls entered, for messages */
-    const char *op;       /* the public function being run, for messages */
-    int poison;           /* 0, or the error every later call returns */
-    const void **srcs;    /* world pointers, scratch for reductions */
+    uint64_t calls;   /* collective calls begun; the current one's number */
+    uint32_t window;  /* the next window's index within the current call */
+    /* This rank's two slot buffers: which window each holds and which ranks
+     * may still be reading it (they must move past it before it is reused). */
+    int next_buf;
+    uint64_t buf_tag[2];
+    int *buf_readers[2];
+    int buf_nreaders[2];
+    const char *op;   /* the public function being run, for messages */
+    int poison;       /* 0, or the error every later call returns */
+    int next_mesh_id;
+    /* Scratch, world entries each, in one allocation. */
+    void *scratch;
+    int *all_ranks;   /* 0..world-1 */
+    const void **srcs;
+    struct seg_slot_hdr **hdrs;
+    uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
+    int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
 
@@ -41,23 +92,105 @@ int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* sync.c: phases.  A phase is one step in which every rank posts its
- * sequence word and waits for every peer's.  Data written to the rank's slot
- * buffer (phase & 1) before sync_phase() is readable by peers after it and
- * stays intact until the phase after next, so no closing barrier is needed. */
-/* sync_enter: a poisoned context fails here, before arguments are looked
- * at.  sync_begin: the arguments were accepted; the call counts from now on
- * (a refused call is not made, so it must not shift the call numbers that
- * ranks compare). */
+/* sync.c: entering and beginning calls, and failures.
+ * sync_enter: a NULL or poisoned context fails here, before arguments are
+ * looked at.  sync_begin: the arguments were accepted; the call counts from
+ * now on (a refused call is not made, so it must not shift the call numbers
+ * that ranks compare). */
 int sync_enter(shmesh_ctx *c, const char *op);
 int sync_begin(shmesh_ctx *c);
-int sync_phase(shmesh_ctx *c, const struct seg_sig *sig);
-static inline int sync_next_parity(const shmesh_ctx *c) { return (int)((c->phase + 1) & 1); }
-/* Turns a seg_wait_flag() failure into a poisoned context and its error. */
+/* Turns a seg_wait_*() failure into a poisoned context and its error. */
 int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for);
+/* Both calls explained, the context poisoned, and the job told: every rank
+ * returns SHMESH_ERR_MISMATCH from its next wait or call. */
+int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
+                  const struct call_desc *theirs);
+void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len);
+uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
 
-/* dtype.c / reduce.c */
+/* exchange.c: the one data path of every collective.
+ *
+ * A call runs in windows.  In each window every member of the group writes
+ * up to one payload of its outgoing stream into its own slot buffer, posts
+ * its progress, waits for the other members' posts of the same window, and
+ * reads what is meant for it from their buffers.  A sender's stream is
+ * either one `broadcast` stream that every member reads whole, or the
+ * concatenation of one segment per destination position.  The receiving
+ * side either copies (`recv`) what each member sent it, or `reduce`s the
+ * same range of every member's segment at once, in position order. */
+struct xchg;
+typedef uint64_t (*xchg_bytes_fn)(const struct xchg *x, int from, int to);
+typedef void (*xchg_pack_fn)(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst);
+typedef void (*xchg_recv_fn)(const struct xchg *x, int from, uint64_t off, const void *src,
+                             uint64_t len);
+typedef void (*xchg_reduce_fn)(const struct xchg *x, uint64_t off, const void *const *src,
+                               uint64_t len);
+
+struct xchg {
+    shmesh_ctx *c;
+    struct group g;
+    bool broadcast;       /* bytes/pack see to = -1 */
+    uint64_t unit;        /* window payloads hold whole units of this many bytes */
+    xchg_bytes_fn bytes;  /* from, to: positions; what `from` sends `to` */
+    xchg_pack_fn pack;    /* this device's segment for `to`, bytes [off, off+len) */
+    xchg_recv_fn recv;    /* bytes [off, off+len) of what `from` sent this device */
+    xchg_reduce_fn reduce;
+    void *op;             /* the operation's own state */
+};
+
+/* bytes callback for exchanges that carry no data (barrier-like steps). */
+uint64_t xchg_no_bytes(const struct xchg *x, int from, int to);
+
+/* Runs the exchange; `desc` (non-NULL for a call's first exchange) is
+ * published in the first window and compared across the group. */
+int xchg_run(struct xchg *x, const struct call_desc *desc);
+
+/* array.c: checking and describing arrays. */
+/* "float32[4,3]" ("float32[]" for a scalar). */
+void shape_format(char *buf, size_t len, shmesh_dtype dt, int ndim, const int64_t *shape);
+/* A well-formed array: known dtype, ndim 0..SHMESH_MAX_NDIM, dimensions >= 0,
+ * data present when it holds elements.  *elems receives the element count. */
+int array_check(shmesh_ctx *c, const char *op, const char *what, const shmesh_array *a,
+                uint64_t *elems);
+/* `a` must have exactly this dtype and shape; the message gives both. */
+int array_expect(shmesh_ctx *c, const char *op, const char *what, const shmesh_array *a,
+                 shmesh_dtype dt, int ndim, const int64_t *shape);
+/* Python-style axis: -ndim..ndim-1 becomes 0..ndim-1. */
+int axis_canon(shmesh_ctx *c, const char *op, const char *what, int axis, int ndim, int *out);
+
+/* box.c: an N-d block of a C-contiguous array, read or written in the
+ * block's own row-major ("packed") order. */
+struct box {
+    int ndim;
+    int64_t dim[SHMESH_MAX_NDIM];   /* the array's shape */
+    int64_t start[SHMESH_MAX_NDIM]; /* the block's corner */
+    int64_t ext[SHMESH_MAX_NDIM];   /* the block's extent */
+    size_t esz;
+};
+/* The whole array; callers then narrow start/ext of some dimensions. */
+void box_whole(struct box *b, int ndim, const int64_t *shape, size_t esz);
+/* Merges trailing dimensions the block spans completely, so copies run long. */
+void box_simplify(struct box *b);
+uint64_t box_elems(const struct box *b);
+/* Elements [first, first+count) of the block, in packed order. */
+void box_read(const struct box *b, const void *array, uint64_t first, uint64_t count, void *dst);
+void box_write(const struct box *b, void *array, uint64_t first, uint64_t count, const void *src);
+
+/* barrier.c: one world-wide step with no data (barrier, finalize). */
+int world_step(shmesh_ctx *c, enum call_op op);
+
+/* dtype.c */
 bool dtype_valid(shmesh_dtype dt);
+bool dtype_is_float(shmesh_dtype dt);
+bool dtype_is_int(shmesh_dtype dt); /* signed or unsigned integer, not bool */
+
+/* reduce.c: dst = src[0] op src[1] op ... (in that order), element-wise. */
+enum red_op { RED_SUM, RED_MAX, RED_MIN, RED_MEAN, RED_ARGMAX, RED_ARGMIN };
+/* in_dt: the sources' dtype; out_dt: dst's (differs for bool sums, means of
+ * integers, and arg reductions, which write int32 indices 0..nsrc-1 or
+ * INT32_MAX).  `mean_n` divides for RED_MEAN. */
+void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *dst,
+                const void *const *src, int nsrc, size_t n, int mean_n);
 void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, size_t n);
 
 #endif

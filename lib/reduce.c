@@ -1,5 +1,7 @@
-/* Element-wise reductions over the ranks' buffers, always in rank order so
- * every rank computes the bitwise-identical result. */
+/* Element-wise reductions over the members' buffers, always in member order
+ * so every rank computes the bitwise-identical result. */
+#include <stdint.h>
+
 #include "half.h"
 #include "internal.h"
 
@@ -79,5 +81,206 @@ void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, si
         break;
     default:
         break;
+    }
+}
+
+/* Element i of a source, widened without loss (floats to double, integers
+ * to 64 bits).  The reductions below go element by element, members in
+ * order. */
+static double load_f(shmesh_dtype dt, const void *p, size_t i)
+{
+    switch (dt) {
+    case SHMESH_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
+    case SHMESH_BFLOAT16: return bf16_to_float(((const uint16_t *)p)[i]);
+    case SHMESH_FLOAT32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static int64_t load_s(shmesh_dtype dt, const void *p, size_t i)
+{
+    switch (dt) {
+    case SHMESH_INT8: return ((const int8_t *)p)[i];
+    case SHMESH_INT16: return ((const int16_t *)p)[i];
+    case SHMESH_INT32: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+static uint64_t load_u(shmesh_dtype dt, const void *p, size_t i)
+{
+    switch (dt) {
+    case SHMESH_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case SHMESH_UINT8: return ((const uint8_t *)p)[i];
+    case SHMESH_UINT16: return ((const uint16_t *)p)[i];
+    case SHMESH_UINT32: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+    }
+}
+
+static bool is_signed(shmesh_dtype dt)
+{
+    return dt == SHMESH_INT8 || dt == SHMESH_INT16 || dt == SHMESH_INT32 || dt == SHMESH_INT64;
+}
+
+/* Copies element i of `from` (same dtype) into element i of dst. */
+static void copy_elem(shmesh_dtype dt, void *dst, size_t i, const void *from)
+{
+    size_t sz = shmesh_dtype_size(dt);
+    const unsigned char *s = (const unsigned char *)from + i * sz;
+    unsigned char *d = (unsigned char *)dst + i * sz;
+    for (size_t b = 0; b < sz; b++)
+        d[b] = s[b];
+}
+
+/* The winning source of element i for max (want_max) or min: NaN wins (the
+ * first one), else the strictly greater (smaller) value, ties to the first. */
+static int winner(shmesh_dtype dt, const void *const *src, int nsrc, size_t i, bool want_max)
+{
+    int w = 0;
+    if (dtype_is_float(dt)) {
+        double best = load_f(dt, src[0], i);
+        for (int k = 1; k < nsrc && best == best; k++) {
+            double v = load_f(dt, src[k], i);
+            if (v != v || (want_max ? v > best : v < best)) {
+                best = v;
+                w = k;
+            }
+        }
+    } else if (is_signed(dt)) {
+        int64_t best = load_s(dt, src[0], i);
+        for (int k = 1; k < nsrc; k++) {
+            int64_t v = load_s(dt, src[k], i);
+            if (want_max ? v > best : v < best) {
+                best = v;
+                w = k;
+            }
+        }
+    } else {
+        uint64_t best = load_u(dt, src[0], i);
+        for (int k = 1; k < nsrc; k++) {
+            uint64_t v = load_u(dt, src[k], i);
+            if (want_max ? v > best : v < best) {
+                best = v;
+                w = k;
+            }
+        }
+    }
+    return w;
+}
+
+/* The first member whose value equals the winner's (never a NaN), or
+ * INT32_MAX: JAX compares with ==, so a NaN maximum matches nobody. */
+static int32_t arg_index(shmesh_dtype dt, const void *const *src, int nsrc, size_t i, int w)
+{
+    for (int k = 0; k < nsrc; k++) {
+        bool eq;
+        if (dtype_is_float(dt))
+            eq = load_f(dt, src[k], i) == load_f(dt, src[w], i);
+        else if (is_signed(dt))
+            eq = load_s(dt, src[k], i) == load_s(dt, src[w], i);
+        else
+            eq = load_u(dt, src[k], i) == load_u(dt, src[w], i);
+        if (eq)
+            return k;
+    }
+    return INT32_MAX;
+}
+
+static void store_f(shmesh_dtype dt, void *dst, size_t i, double v)
+{
+    switch (dt) {
+    case SHMESH_FLOAT16: ((uint16_t *)dst)[i] = float_to_half((float)v); break;
+    case SHMESH_BFLOAT16: ((uint16_t *)dst)[i] = float_to_bf16((float)v); break;
+    case SHMESH_FLOAT32: ((float *)dst)[i] = (float)v; break;
+    default: ((double *)dst)[i] = v; break;
+    }
+}
+
+/* pmean of element i: the sum as psum gives it (rounded to the dtype, or
+ * the wrapped integer), then divided by n in the output dtype. */
+static void mean_elem(shmesh_dtype in, shmesh_dtype out, void *dst, const void *const *src,
+                      int nsrc, size_t i, int n)
+{
+    if (dtype_is_float(in)) {
+        if (in == SHMESH_FLOAT64) {
+            double s = load_f(in, src[0], i);
+            for (int k = 1; k < nsrc; k++)
+                s += load_f(in, src[k], i);
+            store_f(out, dst, i, s / (double)n);
+            return;
+        }
+        float s = (float)load_f(in, src[0], i);
+        for (int k = 1; k < nsrc; k++)
+            s += (float)load_f(in, src[k], i);
+        if (in != SHMESH_FLOAT32) { /* the psum result is a half */
+            uint16_t h = in == SHMESH_FLOAT16 ? float_to_half(s) : float_to_bf16(s);
+            s = (float)load_f(in, &h, 0);
+        }
+        store_f(out, dst, i, (double)(s / (float)n));
+        return;
+    }
+    /* Integers (and bools, summed as int32) wrap at their width. */
+    size_t width = in == SHMESH_BOOL ? 4 : shmesh_dtype_size(in);
+    uint64_t s = 0;
+    for (int k = 0; k < nsrc; k++)
+        s += is_signed(in) ? (uint64_t)load_s(in, src[k], i) : load_u(in, src[k], i);
+    if (width < 8)
+        s &= (UINT64_C(1) << (8 * width)) - 1;
+    double v;
+    if (is_signed(in) || in == SHMESH_BOOL) {
+        int64_t sv = width < 8 && (s >> (8 * width - 1)) ? (int64_t)(s - (UINT64_C(1) << (8 * width)))
+                                                         : (int64_t)s;
+        v = (double)sv;
+        if (out == SHMESH_FLOAT32) { /* JAX converts to float32, then divides */
+            ((float *)dst)[i] = (float)sv / (float)n;
+            return;
+        }
+    } else {
+        v = (double)s;
+        if (out == SHMESH_FLOAT32) {
+            ((float *)dst)[i] = (float)s / (float)n;
+            return;
+        }
+    }
+    ((double *)dst)[i] = v / (double)n;
+}
+
+void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *dst,
+                const void *const *src, int nsrc, size_t n, int mean_n)
+{
+    switch (op) {
+    case RED_SUM:
+        if (in_dt != SHMESH_BOOL) {
+            reduce_sum(in_dt, dst, src, nsrc, n);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) { /* bool sums count trues, as int32 */
+            int32_t s = 0;
+            for (int k = 0; k < nsrc; k++)
+                s += ((const uint8_t *)src[k])[i] != 0;
+            ((int32_t *)dst)[i] = s;
+        }
+        return;
+    case RED_MAX:
+    case RED_MIN:
+        for (size_t i = 0; i < n; i++) {
+            int w = winner(in_dt, src, nsrc, i, op == RED_MAX);
+            if (in_dt == SHMESH_BOOL)
+                ((uint8_t *)dst)[i] = ((const uint8_t *)src[w])[i] != 0;
+            else
+                copy_elem(in_dt, dst, i, src[w]);
+        }
+        return;
+    case RED_MEAN:
+        for (size_t i = 0; i < n; i++)
+            mean_elem(in_dt, out_dt, dst, src, nsrc, i, mean_n);
+        return;
+    case RED_ARGMAX:
+    case RED_ARGMIN:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] =
+                arg_index(in_dt, src, nsrc, i, winner(in_dt, src, nsrc, i, op == RED_ARGMAX));
+        return;
     }
 }

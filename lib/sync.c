@@ -1,4 +1,4 @@
-/* Phases: the step every collective is built from, and what becomes of a
+/* Entering and beginning calls, explaining calls, and what becomes of a
  * failed wait (abort, peer death, mismatch, timeout). */
 #include <errno.h>
 #include <inttypes.h>
@@ -7,21 +7,109 @@
 
 #include "internal.h"
 
-static void describe(const struct seg_sig *s, char *buf, size_t len)
+static const char *const op_names[] = {
+    [OP_BARRIER] = "shmesh_barrier",
+    [OP_WORLD_SUM] = "shmesh_world_sum",
+    [OP_FINALIZE] = "shmesh_finalize",
+    [OP_MESH_CREATE] = "shmesh_mesh_create",
+    [OP_PSUM] = "shmesh_psum",
+    [OP_PMAX] = "shmesh_pmax",
+    [OP_PMIN] = "shmesh_pmin",
+    [OP_PMEAN] = "shmesh_pmean",
+    [OP_PARGMAX] = "shmesh_pargmax",
+    [OP_PARGMIN] = "shmesh_pargmin",
+    [OP_ALL_GATHER] = "shmesh_all_gather",
+    [OP_PSUM_SCATTER] = "shmesh_psum_scatter",
+    [OP_ALL_TO_ALL] = "shmesh_all_to_all",
+    [OP_PSWAPAXES] = "shmesh_pswapaxes",
+    [OP_RAGGED_ALL_TO_ALL] = "shmesh_ragged_all_to_all",
+    [OP_PPERMUTE] = "shmesh_ppermute",
+    [OP_PSHUFFLE] = "shmesh_pshuffle",
+    [OP_PBROADCAST] = "shmesh_pbroadcast",
+};
+
+/* 64-bit multiply-mix over 8-byte words: fast for the few hundred bytes of a
+ * call description, and good enough to tell calls apart. */
+uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
 {
-    switch (s->op) {
-    case SIG_OP_BARRIER:
-        snprintf(buf, len, "shmesh_barrier (call #%" PRIu64 ")", s->call);
+    const unsigned char *b = p;
+    uint64_t h = seed ^ 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    memcpy(&w, b + i, n - i);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
+}
+
+void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len)
+{
+    const char *name = d->op < sizeof op_names / sizeof *op_names && op_names[d->op]
+                           ? op_names[d->op]
+                           : NULL;
+    if (!name) {
+        snprintf(buf, len, "an unknown collective (op %u, call #%" PRIu64 ")", d->op, call);
+        return;
+    }
+    char in[128], out[128];
+    shape_format(in, sizeof in, (shmesh_dtype)d->dtype, d->ndim, d->shape);
+    shape_format(out, sizeof out, (shmesh_dtype)d->out_dtype, d->out_ndim, d->out_shape);
+    switch (d->op) {
+    case OP_BARRIER:
+    case OP_FINALIZE:
+        snprintf(buf, len, "%s (call #%" PRIu64 ")", name, call);
         break;
-    case SIG_OP_FINALIZE:
-        snprintf(buf, len, "shmesh_finalize (call #%" PRIu64 ")", s->call);
+    case OP_WORLD_SUM:
+        snprintf(buf, len, "%s(count=%" PRIu64 ", %s) (call #%" PRIu64 ")", name, d->count,
+                 shmesh_dtype_name((shmesh_dtype)d->dtype), call);
         break;
-    case SIG_OP_WORLD_SUM:
-        snprintf(buf, len, "shmesh_world_sum(count=%" PRIu64 ", %s) (call #%" PRIu64 ")",
-                 s->count, shmesh_dtype_name((shmesh_dtype)s->dtype), s->call);
+    case OP_MESH_CREATE: {
+        char sizes[128] = "";
+        int n = 0;
+        for (int k = 0; k < d->ndim && k < SHMESH_MAX_NDIM && n < (int)sizeof sizes; k++)
+            n += snprintf(sizes + n, sizeof sizes - (size_t)n, "%s%" PRId64, k ? "," : "",
+                          d->shape[k]);
+        snprintf(buf, len, "%s(axes \"%s\", sizes [%s]) (call #%" PRIu64 ")", name, d->axes,
+                 sizes, call);
         break;
-    default:
-        snprintf(buf, len, "an unknown collective (op %u, call #%" PRIu64 ")", s->op, s->call);
+    }
+    default: {
+        char params[96] = "";
+        const int64_t *pa = d->param;
+        switch (d->op) {
+        case OP_ALL_GATHER:
+            snprintf(params, sizeof params, ", axis=%" PRId64 ", tiled=%s", pa[0],
+                     pa[1] ? "true" : "false");
+            break;
+        case OP_PSUM_SCATTER:
+            snprintf(params, sizeof params, ", scatter_dimension=%" PRId64 ", tiled=%s", pa[0],
+                     pa[1] ? "true" : "false");
+            break;
+        case OP_ALL_TO_ALL:
+            snprintf(params, sizeof params,
+                     ", split_axis=%" PRId64 ", concat_axis=%" PRId64 ", tiled=%s", pa[0], pa[1],
+                     pa[2] ? "true" : "false");
+            break;
+        case OP_PSWAPAXES:
+            snprintf(params, sizeof params, ", axis=%" PRId64, pa[0]);
+            break;
+        case OP_PBROADCAST:
+            snprintf(params, sizeof params, ", source=%" PRId64, pa[0]);
+            break;
+        case OP_PPERMUTE:
+            snprintf(params, sizeof params, ", %" PRId64 " pairs", pa[0]);
+            break;
+        default:
+            break;
+        }
+        snprintf(buf, len, "%s(\"%s\", %s -> %s%s) (call #%" PRIu64 ")", name, d->axes, in,
+                 out, params, call);
+    }
     }
 }
 
@@ -30,15 +118,19 @@ static int aborted(shmesh_ctx *c, const struct seg_abort_info *ai)
     switch (ai->cause) {
     case SEG_CAUSE_RANK_DIED:
         if (ai->rank < 0)
-            return ctx_poison(c, SHMESH_ERR_PEER_DEAD, "a peer failed during %s (call #%" PRIu64
-                              "): %s", c->op, c->calls, ai->reason);
+            return ctx_poison(c, SHMESH_ERR_PEER_DEAD,
+                              "a peer failed during %s (call #%" PRIu64 "): %s", c->op, c->calls,
+                              ai->reason);
         return ctx_poison(c, SHMESH_ERR_PEER_DEAD,
                           "peer rank %d failed during %s (call #%" PRIu64 "): %s", ai->rank,
                           c->op, c->calls, ai->reason);
     case SEG_CAUSE_RANK_ABORT:
-        return ctx_poison(c, SHMESH_ERR_ABORTED,
-                          "job aborted during %s (call #%" PRIu64 "): %s", c->op, c->calls,
-                          ai->reason);
+        return ctx_poison(c, SHMESH_ERR_ABORTED, "job aborted during %s (call #%" PRIu64 "): %s",
+                          c->op, c->calls, ai->reason);
+    case SEG_CAUSE_MISMATCH:
+        return ctx_poison(c, SHMESH_ERR_MISMATCH,
+                          "ranks made different calls, seen during %s (call #%" PRIu64 "): %s",
+                          c->op, c->calls, ai->reason);
     default:
         return ctx_poison(c, SHMESH_ERR_ABORTED,
                           "job aborted by the launcher during %s (call #%" PRIu64 "): %s", c->op,
@@ -48,8 +140,10 @@ static int aborted(shmesh_ctx *c, const struct seg_abort_info *ai)
 
 int sync_enter(shmesh_ctx *c, const char *op)
 {
-    if (!c)
+    if (!c) {
+        init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
+    }
     if (c->poison)
         return c->poison;
     c->op = op;
@@ -59,11 +153,31 @@ int sync_enter(shmesh_ctx *c, const char *op)
 int sync_begin(shmesh_ctx *c)
 {
     c->calls++;
+    c->window = 0;
     struct seg_abort_info ai;
     if (atomic_load_explicit(&c->seg->hdr->abort.value, memory_order_acquire) &&
         seg_aborted(c->seg, &ai))
         return aborted(c, &ai);
     return 0;
+}
+
+int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
+                  const struct call_desc *theirs)
+{
+    char a[400], b[400], reason[SEG_REASON_MAX];
+    call_describe(mine, c->calls, a, sizeof a);
+    if (theirs)
+        call_describe(theirs, c->calls, b, sizeof b);
+    else
+        snprintf(b, sizeof b,
+                 "something else: its step of call #%" PRIu64 " is gone, so the ranks disagree "
+                 "about this call's groups or sizes",
+                 c->calls);
+    ctx_poison(c, SHMESH_ERR_MISMATCH, "called %s but rank %d called %s", a, other_rank, b);
+    /* Tell the whole job: ranks of other groups may never meet this one. */
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    seg_abort(c->seg, SEG_CAUSE_MISMATCH, c->rank, 0, reason);
+    return SHMESH_ERR_MISMATCH;
 }
 
 int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for)
@@ -99,48 +213,4 @@ int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for
         return ctx_poison(c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 ") could not wait for %s: %s",
                           c->op, c->calls, waiting_for, strerror(-rc));
     }
-}
-
-static bool same_call(const struct seg_sig *a, const struct seg_sig *b)
-{
-    return a->op == b->op && a->dtype == b->dtype && a->count == b->count && a->call == b->call &&
-           a->detail == b->detail;
-}
-
-int sync_phase(shmesh_ctx *c, const struct seg_sig *sig)
-{
-    uint32_t p = c->phase + 1;
-    int par = (int)(p & 1);
-    if (sig)
-        c->me->sig[par] = *sig;
-    c->phase = p;
-    seg_flag_post(&c->me->seq, p);
-
-    for (int j = 0; j < c->world; j++) {
-        if (j == c->rank)
-            continue;
-        struct seg_ctrl *peer = seg_ctrl(c->seg, j);
-        if (seg_reached(atomic_load_explicit(&peer->seq.value, memory_order_acquire), p))
-            continue;
-        int culprit = j;
-        int rc = seg_wait_flag(&c->waiter, &peer->seq, p, j, &culprit);
-        if (rc) {
-            char who[32];
-            snprintf(who, sizeof who, "rank %d", j);
-            return sync_wait_failed(c, rc, culprit, who);
-        }
-    }
-    if (!sig)
-        return 0;
-    for (int j = 0; j < c->world; j++) {
-        const struct seg_sig *theirs = &seg_ctrl(c->seg, j)->sig[par];
-        if (j == c->rank || same_call(sig, theirs))
-            continue;
-        char mine[160], other[160];
-        describe(sig, mine, sizeof mine);
-        describe(theirs, other, sizeof other);
-        return ctx_poison(c, SHMESH_ERR_MISMATCH, "called %s but rank %d called %s", mine, j,
-                          other);
-    }
-    return 0;
 }

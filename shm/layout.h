@@ -3,7 +3,9 @@
  *   offset 0            struct seg_header (one page)
  *   ctrl_offset         world_size control blocks, SEG_CTRL_STRIDE bytes each
  *   slot_offset         world_size data regions, slot_stride bytes each,
- *                       each holding two slot_bytes buffers (double buffering)
+ *                       each holding two slot_bytes buffers (double
+ *                       buffering); a buffer starts with a struct
+ *                       seg_slot_hdr, and its payload follows
  *
  * Every offset and size here is written once by the creator and validated by
  * each attacher against the real size of the mapping (segment.c) before any
@@ -17,7 +19,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -51,26 +53,36 @@ enum seg_abort_cause {
     SEG_CAUSE_RANK_DIED = 2,  /* the launcher saw a rank fail or leave early */
     SEG_CAUSE_SIGNAL = 3,     /* the launcher was signalled */
     SEG_CAUSE_TIMEOUT = 4,    /* the launcher's --timeout expired */
+    SEG_CAUSE_MISMATCH = 5,   /* ranks made different collective calls */
 };
 
-/* What one collective call publishes so peers can check they called the same
- * thing.  Filled by lib/, opaque to shm/. */
-struct seg_sig {
-    uint32_t op;
-    uint32_t dtype;
-    uint64_t count;
-    uint64_t call;   /* the caller's collective call number, from 1 */
-    uint64_t detail; /* hash of the remaining parameters */
+/* A rank's progress: the last window it published, (call << 32) | window,
+ * increasing.  `bell` changes with every post; it is the futex word that
+ * waiters sleep on, since futexes are 32-bit. */
+struct seg_progress {
+    _Atomic uint64_t value;
+    struct seg_flag bell;
 };
 
 struct seg_ctrl {
-    /* Written by the owner on every phase; read by every peer. */
-    alignas(SEG_CACHE_LINE) struct seg_flag seq;
-    struct seg_sig sig[2]; /* indexed by the phase's parity */
+    /* Written by the owner on every window; read by its group's members, so
+     * everything a reader needs shares this one line. */
+    alignas(SEG_CACHE_LINE) struct seg_progress progress;
+    _Atomic uint64_t buf_tag[2];   /* the window each slot buffer holds */
+    uint64_t buf_call_hash[2];     /* with a call's first window: the call's hash */
     /* Written once or twice per job. */
     alignas(128) _Atomic int32_t pid;
     _Atomic uint32_t state; /* enum seg_rank_state */
     int32_t numa_node;      /* chosen by the creator; -1 when not placed */
+};
+
+/* The head of each slot buffer: for a call's first window, what the call is
+ * (opaque to shm/: lib/ fills it, and reads it back only to explain a
+ * mismatch).  The payload follows. */
+#define SEG_SLOT_HDR 512u
+#define SEG_CALL_DESC_MAX SEG_SLOT_HDR
+struct seg_slot_hdr {
+    unsigned char call_desc[SEG_CALL_DESC_MAX];
 };
 
 struct seg_header {
@@ -100,6 +112,7 @@ struct seg_header {
 
 _Static_assert(sizeof(struct seg_header) <= SEG_PAGE, "header must fit in one page");
 _Static_assert(sizeof(struct seg_ctrl) <= SEG_CTRL_STRIDE, "control block too large");
+_Static_assert(sizeof(struct seg_slot_hdr) == SEG_SLOT_HDR, "slot header size");
 _Static_assert(sizeof(_Atomic uint32_t) == 4, "futex words are 32-bit");
 
 #endif

@@ -80,6 +80,17 @@ static inline void seg_flag_post(struct seg_flag *f, uint32_t v)
         notify_wake(&f->value);
 }
 
+/* Publishes a rank's progress.  The bell's increment is a full barrier
+ * between the store of the value and the load of `waiters`, pairing with
+ * the waiter's increment-then-recheck as for seg_flag_post. */
+static inline void seg_progress_post(struct seg_progress *p, uint64_t v)
+{
+    atomic_store_explicit(&p->value, v, memory_order_release);
+    atomic_fetch_add_explicit(&p->bell.value, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->bell.waiters, memory_order_seq_cst))
+        notify_wake(&p->bell.value);
+}
+
 /* Wrapping comparison: has a counter that started below `target` reached it? */
 static inline bool seg_reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
 

@@ -407,7 +407,7 @@ void seg_wake_all(struct seg *s)
     notify_wake(&s->hdr->attached.value);
     notify_wake(&s->hdr->abort.value);
     for (int r = 0; r < s->world; r++)
-        notify_wake(&seg_ctrl(s, r)->seq.value);
+        notify_wake(&seg_ctrl(s, r)->progress.bell.value);
 }
 
 int seg_abort(struct seg *s, int cause, int rank, int code, const char *reason)

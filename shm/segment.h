@@ -65,11 +65,20 @@ static inline struct seg_ctrl *seg_ctrl(const struct seg *s, int rank)
                                (uint64_t)rank * s->hdr->ctrl_stride);
 }
 
-/* One of the two data buffers of `rank`'s region. */
-static inline void *seg_slot(const struct seg *s, int rank, int which)
+/* One of the two data buffers of `rank`'s region: its header, then
+ * seg_payload_bytes() of payload. */
+static inline struct seg_slot_hdr *seg_slot(const struct seg *s, int rank, int which)
 {
-    return s->base + s->hdr->slot_offset + (uint64_t)rank * s->hdr->slot_stride +
-           (uint64_t)which * s->hdr->slot_bytes;
+    return (struct seg_slot_hdr *)(s->base + s->hdr->slot_offset +
+                                   (uint64_t)rank * s->hdr->slot_stride +
+                                   (uint64_t)which * s->hdr->slot_bytes);
+}
+
+static inline void *seg_payload(struct seg_slot_hdr *h) { return (unsigned char *)h + SEG_SLOT_HDR; }
+
+static inline uint64_t seg_payload_bytes(const struct seg *s)
+{
+    return s->hdr->slot_bytes - SEG_SLOT_HDR;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get

@@ -23,11 +23,29 @@ int seg_dead_peer(struct seg_waiter *w)
     return -1;
 }
 
-int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
-                  int *culprit)
+/* What is awaited: a 32-bit flag reaching a wrapping target, or a 64-bit
+ * progress value reaching a target.  Sleepers block on `word`, which changes
+ * whenever the awaited value does. */
+struct awaited {
+    const _Atomic uint32_t *flag;
+    uint32_t flag_target;
+    const _Atomic uint64_t *progress;
+    uint64_t progress_target;
+    _Atomic uint32_t *word;
+    _Atomic uint32_t *waiters;
+};
+
+static bool reached(const struct awaited *a)
+{
+    if (a->flag)
+        return seg_reached(atomic_load_explicit(a->flag, memory_order_acquire), a->flag_target);
+    return atomic_load_explicit(a->progress, memory_order_acquire) >= a->progress_target;
+}
+
+static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
 {
     for (uint32_t i = 0; i < w->spin; i++) {
-        if (seg_reached(atomic_load_explicit(&f->value, memory_order_acquire), target))
+        if (reached(a))
             return 0;
         notify_cpu_relax();
     }
@@ -35,14 +53,14 @@ int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int
     int64_t deadline = w->timeout_ns > 0 ? now_ns() + w->timeout_ns : 0;
     bool thorough = true; /* look at peers on entry, then after each full slice */
     for (;;) {
-        if (seg_reached(atomic_load_explicit(&f->value, memory_order_acquire), target))
+        if (reached(a))
             return 0;
         if (atomic_load_explicit(&w->seg->hdr->abort.value, memory_order_acquire))
             return -ECANCELED;
         if (owner >= 0 && atomic_load_explicit(&seg_ctrl(w->seg, owner)->state,
                                                memory_order_acquire) == SEG_RANK_FINALIZED) {
             /* Its last post precedes its state change: look once more. */
-            if (seg_reached(atomic_load_explicit(&f->value, memory_order_acquire), target))
+            if (reached(a))
                 return 0;
             *culprit = owner;
             return -ESHUTDOWN;
@@ -50,7 +68,7 @@ int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int
         notify_check_peers(w->notify, thorough);
         int dead = seg_dead_peer(w);
         if (dead >= 0) {
-            if (seg_reached(atomic_load_explicit(&f->value, memory_order_acquire), target))
+            if (reached(a))
                 return 0;
             *culprit = dead;
             return -EOWNERDEAD;
@@ -64,15 +82,32 @@ int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int
                 slice = left;
         }
 
-        /* Announce, then re-check: pairs with seg_flag_post's store-then-load. */
-        atomic_fetch_add_explicit(&f->waiters, 1, memory_order_seq_cst);
-        uint32_t v = atomic_load_explicit(&f->value, memory_order_seq_cst);
+        /* Announce, then re-check: pairs with the poster's store, then load
+         * of `waiters` (seg_flag_post, seg_progress_post). */
+        atomic_fetch_add_explicit(a->waiters, 1, memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(a->word, memory_order_seq_cst);
         int rc = 0;
-        if (!seg_reached(v, target))
-            rc = notify_wait(w->notify, &f->value, v, slice);
-        atomic_fetch_sub_explicit(&f->waiters, 1, memory_order_relaxed);
+        if (!reached(a))
+            rc = notify_wait(w->notify, a->word, v, slice);
+        atomic_fetch_sub_explicit(a->waiters, 1, memory_order_relaxed);
         if (rc < 0 && rc != -ETIMEDOUT)
             return rc;
         thorough = rc == -ETIMEDOUT;
     }
+}
+
+int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
+                  int *culprit)
+{
+    struct awaited a = {.flag = &f->value, .flag_target = target, .word = &f->value,
+                        .waiters = &f->waiters};
+    return wait_for(w, &a, owner, culprit);
+}
+
+int seg_wait_progress(struct seg_waiter *w, struct seg_progress *p, uint64_t target, int owner,
+                      int *culprit)
+{
+    struct awaited a = {.progress = &p->value, .progress_target = target,
+                        .word = &p->bell.value, .waiters = &p->bell.waiters};
+    return wait_for(w, &a, owner, culprit);
 }

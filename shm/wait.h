@@ -28,6 +28,11 @@ struct seg_waiter {
 int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
                   int *culprit);
 
+/* The same outcomes, waiting until progress `p` (owned by rank `owner`) is at
+ * least `target`. */
+int seg_wait_progress(struct seg_waiter *w, struct seg_progress *p, uint64_t target, int owner,
+                      int *culprit);
+
 /* Any rank seen to have exited without finalizing, or -1 (no system call). */
 int seg_dead_peer(struct seg_waiter *w);
 

@@ -1,6 +1,6 @@
 /* Description: both notifiers — a wait ends on a wake from another process,
  * on a word that already changed, on a deadline, and on a watched peer's
- * exit; seg_wait_flag's outcomes (abort, peer dead, owner finalized,
+ * exit; the waits' outcomes (abort, peer dead, owner finalized,
  * timeout).  Each case runs under "uring" (skipped where the kernel refuses
  * it) and "futex". */
 #include <errno.h>
@@ -128,34 +128,37 @@ static void wait_flag_outcomes(enum notify_kind k)
     assert_int_equal(seg_create_private(3, 0, &s, err, sizeof err), 0);
     struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin = 100,
                            .timeout_ns = 0, .slice_ns = 100000000};
-    struct seg_flag *f1 = &seg_ctrl(s, 1)->seq, *f2 = &seg_ctrl(s, 2)->seq;
+    struct seg_progress *f1 = &seg_ctrl(s, 1)->progress, *f2 = &seg_ctrl(s, 2)->progress;
     int culprit = -1;
 
     atomic_store(&f1->value, 3);
-    assert_int_equal(seg_wait_flag(&w, f1, 3, 1, &culprit), 0);
-    /* Wrapping comparison: 0x00000002 is "after" 0xfffffffe. */
-    atomic_store(&f1->value, 2);
-    assert_int_equal(seg_wait_flag(&w, f1, 0xfffffffeu, 1, &culprit), 0);
+    assert_int_equal(seg_wait_progress(&w, f1, 3, 1, &culprit), 0);
+    /* 32-bit flags compare with wrap-around: 0x00000002 is "after" 0xfffffffe. */
+    struct seg_flag *att = &s->hdr->attached;
+    atomic_store(&att->value, 2);
+    assert_int_equal(seg_wait_flag(&w, att, 0xfffffffeu, -1, &culprit), 0);
+    atomic_store(&f1->value, UINT64_C(5) << 32);
+    assert_int_equal(seg_wait_progress(&w, f1, (UINT64_C(4) << 32) | 7, 1, &culprit), 0);
 
     /* Posted later from another process. */
     pid_t pid = fork();
     if (pid == 0) {
         sleep_secs(0.1);
-        seg_flag_post(f1, 10);
+        seg_progress_post(f1, UINT64_C(6) << 32);
         _exit(0);
     }
-    assert_int_equal(seg_wait_flag(&w, f1, 10, 1, &culprit), 0);
+    assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(6) << 32, 1, &culprit), 0);
     waitpid(pid, NULL, 0);
-    assert_int_equal(atomic_load(&f1->waiters), 0);
+    assert_int_equal(atomic_load(&f1->bell.waiters), 0);
 
     /* Deadline. */
     w.timeout_ns = 50000000;
-    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ETIMEDOUT);
+    assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -ETIMEDOUT);
     w.timeout_ns = 0;
 
     /* The owner finalized: it will never post again. */
     atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_FINALIZED);
-    assert_int_equal(seg_wait_flag(&w, f2, 1, 2, &culprit), -ESHUTDOWN);
+    assert_int_equal(seg_wait_progress(&w, f2, 1, 2, &culprit), -ESHUTDOWN);
     assert_int_equal(culprit, 2);
     atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_ATTACHED);
 
@@ -164,14 +167,14 @@ static void wait_flag_outcomes(enum notify_kind k)
     assert_int_equal(notify_watch(n, 2, pid), 0);
     culprit = -1;
     double t0 = mono_secs();
-    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -EOWNERDEAD);
+    assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -EOWNERDEAD);
     assert_int_equal(culprit, 2);
     assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
     /* A dead peer that had finalized is no failure. */
     atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_FINALIZED);
     w.timeout_ns = 20000000;
-    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ETIMEDOUT);
+    assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -ETIMEDOUT);
     w.timeout_ns = 0;
 
     /* The job is aborted from another process while we wait. */
@@ -182,7 +185,7 @@ static void wait_flag_outcomes(enum notify_kind k)
         _exit(0);
     }
     t0 = mono_secs();
-    assert_int_equal(seg_wait_flag(&w, f1, 11, 1, &culprit), -ECANCELED);
+    assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -ECANCELED);
     assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
 

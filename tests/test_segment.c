@@ -106,7 +106,10 @@ static void attach_validates_header(void **state)
 
     uint32_t version = 99;
     poke(name, offsetof(struct seg_header, version), &version, sizeof version);
-    expect_attach_error(name, 2, -EBADMSG, "has layout version 99 but this library reads version 1");
+    char want[96];
+    snprintf(want, sizeof want, "has layout version 99 but this library reads version %u",
+             SEG_LAYOUT_VERSION);
+    expect_attach_error(name, 2, -EBADMSG, want);
     version = SEG_LAYOUT_VERSION;
     poke(name, offsetof(struct seg_header, version), &version, sizeof version);
 

@@ -1,0 +1,127 @@
+/* all_to_all and pswapaxes: block j of the input along split_axis goes to
+ * position j, which places the block from position q at index q along
+ * concat_axis. */
+#include <string.h>
+
+#include "collective.h"
+
+struct a2a {
+    const shmesh_array *in;
+    shmesh_array *out;
+    size_t esz;
+    int split, concat;
+    int64_t split_blk;  /* block extent along split_axis of the input */
+    int64_t concat_blk; /* block extent along concat_axis of the output */
+    uint64_t blk_bytes;
+};
+
+static uint64_t a2a_bytes(const struct xchg *x, int from, int to)
+{
+    return ((const struct a2a *)x->op)->blk_bytes;
+}
+
+static void a2a_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct a2a *a = x->op;
+    struct box b;
+    box_whole(&b, a->in->ndim, a->in->shape, a->esz);
+    b.start[a->split] = (int64_t)to * a->split_blk;
+    b.ext[a->split] = a->split_blk;
+    box_simplify(&b);
+    box_read(&b, a->in->data, off / a->esz, len / a->esz, dst);
+}
+
+/* The block's row-major order is the same on both sides: untiled, the input
+ * block lacks split_axis (extent 1) and the output block lacks concat_axis,
+ * and those shapes agree; tiled, both blocks have the chunk's shape. */
+static void a2a_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len)
+{
+    const struct a2a *a = x->op;
+    struct box b;
+    box_whole(&b, a->out->ndim, a->out->shape, a->esz);
+    b.start[a->concat] = (int64_t)from * a->concat_blk;
+    b.ext[a->concat] = a->concat_blk;
+    box_simplify(&b);
+    box_write(&b, a->out->data, off / a->esz, len / a->esz, src);
+}
+
+static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shmesh_groups *gs,
+                   int split_axis, int concat_axis, bool tiled, const shmesh_array *in,
+                   shmesh_array *out)
+{
+    struct coll k;
+    int rc = coll_open(&k, m, op, axes, gs, true);
+    if (rc)
+        return rc;
+    shmesh_ctx *c = k.c;
+    uint64_t n_in, n_out;
+    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
+        (rc = array_check(c, k.name, "out", out, &n_out)))
+        return rc;
+    int n = k.g.n, split, concat;
+    const char *split_name = op == OP_PSWAPAXES ? "axis" : "split_axis";
+    const char *concat_name = op == OP_PSWAPAXES ? "axis" : "concat_axis";
+    if ((rc = axis_canon(c, k.name, split_name, split_axis, in->ndim, &split)) ||
+        (rc = axis_canon(c, k.name, concat_name, concat_axis, in->ndim, &concat)))
+        return rc;
+    int64_t size = in->shape[split];
+    int64_t shape[SHMESH_MAX_NDIM];
+    memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
+    struct a2a a = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .split = split,
+                    .concat = concat};
+    if (tiled) {
+        if (size % n)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: the size of all_to_all split_axis (%lld) has to be divisible by "
+                            "the size of the named axis \"%s\" (%d)",
+                            k.name, (long long)size, k.axes.text, n);
+        a.split_blk = size / n;
+        shape[split] /= n;
+        a.concat_blk = shape[concat];
+        shape[concat] *= n;
+    } else {
+        if (size != n)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: all_to_all requires the size of the mapped axis \"%s\" to equal "
+                            "x.shape[split_axis], but they are %d and %lld respectively",
+                            k.name, k.axes.text, n, (long long)size);
+        a.split_blk = 1;
+        a.concat_blk = 1;
+        /* Delete split_axis, then insert the group's axis at concat_axis. */
+        memmove(shape + split, shape + split + 1, sizeof *shape * (size_t)(in->ndim - split - 1));
+        memmove(shape + concat + 1, shape + concat,
+                sizeof *shape * (size_t)(in->ndim - 1 - concat));
+        shape[concat] = n;
+    }
+    if ((rc = array_expect(c, k.name, "out", out, in->dtype, in->ndim, shape)))
+        return rc;
+    a.blk_bytes = n ? n_in / (uint64_t)n * a.esz : 0;
+    if ((rc = coll_no_overlap(&k, in->data, n_in * a.esz, out->data, n_out * a.esz, false)))
+        return rc;
+
+    if ((rc = coll_begin(&k)))
+        return rc;
+    coll_describe(&k, in, out);
+    k.d.param[0] = split;
+    k.d.param[1] = concat;
+    k.d.param[2] = tiled;
+    struct xchg x = coll_xchg(&k);
+    x.unit = a.esz;
+    x.bytes = a2a_bytes;
+    x.pack = a2a_pack;
+    x.recv = a2a_recv;
+    x.op = &a;
+    return xchg_run(&x, &k.d);
+}
+
+int shmesh_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int split_axis,
+                      int concat_axis, bool tiled, const shmesh_array *in, shmesh_array *out)
+{
+    return a2a_run(m, OP_ALL_TO_ALL, axes, gs, split_axis, concat_axis, tiled, in, out);
+}
+
+int shmesh_pswapaxes(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
+                     const shmesh_array *in, shmesh_array *out)
+{
+    return a2a_run(m, OP_PSWAPAXES, axes, gs, axis, axis, false, in, out);
+}

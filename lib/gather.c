@@ -1,0 +1,183 @@
+/* all_gather (every member sends its input to all; each places the inputs
+ * side by side) and psum_scatter (every member sends block j of its input to
+ * position j, which sums what it receives). */
+#include <stdio.h>
+#include <string.h>
+
+#include "collective.h"
+
+struct blocks {
+    const shmesh_array *in;
+    shmesh_array *out;
+    size_t esz;
+    int dim;          /* the array dimension the blocks are cut along */
+    int64_t blk;      /* block extent along it */
+    uint64_t in_bytes, blk_bytes;
+};
+
+static uint64_t whole_input(const struct xchg *x, int from, int to)
+{
+    return ((const struct blocks *)x->op)->in_bytes;
+}
+
+static void copy_input(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct blocks *b = x->op;
+    memcpy(dst, (const unsigned char *)b->in->data + off, len);
+}
+
+/* all_gather: member q's input is block q of out along `dim`. */
+static void gather_recv(const struct xchg *x, int from, uint64_t off, const void *src,
+                        uint64_t len)
+{
+    const struct blocks *b = x->op;
+    struct box bx;
+    box_whole(&bx, b->out->ndim, b->out->shape, b->esz);
+    bx.start[b->dim] = (int64_t)from * b->blk;
+    bx.ext[b->dim] = b->blk;
+    box_simplify(&bx);
+    box_write(&bx, b->out->data, off / b->esz, len / b->esz, src);
+}
+
+int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
+                      bool tiled, const shmesh_array *in, shmesh_array *out)
+{
+    struct coll k;
+    int rc = coll_open(&k, m, OP_ALL_GATHER, axes, gs, true);
+    if (rc)
+        return rc;
+    shmesh_ctx *c = k.c;
+    uint64_t n_in, n_out;
+    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
+        (rc = array_check(c, k.name, "out", out, &n_out)))
+        return rc;
+    int n = k.g.n, dim;
+    int64_t shape[SHMESH_MAX_NDIM];
+    memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
+    int out_ndim = in->ndim;
+    if (tiled) {
+        if ((rc = axis_canon(c, k.name, "axis", axis, in->ndim, &dim)))
+            return rc;
+        shape[dim] *= n;
+    } else {
+        if (in->ndim == SHMESH_MAX_NDIM)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: in already has %d dimensions; untiled output would have more",
+                            k.name, SHMESH_MAX_NDIM);
+        if ((rc = axis_canon(c, k.name, "axis", axis, in->ndim + 1, &dim)))
+            return rc;
+        memmove(shape + dim + 1, shape + dim, sizeof *shape * (size_t)(in->ndim - dim));
+        shape[dim] = n;
+        out_ndim++;
+    }
+    if ((rc = array_expect(c, k.name, "out", out, in->dtype, out_ndim, shape)))
+        return rc;
+    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .dim = dim,
+                       .blk = tiled ? in->shape[dim] : 1};
+    b.in_bytes = n_in * b.esz;
+    if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, n_out * b.esz, false)))
+        return rc;
+
+    if ((rc = coll_begin(&k)))
+        return rc;
+    coll_describe(&k, in, out);
+    k.d.param[0] = dim;
+    k.d.param[1] = tiled;
+    struct xchg x = coll_xchg(&k);
+    x.broadcast = true;
+    x.unit = b.esz;
+    x.bytes = whole_input;
+    x.pack = copy_input;
+    x.recv = gather_recv;
+    x.op = &b;
+    return xchg_run(&x, &k.d);
+}
+
+/* psum_scatter: block j of the input along `dim` goes to position j. */
+static uint64_t scatter_bytes(const struct xchg *x, int from, int to)
+{
+    return ((const struct blocks *)x->op)->blk_bytes;
+}
+
+static void scatter_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct blocks *b = x->op;
+    struct box bx;
+    box_whole(&bx, b->in->ndim, b->in->shape, b->esz);
+    bx.start[b->dim] = (int64_t)to * b->blk;
+    bx.ext[b->dim] = b->blk;
+    box_simplify(&bx);
+    box_read(&bx, b->in->data, off / b->esz, len / b->esz, dst);
+}
+
+static void scatter_reduce(const struct xchg *x, uint64_t off, const void *const *src,
+                           uint64_t len)
+{
+    const struct blocks *b = x->op;
+    reduce_run(RED_SUM, b->in->dtype, b->in->dtype, (unsigned char *)b->out->data + off, src,
+               x->g.n, (size_t)(len / b->esz), x->g.n);
+}
+
+int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                        int scatter_dimension, bool tiled, const shmesh_array *in,
+                        shmesh_array *out)
+{
+    struct coll k;
+    int rc = coll_open(&k, m, OP_PSUM_SCATTER, axes, gs, true);
+    if (rc)
+        return rc;
+    shmesh_ctx *c = k.c;
+    uint64_t n_in, n_out;
+    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
+        (rc = array_check(c, k.name, "out", out, &n_out)))
+        return rc;
+    if (in->dtype == SHMESH_BOOL)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: cannot sum bool (JAX turns booleans into int32 only in psum): pass "
+                        "an integer array",
+                        k.name);
+    int n = k.g.n, dim;
+    if ((rc = axis_canon(c, k.name, "scatter_dimension", scatter_dimension, in->ndim, &dim)))
+        return rc;
+    int64_t size = in->shape[dim];
+    int64_t shape[SHMESH_MAX_NDIM];
+    memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
+    int out_ndim = in->ndim;
+    if (tiled) {
+        if (size % n)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: tiled reduce_scatter operand scatter dimension size %lld must be "
+                            "divisible by shard_count %d",
+                            k.name, (long long)size, n);
+        shape[dim] = size / n;
+    } else {
+        if (size != n)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: reduce_scatter operand scatter dimension size %lld must match "
+                            "shard count %d",
+                            k.name, (long long)size, n);
+        memmove(shape + dim, shape + dim + 1, sizeof *shape * (size_t)(in->ndim - dim - 1));
+        out_ndim--;
+    }
+    if ((rc = array_expect(c, k.name, "out", out, in->dtype, out_ndim, shape)))
+        return rc;
+    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .dim = dim,
+                       .blk = size / n};
+    b.in_bytes = n_in * b.esz;
+    b.blk_bytes = n_out * b.esz;
+    if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, b.blk_bytes, false)))
+        return rc;
+
+    if ((rc = coll_begin(&k)))
+        return rc;
+    coll_describe(&k, in, out);
+    k.d.param[0] = dim;
+    k.d.param[1] = tiled;
+    struct xchg x = coll_xchg(&k);
+    x.unit = b.esz;
+    x.bytes = scatter_bytes;
+    x.pack = scatter_pack;
+    x.reduce = scatter_reduce;
+    x.op = &b;
+    return xchg_run(&x, &k.d);
+}

@@ -1,0 +1,125 @@
+/* psum, pmax, pmin, pmean, pargmax, pargmin: every member sends its whole
+ * input; every member combines all of them, in group order. */
+#include <string.h>
+
+#include "collective.h"
+
+struct red {
+    const shmesh_array *in;
+    shmesh_array *out;
+    size_t in_esz, out_esz;
+    enum red_op op;
+};
+
+static uint64_t red_bytes(const struct xchg *x, int from, int to)
+{
+    const struct red *r = x->op;
+    uint64_t n = 1;
+    for (int d = 0; d < r->in->ndim; d++)
+        n *= (uint64_t)r->in->shape[d];
+    return n * r->in_esz;
+}
+
+static void red_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct red *r = x->op;
+    memcpy(dst, (const unsigned char *)r->in->data + off, len);
+}
+
+static void red_reduce(const struct xchg *x, uint64_t off, const void *const *src, uint64_t len)
+{
+    const struct red *r = x->op;
+    uint64_t first = off / r->in_esz;
+    reduce_run(r->op, r->in->dtype, r->out->dtype,
+               (unsigned char *)r->out->data + first * r->out_esz, src, x->g.n,
+               (size_t)(len / r->in_esz), x->g.n);
+}
+
+static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const char *axes,
+                     const shmesh_groups *gs, const shmesh_array *in, shmesh_array *out)
+{
+    struct coll k;
+    int rc = coll_open(&k, m, op, axes, gs, false);
+    if (rc)
+        return rc;
+    shmesh_ctx *c = k.c;
+    bool arg = rop == RED_ARGMAX || rop == RED_ARGMIN;
+    if (arg && k.axes.n != 1)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s only accepts a single axis, got \"%s\"",
+                        k.name, k.axes.text);
+    if (arg && gs)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s takes no axis_index_groups (JAX's has none): pass NULL", k.name);
+    uint64_t n_in, n_out;
+    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
+        (rc = array_check(c, k.name, "out", out, &n_out)))
+        return rc;
+
+    shmesh_dtype want = in->dtype;
+    if (rop == RED_SUM && in->dtype == SHMESH_BOOL)
+        want = SHMESH_INT32; /* JAX sums booleans as int32 */
+    else if (arg)
+        want = SHMESH_INT32;
+    else if (rop == RED_MEAN && !dtype_is_float(in->dtype)) {
+        if (out->dtype != SHMESH_FLOAT32 && out->dtype != SHMESH_FLOAT64)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: the mean of %s is floating: out must be float32 (as JAX gives) "
+                            "or float64, got %s",
+                            k.name, shmesh_dtype_name(in->dtype), shmesh_dtype_name(out->dtype));
+        want = out->dtype;
+    }
+    if ((rc = array_expect(c, k.name, "out", out, want, in->ndim, in->shape)))
+        return rc;
+    struct red r = {in, out, shmesh_dtype_size(in->dtype), shmesh_dtype_size(out->dtype), rop};
+    if ((rc = coll_no_overlap(&k, in->data, n_in * r.in_esz, out->data, n_out * r.out_esz,
+                              r.in_esz == r.out_esz)))
+        return rc;
+
+    if ((rc = coll_begin(&k)))
+        return rc;
+    coll_describe(&k, in, out);
+    struct xchg x = coll_xchg(&k);
+    x.broadcast = true;
+    x.unit = r.in_esz;
+    x.bytes = red_bytes;
+    x.pack = red_pack;
+    x.reduce = red_reduce;
+    x.op = &r;
+    return xchg_run(&x, &k.d);
+}
+
+int shmesh_psum(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PSUM, RED_SUM, axes, gs, in, out);
+}
+
+int shmesh_pmax(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PMAX, RED_MAX, axes, gs, in, out);
+}
+
+int shmesh_pmin(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PMIN, RED_MIN, axes, gs, in, out);
+}
+
+int shmesh_pmean(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                 const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PMEAN, RED_MEAN, axes, gs, in, out);
+}
+
+int shmesh_pargmax(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                   const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PARGMAX, RED_ARGMAX, axes, gs, in, out);
+}
+
+int shmesh_pargmin(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                   const shmesh_array *in, shmesh_array *out)
+{
+    return reduction(m, OP_PARGMIN, RED_ARGMIN, axes, gs, in, out);
+}
