@@ -24,10 +24,7 @@ static void a2a_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, v
 {
     const struct a2a *a = x->op;
     struct box b;
-    box_whole(&b, a->in->ndim, a->in->shape, a->esz);
-    b.start[a->split] = (int64_t)to * a->split_blk;
-    b.ext[a->split] = a->split_blk;
-    box_simplify(&b);
+    box_slab(&b, a->in, a->split, (int64_t)to * a->split_blk, a->split_blk);
     box_read(&b, a->in->data, off / a->esz, len / a->esz, dst);
 }
 
@@ -38,10 +35,7 @@ static void a2a_recv(const struct xchg *x, int from, uint64_t off, const void *s
 {
     const struct a2a *a = x->op;
     struct box b;
-    box_whole(&b, a->out->ndim, a->out->shape, a->esz);
-    b.start[a->concat] = (int64_t)from * a->concat_blk;
-    b.ext[a->concat] = a->concat_blk;
-    box_simplify(&b);
+    box_slab(&b, a->out, a->concat, (int64_t)from * a->concat_blk, a->concat_blk);
     box_write(&b, a->out->data, off / a->esz, len / a->esz, src);
 }
 
@@ -55,8 +49,7 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
         return rc;
     shmesh_ctx *c = k.c;
     uint64_t n_in, n_out;
-    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
-        (rc = array_check(c, k.name, "out", out, &n_out)))
+    if ((rc = coll_arrays(&k, in, "in", out, "out", &n_in, &n_out)))
         return rc;
     int n = k.g.n, split, concat;
     const char *split_name = op == OP_PSWAPAXES ? "axis" : "split_axis";
@@ -99,9 +92,8 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
     if ((rc = coll_no_overlap(&k, in->data, n_in * a.esz, out->data, n_out * a.esz, false)))
         return rc;
 
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, in, out)))
         return rc;
-    coll_describe(&k, in, out);
     k.d.param[0] = split;
     k.d.param[1] = concat;
     k.d.param[2] = tiled;

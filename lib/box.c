@@ -17,6 +17,14 @@ void box_whole(struct box *b, int ndim, const int64_t *shape, size_t esz)
     }
 }
 
+void box_slab(struct box *b, const shmesh_array *a, int dim, int64_t start, int64_t ext)
+{
+    box_whole(b, a->ndim, a->shape, shmesh_dtype_size(a->dtype));
+    b->start[dim] = start;
+    b->ext[dim] = ext;
+    box_simplify(b);
+}
+
 void box_simplify(struct box *b)
 {
     /* Dimension d-1 and d merge when the block covers all of d. */

@@ -3,22 +3,6 @@
 
 #include "collective.h"
 
-static const char *const names[] = {
-    [OP_PSUM] = "shmesh_psum",
-    [OP_PMAX] = "shmesh_pmax",
-    [OP_PMIN] = "shmesh_pmin",
-    [OP_PMEAN] = "shmesh_pmean",
-    [OP_PARGMAX] = "shmesh_pargmax",
-    [OP_PARGMIN] = "shmesh_pargmin",
-    [OP_ALL_GATHER] = "shmesh_all_gather",
-    [OP_PSUM_SCATTER] = "shmesh_psum_scatter",
-    [OP_ALL_TO_ALL] = "shmesh_all_to_all",
-    [OP_PSWAPAXES] = "shmesh_pswapaxes",
-    [OP_RAGGED_ALL_TO_ALL] = "shmesh_ragged_all_to_all",
-    [OP_PPERMUTE] = "shmesh_ppermute",
-    [OP_PSHUFFLE] = "shmesh_pshuffle",
-    [OP_PBROADCAST] = "shmesh_pbroadcast",
-};
 
 /* "[[0,1],[2,3]]", ending in "..." when it does not fit. */
 static void groups_text(const shmesh_groups *gs, char *buf, size_t len)
@@ -45,7 +29,7 @@ int coll_open(struct coll *k, shmesh_mesh *m, enum call_op op, const char *axes,
               const shmesh_groups *gs, bool equal_groups)
 {
     memset(k, 0, sizeof *k);
-    k->name = names[op];
+    k->name = call_op_name(op);
     k->m = m;
     k->c = m ? m->ctx : NULL;
     int rc = sync_enter(k->c, k->name);
@@ -80,7 +64,20 @@ void coll_describe(struct coll *k, const shmesh_array *in, const shmesh_array *o
     }
 }
 
-int coll_begin(struct coll *k) { return sync_begin(k->c); }
+int coll_arrays(struct coll *k, const shmesh_array *in, const char *in_name,
+                const shmesh_array *out, const char *out_name, uint64_t *n_in, uint64_t *n_out)
+{
+    int rc = array_check(k->c, k->name, in_name, in, n_in);
+    return rc ? rc : array_check(k->c, k->name, out_name, out, n_out);
+}
+
+int coll_start(struct coll *k, const shmesh_array *in, const shmesh_array *out)
+{
+    int rc = sync_begin(k->c);
+    if (!rc)
+        coll_describe(k, in, out);
+    return rc;
+}
 
 struct xchg coll_xchg(const struct coll *k)
 {

@@ -18,10 +18,14 @@ struct coll {
  * local (SHMESH_ERR_INVALID, or the poisoned context's error). */
 int coll_open(struct coll *k, shmesh_mesh *m, enum call_op op, const char *axes,
               const shmesh_groups *gs, bool equal_groups);
+/* Both arrays well-formed (array_check); element counts out. */
+int coll_arrays(struct coll *k, const shmesh_array *in, const char *in_name,
+                const shmesh_array *out, const char *out_name, uint64_t *n_in, uint64_t *n_out);
 /* Records in/out in the call's description. */
 void coll_describe(struct coll *k, const shmesh_array *in, const shmesh_array *out);
-/* The arguments were accepted: the call begins (see sync_begin). */
-int coll_begin(struct coll *k);
+/* The arguments were accepted: the call begins (see sync_begin) and is
+ * described by in and out. */
+int coll_start(struct coll *k, const shmesh_array *in, const shmesh_array *out);
 /* A new exchange among the call's group. */
 struct xchg coll_xchg(const struct coll *k);
 

@@ -32,10 +32,7 @@ static void gather_recv(const struct xchg *x, int from, uint64_t off, const void
 {
     const struct blocks *b = x->op;
     struct box bx;
-    box_whole(&bx, b->out->ndim, b->out->shape, b->esz);
-    bx.start[b->dim] = (int64_t)from * b->blk;
-    bx.ext[b->dim] = b->blk;
-    box_simplify(&bx);
+    box_slab(&bx, b->out, b->dim, (int64_t)from * b->blk, b->blk);
     box_write(&bx, b->out->data, off / b->esz, len / b->esz, src);
 }
 
@@ -48,8 +45,7 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
         return rc;
     shmesh_ctx *c = k.c;
     uint64_t n_in, n_out;
-    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
-        (rc = array_check(c, k.name, "out", out, &n_out)))
+    if ((rc = coll_arrays(&k, in, "in", out, "out", &n_in, &n_out)))
         return rc;
     int n = k.g.n, dim;
     int64_t shape[SHMESH_MAX_NDIM];
@@ -78,9 +74,8 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
     if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, n_out * b.esz, false)))
         return rc;
 
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, in, out)))
         return rc;
-    coll_describe(&k, in, out);
     k.d.param[0] = dim;
     k.d.param[1] = tiled;
     struct xchg x = coll_xchg(&k);
@@ -103,10 +98,7 @@ static void scatter_pack(const struct xchg *x, int to, uint64_t off, uint64_t le
 {
     const struct blocks *b = x->op;
     struct box bx;
-    box_whole(&bx, b->in->ndim, b->in->shape, b->esz);
-    bx.start[b->dim] = (int64_t)to * b->blk;
-    bx.ext[b->dim] = b->blk;
-    box_simplify(&bx);
+    box_slab(&bx, b->in, b->dim, (int64_t)to * b->blk, b->blk);
     box_read(&bx, b->in->data, off / b->esz, len / b->esz, dst);
 }
 
@@ -128,8 +120,7 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
         return rc;
     shmesh_ctx *c = k.c;
     uint64_t n_in, n_out;
-    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
-        (rc = array_check(c, k.name, "out", out, &n_out)))
+    if ((rc = coll_arrays(&k, in, "in", out, "out", &n_in, &n_out)))
         return rc;
     if (in->dtype == SHMESH_BOOL)
         return ctx_fail(c, SHMESH_ERR_INVALID,
@@ -168,9 +159,8 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
     if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, b.blk_bytes, false)))
         return rc;
 
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, in, out)))
         return rc;
-    coll_describe(&k, in, out);
     k.d.param[0] = dim;
     k.d.param[1] = tiled;
     struct xchg x = coll_xchg(&k);

@@ -107,6 +107,8 @@ int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for
 int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
                   const struct call_desc *theirs);
 void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len);
+/* "shmesh_psum", ...; NULL for an unknown op. */
+const char *call_op_name(enum call_op op);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
 
 /* exchange.c: the one data path of every collective.
@@ -170,6 +172,9 @@ struct box {
 };
 /* The whole array; callers then narrow start/ext of some dimensions. */
 void box_whole(struct box *b, int ndim, const int64_t *shape, size_t esz);
+/* Block [start, start+ext) along dimension `dim`, whole along the others,
+ * simplified. */
+void box_slab(struct box *b, const shmesh_array *a, int dim, int64_t start, int64_t ext);
 /* Merges trailing dimensions the block spans completely, so copies run long. */
 void box_simplify(struct box *b);
 uint64_t box_elems(const struct box *b);

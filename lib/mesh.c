@@ -286,7 +286,7 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
                         "hold %" PRId64 " indices and axes \"%s\" have %d",
                         op, total, a->text, n);
     memset(m->seen, 0, sizeof *m->seen * (size_t)n);
-    int at = 0, mine = -1, mine_at = 0, mine_size = 0, size0 = 0;
+    int at = 0, mine_at = 0, mine_size = 0, size0 = 0;
     for (int k = 0; k < gs->ngroups; k++) {
         int size = gs->group_sizes ? gs->group_sizes[k] : gs->group_size;
         if (k == 0)
@@ -308,8 +308,7 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
                                 "%s: axis_index_groups must cover all indices exactly once, but %d "
                                 "appears twice",
                                 op, v);
-            if (v == idx) {
-                mine = k;
+            if (v == idx) { /* this device's subgroup */
                 mine_at = at;
                 mine_size = size;
             }
@@ -322,7 +321,6 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
         if (v == idx)
             g->me = i;
     }
-    (void)mine;
     g->n = mine_size;
     g->ranks = m->sub;
     uint64_t h = hash_bytes(gs->indices, sizeof *gs->indices * (size_t)n, (uint64_t)gs->ngroups);

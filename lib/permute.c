@@ -36,8 +36,7 @@ static int same_shape_out(struct coll *k, const shmesh_array *in, shmesh_array *
 {
     uint64_t n_in, n_out;
     int rc;
-    if ((rc = array_check(k->c, k->name, "in", in, &n_in)) ||
-        (rc = array_check(k->c, k->name, "out", out, &n_out)) ||
+    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)) ||
         (rc = array_expect(k->c, k->name, "out", out, in->dtype, in->ndim, in->shape)))
         return rc;
     *bytes = n_in * shmesh_dtype_size(in->dtype);
@@ -48,10 +47,9 @@ static int same_shape_out(struct coll *k, const shmesh_array *in, shmesh_array *
 static int run_permutation(struct coll *k, const shmesh_array *in, shmesh_array *out,
                            uint64_t bytes, const int *dest)
 {
-    int rc = coll_begin(k);
+    int rc = coll_start(k, in, out);
     if (rc)
         return rc;
-    coll_describe(k, in, out);
     k->d.extra_hash = hash_bytes(dest, sizeof *dest * (size_t)k->g.n, k->d.extra_hash);
     bool fed = false;
     for (int q = 0; q < k->g.n; q++)
@@ -156,9 +154,8 @@ int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh
         return ctx_fail(k.c, SHMESH_ERR_INVALID,
                         "%s: source %d is out of range for axes \"%s\" of size %d", k.name, source,
                         k.axes.text, k.g.n);
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, in, out)))
         return rc;
-    coll_describe(&k, in, out);
     k.d.param[0] = source;
     struct move mv = {.in = in, .out = out, .bytes = bytes, .source = source};
     struct xchg x = coll_xchg(&k);

@@ -170,8 +170,7 @@ static int check_args(struct coll *k, const shmesh_array *operand, shmesh_array 
     shmesh_ctx *c = k->c;
     uint64_t n_op, n_out, cnt;
     int rc;
-    if ((rc = array_check(c, k->name, "operand", operand, &n_op)) ||
-        (rc = array_check(c, k->name, "output", output, &n_out)))
+    if ((rc = coll_arrays(k, operand, "operand", output, "output", &n_op, &n_out)))
         return rc;
     if (operand->ndim < 1 || output->dtype != operand->dtype || output->ndim != operand->ndim)
         goto shapes;
@@ -247,9 +246,8 @@ int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_grou
         for (int64_t i = 0; i < r.k; i++)
             entry(&r, k.g.me, p)[i] = load_index(param[p], i);
 
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, operand, output)))
         goto out;
-    coll_describe(&k, operand, output);
     k.d.param[0] = r.k;
     for (int p = 0; p < NPARAM; p++)
         k.d.param[1] = k.d.param[1] * SHMESH_DTYPE_COUNT + param[p]->dtype;

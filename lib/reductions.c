@@ -52,8 +52,7 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s takes no axis_index_groups (JAX's has none): pass NULL", k.name);
     uint64_t n_in, n_out;
-    if ((rc = array_check(c, k.name, "in", in, &n_in)) ||
-        (rc = array_check(c, k.name, "out", out, &n_out)))
+    if ((rc = coll_arrays(&k, in, "in", out, "out", &n_in, &n_out)))
         return rc;
 
     shmesh_dtype want = in->dtype;
@@ -80,9 +79,8 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
                               r.in_esz == r.out_esz)))
         return rc;
 
-    if ((rc = coll_begin(&k)))
+    if ((rc = coll_start(&k, in, out)))
         return rc;
-    coll_describe(&k, in, out);
     struct xchg x = coll_xchg(&k);
     x.broadcast = true;
     x.unit = r.in_esz;

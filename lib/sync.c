@@ -28,6 +28,11 @@ static const char *const op_names[] = {
     [OP_PBROADCAST] = "shmesh_pbroadcast",
 };
 
+const char *call_op_name(enum call_op op)
+{
+    return (unsigned)op < sizeof op_names / sizeof *op_names ? op_names[op] : NULL;
+}
+
 /* 64-bit multiply-mix over 8-byte words: fast for the few hundred bytes of a
  * call description, and good enough to tell calls apart. */
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
@@ -49,9 +54,7 @@ uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
 
 void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len)
 {
-    const char *name = d->op < sizeof op_names / sizeof *op_names && op_names[d->op]
-                           ? op_names[d->op]
-                           : NULL;
+    const char *name = call_op_name((enum call_op)d->op);
     if (!name) {
         snprintf(buf, len, "an unknown collective (op %u, call #%" PRIu64 ")", d->op, call);
         return;

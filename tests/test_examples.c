@@ -1,0 +1,305 @@
+/* Description: the examples of JAX's parallel-primitive docstrings (psum,
+ * pmean, all_gather, psum_scatter, axis_index, ragged_all_to_all), each run
+ * as a job of shmesh-test-examples under shmesh-run, its printed result
+ * compared with the output the docstring shows; and the numpy-style printer
+ * those programs use, compared with what numpy prints.
+ *
+ * About the expected texts.  The seed is a web mirror of JAX's source: it
+ * lost every line's leading indentation, collapsed each run of spaces into
+ * one ("[[ 4 6 8 10]" where numpy prints "[[ 4  6  8 10]"), and it shows no
+ * blank line between the 2-D blocks of a 3-D array, where numpy prints one.
+ * So each example carries two expectations: `seed`, the docstring's output
+ * as the mirror shows it, compared after normalizing both texts the same
+ * way (runs of spaces become one space, spaces at the start and end of a
+ * line go, blank lines go); and `exact`, the same array as numpy 1.24
+ * prints it, compared byte for byte. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+struct example {
+    const char *name;  /* the program's argument */
+    const char *ranks; /* -n */
+    const char *seed;  /* the docstring's output, as in the mirrored seed */
+    const char *exact; /* what numpy / JAX print */
+};
+
+static const char *examples_path(void)
+{
+    const char *p = getenv("SHMESH_TEST_EXAMPLES");
+    if (!p || !*p)
+        fail_msg("SHMESH_TEST_EXAMPLES is not set (run through meson test)");
+    return p;
+}
+
+/* Runs of spaces -> one space; no spaces at line starts or ends; no blank
+ * lines.  Returns a new string. */
+static char *normalize(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n + 1);
+    size_t o = 0;
+    const char *p = s;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            eol = p + strlen(p);
+        const char *a = p, *b = eol;
+        while (a < b && *a == ' ')
+            a++;
+        while (b > a && b[-1] == ' ')
+            b--;
+        if (a < b) {
+            for (const char *q = a; q < b; q++)
+                if (*q != ' ' || q[-1] != ' ')
+                    out[o++] = *q;
+            out[o++] = '\n';
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static void assert_clean(const struct run *r)
+{
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
+}
+
+static void run_example(void **state)
+{
+    const struct example *ex = *state;
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)ex->ranks, "--",
+                    (char *)examples_path(), (char *)ex->name, NULL};
+    struct run r;
+    run_cmd(argv, NULL, 60, &r);
+    if (r.timed_out || r.code != 0)
+        fail_msg("shmesh-run -n %s -- shmesh-test-examples %s: exit %d%s\nstdout:\n%s\nstderr:\n%s",
+                 ex->ranks, ex->name, r.code, r.timed_out ? " (timed out)" : "", r.out, r.err);
+    char *got = normalize(r.out), *want = normalize(ex->seed);
+    if (strcmp(got, want))
+        fail_msg("%s: the output differs from the docstring's (normalized)\n"
+                 "got:\n%s\nexpected:\n%s",
+                 ex->name, got, want);
+    if (strcmp(r.out, ex->exact))
+        fail_msg("%s: the output differs from numpy's layout\ngot:\n%s\nexpected:\n%s", ex->name,
+                 r.out, ex->exact);
+    free(got);
+    free(want);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Where the docstring also prints the input x = np.arange(16).reshape(4, 4)
+ * (psum, all_gather and psum_scatter do), the `input-4x4` example prints the
+ * per-device rows stacked back, through no collective but the stacking. */
+static const char input_seed[] = "[[ 0 1 2 3]\n"
+                                 "[ 4 5 6 7]\n"
+                                 "[ 8 9 10 11]\n"
+                                 "[12 13 14 15]]\n";
+static const char input_exact[] = "[[ 0  1  2  3]\n"
+                                  " [ 4  5  6  7]\n"
+                                  " [ 8  9 10 11]\n"
+                                  " [12 13 14 15]]\n";
+
+static const struct example examples[] = {
+    /* psum */
+    {"psum", "4", "[6 6 6 6]\n", "[6 6 6 6]\n"},
+    {"psum-div", "4", "[0. 0.16666667 0.33333334 0.5 ]\n",
+     "[0.         0.16666667 0.33333334 0.5       ]\n"},
+    {"psum-groups", "4", "[1 1 5 5]\n", "[1 1 5 5]\n"},
+    {"input-4x4", "4", input_seed, input_exact},
+    {"psum-2d", "4",
+     "[[24 28 32 36]\n"
+     "[24 28 32 36]\n"
+     "[24 28 32 36]\n"
+     "[24 28 32 36]]\n",
+     "[[24 28 32 36]\n"
+     " [24 28 32 36]\n"
+     " [24 28 32 36]\n"
+     " [24 28 32 36]]\n"},
+    {"psum-2d-groups", "4",
+     "[[ 4 6 8 10]\n"
+     "[ 4 6 8 10]\n"
+     "[20 22 24 26]\n"
+     "[20 22 24 26]]\n",
+     "[[ 4  6  8 10]\n"
+     " [ 4  6  8 10]\n"
+     " [20 22 24 26]\n"
+     " [20 22 24 26]]\n"},
+    /* pmean */
+    {"pmean", "4", "[1.5 1.5 1.5 1.5]\n", "[1.5 1.5 1.5 1.5]\n"},
+    {"pmean-div", "4", "[0. 0.6666667 1.3333334 2. ]\n",
+     "[0.        0.6666667 1.3333334 2.       ]\n"},
+    /* all_gather */
+    {"all-gather", "4",
+     "[[0 1 2 3]\n"
+     "[0 1 2 3]\n"
+     "[0 1 2 3]\n"
+     "[0 1 2 3]]\n",
+     "[[0 1 2 3]\n"
+     " [0 1 2 3]\n"
+     " [0 1 2 3]\n"
+     " [0 1 2 3]]\n"},
+    {"all-gather-groups", "4",
+     "[[[ 0 1 2 3]\n"
+     "[ 8 9 10 11]]\n"
+     "[[12 13 14 15]\n"
+     "[ 4 5 6 7]]\n"
+     "[[ 0 1 2 3]\n"
+     "[ 8 9 10 11]]\n"
+     "[[12 13 14 15]\n"
+     "[ 4 5 6 7]]]\n",
+     "[[[ 0  1  2  3]\n"
+     "  [ 8  9 10 11]]\n"
+     "\n"
+     " [[12 13 14 15]\n"
+     "  [ 4  5  6  7]]\n"
+     "\n"
+     " [[ 0  1  2  3]\n"
+     "  [ 8  9 10 11]]\n"
+     "\n"
+     " [[12 13 14 15]\n"
+     "  [ 4  5  6  7]]]\n"},
+    /* psum_scatter */
+    {"psum-scatter", "4", "[24 28 32 36]\n", "[24 28 32 36]\n"},
+    {"psum-scatter-tiled", "4",
+     "[[24]\n"
+     "[28]\n"
+     "[32]\n"
+     "[36]]\n",
+     "[[24]\n"
+     " [28]\n"
+     " [32]\n"
+     " [36]]\n"},
+    {"psum-scatter-groups", "4",
+     "[[ 8 10]\n"
+     "[20 22]\n"
+     "[12 14]\n"
+     "[16 18]]\n",
+     "[[ 8 10]\n"
+     " [20 22]\n"
+     " [12 14]\n"
+     " [16 18]]\n"},
+    /* axis_index: f(np.zeros(4)), f(np.zeros(8)), then the nested pmap */
+    {"axis-index", "4", "Array([0, 1, 2, 3], dtype=int32)\n",
+     "Array([0, 1, 2, 3], dtype=int32)\n"},
+    {"axis-index", "8", "Array([0, 1, 2, 3, 4, 5, 6, 7], dtype=int32)\n",
+     "Array([0, 1, 2, 3, 4, 5, 6, 7], dtype=int32)\n"},
+    {"axis-index-nested", "8",
+     "[[0 0]\n"
+     "[1 1]\n"
+     "[2 2]\n"
+     "[3 3]]\n"
+     "[[0 1]\n"
+     "[0 1]\n"
+     "[0 1]\n"
+     "[0 1]]\n",
+     "[[0 0]\n"
+     " [1 1]\n"
+     " [2 2]\n"
+     " [3 3]]\n"
+     "[[0 1]\n"
+     " [0 1]\n"
+     " [0 1]\n"
+     " [0 1]]\n"},
+    /* ragged_all_to_all over an axis of size 2: each device's result, in
+     * the docstring's own notation */
+    {"ragged-all-to-all", "2",
+     "axis index 0:\n"
+     "result = [1, 3, 0, 0]\n"
+     "axis index 1:\n"
+     "result = [2, 2, 4, 0]\n",
+     "axis index 0:\n"
+     "  result = [1, 3, 0, 0]\n"
+     "axis index 1:\n"
+     "  result = [2, 2, 4, 0]\n"},
+};
+
+/* The printer alone (no launcher, no collective), on arrays that take
+ * numpy's other paths: scientific notation, nan and inf, line wrapping,
+ * booleans.  Expected strings printed by numpy 1.24. */
+struct fmt_case {
+    const char *args[20]; /* fmt DTYPE SHAPE VALUES..., NULL-terminated */
+    const char *want;
+};
+
+static const struct fmt_case fmt_cases[] = {
+    {{"fmt", "float32", "2x3", "-1.5", "0", "2.25", "100", "-0.001", "7", NULL},
+     "[[-1.50e+00  0.00e+00  2.25e+00]\n [ 1.00e+02 -1.00e-03  7.00e+00]]\n"},
+    {{"fmt", "float32", "4", "1e-5", "1.5e-5", "0.1", "3", NULL},
+     "[1.0e-05 1.5e-05 1.0e-01 3.0e+00]\n"},
+    {{"fmt", "float64", "3", "1e10", "-2.5", "0", NULL}, "[ 1.0e+10 -2.5e+00  0.0e+00]\n"},
+    {{"fmt", "float32", "4", "nan", "-inf", "1", "0.5", NULL}, "[ nan -inf  1.   0.5]\n"},
+    {{"fmt", "int32", "16", "1", "-10", "100", "-1000", "10000", "-100000", "1000000",
+      "-10000000", "100000000", "0", "1", "2", "3", "4", "5", "6", NULL},
+     "[        1       -10       100     -1000     10000   -100000   1000000\n"
+     " -10000000 100000000         0         1         2         3         4\n"
+     "         5         6]\n"},
+    {{"fmt", "bool", "2x2", "1", "0", "1", "1", NULL}, "[[ True False]\n [ True  True]]\n"},
+    {{"fmt", "float64", "2x2x2", "0", "0.1", "0.2", "0.30000000000000004", "0.4", "0.5",
+      "0.6000000000000001", "0.7000000000000001", NULL},
+     "[[[0.  0.1]\n  [0.2 0.3]]\n\n [[0.4 0.5]\n  [0.6 0.7]]]\n"},
+    {{"fmt", "float64", "2", "-1.3095846993569658", "202.90181041022223", NULL},
+     "[ -1.3095847  202.90181041]\n"},
+    {{"fmt-repr", "int32", "3", "-5", "0", "12", NULL}, "Array([-5,  0, 12], dtype=int32)\n"},
+};
+
+static void printer_matches_numpy(void **state)
+{
+    for (size_t k = 0; k < sizeof fmt_cases / sizeof *fmt_cases; k++) {
+        char *argv[24] = {(char *)examples_path()};
+        int n = 1;
+        for (const char *const *a = fmt_cases[k].args; *a; a++)
+            argv[n++] = (char *)*a;
+        argv[n] = NULL;
+        struct run r;
+        run_cmd(argv, NULL, 30, &r);
+        if (r.code != 0)
+            fail_msg("case %zu: exit %d\n%s", k, r.code, r.err);
+        if (strcmp(r.out, fmt_cases[k].want))
+            fail_msg("case %zu (%s %s):\ngot:\n%s\nexpected:\n%s", k, fmt_cases[k].args[1],
+                     fmt_cases[k].args[2], r.out, fmt_cases[k].want);
+        run_free(&r);
+    }
+}
+
+static void normalize_rules(void **state)
+{
+    char *s = normalize("[[ 4  6  8 10]\n [20 22 24 26]]\n\n  x   \n");
+    assert_string_equal(s, "[[ 4 6 8 10]\n[20 22 24 26]]\nx\n");
+    free(s);
+}
+
+#define EXAMPLE(k)                                                                             \
+    {                                                                                          \
+        .name = #k, .test_func = run_example, .initial_state = (void *)&examples[k]            \
+    }
+
+int main(void)
+{
+    struct CMUnitTest tests[] = {
+        cmocka_unit_test(normalize_rules),
+        cmocka_unit_test(printer_matches_numpy),
+        EXAMPLE(0),  EXAMPLE(1),  EXAMPLE(2),  EXAMPLE(3),  EXAMPLE(4),  EXAMPLE(5),
+        EXAMPLE(6),  EXAMPLE(7),  EXAMPLE(8),  EXAMPLE(9),  EXAMPLE(10), EXAMPLE(11),
+        EXAMPLE(12), EXAMPLE(13), EXAMPLE(14), EXAMPLE(15), EXAMPLE(16),
+    };
+    _Static_assert(sizeof examples / sizeof *examples == 17, "one EXAMPLE() per example");
+    /* Name each example test after its program argument and rank count. */
+    static char names[17][64];
+    for (size_t k = 0; k < 17; k++) {
+        snprintf(names[k], sizeof names[k], "%s (-n %s)", examples[k].name, examples[k].ranks);
+        tests[k + 2].name = names[k];
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
