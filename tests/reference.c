@@ -621,8 +621,10 @@ static int shape_rule(const ref_call *c, int n, const shmesh_array *in, shmesh_d
         *ond = nd + 1;
         return 0;
     case REF_PSUM_SCATTER:
+        /* JAX turns booleans into int32 in psum only; its reduce_scatter
+         * has no bool addition, and shmesh refuses bool here (docs). */
         if (in->dtype == SHMESH_BOOL)
-            *odt = SHMESH_INT32;
+            return invalid(why, len, "psum_scatter does not sum bool (use an integer array)");
         if (canon_axis("psum_scatter scatter_dimension", c->axis, nd, &a, why, len))
             return REF_INVALID;
         if (c->tiled) {

@@ -9,7 +9,8 @@
  * Where the header says less than JAX, JAX (the seed) decides: pmean with
  * axis_index_groups divides every subgroup's sum by the size of the first
  * subgroup (JAX's psum(1, axes, axis_index_groups) for a constant is
- * len(axis_index_groups[0])). */
+ * len(axis_index_groups[0])).  psum_scatter refuses bool, which JAX
+ * converts to int32 in psum only (docs/semantics.md says so too). */
 #ifndef SHMESH_TEST_REFERENCE_H
 #define SHMESH_TEST_REFERENCE_H
 

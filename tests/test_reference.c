@@ -318,6 +318,10 @@ static void psum_scatter_docstring(void **state)
     c.tiled = false;
     run_ref(&mesh4, &c, SHMESH_INT32, 2, (const int64_t[]){2, 2}, arange16, &r);
     expect_invalid(&r, "group size");
+    /* bool is summed by psum only. */
+    uint8_t b16[16] = {0};
+    run_ref(&mesh4, &c, SHMESH_BOOL, 1, (const int64_t[]){4}, b16, &r);
+    expect_invalid(&r, "bool");
     /* scatter_dimension -1 of a (2, 4) input: device p keeps column p. */
     c.axis = -1;
     int y[32];

@@ -107,7 +107,7 @@ struct tcase {
     int out_extra_ndim; /* output ndim when corrupted, else 0 */
     int64_t out_extra_shape[SHMESH_MAX_NDIM];
     int K;
-    shmesh_dtype off_dt;
+    shmesh_dtype off_dt[4]; /* input_offsets, send_sizes, output_offsets, recv_sizes */
     int64_t (*roff)[4][MAXK]; /* per device: input_offsets, send, output_offsets, recv */
     /* what was spoiled on purpose ("" if nothing) */
     char spoiled[96];
@@ -264,12 +264,19 @@ static int gen_ragged(rng *r, struct tcase *c)
     c->shape[0] = rows_in;
     for (int k = 1; k < c->ndim; k++)
         c->shape[k] = c->big ? 1 + rnd(r, 6) : chance(r, 8) ? 0 : 1 + rnd(r, 3);
-    int pdt = rnd(r, 10);
     static const shmesh_dtype odd[] = {SHMESH_INT8,   SHMESH_INT16,  SHMESH_UINT8,
                                        SHMESH_UINT16, SHMESH_UINT32, SHMESH_UINT64};
-    c->off_dt = pdt < 7 ? SHMESH_INT32 : pdt < 9 ? SHMESH_INT64 : odd[rnd(r, 6)];
-    if (c->big && (c->off_dt == SHMESH_INT8 || c->off_dt == SHMESH_UINT8))
-        c->off_dt = SHMESH_INT16; /* rows go past 255 */
+    bool mixed = chance(r, 20); /* the four may differ in integer type */
+    for (int w = 0; w < 4; w++) {
+        if (w == 0 || mixed) {
+            int pdt = rnd(r, 10);
+            c->off_dt[w] = pdt < 7 ? SHMESH_INT32 : pdt < 9 ? SHMESH_INT64 : odd[rnd(r, 6)];
+        } else {
+            c->off_dt[w] = c->off_dt[0];
+        }
+        if (c->big && (c->off_dt[w] == SHMESH_INT8 || c->off_dt[w] == SHMESH_UINT8))
+            c->off_dt[w] = SHMESH_INT16; /* rows go past 255 */
+    }
     c->roff = calloc((size_t)world, sizeof *c->roff);
     int members[MAXW];
     for (int d = 0; d < world; d++) {
@@ -474,7 +481,7 @@ static void spoil(rng *r, struct tcase *c)
                 return;
             case REF_RAGGED_ALL_TO_ALL:
                 if (chance(r, 30)) {
-                    c->off_dt = SHMESH_FLOAT32;
+                    c->off_dt[rnd(r, 4)] = SHMESH_FLOAT32;
                     snprintf(c->spoiled, sizeof c->spoiled, "float offsets");
                 } else {
                     spoil_ragged_entry(r, c);
@@ -517,10 +524,8 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
     if (takes_groups(op) && op != REF_PARGMAX && op != REF_PARGMIN && chance(&r, 40))
         gen_groups(&r, c, equal_groups(op));
 
-    /* dtype */
-    do
-        c->dt = all_dtypes[rnd(&r, NDTYPES)];
-    while (op == REF_PSUM_SCATTER && c->dt == SHMESH_BOOL);
+    /* dtype (bool psum_scatter is refused: see below) */
+    c->dt = all_dtypes[rnd(&r, NDTYPES)];
     c->mode = VAL_BITS;
     if (is_reduction(op)) {
         int roll = rnd(&r, 100);
@@ -605,7 +610,8 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
     }
 
     /* The output the call gives (ragged: the output array itself). */
-    shmesh_array probe = {NULL, c->dt, c->ndim, {0}};
+    bool bool_scatter = op == REF_PSUM_SCATTER && c->dt == SHMESH_BOOL;
+    shmesh_array probe = {NULL, bool_scatter ? SHMESH_INT8 : c->dt, c->ndim, {0}};
     memcpy(probe.shape, c->shape, sizeof c->shape);
     if (op == REF_RAGGED_ALL_TO_ALL)
         probe.shape[0] = c->rows_out;
@@ -617,8 +623,12 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
         return -1;
     }
     int64_t valid_out = ref_numel(c->out_ndim, c->out_shape);
-    if (chance(&r, 10))
+    if (bool_scatter) {
+        c->out_dt = SHMESH_INT32; /* what a psum would give */
+        snprintf(c->spoiled, sizeof c->spoiled, "bool psum_scatter");
+    } else if (chance(&r, 10)) {
         spoil(&r, c);
+    }
     /* Room for whatever a library that wrongly accepted a spoiled call
      * might write. */
     int64_t spoiled_out = ref_numel(c->out_ndim, c->out_shape);
@@ -819,7 +829,9 @@ static void describe(const struct tcase *c, char *buf, size_t len)
         PUT(" source %d", c->call.source);
         break;
     case REF_RAGGED_ALL_TO_ALL:
-        PUT(" rows_out %" PRId64 " K %d %s", c->rows_out, c->K, shmesh_dtype_name(c->off_dt));
+        PUT(" rows_out %" PRId64 " K %d", c->rows_out, c->K);
+        for (int w = 0; w < 4; w++)
+            PUT("%s%s", w ? "/" : " ", shmesh_dtype_name(c->off_dt[w]));
         break;
     case REF_PMEAN:
         PUT(" -> %s", shmesh_dtype_name(c->out_dt));
@@ -846,18 +858,19 @@ struct dev_arrays {
 
 static void offsets_array(const struct tcase *c, int d, int which, struct dev_arrays *a)
 {
-    size_t es = dsize(c->off_dt);
+    shmesh_dtype odt = c->off_dt[which];
+    size_t es = dsize(odt);
     a->off_buf[which] = calloc((size_t)c->K + 1, es);
     for (int i = 0; i < c->K; i++) {
         int64_t v = c->roff[d][which][i];
-        if (c->off_dt == SHMESH_FLOAT32) {
+        if (odt == SHMESH_FLOAT32) {
             float f = (float)v;
             memcpy((char *)a->off_buf[which] + (size_t)i * es, &f, 4);
         } else {
             store(a->off_buf[which], es, i, (uint64_t)v);
         }
     }
-    a->off[which] = (shmesh_array){a->off_buf[which], c->off_dt, 1, {c->K}};
+    a->off[which] = (shmesh_array){a->off_buf[which], odt, 1, {c->K}};
 }
 
 /* Device d's arrays as the model and the library take them.  The output
