@@ -3,7 +3,8 @@
  * pmean, all_gather, psum_scatter, axis_index, ragged_all_to_all) and on
  * hand-worked cases for the rest: NaN propagation, argmax ties, wrapping,
  * half-precision accumulation, summation order inside subgroups,
- * all_to_all layouts, permutations, device_order, and refused arguments. */
+ * all_to_all layouts, permutations, device_order, ragged refusals that stop
+ * one group only, and refused arguments. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
