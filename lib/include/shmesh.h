@@ -119,6 +119,23 @@ SHMESH_API int shmesh_barrier(shmesh_ctx *ctx);
 SHMESH_API int shmesh_world_sum(shmesh_ctx *ctx, void *buf, size_t count, shmesh_dtype dtype);
 
 /* ---------------------------------------------------------------------------
+ * The shared heap: memory inside the job's segment, which every rank can
+ * read and write.  Collectives whose buffers live there move data straight
+ * between the ranks' buffers instead of through the staging slots
+ * ("zero-copy").  Each rank allocates from its own share of the heap
+ * (shmesh-run --shm-size, SHMESH_SHM_SIZE); allocation is local, not
+ * collective.
+ * ------------------------------------------------------------------------- */
+
+/* Local: `bytes` of heap memory, 64-byte aligned, or NULL when this rank's
+ * share has no room (shmesh_last_error says how much is free and how to get
+ * more).  bytes == 0 returns NULL without an error. */
+SHMESH_API void *shmesh_alloc(shmesh_ctx *ctx, size_t bytes);
+/* Local: returns memory from shmesh_alloc; NULL is accepted.  Anything else
+ * is refused and reported in shmesh_last_error (never a crash). */
+SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
+
+/* ---------------------------------------------------------------------------
  * Meshes and named axes
  *
  * A mesh lays the job's devices (one per rank) out on named axes, row-major:
