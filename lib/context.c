@@ -125,8 +125,7 @@ static void release(shmesh_ctx *c)
 static int alloc_scratch(shmesh_ctx *c)
 {
     size_t w = (size_t)c->world;
-    size_t bytes = w * (4 * sizeof(int) + sizeof(void *) * 2 + 5 * sizeof(uint64_t)) +
-                   2 * w * sizeof(int);
+    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 2 + 6 * sizeof(uint64_t));
     unsigned char *p = calloc(1, bytes);
     if (!p)
         return -1;
@@ -135,7 +134,8 @@ static int alloc_scratch(shmesh_ctx *c)
     p += w * sizeof(void *);
     c->hdrs = (struct seg_slot_hdr **)p;
     p += w * sizeof(void *);
-    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal};
+    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal,
+                        &c->seen};
     for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
         *u64[i] = (uint64_t *)p;
         p += w * sizeof(uint64_t);

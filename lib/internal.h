@@ -82,6 +82,7 @@ struct shmesh_ctx {
     const void **srcs;
     struct seg_slot_hdr **hdrs;
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
+    uint64_t *seen;   /* the latest window seen posted by each rank */
     int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
@@ -110,6 +111,8 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
 /* "shmesh_psum", ...; NULL for an unknown op. */
 const char *call_op_name(enum call_op op);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
+/* What ranks compare to know they make the same call. */
+uint64_t call_hash(const struct call_desc *d);
 
 /* exchange.c: the one data path of every collective.
  *

@@ -78,7 +78,13 @@ static inline void *seg_payload(struct seg_slot_hdr *h) { return (unsigned char 
 
 static inline uint64_t seg_payload_bytes(const struct seg *s)
 {
-    return s->hdr->slot_bytes - SEG_SLOT_HDR;
+    return s->hdr->slot_bytes - SEG_SLOT_HDR - SEG_CALL_DESC_MAX;
+}
+
+/* Where a buffer keeps the description of the call whose first window it holds. */
+static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
+{
+    return (unsigned char *)h + s->hdr->slot_bytes - SEG_CALL_DESC_MAX;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get
