@@ -8,6 +8,8 @@
  *                       seg_slot_hdr on the same cache line as the first
  *                       bytes of its payload, and ends with room for a
  *                       call description
+ *   heap_offset         the shared heap: world_size shares of heap_share
+ *                       bytes, one per rank, allocated by their owner
  *
  * Every offset and size here is written once by the creator and validated by
  * each attacher against the real size of the mapping (segment.c) before any
@@ -21,7 +23,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
-#define SEG_LAYOUT_VERSION 2u
+#define SEG_LAYOUT_VERSION 3u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -99,6 +101,8 @@ struct seg_header {
     uint64_t slot_offset;
     uint64_t slot_stride; /* bytes between two ranks' data regions */
     uint64_t slot_bytes;  /* bytes in each of a region's two buffers */
+    uint64_t heap_offset;
+    uint64_t heap_share;  /* bytes of heap per rank (page multiple, may be 0) */
     int32_t creator_pid;
     uint32_t numa_nodes; /* nodes the regions were spread over; 0 or 1: none */
 
