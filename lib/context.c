@@ -22,6 +22,7 @@ struct init_env {
     int64_t timeout_ns;
     long spin; /* -1: choose */
     uint64_t shm_size; /* a world of one's own segment; 0: default */
+    uint64_t zc_min;
 };
 
 static int env_int(const char *name, long min, long max, long *out, bool *present)
@@ -95,6 +96,17 @@ static int read_env(struct init_env *e)
                    e->rank, size);
         return SHMESH_ERR_INVALID;
     }
+    e->zc_min = 64u << 10;
+    const char *zc = getenv("SHMESH_ZC_MIN");
+    if (zc && *zc) {
+        e->zc_min = strcmp(zc, "0") ? seg_parse_size(zc) : 0;
+        if (e->zc_min == 0 && strcmp(zc, "0")) {
+            init_error("rank %d: SHMESH_ZC_MIN must be a size in bytes such as 0, 4096 or 1M, "
+                       "found '%s'",
+                       e->rank, zc);
+            return SHMESH_ERR_INVALID;
+        }
+    }
     int rc = env_int("SHMESH_SPIN", 0, INT_MAX, &v, &have);
     if (rc)
         return rc;
@@ -133,7 +145,8 @@ static void release(shmesh_ctx *c)
 static int alloc_scratch(shmesh_ctx *c)
 {
     size_t w = (size_t)c->world;
-    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 2 + 6 * sizeof(uint64_t));
+    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 4 + 6 * sizeof(uint64_t)) +
+                   BOUNCE_BYTES;
     unsigned char *p = calloc(1, bytes);
     if (!p)
         return -1;
@@ -142,6 +155,12 @@ static int alloc_scratch(shmesh_ctx *c)
     p += w * sizeof(void *);
     c->hdrs = (struct seg_slot_hdr **)p;
     p += w * sizeof(void *);
+    c->zin = (unsigned char **)p;
+    p += w * sizeof(void *);
+    c->zout = (unsigned char **)p;
+    p += w * sizeof(void *);
+    c->bounce = p;
+    p += BOUNCE_BYTES;
     uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal,
                         &c->seen};
     for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
@@ -207,6 +226,7 @@ int shmesh_init(shmesh_ctx **out)
         return rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
     }
     c->me = seg_ctrl(c->seg, c->rank);
+    c->zc_min = e.zc_min;
     if (heap_init(c)) {
         release(c);
         init_error("rank %d: out of memory", e.rank);

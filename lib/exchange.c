@@ -153,7 +153,72 @@ static void deliver(struct xchg *x, uint64_t lo, uint64_t hi)
     }
 }
 
+static int run_windows(struct xchg *x, const struct call_desc *desc);
+
+/* Zero-copy handshake: every member publishes where its buffers are. */
+struct where {
+    uint64_t in, out; /* segment offsets, or UINT64_MAX when not in the heap */
+};
+
+static uint64_t where_bytes(const struct xchg *x, int from, int to) { return sizeof(struct where); }
+
+static void where_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct xchg *z = x->op;
+    struct where w = {UINT64_MAX, UINT64_MAX};
+    heap_offset(z->c, z->zin, z->zin_bytes, &w.in);
+    if (z->zout)
+        heap_offset(z->c, z->zout, z->zout_bytes, &w.out);
+    memcpy(dst, (const unsigned char *)&w + off, len);
+}
+
+static void where_recv(const struct xchg *x, int from, uint64_t off, const void *src,
+                       uint64_t len)
+{
+    shmesh_ctx *c = x->c;
+    struct where w;
+    memcpy((unsigned char *)&w + off, src, len);
+    /* Never trust a peer's offset: it must name a range inside the heap. */
+    c->zin[from] = heap_at(c, w.in, ((const struct xchg *)x->op)->zin_bytes);
+    c->zout[from] = heap_at(c, w.out, ((const struct xchg *)x->op)->zout_bytes);
+}
+
+/* Returns 1 when the data moved directly, 0 when some member's buffers are
+ * not in the heap (the caller then runs the staged windows), or an error.
+ * Every member decides alike, from the same published offsets. */
+static int try_direct(struct xchg *x, const struct call_desc *desc)
+{
+    shmesh_ctx *c = x->c;
+    struct xchg hs = {.c = c, .g = x->g, .broadcast = true, .unit = sizeof(struct where),
+                      .bytes = where_bytes, .pack = where_pack, .recv = where_recv, .op = x};
+    int rc = run_windows(&hs, desc);
+    if (rc)
+        return rc;
+    for (int p = 0; p < x->g.n; p++)
+        if ((x->zin_bytes && !c->zin[p]) || (x->zout_shared && x->zout_bytes && !c->zout[p]))
+            return 0;
+    x->direct(x, c->zin, c->zout);
+    /* Nobody leaves (and reuses its buffers) before everyone is done. */
+    struct xchg done = {.c = c, .g = x->g, .broadcast = true, .bytes = xchg_no_bytes};
+    rc = run_windows(&done, NULL);
+    return rc ? rc : 1;
+}
+
 int xchg_run(struct xchg *x, const struct call_desc *desc)
+{
+    /* The sizes are the same on every member, so is this choice. */
+    uint64_t size = max_u64(x->zin_bytes, x->zout_bytes);
+    if (x->direct && size >= x->c->zc_min) {
+        int rc = try_direct(x, desc);
+        if (rc)
+            return rc < 0 ? rc : 0;
+        desc = NULL; /* the handshake carried it */
+    }
+    return run_windows(x, desc);
+}
+
+/* The staged path: every member's stream through the slot buffers. */
+static int run_windows(struct xchg *x, const struct call_desc *desc)
 {
     shmesh_ctx *c = x->c;
     const struct group *g = &x->g;

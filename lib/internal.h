@@ -11,6 +11,7 @@
 #include "wait.h"
 
 #define CTX_ERR_MAX 512
+#define BOUNCE_BYTES (64u << 10)
 
 /* The collective a call is (struct call_desc.op). */
 enum call_op {
@@ -95,6 +96,9 @@ struct shmesh_ctx {
     struct seg_slot_hdr **hdrs;
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
     uint64_t *seen;   /* the latest window seen posted by each rank */
+    unsigned char **zin, **zout; /* members' buffers, for zero-copy */
+    unsigned char *bounce;       /* BOUNCE_BYTES of private scratch */
+    uint64_t zc_min;  /* the smallest call that may go zero-copy (SHMESH_ZC_MIN) */
     int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
@@ -144,6 +148,13 @@ typedef void (*xchg_recv_fn)(const struct xchg *x, int from, uint64_t off, const
 typedef void (*xchg_reduce_fn)(const struct xchg *x, uint64_t off, const void *const *src,
                                uint64_t len);
 
+/* Zero-copy: when every member's buffers lie in the shared heap (and the
+ * call moves at least SHMESH_ZC_MIN bytes), `direct` moves the data itself,
+ * given every member's input (and output) as pointers in this process;
+ * otherwise the staged windows run.  Members decide alike. */
+typedef void (*xchg_direct_fn)(const struct xchg *x, unsigned char *const *in,
+                               unsigned char *const *out);
+
 struct xchg {
     shmesh_ctx *c;
     struct group g;
@@ -153,6 +164,12 @@ struct xchg {
     xchg_pack_fn pack;    /* this device's segment for `to`, bytes [off, off+len) */
     xchg_recv_fn recv;    /* bytes [off, off+len) of what `from` sent this device */
     xchg_reduce_fn reduce;
+    xchg_direct_fn direct; /* NULL: always staged */
+    const void *zin;      /* this member's input and output for `direct` */
+    uint64_t zin_bytes;
+    void *zout;
+    uint64_t zout_bytes;
+    bool zout_shared;     /* `direct` touches other members' outputs too */
     void *op;             /* the operation's own state */
 };
 
@@ -222,5 +239,9 @@ enum red_op { RED_SUM, RED_MAX, RED_MIN, RED_MEAN, RED_ARGMAX, RED_ARGMIN };
 void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *dst,
                 const void *const *src, int nsrc, size_t n, int mean_n);
 void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, size_t n);
+/* reductions.c: the zero-copy reduction: this member reduces its share of the
+ * elements from every member's input and writes it into every member's output. */
+void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
+                   uint64_t count, int mean_n, unsigned char *const *in, unsigned char *const *out);
 
 #endif
