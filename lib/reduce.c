@@ -47,7 +47,14 @@
         }                                                                                      \
     } while (0)
 
-void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, size_t n)
+/* The hot loops get an AVX2 copy, chosen at load time where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
+HOT void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, size_t n)
 {
     switch (dt) {
     case SHMESH_BOOL:
@@ -82,6 +89,54 @@ void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, si
     default:
         break;
     }
+}
+
+/* Element-wise max/min in member order, source after source (the same fold
+ * as element after element).  Floats: the first NaN wins, else the strictly
+ * greater (smaller) value, ties keeping the earlier member's. */
+#define MAXMIN_LOOP(T, FLOAT, GT)                                                              \
+    do {                                                                                       \
+        T *d = dst;                                                                            \
+        const T *s0 = src[0];                                                                  \
+        for (size_t i = 0; i < n; i++)                                                         \
+            d[i] = s0[i];                                                                      \
+        for (int k = 1; k < nsrc; k++) {                                                       \
+            const T *sk = src[k];                                                              \
+            for (size_t i = 0; i < n; i++) {                                                   \
+                T a = d[i], v = sk[i];                                                         \
+                bool take = FLOAT ? (a == a) && (v != v || GT(v, a)) : GT(v, a);               \
+                d[i] = take ? v : a;                                                           \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+#define GREATER(v, a) ((v) > (a))
+#define LESS(v, a) ((v) < (a))
+
+/* Returns false for the dtypes left to the element-wise code below. */
+HOT static bool maxmin_fast(shmesh_dtype dt, bool want_max, void *dst, const void *const *src,
+                            int nsrc, size_t n)
+{
+#define BOTH(T, FLOAT)                                                                         \
+    do {                                                                                       \
+        if (want_max)                                                                          \
+            MAXMIN_LOOP(T, FLOAT, GREATER);                                                    \
+        else                                                                                   \
+            MAXMIN_LOOP(T, FLOAT, LESS);                                                       \
+    } while (0)
+    switch (dt) {
+    case SHMESH_FLOAT32: BOTH(float, true); return true;
+    case SHMESH_FLOAT64: BOTH(double, true); return true;
+    case SHMESH_INT8: BOTH(int8_t, false); return true;
+    case SHMESH_INT16: BOTH(int16_t, false); return true;
+    case SHMESH_INT32: BOTH(int32_t, false); return true;
+    case SHMESH_INT64: BOTH(int64_t, false); return true;
+    case SHMESH_UINT8: BOTH(uint8_t, false); return true;
+    case SHMESH_UINT16: BOTH(uint16_t, false); return true;
+    case SHMESH_UINT32: BOTH(uint32_t, false); return true;
+    case SHMESH_UINT64: BOTH(uint64_t, false); return true;
+    default: return false; /* bool (normalized), float16, bfloat16 */
+    }
+#undef BOTH
 }
 
 /* Element i of a source, widened without loss (floats to double, integers
@@ -264,6 +319,8 @@ void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *d
         return;
     case RED_MAX:
     case RED_MIN:
+        if (maxmin_fast(in_dt, op == RED_MAX, dst, src, nsrc, n))
+            return;
         for (size_t i = 0; i < n; i++) {
             int w = winner(in_dt, src, nsrc, i, op == RED_MAX);
             if (in_dt == SHMESH_BOOL)
