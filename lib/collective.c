@@ -43,7 +43,8 @@ int coll_open(struct coll *k, shmesh_mesh *m, enum call_op op, const char *axes,
     }
     k->d.op = op;
     k->d.mesh = m->id;
-    snprintf(k->d.axes, sizeof k->d.axes, "%s", k->axes.text);
+    memcpy(k->d.axes, k->axes.text, sizeof k->d.axes < sizeof k->axes.text ? sizeof k->d.axes
+                                                                            : sizeof k->axes.text);
     if (!rc && gs)
         groups_text(gs, k->d.groups, sizeof k->d.groups);
     return rc;

@@ -165,7 +165,26 @@ void shmesh_mesh_destroy(shmesh_mesh *m)
     free(m);
 }
 
+static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
+
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a)
+{
+    if (spec && m->last_valid && !strcmp(spec, m->last_spec)) {
+        *a = m->last_axes;
+        return 0;
+    }
+    int rc = parse_axes(m, op, spec, a);
+    /* The cache holds the spec, its axes, and their group in axis_group. */
+    m->last_valid = !rc && strlen(spec) < sizeof m->last_spec;
+    if (m->last_valid) {
+        strcpy(m->last_spec, spec);
+        m->last_axes = *a;
+        m->last_index = mesh_axis_group(m, a, m->axis_group);
+    }
+    return rc;
+}
+
+static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a)
 {
     memset(a, 0, sizeof *a);
     if (!spec)
@@ -209,10 +228,13 @@ int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a)
                 return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
                                 "%s: axis '%s' is named twice in \"%s\"", op, m->names[dim], spec);
         a->dim[a->n++] = dim;
-        tlen += snprintf(a->text + tlen, sizeof a->text - (size_t)tlen, "%s%s",
-                         a->n > 1 ? "," : "", m->names[dim]);
-        if (tlen >= (int)sizeof a->text)
-            tlen = (int)sizeof a->text - 1;
+        size_t nlen = strlen(m->names[dim]);
+        if ((size_t)tlen + nlen + 2 < sizeof a->text) { /* 8 names of 31 may not fit: cut */
+            if (a->n > 1)
+                a->text[tlen++] = ',';
+            memcpy(a->text + tlen, m->names[dim], nlen + 1);
+            tlen += (int)nlen;
+        }
         if (*p == ',')
             p++;
         else
@@ -254,7 +276,13 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
 {
     shmesh_ctx *c = m->ctx;
     int n = a->size;
-    int idx = mesh_axis_group(m, a, m->axis_group);
+    int idx;
+    if (m->last_valid && !memcmp(a, &m->last_axes, sizeof *a)) {
+        idx = m->last_index;
+    } else {
+        idx = mesh_axis_group(m, a, m->axis_group);
+        m->last_valid = false; /* axis_group no longer holds the cached group */
+    }
     *groups_hash = 0;
     if (!gs) {
         *g = (struct group){.n = n, .me = idx, .ranks = m->axis_group};

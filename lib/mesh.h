@@ -4,6 +4,14 @@
 
 #include "internal.h"
 
+/* Named axes, resolved: mesh dimensions in the order given. */
+struct axes {
+    int n;
+    int dim[SHMESH_MAX_MESH_DIMS];
+    int size;      /* product of their sizes: the group size */
+    char text[64]; /* canonical "x,y" */
+};
+
 struct shmesh_mesh {
     shmesh_ctx *ctx;
     int id;
@@ -12,19 +20,17 @@ struct shmesh_mesh {
     int sizes[SHMESH_MAX_MESH_DIMS];
     int coords[SHMESH_MAX_MESH_DIMS]; /* this rank's */
     int *order;      /* mesh position (row-major) -> rank */
+    /* The last axes string resolved, and its group (calls mostly repeat). */
+    char last_spec[64];
+    struct axes last_axes;
+    int last_index;  /* this device's index in axis_group for last_axes */
+    bool last_valid;
     /* Scratch, world entries each. */
     int *axis_group; /* the group over some axes, by axis index */
     int *sub;        /* this device's subgroup, by position */
     int *seen;
 };
 
-/* Named axes, resolved: mesh dimensions in the order given. */
-struct axes {
-    int n;
-    int dim[SHMESH_MAX_MESH_DIMS];
-    int size;      /* product of their sizes: the group size */
-    char text[64]; /* canonical "x,y" */
-};
 
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
