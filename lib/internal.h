@@ -51,6 +51,17 @@ struct call_desc {
 };
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 
+/* This rank's share of the shared heap (heap.c). */
+struct heap_block {
+    uint64_t off, len;
+};
+struct heap {
+    unsigned char *base;
+    uint64_t size;
+    struct heap_block *free, *used; /* sorted by offset */
+    int nfree, nused, cap_free, cap_used;
+};
+
 /* A group: the ranks a collective runs among on this device, by position. */
 struct group {
     int n;
@@ -76,12 +87,14 @@ struct shmesh_ctx {
     const char *op;   /* the public function being run, for messages */
     int poison;       /* 0, or the error every later call returns */
     int next_mesh_id;
+    struct heap heap;
     /* Scratch, world entries each, in one allocation. */
     void *scratch;
     int *all_ranks;   /* 0..world-1 */
     const void **srcs;
     struct seg_slot_hdr **hdrs;
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
+    uint64_t *seen;   /* the latest window seen posted by each rank */
     int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
@@ -110,6 +123,8 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
 /* "shmesh_psum", ...; NULL for an unknown op. */
 const char *call_op_name(enum call_op op);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
+/* What ranks compare to know they make the same call. */
+uint64_t call_hash(const struct call_desc *d);
 
 /* exchange.c: the one data path of every collective.
  *
@@ -184,6 +199,15 @@ void box_write(const struct box *b, void *array, uint64_t first, uint64_t count,
 
 /* barrier.c: one world-wide step with no data (barrier, finalize). */
 int world_step(shmesh_ctx *c, enum call_op op);
+
+/* heap.c */
+int heap_init(shmesh_ctx *c);
+void heap_fini(shmesh_ctx *c);
+/* Where [p, p+len) lies in the segment, when it lies within the heap. */
+bool heap_offset(const shmesh_ctx *c, const void *p, uint64_t len, uint64_t *off);
+/* The heap range a peer named by offset, checked against the heap's bounds;
+ * NULL when it leaves them. */
+void *heap_at(const shmesh_ctx *c, uint64_t off, uint64_t len);
 
 /* dtype.c */
 bool dtype_valid(shmesh_dtype dt);
