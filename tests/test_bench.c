@@ -2,8 +2,9 @@
  * size range — every op with every dtype it accepts, 2 and 3 ranks, 8 B to
  * 64 KiB; the same with 4 KiB slots so data spans many staging windows; the
  * CSV's sizes, counts and bandwidths follow nccl-tests' conventions; argument
- * errors exit 2 naming the option, once; --heap (skipped while libshmesh
- * has no shared heap).  Every run leaves no segment behind. */
+ * errors exit 2 naming the option, once; --heap buffers checked the same
+ * way, and a heap too small for them refused with the library's reason.
+ * Every run leaves no segment behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,15 +144,16 @@ static void run_bench(struct run *r, char *const env[], int ranks, const char *c
 /* One checked run of op/dtype from 8 B to 64 KiB (factor 4): every row has
  * the expected size, no wrong element, a positive time and consistent
  * bandwidths. */
-static void checked_run(char *const env[], int ranks, const char *op, const char *dtype)
+static void checked_run(char *const env[], int ranks, const char *op, const char *dtype,
+                        bool heap)
 {
     const char *args[] = {"-o", op, "-d", dtype, "-b", "8", "-e", "64K", "-f", "4", "-w", "1",
-                          "-n", "3", "-c", "1", "--csv", NULL};
+                          "-n", "3", "-c", "1", "--csv", heap ? "--heap" : NULL, NULL};
     struct run r;
     run_bench(&r, env, ranks, args);
     if (r.code != 0)
-        fail_msg("%d ranks, %s %s%s: exit %d\nstdout:\n%s\nstderr:\n%s", ranks, op, dtype,
-                 env ? " (4 KiB slots)" : "", r.code, r.out, r.err);
+        fail_msg("%d ranks, %s %s%s%s: exit %d\nstdout:\n%s\nstderr:\n%s", ranks, op, dtype,
+                 env ? " (4 KiB slots)" : "", heap ? " (--heap)" : "", r.code, r.out, r.err);
     struct row rows[16];
     int n = parse_csv(&r, rows, 16);
     static const size_t sizes[] = {8, 32, 128, 512, 2048, 8192, 32768, 65536};
@@ -171,10 +173,10 @@ static void checked_run(char *const env[], int ranks, const char *op, const char
             w->algbw < algbw - tol || w->algbw > algbw + tol ||
             w->busbw < w->algbw * bus_factor(op, ranks) - 0.002 ||
             w->busbw > w->algbw * bus_factor(op, ranks) + 0.002)
-            fail_msg("%d ranks, %s %s%s, row %d: expected %zu bytes, %zu elements, 0 wrong, a "
+            fail_msg("%d ranks, %s %s%s%s, row %d: expected %zu bytes, %zu elements, 0 wrong, a "
                      "positive time, algbw %.3f, busbw x%.3f\n%s",
-                     ranks, op, dtype, env ? " (4 KiB slots)" : "", i, bytes, count, algbw,
-                     bus_factor(op, ranks), r.out);
+                     ranks, op, dtype, env ? " (4 KiB slots)" : "", heap ? " (--heap)" : "", i,
+                     bytes, count, algbw, bus_factor(op, ranks), r.out);
     }
     assert_clean(&r);
     run_free(&r);
@@ -190,7 +192,7 @@ static void every_op_every_dtype(void **state)
                 if ((!strcmp(ops[o], "barrier") && d != SHMESH_FLOAT32) ||
                     (d == SHMESH_BOOL && refuses_bool(ops[o])))
                     continue;
-                checked_run(NULL, ranks, ops[o], shmesh_dtype_name((shmesh_dtype)d));
+                checked_run(NULL, ranks, ops[o], shmesh_dtype_name((shmesh_dtype)d), false);
             }
 }
 
@@ -204,7 +206,7 @@ static void many_windows(void **state)
         for (size_t o = 0; o < NOPS; o++)
             for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
                 if (ranks == 3 || d == 0)
-                    checked_run(env, ranks, ops[o], dtypes[d]);
+                    checked_run(env, ranks, ops[o], dtypes[d], false);
 }
 
 /* The human table: '#' header lines, one row per size; -c 0 says N/A. */
@@ -259,35 +261,29 @@ static void argument_errors(void **state)
     }
 }
 
-/* --heap: the buffers come from shmesh_alloc. */
+/* --heap: buffers from shmesh_alloc, every op checked as above. */
 static void heap_buffers(void **state)
 {
     (void)state;
-    static const char *heap_ops[] = {"psum", "all_gather", "all_to_all", "ragged_all_to_all",
-                                     "ppermute"};
-    for (size_t o = 0; o < sizeof heap_ops / sizeof *heap_ops; o++) {
-        const char *args[] = {"-o", heap_ops[o], "-b", "8", "-e", "64K", "-f", "4", "-w", "1",
-                              "-n", "3", "-c", "1", "--csv", "--heap", NULL};
-        struct run r;
-        run_bench(&r, NULL, 3, args);
-        if (r.code != 0 && strstr(r.err, "does not provide shmesh_alloc")) {
-            print_message("--heap: this libshmesh has no shared heap yet; skipped\n%s", r.err);
-            assert_clean(&r);
-            run_free(&r);
-            skip();
-        }
-        if (r.code != 0)
-            fail_msg("--heap %s: exit %d\nstdout:\n%s\nstderr:\n%s", heap_ops[o], r.code, r.out,
-                     r.err);
-        struct row rows[16];
-        int n = parse_csv(&r, rows, 16);
-        assert_int_equal(n, 8);
-        for (int i = 0; i < n; i++)
-            if (strcmp(rows[i].wrong, "0") || !(rows[i].us > 0))
-                fail_msg("--heap %s: row %d\n%s", heap_ops[o], i, r.out);
-        assert_clean(&r);
-        run_free(&r);
-    }
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (size_t o = 0; o < NOPS; o++)
+            checked_run(NULL, ranks, ops[o], ranks == 2 ? "float32" : "int16", true);
+}
+
+/* A heap share too small for the buffers: exit 1 with the library's
+ * explanation, from every rank. */
+static void heap_too_small(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "psum", "-b", "64M", "-e", "64M", "--heap", NULL};
+    struct run r;
+    run_bench(&r, NULL, 2, args);
+    if (r.code != 1 ||
+        count_lines(r.err, "--heap: shmesh_alloc(67108864 bytes) failed: ", "--shm-size") != 2)
+        fail_msg("exit %d, expected 1 and the reason from both ranks\nstderr:\n%s", r.code,
+                 r.err);
+    assert_clean(&r);
+    run_free(&r);
 }
 
 int main(void)
@@ -298,6 +294,7 @@ int main(void)
         cmocka_unit_test(human_table_and_unchecked),
         cmocka_unit_test(argument_errors),
         cmocka_unit_test(heap_buffers),
+        cmocka_unit_test(heap_too_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

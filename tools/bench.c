@@ -21,12 +21,6 @@
 #include "bench.h"
 #include "shmesh.h"
 
-/* The shared heap is declared in shmesh.h; a weak reference lets the bench
- * link against a libshmesh that does not provide it yet, and --heap then
- * says so instead of the bench failing to start. */
-#pragma weak shmesh_alloc
-#pragma weak shmesh_free
-
 struct opts {
     enum bench_op op;
     size_t min_bytes, max_bytes;
@@ -78,7 +72,8 @@ static void usage(FILE *f)
             "  -n N       timed iterations per size, >= 1 (default 200)\n"
             "  -c 0|1     check results (default 1)\n"
             "  --csv      comma-separated output\n"
-            "  --heap     buffers from the shared heap (shmesh_alloc) instead of malloc\n"
+            "  --heap     buffers from the shared heap (shmesh_alloc) instead of malloc;\n"
+            "             each rank needs 2 x -e of it (shmesh-run --shm-size)\n"
             "  -h         this help\n"
             "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
             "every op runs over one mesh axis \"i\" spanning all ranks.\n");
@@ -211,18 +206,9 @@ static void *buffer(const struct opts *o, size_t bytes)
 {
     void *p = NULL;
     if (o->heap) {
-        if (!shmesh_alloc) {
-            fprintf(stderr,
-                    "shmesh-bench: rank %d: --heap: shared heap unavailable: this libshmesh "
-                    "does not provide shmesh_alloc\n",
-                    rank);
-            exit(1);
-        }
         p = shmesh_alloc(ctx, bytes);
         if (!p) {
-            fprintf(stderr,
-                    "shmesh-bench: rank %d: --heap: shared heap unavailable: "
-                    "shmesh_alloc(%zu bytes) returned NULL: %s\n",
+            fprintf(stderr, "shmesh-bench: rank %d: --heap: shmesh_alloc(%zu bytes) failed: %s\n",
                     rank, bytes, shmesh_last_error(ctx));
             exit(1);
         }
