@@ -1,31 +1,33 @@
 /* shmesh-bench: collective latency and bandwidth, printed the way
  * nccl-tests prints them.  Run it under the launcher:
  *
- *   shmesh-run -n 2 -- build/tools/shmesh-bench -o world_sum -b 8 -e 1M -f 2
+ *   shmesh-run -n 2 -- build/tools/shmesh-bench -o psum -b 8 -e 64M -f 2
  *
  * Each size runs -w warm-up then -n timed iterations; time_us is the mean per
- * iteration, the largest over ranks.  algbw = bytes / time; busbw applies the
- * usual factor (allreduce 2(n-1)/n).  -c fills inputs so the sum can be
- * checked exactly and counts wrong elements across ranks. */
+ * iteration, the largest over ranks.  algbw = bytes / time; busbw applies
+ * nccl-tests' factor for the op.  -c fills inputs so every result can be
+ * checked exactly (outside the timed loop) and counts wrong elements across
+ * ranks.  docs/shmesh-bench.md describes sizes, columns and options. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "shmesh.h"
 
-enum op { OP_BARRIER, OP_WORLD_SUM };
-
 struct opts {
-    enum op op;
+    enum bench_op op;
     size_t min_bytes, max_bytes;
     double factor;
     shmesh_dtype dtype;
     int warmup, iters;
-    bool check, csv;
+    bool check, csv, heap;
 };
 
 static shmesh_ctx *ctx;
@@ -45,156 +47,267 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static size_t parse_size(const char *s)
+/* Before shmesh_init: the launcher's rank, so that an argument error is
+ * printed once, by rank 0, rather than by every rank. */
+static bool first_rank(void)
 {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case '\0': break;
-    default: fprintf(stderr, "shmesh-bench: bad size '%s'\n", s); exit(2);
+    const char *r = getenv("SHMESH_RANK");
+    return !r || !*r || !strcmp(r, "0");
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: shmesh-run -n N -- shmesh-bench [options]\n"
+            "  -o OP      psum | pmax | pmin | all_gather | psum_scatter | all_to_all |\n"
+            "             ragged_all_to_all | ppermute | pbroadcast | barrier | world_sum\n"
+            "             (default world_sum)\n"
+            "  -b BYTES   smallest size (default 8; K, M, G suffixes)\n"
+            "  -e BYTES   largest size (default 1M)\n"
+            "  -f FACTOR  size multiplier between steps, > 1 (default 2)\n"
+            "  -d DTYPE   bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,\n"
+            "             float16, bfloat16, float32, float64 (default float32; bool is\n"
+            "             refused by world_sum and psum_scatter)\n"
+            "  -w N       warm-up iterations per size, >= 0 (default 20)\n"
+            "  -n N       timed iterations per size, >= 1 (default 200)\n"
+            "  -c 0|1     check results (default 1)\n"
+            "  --csv      comma-separated output\n"
+            "  --heap     buffers from the shared heap (shmesh_alloc) instead of malloc;\n"
+            "             each rank needs 2 x -e of it (shmesh-run --shm-size)\n"
+            "  -h         this help\n"
+            "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
+            "every op runs over one mesh axis \"i\" spanning all ranks.\n");
+}
+
+static void SHMESH_NORETURN bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bad_arg(const char *fmt, ...)
+{
+    if (first_rank()) { /* one write, not interleaved with the launcher's lines */
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "shmesh-bench: %s\n", msg);
     }
+    exit(2);
+}
+
+static size_t parse_size(char opt, const char *s)
+{
+    char *end, o[3] = {'-', opt, '\0'};
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1;
+    switch (*end) {
+    case 'K': case 'k': mul = 1024.0; end++; break;
+    case 'M': case 'm': mul = 1024.0 * 1024; end++; break;
+    case 'G': case 'g': mul = 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    v *= mul;
+    if (end == s || *end || errno || !(v >= 0) || v > 1e18)
+        bad_arg("%s expects a size in bytes with an optional K, M or G suffix (8, 64K, 1M), "
+                "got '%s'",
+                o, s);
     return (size_t)v;
 }
 
-static void usage(void)
+static int parse_int(char opt, const char *s, int min)
 {
-    printf("Usage: shmesh-run -n N -- shmesh-bench [options]\n"
-           "  -o OP      barrier | world_sum (default world_sum)\n"
-           "  -b BYTES   smallest message (default 8; K, M, G suffixes)\n"
-           "  -e BYTES   largest message (default 1M)\n"
-           "  -f FACTOR  size multiplier between steps (default 2)\n"
-           "  -d DTYPE   float32 (default), float64, int32, int64, ...\n"
-           "  -w N       warm-up iterations per size (default 20)\n"
-           "  -n N       timed iterations per size (default 200)\n"
-           "  -c 0|1     check results (default 1)\n"
-           "  --csv      comma-separated output\n");
+    char *end, o[3] = {'-', opt, '\0'};
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < min || v > 1000000000L)
+        bad_arg(min ? "%s expects a whole number >= 1, got '%s'"
+                    : "%s expects a whole number >= 0, got '%s'",
+                o, s);
+    return (int)v;
 }
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){OP_WORLD_SUM, 8, 1 << 20, 2.0, SHMESH_FLOAT32, 20, 200, true, false};
+    *o = (struct opts){OP_WORLD_SUM, 8, 1 << 20, 2.0, SHMESH_FLOAT32, 20, 200, true, false, false};
     static const struct option longs[] = {{"csv", no_argument, NULL, 'C'},
+                                          {"heap", no_argument, NULL, 'H'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
+    const char *dtype_arg = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "o:b:e:f:d:w:n:c:h", longs, NULL)) != -1) {
+    opterr = 0; /* our own messages, printed by rank 0 only */
+    while ((c = getopt_long(argc, argv, ":o:b:e:f:d:w:n:c:h", longs, NULL)) != -1) {
         switch (c) {
         case 'o':
-            if (!strcmp(optarg, "barrier"))
-                o->op = OP_BARRIER;
-            else if (!strcmp(optarg, "world_sum") || !strcmp(optarg, "psum"))
-                o->op = OP_WORLD_SUM;
-            else {
-                fprintf(stderr, "shmesh-bench: -o expects barrier or world_sum, got '%s'\n",
+            o->op = bench_op_parse(optarg);
+            if (o->op == OP_COUNT)
+                bad_arg("-o expects psum, pmax, pmin, all_gather, psum_scatter, all_to_all, "
+                        "ragged_all_to_all, ppermute, pbroadcast, barrier or world_sum, got "
+                        "'%s'",
                         optarg);
-                exit(2);
-            }
             break;
-        case 'b': o->min_bytes = parse_size(optarg); break;
-        case 'e': o->max_bytes = parse_size(optarg); break;
-        case 'f': o->factor = atof(optarg); break;
+        case 'b': o->min_bytes = parse_size('b', optarg); break;
+        case 'e': o->max_bytes = parse_size('e', optarg); break;
+        case 'f': {
+            char *end;
+            errno = 0;
+            o->factor = strtod(optarg, &end);
+            if (end == optarg || *end || errno || !(o->factor > 1.0) || o->factor > 1e6)
+                bad_arg("-f expects a factor greater than 1 (2, 4, 1.5), got '%s'", optarg);
+            break;
+        }
         case 'd': {
             int d;
             for (d = 0; d < SHMESH_DTYPE_COUNT; d++)
                 if (!strcmp(shmesh_dtype_name((shmesh_dtype)d), optarg))
                     break;
-            if (d == SHMESH_DTYPE_COUNT || d == SHMESH_BOOL) {
-                fprintf(stderr, "shmesh-bench: -d expects a summable dtype, got '%s'\n", optarg);
-                exit(2);
-            }
+            if (d == SHMESH_DTYPE_COUNT)
+                bad_arg("-d expects bool, int8, int16, int32, int64, uint8, uint16, uint32, "
+                        "uint64, float16, bfloat16, float32 or float64, got '%s'",
+                        optarg);
             o->dtype = (shmesh_dtype)d;
+            dtype_arg = optarg;
             break;
         }
-        case 'w': o->warmup = atoi(optarg); break;
-        case 'n': o->iters = atoi(optarg); break;
-        case 'c': o->check = atoi(optarg) != 0; break;
+        case 'w': o->warmup = parse_int('w', optarg, 0); break;
+        case 'n': o->iters = parse_int('n', optarg, 1); break;
+        case 'c':
+            if (strcmp(optarg, "0") && strcmp(optarg, "1"))
+                bad_arg("-c expects 0 or 1, got '%s'", optarg);
+            o->check = optarg[0] == '1';
+            break;
         case 'C': o->csv = true; break;
-        case 'h': usage(); exit(0);
-        default: usage(); exit(2);
+        case 'H': o->heap = true; break;
+        case 'h':
+            if (first_rank())
+                usage(stdout);
+            exit(0);
+        case ':': {
+            char opt[3] = {'-', (char)optopt, '\0'};
+            bad_arg("option %s needs a value (-h lists the options)", opt);
+        }
+        default: {
+            char opt[3] = {'-', (char)optopt, '\0'};
+            bad_arg("unknown option '%s' (-h lists the options)",
+                    optopt ? opt : argv[optind - 1]);
+        }
         }
     }
-    if (o->factor <= 1.0)
-        o->factor = 2.0;
-    if (o->iters < 1)
-        o->iters = 1;
+    if (optind < argc)
+        bad_arg("unexpected argument '%s' (-h lists the options)", argv[optind]);
+    if (!bench_op_takes(o->op, o->dtype))
+        bad_arg("-d %s is refused by %s: use a numeric dtype (int32, float32, ...)",
+                dtype_arg ? dtype_arg : shmesh_dtype_name(o->dtype), bench_op_name(o->op));
     if (o->max_bytes < o->min_bytes)
-        o->max_bytes = o->min_bytes;
+        bad_arg("-e (%zu bytes) must be at least -b (%zu bytes)", o->max_bytes, o->min_bytes);
 }
 
-/* Small integers: every dtype sums them exactly whatever the rank count. */
-static void fill(void *buf, size_t count, shmesh_dtype dt, int r)
+/* Buffers of `bytes`, every page touched: from the shared heap or malloc. */
+static void *buffer(const struct opts *o, size_t bytes)
 {
-    for (size_t i = 0; i < count; i++) {
-        int v = (int)((r + 1 + i) % 7);
-        switch (dt) {
-        case SHMESH_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case SHMESH_FLOAT64: ((double *)buf)[i] = v; break;
-        case SHMESH_INT8: case SHMESH_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-        case SHMESH_INT16: case SHMESH_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
-        case SHMESH_INT32: case SHMESH_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-        case SHMESH_INT64: case SHMESH_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-        /* Half types get 0 or 1, whose sums stay exact and easy to decode. */
-        case SHMESH_FLOAT16: ((uint16_t *)buf)[i] = v ? 0x3c00 : 0; break;
-        case SHMESH_BFLOAT16: ((uint16_t *)buf)[i] = v ? 0x3f80 : 0; break;
-        default: break;
+    void *p = NULL;
+    if (o->heap) {
+        p = shmesh_alloc(ctx, bytes);
+        if (!p) {
+            fprintf(stderr, "shmesh-bench: rank %d: --heap: shmesh_alloc(%zu bytes) failed: %s\n",
+                    rank, bytes, shmesh_last_error(ctx));
+            exit(1);
         }
+    } else if (posix_memalign(&p, 64, bytes)) {
+        fprintf(stderr, "shmesh-bench: rank %d: out of memory for a buffer of %zu bytes\n", rank,
+                bytes);
+        exit(1);
     }
+    memset(p, 0, bytes);
+    return p;
 }
 
-static double expected(size_t i, shmesh_dtype dt)
+static void release(const struct opts *o, void *p)
 {
-    double s = 0;
-    for (int r = 0; r < world; r++) {
-        int v = (int)((r + 1 + i) % 7);
-        s += (dt == SHMESH_FLOAT16 || dt == SHMESH_BFLOAT16) ? (v != 0) : v;
-    }
-    return s;
+    if (o->heap && p)
+        shmesh_free(ctx, p);
+    else
+        free(p);
 }
 
-static double value(const void *buf, size_t i, shmesh_dtype dt)
+/* The largest time and the total wrong count over ranks, through one world
+ * sum (rank r's time in slot r, its wrong count in the last slot). */
+static void reduce_stats(double *us, double *wrong)
 {
-    switch (dt) {
-    case SHMESH_FLOAT32: return ((const float *)buf)[i];
-    case SHMESH_FLOAT64: return ((const double *)buf)[i];
-    case SHMESH_INT8: return ((const int8_t *)buf)[i];
-    case SHMESH_UINT8: return ((const uint8_t *)buf)[i];
-    case SHMESH_INT16: return ((const int16_t *)buf)[i];
-    case SHMESH_UINT16: return ((const uint16_t *)buf)[i];
-    case SHMESH_INT32: return ((const int32_t *)buf)[i];
-    case SHMESH_UINT32: return ((const uint32_t *)buf)[i];
-    case SHMESH_INT64: return (double)((const int64_t *)buf)[i];
-    case SHMESH_UINT64: return (double)((const uint64_t *)buf)[i];
-    case SHMESH_FLOAT16: {
-        uint16_t h = ((const uint16_t *)buf)[i]; /* small integers: exact */
-        int e = (h >> 10) & 0x1f;
-        return h ? (double)(1024 + (h & 0x3ff)) * (double)(1 << e) / (double)(1 << 25) : 0.0;
+    double *all = calloc((size_t)world + 1, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
+        exit(1);
     }
-    case SHMESH_BFLOAT16: {
-        uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: return 0;
-    }
-}
-
-/* The largest of every rank's value, through a world sum of one slot each. */
-static double max_over_ranks(double v)
-{
-    double *all = calloc((size_t)world, sizeof *all);
-    all[rank] = v;
-    int rc = shmesh_world_sum(ctx, all, (size_t)world, SHMESH_FLOAT64);
+    all[rank] = *us;
+    all[world] = *wrong;
+    int rc = shmesh_world_sum(ctx, all, (size_t)world + 1, SHMESH_FLOAT64);
     if (rc)
-        die("shmesh_world_sum", rc);
-    double m = all[0];
+        die("shmesh_world_sum (statistics)", rc);
+    *us = all[0];
     for (int r = 1; r < world; r++)
-        m = all[r] > m ? all[r] : m;
+        *us = all[r] > *us ? all[r] : *us;
+    *wrong = all[world];
     free(all);
-    return m;
+}
+
+static void print_header(const struct opts *o)
+{
+    if (o->csv) {
+        printf("op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n");
+    } else {
+        printf("# shmesh-bench: %s, %d ranks, %s notifier, warm-up %d, iterations %d%s%s\n",
+               bench_op_name(o->op), world, shmesh_notifier(ctx), o->warmup, o->iters,
+               o->check ? ", checked" : ", not checked", o->heap ? ", shared-heap buffers" : "");
+        printf("# %12s %12s %9s %10s %10s %10s %7s\n", "size", "count", "type", "time_us",
+               "algbw_GBs", "busbw_GBs", "#wrong");
+    }
+    fflush(stdout);
+}
+
+static void print_row(const struct opts *o, const struct bench *b, double us, double wrong)
+{
+    double algbw = us > 0 ? (double)b->bytes / us / 1e3 : 0;
+    double busbw = algbw * bench_bus_factor(o->op, world);
+    const char *type = o->op == OP_BARRIER ? "none" : shmesh_dtype_name(o->dtype);
+    char w[32];
+    if (o->check)
+        snprintf(w, sizeof w, "%.0f", wrong);
+    else
+        snprintf(w, sizeof w, "N/A");
+    if (o->csv)
+        printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s\n", bench_op_name(o->op), world,
+               shmesh_notifier(ctx), b->bytes, b->count, type, us, algbw, busbw, w);
+    else
+        printf("  %12zu %12zu %9s %10.2f %10.3f %10.3f %7s\n", b->bytes, b->count, type, us,
+               algbw, busbw, w);
+    fflush(stdout);
+}
+
+/* Warm-up, the check, then the timed iterations at the size b holds. */
+static void run_size(const struct opts *o, struct bench *b)
+{
+    const char *name = bench_op_name(o->op);
+    int rc;
+    for (int it = 0; it < o->warmup; it++)
+        if ((rc = bench_run(b)))
+            die(name, rc);
+    double wrong = 0;
+    if (o->check && o->op != OP_BARRIER) {
+        bench_fill(b);
+        if ((rc = bench_run(b)))
+            die(name, rc);
+        wrong = (double)bench_count_wrong(b);
+    }
+    if ((rc = shmesh_barrier(ctx)))
+        die("shmesh_barrier", rc);
+    double t0 = now_us();
+    for (int it = 0; it < o->iters; it++)
+        if ((rc = bench_run(b)))
+            die(name, rc);
+    double us = (now_us() - t0) / o->iters;
+    reduce_stats(&us, &wrong);
+    if (rank == 0)
+        print_row(o, b, us, wrong);
 }
 
 int main(int argc, char **argv)
@@ -208,67 +321,49 @@ int main(int argc, char **argv)
     }
     rank = shmesh_rank(ctx);
     world = shmesh_world_size(ctx);
-    size_t esz = shmesh_dtype_size(o.dtype);
-    const char *opname = o.op == OP_BARRIER ? "barrier" : "world_sum";
-    double busfactor = o.op == OP_WORLD_SUM && world > 1 ? 2.0 * (world - 1) / world : 0;
 
-    if (rank == 0) {
-        if (o.csv)
-            printf("op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n");
-        else {
-            printf("# shmesh-bench: %s, %d ranks, %s notifier, warm-up %d, iterations %d%s\n",
-                   opname, world, shmesh_notifier(ctx), o.warmup, o.iters,
-                   o.check ? ", checked" : "");
-            printf("# %12s %12s %9s %10s %10s %10s %7s\n", "size", "count", "type", "time_us",
-                   "algbw_GBs", "busbw_GBs", "#wrong");
-        }
-        fflush(stdout);
+    const char *names[] = {"i"};
+    int sizes[] = {world};
+    shmesh_mesh *mesh;
+    if ((rc = shmesh_mesh_create(ctx, 1, names, sizes, NULL, &mesh)))
+        die("shmesh_mesh_create", rc);
+
+    struct bench b = {.op = o.op, .ctx = ctx, .mesh = mesh, .rank = rank, .n = world,
+                      .dtype = o.dtype};
+    if (o.op != OP_BARRIER) {
+        b.cap = o.max_bytes ? o.max_bytes : 1;
+        b.in = buffer(&o, b.cap);
+        if (o.op != OP_WORLD_SUM)
+            b.out = buffer(&o, b.cap);
+    }
+    if (bench_setup(&b)) {
+        fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
+        return 1;
     }
 
-    size_t min = o.op == OP_BARRIER ? 0 : o.min_bytes, max = o.op == OP_BARRIER ? 0 : o.max_bytes;
-    void *buf = malloc(max + esz);
-    for (size_t bytes = min;;) {
-        size_t count = bytes / esz;
-        double wrong = 0;
-        for (int it = 0; it < o.warmup; it++)
-            if ((rc = o.op == OP_BARRIER ? shmesh_barrier(ctx)
-                                         : shmesh_world_sum(ctx, buf, count, o.dtype)))
-                die(opname, rc);
-        if (o.check && o.op == OP_WORLD_SUM) {
-            fill(buf, count, o.dtype, rank);
-            if ((rc = shmesh_world_sum(ctx, buf, count, o.dtype)))
-                die(opname, rc);
-            for (size_t i = 0; i < count; i++)
-                wrong += value(buf, i, o.dtype) != expected(i, o.dtype);
+    if (rank == 0)
+        print_header(&o);
+    if (o.op == OP_BARRIER) { /* one row: it moves no data */
+        bench_size(&b, 0);
+        run_size(&o, &b);
+    } else {
+        for (size_t bytes = o.min_bytes;;) {
+            bench_size(&b, bytes);
+            run_size(&o, &b);
+            if (bytes >= o.max_bytes)
+                break;
+            double next = (double)(bytes ? bytes : 1) * o.factor;
+            if (next > (double)o.max_bytes)
+                bytes = o.max_bytes;
+            else /* at least one byte more, whatever the factor */
+                bytes = (size_t)next > bytes ? (size_t)next : bytes + 1;
         }
-        if ((rc = shmesh_barrier(ctx)))
-            die("shmesh_barrier", rc);
-        double t0 = now_us();
-        for (int it = 0; it < o.iters; it++)
-            if ((rc = o.op == OP_BARRIER ? shmesh_barrier(ctx)
-                                         : shmesh_world_sum(ctx, buf, count, o.dtype)))
-                die(opname, rc);
-        double us = max_over_ranks((now_us() - t0) / o.iters);
-        double total_wrong = wrong; /* over all ranks */
-        if ((rc = shmesh_world_sum(ctx, &total_wrong, 1, SHMESH_FLOAT64)))
-            die("shmesh_world_sum", rc);
-        if (rank == 0) {
-            double algbw = us > 0 ? (double)(count * esz) / us / 1e3 : 0;
-            if (o.csv)
-                printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%.0f\n", opname, world,
-                       shmesh_notifier(ctx), count * esz, count, shmesh_dtype_name(o.dtype), us,
-                       algbw, algbw * busfactor, total_wrong);
-            else
-                printf("  %12zu %12zu %9s %10.2f %10.3f %10.3f %7.0f\n", count * esz, count,
-                       shmesh_dtype_name(o.dtype), us, algbw, algbw * busfactor, total_wrong);
-            fflush(stdout);
-        }
-        if (bytes >= max)
-            break;
-        size_t next = (size_t)((double)(bytes ? bytes : 1) * o.factor);
-        bytes = next > max ? max : next;
     }
-    free(buf);
+
+    bench_teardown(&b);
+    release(&o, b.in);
+    release(&o, b.out);
+    shmesh_mesh_destroy(mesh);
     rc = shmesh_finalize(ctx);
     if (rc) {
         fprintf(stderr, "shmesh-bench: shmesh_finalize: %s\n", shmesh_last_error(NULL));

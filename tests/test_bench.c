@@ -1,0 +1,300 @@
+/* Description: shmesh-bench -c checks every op at every size in CI at a small
+ * size range — every op with every dtype it accepts, 2 and 3 ranks, 8 B to
+ * 64 KiB; the same with 4 KiB slots so data spans many staging windows; the
+ * CSV's sizes, counts and bandwidths follow nccl-tests' conventions; argument
+ * errors exit 2 naming the option, once; --heap buffers checked the same
+ * way, and a heap too small for them refused with the library's reason.
+ * Every run leaves no segment behind. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "shmesh.h"
+
+static const char *ops[] = {"barrier",    "world_sum",         "psum",     "pmax",
+                            "pmin",       "all_gather",        "psum_scatter",
+                            "all_to_all", "ragged_all_to_all", "ppermute", "pbroadcast"};
+#define NOPS (sizeof ops / sizeof *ops)
+
+static const char *bench_path(void)
+{
+    const char *p = getenv("SHMESH_BENCH");
+    if (!p) {
+        fprintf(stderr, "SHMESH_BENCH is not set (run the tests through meson test)\n");
+        exit(1);
+    }
+    return p;
+}
+
+static shmesh_dtype dtype_of(const char *name)
+{
+    for (int d = 0; d < SHMESH_DTYPE_COUNT; d++)
+        if (!strcmp(shmesh_dtype_name((shmesh_dtype)d), name))
+            return (shmesh_dtype)d;
+    fail_msg("unknown dtype %s", name);
+    return SHMESH_DTYPE_COUNT;
+}
+
+static bool refuses_bool(const char *op)
+{
+    return !strcmp(op, "world_sum") || !strcmp(op, "psum_scatter");
+}
+
+static bool splits(const char *op)
+{
+    return !strcmp(op, "all_gather") || !strcmp(op, "psum_scatter") ||
+           !strcmp(op, "all_to_all") || !strcmp(op, "ragged_all_to_all");
+}
+
+/* nccl-tests' busbw factors. */
+static double bus_factor(const char *op, int n)
+{
+    if (!strcmp(op, "barrier"))
+        return 0;
+    if (!strcmp(op, "world_sum") || !strcmp(op, "psum") || !strcmp(op, "pmax") ||
+        !strcmp(op, "pmin"))
+        return 2.0 * (n - 1) / n;
+    if (splits(op))
+        return (double)(n - 1) / n;
+    return 1.0;
+}
+
+/* The reported (bytes, count) for a requested size: the larger buffer per
+ * rank, rounded down to element size x n where the op splits it. */
+static void expected_size(const char *op, shmesh_dtype dt, int n, size_t req, size_t *bytes,
+                          size_t *count)
+{
+    size_t esz = shmesh_dtype_size(dt);
+    if (!strcmp(op, "barrier")) {
+        *bytes = *count = 0;
+    } else if (splits(op)) {
+        *count = req / (esz * (size_t)n) * (size_t)n;
+        *bytes = *count * esz;
+    } else {
+        if (!strcmp(op, "psum") && dt == SHMESH_BOOL)
+            esz = 4; /* the int32 output is the larger buffer */
+        *count = req / esz;
+        *bytes = *count * esz;
+    }
+}
+
+struct row {
+    char op[32], notifier[16], dtype[16], wrong[16];
+    int ranks;
+    size_t bytes, count;
+    double us, algbw, busbw;
+};
+
+/* The CSV rows of a run's stdout; fails on a malformed header or line. */
+static int parse_csv(const struct run *r, struct row *rows, int max)
+{
+    const char *header = "op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n";
+    if (strncmp(r->out, header, strlen(header)))
+        fail_msg("no CSV header\nstdout:\n%s\nstderr:\n%s", r->out, r->err);
+    int n = 0;
+    for (const char *line = r->out + strlen(header); *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end)
+            fail_msg("unterminated line '%s'", line);
+        if (n == max)
+            fail_msg("more than %d rows\n%s", max, r->out);
+        struct row *w = &rows[n++];
+        int used = 0;
+        if (sscanf(line, "%31[^,],%d,%15[^,],%zu,%zu,%15[^,],%lf,%lf,%lf,%15[^\n]%n", w->op,
+                   &w->ranks, w->notifier, &w->bytes, &w->count, w->dtype, &w->us, &w->algbw,
+                   &w->busbw, w->wrong, &used) != 10 ||
+            line + used != end)
+            fail_msg("malformed CSV line '%.*s'", (int)(end - line), line);
+        line = end + 1;
+    }
+    return n;
+}
+
+static void assert_clean(const struct run *r)
+{
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
+}
+
+static void run_bench(struct run *r, char *const env[], int ranks, const char *const *args)
+{
+    char *argv[40], nps[8];
+    int n = 0;
+    snprintf(nps, sizeof nps, "%d", ranks);
+    argv[n++] = (char *)launcher_path();
+    argv[n++] = "-v";
+    argv[n++] = "-n";
+    argv[n++] = nps;
+    argv[n++] = "--";
+    argv[n++] = (char *)bench_path();
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    run_cmd(argv, env, 60, r);
+    assert_false(r->timed_out);
+}
+
+/* One checked run of op/dtype from 8 B to 64 KiB (factor 4): every row has
+ * the expected size, no wrong element, a positive time and consistent
+ * bandwidths. */
+static void checked_run(char *const env[], int ranks, const char *op, const char *dtype,
+                        bool heap)
+{
+    const char *args[] = {"-o", op, "-d", dtype, "-b", "8", "-e", "64K", "-f", "4", "-w", "1",
+                          "-n", "3", "-c", "1", "--csv", heap ? "--heap" : NULL, NULL};
+    struct run r;
+    run_bench(&r, env, ranks, args);
+    if (r.code != 0)
+        fail_msg("%d ranks, %s %s%s%s: exit %d\nstdout:\n%s\nstderr:\n%s", ranks, op, dtype,
+                 env ? " (4 KiB slots)" : "", heap ? " (--heap)" : "", r.code, r.out, r.err);
+    struct row rows[16];
+    int n = parse_csv(&r, rows, 16);
+    static const size_t sizes[] = {8, 32, 128, 512, 2048, 8192, 32768, 65536};
+    bool barrier = !strcmp(op, "barrier");
+    int want = barrier ? 1 : (int)(sizeof sizes / sizeof *sizes);
+    if (n != want)
+        fail_msg("%d ranks, %s %s: %d rows, expected %d\n%s", ranks, op, dtype, n, want, r.out);
+    shmesh_dtype dt = dtype_of(dtype);
+    for (int i = 0; i < n; i++) {
+        const struct row *w = &rows[i];
+        size_t bytes, count;
+        expected_size(op, dt, ranks, barrier ? 0 : sizes[i], &bytes, &count);
+        double algbw = w->us > 0 ? (double)w->bytes / w->us / 1e3 : 0;
+        double tol = 0.002 + 0.01 * algbw;
+        if (strcmp(w->op, op) || w->ranks != ranks || strcmp(w->dtype, barrier ? "none" : dtype) ||
+            w->bytes != bytes || w->count != count || strcmp(w->wrong, "0") || !(w->us > 0) ||
+            w->algbw < algbw - tol || w->algbw > algbw + tol ||
+            w->busbw < w->algbw * bus_factor(op, ranks) - 0.002 ||
+            w->busbw > w->algbw * bus_factor(op, ranks) + 0.002)
+            fail_msg("%d ranks, %s %s%s%s, row %d: expected %zu bytes, %zu elements, 0 wrong, a "
+                     "positive time, algbw %.3f, busbw x%.3f\n%s",
+                     ranks, op, dtype, env ? " (4 KiB slots)" : "", heap ? " (--heap)" : "", i,
+                     bytes, count, algbw, bus_factor(op, ranks), r.out);
+    }
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Every op with every dtype it accepts (barrier moves none: once). */
+static void every_op_every_dtype(void **state)
+{
+    (void)state;
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (size_t o = 0; o < NOPS; o++)
+            for (int d = 0; d < SHMESH_DTYPE_COUNT; d++) {
+                if ((!strcmp(ops[o], "barrier") && d != SHMESH_FLOAT32) ||
+                    (d == SHMESH_BOOL && refuses_bool(ops[o])))
+                    continue;
+                checked_run(NULL, ranks, ops[o], shmesh_dtype_name((shmesh_dtype)d), false);
+            }
+}
+
+/* 4 KiB slots: 64 KiB of data crosses 16 staging windows and more. */
+static void many_windows(void **state)
+{
+    (void)state;
+    char *env[] = {"SHMESH_SLOT_BYTES=4096", NULL};
+    static const char *dtypes[] = {"float64", "bfloat16", "int8"};
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (size_t o = 0; o < NOPS; o++)
+            for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
+                if (ranks == 3 || d == 0)
+                    checked_run(env, ranks, ops[o], dtypes[d], false);
+}
+
+/* The human table: '#' header lines, one row per size; -c 0 says N/A. */
+static void human_table_and_unchecked(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "all_gather", "-b", "1K", "-e", "4K", "-w", "0", "-n", "2",
+                          "-c", "0", NULL};
+    struct run r;
+    run_bench(&r, NULL, 2, args);
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.out, "# shmesh-bench: all_gather, 2 ranks,", "not checked") != 1 ||
+        count_lines(r.out, "#wrong", "busbw_GBs") != 1 || count_lines(r.out, "N/A", NULL) != 3 ||
+        count_lines(r.out, "4096", "float32") != 1)
+        fail_msg("unexpected table\n%s", r.out);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Each argument error: exit 2, a message naming the option and what it
+ * accepts, printed once (by rank 0) however many ranks there are. */
+static void argument_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[5];
+        const char *message;
+    } cases[] = {
+        {{"-o", "allreduce", NULL}, "-o expects psum, pmax, pmin, all_gather, psum_scatter, "
+                                    "all_to_all, ragged_all_to_all, ppermute, pbroadcast, "
+                                    "barrier or world_sum, got 'allreduce'"},
+        {{"-d", "complex64", NULL}, "-d expects bool, int8"},
+        {{"-o", "psum_scatter", "-d", "bool", NULL}, "-d bool is refused by psum_scatter"},
+        {{"-b", "12Q", NULL}, "-b expects a size in bytes"},
+        {{"-e", "-1", NULL}, "-e expects a size in bytes"},
+        {{"-f", "1", NULL}, "-f expects a factor greater than 1"},
+        {{"-w", "x", NULL}, "-w expects a whole number >= 0"},
+        {{"-n", "0", NULL}, "-n expects a whole number >= 1"},
+        {{"-c", "yes", NULL}, "-c expects 0 or 1"},
+        {{"-b", "1M", "-e", "1K", NULL}, "-e (1024 bytes) must be at least -b (1048576 bytes)"},
+        {{"--frobnicate", NULL}, "unknown option '--frobnicate'"},
+        {{"-b", NULL}, "option -b needs a value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct run r;
+        run_bench(&r, NULL, 3, cases[i].args);
+        if (r.code != 2 || count_lines(r.err, "shmesh-bench: ", cases[i].message) != 1)
+            fail_msg("case %zu: exit %d, expected 2 and once '%s'\nstderr:\n%s", i, r.code,
+                     cases[i].message, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+}
+
+/* --heap: buffers from shmesh_alloc, every op checked as above. */
+static void heap_buffers(void **state)
+{
+    (void)state;
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (size_t o = 0; o < NOPS; o++)
+            checked_run(NULL, ranks, ops[o], ranks == 2 ? "float32" : "int16", true);
+}
+
+/* A heap share too small for the buffers: exit 1 with the library's
+ * explanation, from every rank. */
+static void heap_too_small(void **state)
+{
+    (void)state;
+    const char *args[] = {"-o", "psum", "-b", "64M", "-e", "64M", "--heap", NULL};
+    struct run r;
+    run_bench(&r, NULL, 2, args);
+    if (r.code != 1 ||
+        count_lines(r.err, "--heap: shmesh_alloc(67108864 bytes) failed: ", "--shm-size") != 2)
+        fail_msg("exit %d, expected 1 and the reason from both ranks\nstderr:\n%s", r.code,
+                 r.err);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_op_every_dtype),
+        cmocka_unit_test(many_windows),
+        cmocka_unit_test(human_table_and_unchecked),
+        cmocka_unit_test(argument_errors),
+        cmocka_unit_test(heap_buffers),
+        cmocka_unit_test(heap_too_small),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,335 @@
+/* shmesh-bench: each op's buffers, call, input pattern and expected output.
+ *
+ * Every op runs over the one axis "i" of a mesh spanning all ranks, without
+ * subgroups.  Sizes follow nccl-tests: the reported size is the bytes of the
+ * larger buffer per rank (docs/shmesh-bench.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static const struct {
+    const char *name;
+    bool no_bool; /* the library refuses bool */
+} ops[OP_COUNT] = {
+    [OP_BARRIER] = {"barrier", false},
+    [OP_WORLD_SUM] = {"world_sum", true},
+    [OP_PSUM] = {"psum", false},
+    [OP_PMAX] = {"pmax", false},
+    [OP_PMIN] = {"pmin", false},
+    [OP_ALL_GATHER] = {"all_gather", false},
+    [OP_PSUM_SCATTER] = {"psum_scatter", true},
+    [OP_ALL_TO_ALL] = {"all_to_all", false},
+    [OP_RAGGED_ALL_TO_ALL] = {"ragged_all_to_all", false},
+    [OP_PPERMUTE] = {"ppermute", false},
+    [OP_PBROADCAST] = {"pbroadcast", false},
+};
+
+const char *bench_op_name(enum bench_op op) { return op < OP_COUNT ? ops[op].name : "?"; }
+
+enum bench_op bench_op_parse(const char *name)
+{
+    int op;
+    for (op = 0; op < OP_COUNT; op++)
+        if (!strcmp(ops[op].name, name))
+            break;
+    return (enum bench_op)op;
+}
+
+bool bench_op_takes(enum bench_op op, shmesh_dtype dt)
+{
+    return op == OP_BARRIER || dt != SHMESH_BOOL || !ops[op].no_bool;
+}
+
+double bench_bus_factor(enum bench_op op, int n)
+{
+    switch (op) {
+    case OP_WORLD_SUM:
+    case OP_PSUM:
+    case OP_PMAX:
+    case OP_PMIN:
+        return 2.0 * (n - 1) / n; /* allreduce */
+    case OP_ALL_GATHER:
+    case OP_PSUM_SCATTER:
+    case OP_ALL_TO_ALL:
+    case OP_RAGGED_ALL_TO_ALL:
+        return (double)(n - 1) / n;
+    case OP_PPERMUTE:
+    case OP_PBROADCAST:
+        return 1.0;
+    default:
+        return 0.0;
+    }
+}
+
+static shmesh_dtype out_dtype(const struct bench *b)
+{
+    return b->op == OP_PSUM && b->dtype == SHMESH_BOOL ? SHMESH_INT32 : b->dtype;
+}
+
+int bench_setup(struct bench *b)
+{
+    size_t n = (size_t)b->n;
+    b->idx_data = calloc(4 * n, sizeof *b->idx_data);
+    b->perm = calloc(n, sizeof *b->perm);
+    if (!b->idx_data || !b->perm)
+        return -1;
+    for (int p = 0; p < b->n; p++) {
+        b->perm[p][0] = p;
+        b->perm[p][1] = (p + 1) % b->n;
+    }
+    for (int k = 0; k < 4; k++)
+        b->idx[k] = (shmesh_array){b->idx_data + (size_t)k * n, SHMESH_INT64, 1, {b->n}};
+    return 0;
+}
+
+void bench_teardown(struct bench *b)
+{
+    free(b->idx_data);
+    free(b->perm);
+    b->idx_data = NULL;
+    b->perm = NULL;
+}
+
+void bench_size(struct bench *b, size_t requested)
+{
+    size_t n = (size_t)b->n, esz = shmesh_dtype_size(b->dtype);
+    size_t oesz = shmesh_dtype_size(out_dtype(b)), m = requested / (esz * n);
+    switch (b->op) {
+    case OP_BARRIER:
+        b->in_count = b->out_count = 0;
+        break;
+    case OP_ALL_GATHER: /* tiled along axis 0: each rank gives size / n */
+        b->in_count = m;
+        b->out_count = m * n;
+        break;
+    case OP_PSUM_SCATTER: /* tiled along axis 0: each rank keeps size / n */
+        b->in_count = m * n;
+        b->out_count = m;
+        break;
+    case OP_ALL_TO_ALL:
+    case OP_RAGGED_ALL_TO_ALL: /* size / n to each peer */
+        b->in_count = b->out_count = m * n;
+        break;
+    default: /* one buffer's worth (psum of bool: the int32 output) */
+        b->in_count = b->out_count = requested / (esz > oesz ? esz : oesz);
+        break;
+    }
+    bool out_larger = b->out_count * oesz > b->in_count * esz;
+    b->count = out_larger ? b->out_count : b->in_count;
+    b->bytes = out_larger ? b->out_count * oesz : b->in_count * esz;
+    b->a_in = (shmesh_array){b->in, b->dtype, 1, {(int64_t)b->in_count}};
+    b->a_out = (shmesh_array){b->out, out_dtype(b), 1, {(int64_t)b->out_count}};
+
+    /* ragged_all_to_all: rows p*m.. go to peer p, landing at rows rank*m..
+     * of its output, as all_to_all places them. */
+    int64_t *io = b->idx_data, *ss = io + n, *oo = ss + n, *rs = oo + n;
+    for (size_t p = 0; p < n; p++) {
+        io[p] = (int64_t)(p * m);
+        ss[p] = rs[p] = (int64_t)m;
+        oo[p] = (int64_t)((size_t)b->rank * m);
+    }
+}
+
+int bench_run(struct bench *b)
+{
+    switch (b->op) {
+    case OP_BARRIER:
+        return shmesh_barrier(b->ctx);
+    case OP_WORLD_SUM:
+        return shmesh_world_sum(b->ctx, b->in, b->in_count, b->dtype);
+    case OP_PSUM:
+        return shmesh_psum(b->mesh, "i", NULL, &b->a_in, &b->a_out);
+    case OP_PMAX:
+        return shmesh_pmax(b->mesh, "i", NULL, &b->a_in, &b->a_out);
+    case OP_PMIN:
+        return shmesh_pmin(b->mesh, "i", NULL, &b->a_in, &b->a_out);
+    case OP_ALL_GATHER:
+        return shmesh_all_gather(b->mesh, "i", NULL, 0, true, &b->a_in, &b->a_out);
+    case OP_PSUM_SCATTER:
+        return shmesh_psum_scatter(b->mesh, "i", NULL, 0, true, &b->a_in, &b->a_out);
+    case OP_ALL_TO_ALL:
+        return shmesh_all_to_all(b->mesh, "i", NULL, 0, 0, true, &b->a_in, &b->a_out);
+    case OP_RAGGED_ALL_TO_ALL:
+        return shmesh_ragged_all_to_all(b->mesh, "i", NULL, &b->a_in, &b->a_out, &b->idx[0],
+                                        &b->idx[1], &b->idx[2], &b->idx[3]);
+    case OP_PPERMUTE:
+        return shmesh_ppermute(b->mesh, "i", (const int(*)[2])b->perm, b->n, &b->a_in,
+                               &b->a_out);
+    case OP_PBROADCAST:
+        return shmesh_pbroadcast(b->mesh, "i", 0, &b->a_in, &b->a_out);
+    default:
+        return SHMESH_ERR_INVALID;
+    }
+}
+
+/* ---- the check pattern ---------------------------------------------------
+ * Rank r's element i holds a small integer that depends on r and on a hash
+ * of i (so a block taken from the wrong offset shows): 0..12 for unsigned
+ * types, -6..6 for signed and floating ones, 0 or 1 for bool.  Sums, maxima
+ * and minima of such values are exact in every dtype (integers wrap the way
+ * the library's do), so each output element has one right bit pattern. */
+
+static bool is_unsigned(shmesh_dtype dt)
+{
+    return dt == SHMESH_UINT8 || dt == SHMESH_UINT16 || dt == SHMESH_UINT32 ||
+           dt == SHMESH_UINT64;
+}
+
+static double val(shmesh_dtype dt, int r, size_t i)
+{
+    uint64_t h = ((uint64_t)i * UINT64_C(0x9E3779B97F4A7C15)) >> 40;
+    int v = (int)((h + (uint64_t)r * 5) % 13);
+    if (dt == SHMESH_BOOL)
+        return v & 1;
+    return is_unsigned(dt) ? v : v - 6;
+}
+
+/* binary16, rounded to nearest even (finite inputs). */
+static uint16_t half_bits(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    x &= 0x7fffffff;
+    if (x >= 0x477ff000) /* 65520 and up round to infinity */
+        return sign | 0x7c00;
+    if (x < 0x38800000) { /* below 2^-14: subnormal or zero */
+        float a = f < 0 ? -f : f;
+        a *= 16777216.0f; /* units of 2^-24, exact */
+        uint32_t q = (uint32_t)a;
+        float rem = a - (float)q;
+        if (rem > 0.5f || (rem == 0.5f && (q & 1)))
+            q++;
+        return sign | (uint16_t)q;
+    }
+    uint32_t h = ((((x >> 23) - 127 + 15) << 10) | ((x & 0x7fffff) >> 13)), rest = x & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++;
+    return sign | (uint16_t)h;
+}
+
+/* The upper half of a binary32, rounded to nearest even. */
+static uint16_t bf16_bits(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+/* Stores the integer v as one element of dt. */
+static void put(void *dst, shmesh_dtype dt, double v)
+{
+    uint64_t u = (uint64_t)(int64_t)v; /* integers wrap to their width */
+    switch (dt) {
+    case SHMESH_BOOL:
+    case SHMESH_INT8:
+    case SHMESH_UINT8: {
+        uint8_t x = (uint8_t)u;
+        memcpy(dst, &x, 1);
+        break;
+    }
+    case SHMESH_INT16:
+    case SHMESH_UINT16: {
+        uint16_t x = (uint16_t)u;
+        memcpy(dst, &x, 2);
+        break;
+    }
+    case SHMESH_INT32:
+    case SHMESH_UINT32: {
+        uint32_t x = (uint32_t)u;
+        memcpy(dst, &x, 4);
+        break;
+    }
+    case SHMESH_INT64:
+    case SHMESH_UINT64:
+        memcpy(dst, &u, 8);
+        break;
+    case SHMESH_FLOAT16: {
+        uint16_t x = half_bits((float)v);
+        memcpy(dst, &x, 2);
+        break;
+    }
+    case SHMESH_BFLOAT16: {
+        uint16_t x = bf16_bits((float)v);
+        memcpy(dst, &x, 2);
+        break;
+    }
+    case SHMESH_FLOAT32: {
+        float x = (float)v;
+        memcpy(dst, &x, 4);
+        break;
+    }
+    case SHMESH_FLOAT64:
+        memcpy(dst, &v, 8);
+        break;
+    default:
+        break;
+    }
+}
+
+void bench_fill(struct bench *b)
+{
+    size_t esz = shmesh_dtype_size(b->dtype);
+    for (size_t i = 0; i < b->in_count; i++)
+        put((char *)b->in + i * esz, b->dtype, val(b->dtype, b->rank, i));
+    if (b->op != OP_WORLD_SUM) /* junk where the results go */
+        memset(b->out, 0xa5, b->out_count * shmesh_dtype_size(out_dtype(b)));
+}
+
+/* The value output element j should hold on this rank. */
+static double expected(const struct bench *b, size_t j)
+{
+    shmesh_dtype dt = b->dtype;
+    int n = b->n, r = b->rank;
+    size_t m;
+    double acc;
+    switch (b->op) {
+    case OP_WORLD_SUM:
+    case OP_PSUM:
+    case OP_PSUM_SCATTER: /* block r of the sum */
+        m = b->op == OP_PSUM_SCATTER ? (size_t)r * b->out_count + j : j;
+        acc = 0;
+        for (int p = 0; p < n; p++)
+            acc += val(dt, p, m);
+        return acc;
+    case OP_PMAX:
+    case OP_PMIN:
+        acc = val(dt, 0, j);
+        for (int p = 1; p < n; p++) {
+            double v = val(dt, p, j);
+            acc = (b->op == OP_PMAX ? v > acc : v < acc) ? v : acc;
+        }
+        return acc;
+    case OP_ALL_GATHER: /* rank p's input at block p */
+        m = b->in_count;
+        return val(dt, (int)(j / m), j % m);
+    case OP_ALL_TO_ALL:
+    case OP_RAGGED_ALL_TO_ALL: /* block p: block r of rank p's input */
+        m = b->out_count / (size_t)n;
+        return val(dt, (int)(j / m), (size_t)r * m + j % m);
+    case OP_PPERMUTE:
+        return val(dt, (r + n - 1) % n, j);
+    case OP_PBROADCAST:
+        return val(dt, 0, j);
+    default:
+        return 0;
+    }
+}
+
+uint64_t bench_count_wrong(const struct bench *b)
+{
+    shmesh_dtype odt = out_dtype(b);
+    size_t oesz = shmesh_dtype_size(odt);
+    const char *res = b->op == OP_WORLD_SUM ? b->in : b->out;
+    uint64_t wrong = 0;
+    unsigned char want[8];
+    if (b->op == OP_BARRIER)
+        return 0;
+    for (size_t j = 0; j < b->out_count; j++) {
+        put(want, odt, expected(b, j));
+        wrong += memcmp(want, res + j * oesz, oesz) != 0;
+    }
+    return wrong;
+}
