@@ -21,6 +21,7 @@ struct options {
     double grace;         /* seconds between the abort flag and SIGKILL */
     enum bind_policy bind;
     uint64_t slot_bytes;  /* 0: the segment's default */
+    uint64_t shm_size;    /* the whole segment; 0: the default */
     char **argv;          /* the program and its arguments */
 };
 

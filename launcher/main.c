@@ -25,6 +25,9 @@ static void usage(FILE *f)
             "      --timeout SECS    stop the job after SECS seconds; exit status 124\n"
             "      --grace SECS      after a failure, how long ranks get to exit before\n"
             "                        SIGKILL (default 5)\n"
+            "      --shm-size SIZE   the shared-memory segment, e.g. 256M or 1G (default 32M,\n"
+            "                        or SHMESH_SHM_SIZE): what the staging slots leave is the\n"
+            "                        shared heap (shmesh_alloc), split evenly between ranks\n"
             "      --bind-to numa|none  run each rank on the NUMA node holding its memory\n"
             "                        (default numa; does nothing on one node)\n"
             "  -v, --verbose         say what is started, and how each rank ends\n"
@@ -52,13 +55,14 @@ static int parse_seconds(const char *opt, const char *s, double *out)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND };
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE };
     static const struct option longs[] = {
         {"np", required_argument, NULL, 'n'},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"bind-to", required_argument, NULL, OPT_BIND},
+        {"shm-size", required_argument, NULL, OPT_SHM_SIZE},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -103,6 +107,13 @@ static int parse_options(int argc, char **argv, struct options *o)
                 return -1;
             }
             break;
+        case OPT_SHM_SIZE:
+            if (!(o->shm_size = seg_parse_size(optarg))) {
+                fprintf(stderr, PROG ": --shm-size expects a size such as 256M or 1G, got '%s'\n",
+                        optarg);
+                return -1;
+            }
+            break;
         case 'v':
             o->verbose = true;
             break;
@@ -126,6 +137,13 @@ static int parse_options(int argc, char **argv, struct options *o)
         return -1;
     }
     o->argv = argv + optind;
+
+    const char *size = getenv("SHMESH_SHM_SIZE");
+    if (!o->shm_size && size && *size && !(o->shm_size = seg_parse_size(size))) {
+        fprintf(stderr, PROG ": SHMESH_SHM_SIZE must be a size such as 256M or 1G, got '%s'\n",
+                size);
+        return -1;
+    }
 
     const char *slot = getenv("SHMESH_SLOT_BYTES");
     if (slot && *slot) {
@@ -183,6 +201,7 @@ int main(int argc, char **argv)
     struct seg_create_opts so = {
         .world_size = j.o.np,
         .slot_bytes = j.o.slot_bytes,
+        .total_bytes = j.o.shm_size,
         .numa = j.o.bind == BIND_NUMA ? -1 : 0,
     };
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
@@ -190,9 +209,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if (j.o.verbose)
-        fprintf(stderr, PROG ": starting %d rank%s of '%s'; segment %s (%.1f MiB)%s\n", j.o.np,
-                j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
-                (double)j.seg->size / (1 << 20),
+        fprintf(stderr,
+                PROG ": starting %d rank%s of '%s'; segment %s (%.1f MiB, heap %.1f MiB per rank)%s\n",
+                j.o.np, j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
+                (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
 
     int rc = spawn_ranks(&j);

@@ -39,6 +39,22 @@ static void a2a_recv(const struct xchg *x, int from, uint64_t off, const void *s
     box_write(&b, a->out->data, off / a->esz, len / a->esz, src);
 }
 
+static void a2a_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
+{
+    const struct a2a *a = x->op;
+    uint64_t count = a->blk_bytes / a->esz, block = BOUNCE_BYTES / a->esz;
+    struct box from, to;
+    box_slab(&from, a->in, a->split, (int64_t)x->g.me * a->split_blk, a->split_blk);
+    for (int q = 0; q < x->g.n; q++) {
+        box_slab(&to, a->out, a->concat, (int64_t)q * a->concat_blk, a->concat_blk);
+        for (uint64_t i = 0; i < count; i += block) {
+            uint64_t cnt = count - i < block ? count - i : block;
+            box_read(&from, in[q], i, cnt, x->c->bounce);
+            box_write(&to, a->out->data, i, cnt, x->c->bounce);
+        }
+    }
+}
+
 static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shmesh_groups *gs,
                    int split_axis, int concat_axis, bool tiled, const shmesh_array *in,
                    shmesh_array *out)
@@ -102,6 +118,9 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
     x.bytes = a2a_bytes;
     x.pack = a2a_pack;
     x.recv = a2a_recv;
+    x.direct = a2a_direct;
+    x.zin = in->data;
+    x.zin_bytes = n_in * a.esz;
     x.op = &a;
     return xchg_run(&x, &k.d);
 }

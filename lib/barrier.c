@@ -51,6 +51,12 @@ static void ws_reduce(const struct xchg *x, uint64_t off, const void *const *src
     reduce_sum(w->dt, w->buf + off, src, x->g.n, (size_t)(len / esz));
 }
 
+static void ws_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
+{
+    const struct world_sum *w = x->op;
+    direct_reduce(x, RED_SUM, w->dt, w->dt, w->bytes / shmesh_dtype_size(w->dt), 1, in, out);
+}
+
 int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
 {
     int rc = sync_enter(c, "shmesh_world_sum");
@@ -86,6 +92,10 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
     x.bytes = ws_bytes;
     x.pack = ws_pack;
     x.reduce = ws_reduce;
+    x.direct = ws_direct; /* in place: input and output are the same buffer */
+    x.zin = x.zout = buf;
+    x.zin_bytes = x.zout_bytes = w.bytes;
+    x.zout_shared = true;
     x.op = &w;
     return xchg_run(&x, &d);
 }

@@ -21,6 +21,8 @@ struct init_env {
     enum notify_kind notify;
     int64_t timeout_ns;
     long spin; /* -1: choose */
+    uint64_t shm_size; /* a world of one's own segment; 0: default */
+    uint64_t zc_min;
 };
 
 static int env_int(const char *name, long min, long max, long *out, bool *present)
@@ -88,6 +90,23 @@ static int read_env(struct init_env *e)
         }
         e->timeout_ns = (int64_t)(secs * 1e9);
     }
+    const char *size = getenv("SHMESH_SHM_SIZE");
+    if (size && *size && !e->segment && !(e->shm_size = seg_parse_size(size))) {
+        init_error("rank %d: SHMESH_SHM_SIZE must be a size such as 64M or 1G, found '%s'",
+                   e->rank, size);
+        return SHMESH_ERR_INVALID;
+    }
+    e->zc_min = 64u << 10;
+    const char *zc = getenv("SHMESH_ZC_MIN");
+    if (zc && *zc) {
+        e->zc_min = strcmp(zc, "0") ? seg_parse_size(zc) : 0;
+        if (e->zc_min == 0 && strcmp(zc, "0")) {
+            init_error("rank %d: SHMESH_ZC_MIN must be a size in bytes such as 0, 4096 or 1M, "
+                       "found '%s'",
+                       e->rank, zc);
+            return SHMESH_ERR_INVALID;
+        }
+    }
     int rc = env_int("SHMESH_SPIN", 0, INT_MAX, &v, &have);
     if (rc)
         return rc;
@@ -115,6 +134,7 @@ static int seg_error_code(int rc)
 
 static void release(shmesh_ctx *c)
 {
+    heap_fini(c);
     notify_close(c->notify);
     seg_close(c->seg);
     free(c->scratch);
@@ -125,8 +145,8 @@ static void release(shmesh_ctx *c)
 static int alloc_scratch(shmesh_ctx *c)
 {
     size_t w = (size_t)c->world;
-    size_t bytes = w * (4 * sizeof(int) + sizeof(void *) * 2 + 5 * sizeof(uint64_t)) +
-                   2 * w * sizeof(int);
+    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 4 + 6 * sizeof(uint64_t)) +
+                   BOUNCE_BYTES;
     unsigned char *p = calloc(1, bytes);
     if (!p)
         return -1;
@@ -135,7 +155,14 @@ static int alloc_scratch(shmesh_ctx *c)
     p += w * sizeof(void *);
     c->hdrs = (struct seg_slot_hdr **)p;
     p += w * sizeof(void *);
-    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal};
+    c->zin = (unsigned char **)p;
+    p += w * sizeof(void *);
+    c->zout = (unsigned char **)p;
+    p += w * sizeof(void *);
+    c->bounce = p;
+    p += BOUNCE_BYTES;
+    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal,
+                        &c->seen};
     for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
         *u64[i] = (uint64_t *)p;
         p += w * sizeof(uint64_t);
@@ -186,7 +213,7 @@ int shmesh_init(shmesh_ctx **out)
         return SHMESH_ERR_NOMEM;
     }
     rc = e.segment ? seg_attach(e.segment, e.world, e.rank, &c->seg, why, sizeof why)
-                   : seg_create_private(1, 0, &c->seg, why, sizeof why);
+                   : seg_create_private(1, 0, e.shm_size, &c->seg, why, sizeof why);
     if (rc) {
         release(c);
         init_error("rank %d: %s", e.rank, why);
@@ -199,6 +226,12 @@ int shmesh_init(shmesh_ctx **out)
         return rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
     }
     c->me = seg_ctrl(c->seg, c->rank);
+    c->zc_min = e.zc_min;
+    if (heap_init(c)) {
+        release(c);
+        init_error("rank %d: out of memory", e.rank);
+        return SHMESH_ERR_NOMEM;
+    }
     c->waiter = (struct seg_waiter){
         .seg = c->seg,
         .notify = c->notify,

@@ -16,42 +16,68 @@ static uint64_t tag_of(const shmesh_ctx *c, uint32_t window)
     return (c->calls << 32) | window;
 }
 
-static int wait_for_rank(shmesh_ctx *c, int r, uint64_t target)
+static int wait_failed(shmesh_ctx *c, int rc, int r, int culprit)
 {
-    struct seg_ctrl *pc = seg_ctrl(c->seg, r);
-    if (atomic_load_explicit(&pc->progress.value, memory_order_acquire) >= target)
-        return 0;
-    int culprit = r;
-    int rc = seg_wait_progress(&c->waiter, &pc->progress, target, r, &culprit);
-    if (!rc)
-        return 0;
     char who[32];
     snprintf(who, sizeof who, "rank %d", r);
     return sync_wait_failed(c, rc, culprit, who);
 }
 
-/* Before buffer b is written again, its last readers must have moved on. */
+/* Before buffer b is written again, its last readers must have moved on.
+ * Usually this rank already saw them do so (they posted the window it read
+ * last), and nothing shared is read. */
 static int reclaim(shmesh_ctx *c, int b)
 {
+    uint64_t old = c->buf_tag[b];
     for (int i = 0; i < c->buf_nreaders[b]; i++) {
         int r = c->buf_readers[b][i];
-        if (r == c->rank)
+        if (r == c->rank || c->seen[r] > old)
             continue;
-        int rc = wait_for_rank(c, r, c->buf_tag[b] + 1);
+        struct seg_ctrl *pc = seg_ctrl(c->seg, r);
+        int culprit = r;
+        int rc = seg_wait_progress(&c->waiter, &pc->progress, old + 1, r, &culprit);
         if (rc)
-            return rc;
+            return wait_failed(c, rc, r, culprit);
+        c->seen[r] = atomic_load_explicit(&pc->progress.value, memory_order_acquire);
     }
     return 0;
 }
 
-/* Which of a member's buffers holds window `tag` (-1: neither).  It cannot
- * have been reused, since this rank has not posted a later window. */
-static int find_window(const struct seg_ctrl *pc, uint64_t tag)
+static struct seg_slot_hdr *holding(shmesh_ctx *c, int r, uint64_t tag)
 {
-    for (int b = 0; b < 2; b++)
-        if (atomic_load_explicit(&pc->buf_tag[b], memory_order_relaxed) == tag)
-            return b;
-    return -1;
+    for (int b = 0; b < 2; b++) {
+        struct seg_slot_hdr *h = seg_slot(c->seg, r, b);
+        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
+            return h;
+    }
+    return NULL;
+}
+
+/* Rank r's buffer holding window `tag`.  The tag shares a cache line with
+ * the payload's start, so spinning on it brings small windows over in one
+ * transfer; after the spin, block on r's progress.  The buffer cannot be
+ * reused under us: r reuses it only after this rank posts a later window.
+ * *h is NULL when r's window is gone (it formed another group: a mismatch). */
+static int await_window(shmesh_ctx *c, int r, uint64_t tag, struct seg_slot_hdr **h)
+{
+    for (uint32_t i = 0; i <= c->waiter.spin; i++) {
+        if ((*h = holding(c, r, tag)))
+            goto found;
+        notify_cpu_relax();
+    }
+    struct seg_waiter w = c->waiter;
+    w.spin = 0; /* spun already */
+    int culprit = r;
+    int rc = seg_wait_progress(&w, &seg_ctrl(c->seg, r)->progress, tag, r, &culprit);
+    if (rc)
+        return wait_failed(c, rc, r, culprit);
+    if (!(*h = holding(c, r, tag)))
+        return 0;
+found:
+    /* Posting this window means r has read everything before it. */
+    if (c->seen[r] < tag)
+        c->seen[r] = tag;
+    return 0;
 }
 
 uint64_t xchg_no_bytes(const struct xchg *x, int from, int to) { return 0; }
@@ -127,7 +153,72 @@ static void deliver(struct xchg *x, uint64_t lo, uint64_t hi)
     }
 }
 
+static int run_windows(struct xchg *x, const struct call_desc *desc);
+
+/* Zero-copy handshake: every member publishes where its buffers are. */
+struct where {
+    uint64_t in, out; /* segment offsets, or UINT64_MAX when not in the heap */
+};
+
+static uint64_t where_bytes(const struct xchg *x, int from, int to) { return sizeof(struct where); }
+
+static void where_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct xchg *z = x->op;
+    struct where w = {UINT64_MAX, UINT64_MAX};
+    heap_offset(z->c, z->zin, z->zin_bytes, &w.in);
+    if (z->zout)
+        heap_offset(z->c, z->zout, z->zout_bytes, &w.out);
+    memcpy(dst, (const unsigned char *)&w + off, len);
+}
+
+static void where_recv(const struct xchg *x, int from, uint64_t off, const void *src,
+                       uint64_t len)
+{
+    shmesh_ctx *c = x->c;
+    struct where w;
+    memcpy((unsigned char *)&w + off, src, len);
+    /* Never trust a peer's offset: it must name a range inside the heap. */
+    c->zin[from] = heap_at(c, w.in, ((const struct xchg *)x->op)->zin_bytes);
+    c->zout[from] = heap_at(c, w.out, ((const struct xchg *)x->op)->zout_bytes);
+}
+
+/* Returns 1 when the data moved directly, 0 when some member's buffers are
+ * not in the heap (the caller then runs the staged windows), or an error.
+ * Every member decides alike, from the same published offsets. */
+static int try_direct(struct xchg *x, const struct call_desc *desc)
+{
+    shmesh_ctx *c = x->c;
+    struct xchg hs = {.c = c, .g = x->g, .broadcast = true, .unit = sizeof(struct where),
+                      .bytes = where_bytes, .pack = where_pack, .recv = where_recv, .op = x};
+    int rc = run_windows(&hs, desc);
+    if (rc)
+        return rc;
+    for (int p = 0; p < x->g.n; p++)
+        if ((x->zin_bytes && !c->zin[p]) || (x->zout_shared && x->zout_bytes && !c->zout[p]))
+            return 0;
+    x->direct(x, c->zin, c->zout);
+    /* Nobody leaves (and reuses its buffers) before everyone is done. */
+    struct xchg done = {.c = c, .g = x->g, .broadcast = true, .bytes = xchg_no_bytes};
+    rc = run_windows(&done, NULL);
+    return rc ? rc : 1;
+}
+
 int xchg_run(struct xchg *x, const struct call_desc *desc)
+{
+    /* The sizes are the same on every member, so is this choice. */
+    uint64_t size = max_u64(x->zin_bytes, x->zout_bytes);
+    if (x->direct && size >= x->c->zc_min) {
+        int rc = try_direct(x, desc);
+        if (rc)
+            return rc < 0 ? rc : 0;
+        desc = NULL; /* the handshake carried it */
+    }
+    return run_windows(x, desc);
+}
+
+/* The staged path: every member's stream through the slot buffers. */
+static int run_windows(struct xchg *x, const struct call_desc *desc)
 {
     shmesh_ctx *c = x->c;
     const struct group *g = &x->g;
@@ -138,7 +229,7 @@ int xchg_run(struct xchg *x, const struct call_desc *desc)
     for (int q = 0; q < g->n; q++)
         longest = max_u64(longest, c->xtotal[q]);
     uint64_t nwin = longest ? (longest + window - 1) / window : 1;
-    uint64_t hash = desc ? hash_bytes(desc, sizeof *desc, 0) : 0;
+    uint64_t hash = desc ? call_hash(desc) : 0;
 
     for (uint64_t w = 0; w < nwin; w++) {
         int b = c->next_buf;
@@ -152,15 +243,16 @@ int xchg_run(struct xchg *x, const struct call_desc *desc)
         uint64_t tag = tag_of(c, c->window++);
         bool first = desc && w == 0;
         if (first) {
-            c->me->buf_call_hash[b] = hash;
-            memcpy(mine->call_desc, desc, sizeof *desc);
+            mine->call_hash = hash;
+            memcpy(seg_call_desc(c->seg, mine), desc, sizeof *desc);
         }
-        atomic_store_explicit(&c->me->buf_tag[b], tag, memory_order_relaxed);
+        /* Release: payload, hash and description before the tag. */
+        atomic_store_explicit(&mine->tag, tag, memory_order_release);
         c->buf_tag[b] = tag;
         memcpy(c->buf_readers[b], g->ranks, sizeof *g->ranks * (size_t)g->n);
         c->buf_nreaders[b] = g->n;
         c->next_buf = b ^ 1;
-        seg_progress_post(&c->me->progress, tag); /* release: header and payload */
+        seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
 
         for (int p = 0; p < g->n; p++) {
             int r = g->ranks[p];
@@ -168,21 +260,18 @@ int xchg_run(struct xchg *x, const struct call_desc *desc)
                 c->hdrs[p] = mine;
                 continue;
             }
-            rc = wait_for_rank(c, r, tag);
+            rc = await_window(c, r, tag, &c->hdrs[p]);
             if (rc)
                 return rc;
-            const struct seg_ctrl *pc = seg_ctrl(c->seg, r);
-            int pb = find_window(pc, tag);
-            if (pb < 0) {
+            if (!c->hdrs[p]) {
                 struct call_desc none = {0};
                 return sync_mismatch(c, desc ? desc : &none, r, NULL);
             }
-            if (first && pc->buf_call_hash[pb] != hash) {
+            if (first && c->hdrs[p]->call_hash != hash) {
                 struct call_desc theirs;
-                memcpy(&theirs, seg_slot(c->seg, r, pb)->call_desc, sizeof theirs);
+                memcpy(&theirs, seg_call_desc(c->seg, c->hdrs[p]), sizeof theirs);
                 return sync_mismatch(c, desc, r, &theirs);
             }
-            c->hdrs[p] = seg_slot(c->seg, r, pb);
         }
         deliver(x, lo, lo + window);
     }

@@ -36,6 +36,16 @@ static void gather_recv(const struct xchg *x, int from, uint64_t off, const void
     box_write(&bx, b->out->data, off / b->esz, len / b->esz, src);
 }
 
+static void gather_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
+{
+    const struct blocks *b = x->op;
+    for (int q = 0; q < x->g.n; q++) {
+        struct box bx;
+        box_slab(&bx, b->out, b->dim, (int64_t)q * b->blk, b->blk);
+        box_write(&bx, b->out->data, 0, b->in_bytes / b->esz, in[q]);
+    }
+}
+
 int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                       bool tiled, const shmesh_array *in, shmesh_array *out)
 {
@@ -84,6 +94,9 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
     x.bytes = whole_input;
     x.pack = copy_input;
     x.recv = gather_recv;
+    x.direct = gather_direct;
+    x.zin = in->data;
+    x.zin_bytes = b.in_bytes;
     x.op = &b;
     return xchg_run(&x, &k.d);
 }
@@ -108,6 +121,24 @@ static void scatter_reduce(const struct xchg *x, uint64_t off, const void *const
     const struct blocks *b = x->op;
     reduce_run(RED_SUM, b->in->dtype, b->in->dtype, (unsigned char *)b->out->data + off, src,
                x->g.n, (size_t)(len / b->esz), x->g.n);
+}
+
+/* Zero-copy, when position p's block is one run of every input (nothing but
+ * size-1 dimensions before the scattered one). */
+static void scatter_direct(const struct xchg *x, unsigned char *const *in,
+                           unsigned char *const *out)
+{
+    const struct blocks *b = x->op;
+    shmesh_ctx *c = x->c;
+    uint64_t count = b->blk_bytes / b->esz, block = BOUNCE_BYTES / b->esz;
+    for (uint64_t i = 0; i < count; i += block) {
+        uint64_t cnt = count - i < block ? count - i : block;
+        for (int q = 0; q < x->g.n; q++)
+            c->srcs[q] = in[q] + (uint64_t)x->g.me * b->blk_bytes + i * b->esz;
+        reduce_run(RED_SUM, b->in->dtype, b->in->dtype,
+                   (unsigned char *)b->out->data + i * b->esz, c->srcs, x->g.n, (size_t)cnt,
+                   x->g.n);
+    }
 }
 
 int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
@@ -168,6 +199,14 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
     x.bytes = scatter_bytes;
     x.pack = scatter_pack;
     x.reduce = scatter_reduce;
+    bool leading = true;
+    for (int d = 0; d < dim; d++)
+        leading &= in->shape[d] == 1;
+    if (leading) {
+        x.direct = scatter_direct;
+        x.zin = in->data;
+        x.zin_bytes = b.in_bytes;
+    }
     x.op = &b;
     return xchg_run(&x, &k.d);
 }

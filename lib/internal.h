@@ -11,6 +11,7 @@
 #include "wait.h"
 
 #define CTX_ERR_MAX 512
+#define BOUNCE_BYTES (64u << 10)
 
 /* The collective a call is (struct call_desc.op). */
 enum call_op {
@@ -51,6 +52,17 @@ struct call_desc {
 };
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 
+/* This rank's share of the shared heap (heap.c). */
+struct heap_block {
+    uint64_t off, len;
+};
+struct heap {
+    unsigned char *base;
+    uint64_t size;
+    struct heap_block *free, *used; /* sorted by offset */
+    int nfree, nused, cap_free, cap_used;
+};
+
 /* A group: the ranks a collective runs among on this device, by position. */
 struct group {
     int n;
@@ -76,12 +88,17 @@ struct shmesh_ctx {
     const char *op;   /* the public function being run, for messages */
     int poison;       /* 0, or the error every later call returns */
     int next_mesh_id;
+    struct heap heap;
     /* Scratch, world entries each, in one allocation. */
     void *scratch;
     int *all_ranks;   /* 0..world-1 */
     const void **srcs;
     struct seg_slot_hdr **hdrs;
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
+    uint64_t *seen;   /* the latest window seen posted by each rank */
+    unsigned char **zin, **zout; /* members' buffers, for zero-copy */
+    unsigned char *bounce;       /* BOUNCE_BYTES of private scratch */
+    uint64_t zc_min;  /* the smallest call that may go zero-copy (SHMESH_ZC_MIN) */
     int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
@@ -110,6 +127,8 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
 /* "shmesh_psum", ...; NULL for an unknown op. */
 const char *call_op_name(enum call_op op);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
+/* What ranks compare to know they make the same call. */
+uint64_t call_hash(const struct call_desc *d);
 
 /* exchange.c: the one data path of every collective.
  *
@@ -129,6 +148,13 @@ typedef void (*xchg_recv_fn)(const struct xchg *x, int from, uint64_t off, const
 typedef void (*xchg_reduce_fn)(const struct xchg *x, uint64_t off, const void *const *src,
                                uint64_t len);
 
+/* Zero-copy: when every member's buffers lie in the shared heap (and the
+ * call moves at least SHMESH_ZC_MIN bytes), `direct` moves the data itself,
+ * given every member's input (and output) as pointers in this process;
+ * otherwise the staged windows run.  Members decide alike. */
+typedef void (*xchg_direct_fn)(const struct xchg *x, unsigned char *const *in,
+                               unsigned char *const *out);
+
 struct xchg {
     shmesh_ctx *c;
     struct group g;
@@ -138,6 +164,12 @@ struct xchg {
     xchg_pack_fn pack;    /* this device's segment for `to`, bytes [off, off+len) */
     xchg_recv_fn recv;    /* bytes [off, off+len) of what `from` sent this device */
     xchg_reduce_fn reduce;
+    xchg_direct_fn direct; /* NULL: always staged */
+    const void *zin;      /* this member's input and output for `direct` */
+    uint64_t zin_bytes;
+    void *zout;
+    uint64_t zout_bytes;
+    bool zout_shared;     /* `direct` touches other members' outputs too */
     void *op;             /* the operation's own state */
 };
 
@@ -185,6 +217,15 @@ void box_write(const struct box *b, void *array, uint64_t first, uint64_t count,
 /* barrier.c: one world-wide step with no data (barrier, finalize). */
 int world_step(shmesh_ctx *c, enum call_op op);
 
+/* heap.c */
+int heap_init(shmesh_ctx *c);
+void heap_fini(shmesh_ctx *c);
+/* Where [p, p+len) lies in the segment, when it lies within the heap. */
+bool heap_offset(const shmesh_ctx *c, const void *p, uint64_t len, uint64_t *off);
+/* The heap range a peer named by offset, checked against the heap's bounds;
+ * NULL when it leaves them. */
+void *heap_at(const shmesh_ctx *c, uint64_t off, uint64_t len);
+
 /* dtype.c */
 bool dtype_valid(shmesh_dtype dt);
 bool dtype_is_float(shmesh_dtype dt);
@@ -198,5 +239,9 @@ enum red_op { RED_SUM, RED_MAX, RED_MIN, RED_MEAN, RED_ARGMAX, RED_ARGMIN };
 void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *dst,
                 const void *const *src, int nsrc, size_t n, int mean_n);
 void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, size_t n);
+/* reductions.c: the zero-copy reduction: this member reduces its share of the
+ * elements from every member's input and writes it into every member's output. */
+void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
+                   uint64_t count, int mean_n, unsigned char *const *in, unsigned char *const *out);
 
 #endif

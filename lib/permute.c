@@ -43,6 +43,22 @@ static int same_shape_out(struct coll *k, const shmesh_array *in, shmesh_array *
     return coll_no_overlap(k, in->data, *bytes, out->data, *bytes, false);
 }
 
+static void permute_direct(const struct xchg *x, unsigned char *const *in,
+                           unsigned char *const *out)
+{
+    const struct move *mv = x->op;
+    for (int q = 0; q < x->g.n; q++)
+        if (mv->dest[q] == x->g.me)
+            memcpy(mv->out->data, in[q], (size_t)mv->bytes);
+}
+
+static void broadcast_direct(const struct xchg *x, unsigned char *const *in,
+                             unsigned char *const *out)
+{
+    const struct move *mv = x->op;
+    memcpy(mv->out->data, in[mv->source], (size_t)mv->bytes);
+}
+
 /* Runs a permutation given as dest[] (positions); zeros where nothing comes. */
 static int run_permutation(struct coll *k, const shmesh_array *in, shmesh_array *out,
                            uint64_t bytes, const int *dest)
@@ -61,6 +77,9 @@ static int run_permutation(struct coll *k, const shmesh_array *in, shmesh_array 
     x.bytes = permute_bytes;
     x.pack = copy_in;
     x.recv = copy_out;
+    x.direct = permute_direct;
+    x.zin = in->data;
+    x.zin_bytes = bytes;
     x.op = &mv;
     return xchg_run(&x, &k->d);
 }
@@ -163,6 +182,9 @@ int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh
     x.bytes = broadcast_bytes;
     x.pack = copy_in;
     x.recv = copy_out;
+    x.direct = broadcast_direct;
+    x.zin = in->data;
+    x.zin_bytes = bytes;
     x.op = &mv;
     return xchg_run(&x, &k.d);
 }

@@ -36,6 +36,37 @@ static void red_reduce(const struct xchg *x, uint64_t off, const void *const *sr
                (size_t)(len / r->in_esz), r->mean_n);
 }
 
+void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
+                   uint64_t count, int mean_n, unsigned char *const *in, unsigned char *const *out)
+{
+    shmesh_ctx *c = x->c;
+    int n = x->g.n;
+    size_t in_esz = shmesh_dtype_size(in_dt), out_esz = shmesh_dtype_size(out_dt);
+    /* Position p owns elements [p * per, (p + 1) * per), whole cache lines. */
+    uint64_t per = (count + (uint64_t)n - 1) / (uint64_t)n;
+    per = (per + 63) / 64 * 64;
+    uint64_t lo = (uint64_t)x->g.me * per, hi = lo + per;
+    if (hi > count)
+        hi = count;
+    uint64_t block = BOUNCE_BYTES / (in_esz > out_esz ? in_esz : out_esz);
+    for (uint64_t i = lo; i < hi; i += block) {
+        uint64_t cnt = hi - i < block ? hi - i : block;
+        for (int q = 0; q < n; q++)
+            c->srcs[q] = in[q] + i * in_esz;
+        /* Through private memory: an output may be its member's input. */
+        reduce_run(op, in_dt, out_dt, c->bounce, c->srcs, n, (size_t)cnt, mean_n);
+        for (int q = 0; q < n; q++)
+            memcpy(out[q] + i * out_esz, c->bounce, (size_t)(cnt * out_esz));
+    }
+}
+
+static void red_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
+{
+    const struct red *r = x->op;
+    direct_reduce(x, r->op, r->in->dtype, r->out->dtype, x->zin_bytes / r->in_esz, r->mean_n, in,
+                  out);
+}
+
 static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const char *axes,
                      const shmesh_groups *gs, const shmesh_array *in, shmesh_array *out)
 {
@@ -87,6 +118,12 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
     x.bytes = red_bytes;
     x.pack = red_pack;
     x.reduce = red_reduce;
+    x.direct = red_direct;
+    x.zin = in->data;
+    x.zin_bytes = n_in * r.in_esz;
+    x.zout = out->data;
+    x.zout_bytes = n_out * r.out_esz;
+    x.zout_shared = true;
     x.op = &r;
     return xchg_run(&x, &k.d);
 }

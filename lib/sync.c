@@ -116,6 +116,32 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
     }
 }
 
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 31);
+}
+
+/* Only what identifies the call: the used dimensions and the axes' text,
+ * not the whole description (hashing it all cost more than the rest of a
+ * small call).  The groups' text is covered by extra_hash. */
+uint64_t call_hash(const struct call_desc *d)
+{
+    uint64_t h = mix(0x9E3779B97F4A7C15ull, d->op | (uint64_t)(uint32_t)d->mesh << 32);
+    h = mix(h, d->dtype | (uint64_t)d->out_dtype << 32);
+    h = mix(h, (uint32_t)d->ndim | (uint64_t)(uint32_t)d->out_ndim << 32);
+    for (int k = 0; k < d->ndim && k < SHMESH_MAX_NDIM; k++)
+        h = mix(h, (uint64_t)d->shape[k]);
+    for (int k = 0; k < d->out_ndim && k < SHMESH_MAX_NDIM; k++)
+        h = mix(h, (uint64_t)d->out_shape[k]);
+    for (int k = 0; k < 4; k++)
+        h = mix(h, (uint64_t)d->param[k]);
+    h = mix(h, d->count);
+    h = mix(h, d->extra_hash);
+    size_t len = strnlen(d->axes, sizeof d->axes);
+    return len ? hash_bytes(d->axes, len, h) : h;
+}
+
 static int aborted(shmesh_ctx *c, const struct seg_abort_info *ai)
 {
     switch (ai->cause) {

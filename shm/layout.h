@@ -5,7 +5,11 @@
  *   slot_offset         world_size data regions, slot_stride bytes each,
  *                       each holding two slot_bytes buffers (double
  *                       buffering); a buffer starts with a struct
- *                       seg_slot_hdr, and its payload follows
+ *                       seg_slot_hdr on the same cache line as the first
+ *                       bytes of its payload, and ends with room for a
+ *                       call description
+ *   heap_offset         the shared heap: world_size shares of heap_share
+ *                       bytes, one per rank, allocated by their owner
  *
  * Every offset and size here is written once by the creator and validated by
  * each attacher against the real size of the mapping (segment.c) before any
@@ -19,7 +23,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
-#define SEG_LAYOUT_VERSION 2u
+#define SEG_LAYOUT_VERSION 3u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -68,22 +72,23 @@ struct seg_ctrl {
     /* Written by the owner on every window; read by its group's members, so
      * everything a reader needs shares this one line. */
     alignas(SEG_CACHE_LINE) struct seg_progress progress;
-    _Atomic uint64_t buf_tag[2];   /* the window each slot buffer holds */
-    uint64_t buf_call_hash[2];     /* with a call's first window: the call's hash */
     /* Written once or twice per job. */
     alignas(128) _Atomic int32_t pid;
     _Atomic uint32_t state; /* enum seg_rank_state */
     int32_t numa_node;      /* chosen by the creator; -1 when not placed */
 };
 
-/* The head of each slot buffer: for a call's first window, what the call is
- * (opaque to shm/: lib/ fills it, and reads it back only to explain a
- * mismatch).  The payload follows. */
-#define SEG_SLOT_HDR 512u
-#define SEG_CALL_DESC_MAX SEG_SLOT_HDR
+/* The head of each slot buffer: which window it holds and, for a call's
+ * first window, the call's hash.  The payload starts right after, on the
+ * same cache line, so a small window reaches a reader in one transfer.  A
+ * description of the call (opaque to shm/: lib/ fills it, and reads it back
+ * only to explain a mismatch) sits at the buffer's end. */
 struct seg_slot_hdr {
-    unsigned char call_desc[SEG_CALL_DESC_MAX];
+    _Atomic uint64_t tag; /* the window: the progress value it was posted with */
+    uint64_t call_hash;
 };
+#define SEG_SLOT_HDR 16u
+#define SEG_CALL_DESC_MAX 512u
 
 struct seg_header {
     uint64_t magic;
@@ -96,6 +101,8 @@ struct seg_header {
     uint64_t slot_offset;
     uint64_t slot_stride; /* bytes between two ranks' data regions */
     uint64_t slot_bytes;  /* bytes in each of a region's two buffers */
+    uint64_t heap_offset;
+    uint64_t heap_share;  /* bytes of heap per rank (page multiple, may be 0) */
     int32_t creator_pid;
     uint32_t numa_nodes; /* nodes the regions were spread over; 0 or 1: none */
 

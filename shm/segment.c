@@ -45,7 +45,9 @@ uint64_t seg_default_slot_bytes(int world_size)
     return round_up(b, SEG_PAGE);
 }
 
-static void layout(int world, uint64_t slot_bytes, struct seg_header *h)
+/* total: the whole segment wanted, 0 for the default; the heap gets what
+ * the fixed parts leave, in equal page-aligned shares. */
+static void layout(int world, uint64_t slot_bytes, uint64_t total, struct seg_header *h)
 {
     memset(h, 0, sizeof *h);
     h->magic = SEG_MAGIC;
@@ -57,31 +59,74 @@ static void layout(int world, uint64_t slot_bytes, struct seg_header *h)
     h->slot_offset = round_up(h->ctrl_offset + (uint64_t)world * SEG_CTRL_STRIDE, SEG_PAGE);
     h->slot_bytes = slot_bytes;
     h->slot_stride = round_up(2 * slot_bytes, SEG_PAGE);
-    h->total_bytes = h->slot_offset + (uint64_t)world * h->slot_stride;
+    h->heap_offset = h->slot_offset + (uint64_t)world * h->slot_stride;
+    if (total == 0)
+        total = SEG_DEFAULT_TOTAL > h->heap_offset ? SEG_DEFAULT_TOTAL : h->heap_offset;
+    h->heap_share = total > h->heap_offset
+                        ? (total - h->heap_offset) / (uint64_t)world / SEG_PAGE * SEG_PAGE
+                        : 0;
+    h->total_bytes = h->heap_offset + (uint64_t)world * h->heap_share;
     h->abort_rank = -1;
 }
 
 uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes)
 {
-    if (world_size < 1 || world_size > SEG_MAX_WORLD || slot_bytes == 0 ||
+    if (world_size < 1 || world_size > SEG_MAX_WORLD || slot_bytes <= SEG_SLOT_HDR + SEG_CALL_DESC_MAX ||
         slot_bytes % SEG_PAGE || slot_bytes > (1ull << 40))
         return 0;
     struct seg_header h;
-    layout(world_size, slot_bytes, &h);
-    return h.total_bytes;
+    layout(world_size, slot_bytes, 1, &h); /* 1: smaller than any fixed part, so no heap */
+    return h.heap_offset;
 }
 
-static int check_opts(int world, uint64_t *slot_bytes, char *err, size_t errlen)
+uint64_t seg_parse_size(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0))
+        return 0;
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+    default: break;
+    }
+    if (mult > 1) {
+        end++;
+        if (*end == 'i') /* KiB, MiB, ... */
+            end++;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    v *= mult;
+    if (*end || v > 9.0e18)
+        return 0;
+    return (uint64_t)v;
+}
+
+static int check_opts(int world, uint64_t *slot_bytes, uint64_t total, char *err, size_t errlen)
 {
     if (world < 1 || world > SEG_MAX_WORLD)
         return fail(err, errlen, -EINVAL, "world size must be between 1 and %d, got %d",
                     SEG_MAX_WORLD, world);
     if (*slot_bytes == 0)
         *slot_bytes = seg_default_slot_bytes(world);
-    if (!seg_required_bytes(world, *slot_bytes))
+    uint64_t min = seg_required_bytes(world, *slot_bytes);
+    if (!min)
         return fail(err, errlen, -EINVAL,
-                    "slot size must be a positive multiple of %u bytes up to 1 TiB, got %" PRIu64,
-                    SEG_PAGE, *slot_bytes);
+                    "slot size must be a multiple of %u bytes from %u to 1 TiB, got %" PRIu64,
+                    SEG_PAGE, SEG_PAGE, *slot_bytes);
+    if (total && total < min)
+        return fail(err, errlen, -EINVAL,
+                    "a segment of %" PRIu64 " bytes (%.1f MiB) is too small: %d ranks need at "
+                    "least %" PRIu64 " bytes (%.1f MiB) for control blocks and staging slots, "
+                    "before any shared heap (--shm-size, SHMESH_SHM_SIZE)",
+                    total, (double)total / (1 << 20), world, min, (double)min / (1 << 20));
     return 0;
 }
 
@@ -136,6 +181,8 @@ static int place(struct seg *s, int **nodes_out, char *err, size_t errlen)
         nodes[r] = numa_place_node_of_rank(r, s->world, nnodes);
         uint8_t *region = (uint8_t *)seg_slot(s, r, 0);
         int rc = numa_place_bind(region, s->hdr->slot_stride, nodes[r]);
+        if (!rc && s->hdr->heap_share)
+            rc = numa_place_bind(seg_heap(s, r), s->hdr->heap_share, nodes[r]);
         if (rc < 0) {
             free(nodes);
             return fail(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s", r,
@@ -158,8 +205,9 @@ static int reserve(int fd, const struct seg_header *h, int world, const char *na
     if (rc == ENOSPC || rc == ENOMEM)
         return fail(err, errlen, -ENOSPC,
                     "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job needs "
-                    "(%.1f MiB); see `df -h /dev/shm`, free space there or give the container "
-                    "a larger /dev/shm (docker run --shm-size)",
+                    "(%.1f MiB); see `df -h /dev/shm`, free space there, give the container "
+                    "a larger /dev/shm (docker run --shm-size), or ask for a smaller segment "
+                    "(shmesh-run --shm-size)",
                     h->total_bytes, world, (double)h->total_bytes / (1 << 20));
     return fail(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
                 h->total_bytes, name, strerror(rc));
@@ -169,11 +217,11 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
 {
     *out = NULL;
     uint64_t slot_bytes = o->slot_bytes;
-    int rc = check_opts(o->world_size, &slot_bytes, err, errlen);
+    int rc = check_opts(o->world_size, &slot_bytes, o->total_bytes, err, errlen);
     if (rc)
         return rc;
     struct seg_header h;
-    layout(o->world_size, slot_bytes, &h);
+    layout(o->world_size, slot_bytes, o->total_bytes, &h);
 
     char name[SEG_NAME_MAX];
     int fd = -1;
@@ -235,15 +283,15 @@ fail:
     return rc;
 }
 
-int seg_create_private(int world_size, uint64_t slot_bytes, struct seg **out, char *err,
-                       size_t errlen)
+int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes,
+                       struct seg **out, char *err, size_t errlen)
 {
     *out = NULL;
-    int rc = check_opts(world_size, &slot_bytes, err, errlen);
+    int rc = check_opts(world_size, &slot_bytes, total_bytes, err, errlen);
     if (rc)
         return rc;
     struct seg_header h;
-    layout(world_size, slot_bytes, &h);
+    layout(world_size, slot_bytes, total_bytes, &h);
     void *base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     if (base == MAP_FAILED)
@@ -287,14 +335,16 @@ static int validate(const char *name, const struct seg_header *h, uint64_t real,
                     name, h->world_size, world);
     struct seg_header want;
     if (h->world_size < 1 || h->world_size > SEG_MAX_WORLD ||
-        !seg_required_bytes((int)h->world_size, h->slot_bytes))
+        !seg_required_bytes((int)h->world_size, h->slot_bytes) ||
+        h->total_bytes < seg_required_bytes((int)h->world_size, h->slot_bytes))
         return fail(err, errlen, -EBADMSG,
                     "segment %s has an impossible layout (world %u, slot %" PRIu64 " bytes)", name,
                     h->world_size, h->slot_bytes);
-    layout((int)h->world_size, h->slot_bytes, &want);
+    layout((int)h->world_size, h->slot_bytes, h->total_bytes, &want);
     if (h->header_bytes != want.header_bytes || h->ctrl_stride != want.ctrl_stride ||
         h->ctrl_offset != want.ctrl_offset || h->slot_offset != want.slot_offset ||
-        h->slot_stride != want.slot_stride || want.total_bytes > real)
+        h->slot_stride != want.slot_stride || h->heap_offset != want.heap_offset ||
+        h->heap_share != want.heap_share || want.total_bytes != real)
         return fail(err, errlen, -EBADMSG,
                     "segment %s has a corrupt layout: header %u/%u bytes, control blocks at "
                     "%" PRIu64 " (expected %" PRIu64 "), slots at %" PRIu64 " (expected %" PRIu64

@@ -24,9 +24,14 @@ struct seg {
     char name[SEG_NAME_MAX];
 };
 
+#define SEG_DEFAULT_TOTAL (32ull << 20) /* fits Docker's default 64 MiB /dev/shm */
+
 struct seg_create_opts {
     int world_size;
     uint64_t slot_bytes; /* per buffer; 0 picks seg_default_slot_bytes() */
+    /* The whole segment; what the header, control blocks and slots leave is
+     * the shared heap.  0 picks SEG_DEFAULT_TOTAL (or the minimum, if more). */
+    uint64_t total_bytes;
     /* NUMA placement: -1 places when libnuma reports more than one node,
      * 0 never places, 1 places even on one node (tests use it to exercise the
      * mbind path on machines with a single node). */
@@ -34,8 +39,10 @@ struct seg_create_opts {
 };
 
 uint64_t seg_default_slot_bytes(int world_size);
-/* Bytes a segment with these options needs; 0 when the options are invalid. */
+/* Bytes a segment needs before any heap; 0 when the options are invalid. */
 uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes);
+/* Parses "32M", "1G", "65536" (K/M/G/T, binary); 0 when it is not a size. */
+uint64_t seg_parse_size(const char *s);
 
 /* Creates a named segment (random name, O_EXCL, mode 0600), reserves all of
  * its memory up front and writes the header.  The caller owns the result and
@@ -43,8 +50,8 @@ uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes);
 int seg_create(const struct seg_create_opts *opts, struct seg **out, char *err, size_t errlen);
 
 /* An anonymous mapping laid out like a segment: a world of one needs no name. */
-int seg_create_private(int world_size, uint64_t slot_bytes, struct seg **out, char *err,
-                       size_t errlen);
+int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes,
+                       struct seg **out, char *err, size_t errlen);
 
 /* Maps an existing segment and validates its header against the mapping and
  * against what the caller expects (world size, rank).  Does not join. */
@@ -78,7 +85,19 @@ static inline void *seg_payload(struct seg_slot_hdr *h) { return (unsigned char 
 
 static inline uint64_t seg_payload_bytes(const struct seg *s)
 {
-    return s->hdr->slot_bytes - SEG_SLOT_HDR;
+    return s->hdr->slot_bytes - SEG_SLOT_HDR - SEG_CALL_DESC_MAX;
+}
+
+/* `rank`'s share of the shared heap. */
+static inline unsigned char *seg_heap(const struct seg *s, int rank)
+{
+    return s->base + s->hdr->heap_offset + (uint64_t)rank * s->hdr->heap_share;
+}
+
+/* Where a buffer keeps the description of the call whose first window it holds. */
+static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
+{
+    return (unsigned char *)h + s->hdr->slot_bytes - SEG_CALL_DESC_MAX;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get

@@ -24,6 +24,22 @@
 static char *env_vars[] = {"SHMESH_TIMEOUT=30", NULL};
 /* The smallest slot buffers: big cases then move in many chunks. */
 static char *small_slots[] = {"SHMESH_TIMEOUT=30", "SHMESH_SLOT_BYTES=4096", NULL};
+/* Buffers in the shared heap (-H), zero-copy from the first byte or from
+ * 4 KiB on: every op that can go zero-copy does, on either side of the
+ * switch, and must give the very same bits. */
+static char *heap_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_ZC_MIN=0", NULL};
+static char *heap_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_ZC_MIN=4096", "SHMESH_SLOT_BYTES=8192",
+                               NULL};
+
+/* "A=1 B=2 " for a replay command (SHMESH_TIMEOUT left out). */
+static void env_prefix(char *const env[], char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; env && env[i] && o < len; i++)
+        if (strncmp(env[i], "SHMESH_TIMEOUT=", 15))
+            o += (size_t)snprintf(buf + o, len - o, "%s ", env[i]);
+}
 
 static const char *diff_path(void)
 {
@@ -59,6 +75,9 @@ static void first_lines(const char *text, const char *word, char *buf, size_t le
 static void launch_env(char *const env[], int world, const char *op, unsigned long seed,
                        int count)
 {
+    bool heap = env == heap_always || env == heap_from_4k;
+    char pre[160];
+    env_prefix(env, pre, sizeof pre);
     char ws[16], ss[32], cs[16];
     snprintf(ws, sizeof ws, "%d", world);
     snprintf(ss, sizeof ss, "%lu", seed);
@@ -72,6 +91,8 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
     argv[n++] = "--";
     argv[n++] = (char *)diff_path();
     argv[n++] = "-q";
+    if (heap)
+        argv[n++] = "-H";
     if (op) {
         argv[n++] = "-o";
         argv[n++] = (char *)op;
@@ -83,9 +104,8 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
     struct run r;
     assert_int_equal(run_cmd(argv, env, DEADLINE, &r), 0);
     char repro[320];
-    snprintf(repro, sizeof repro, "%sshmesh-run -n %d -- shmesh-test-diff %s%s%s%lu %d",
-             env == small_slots ? "SHMESH_SLOT_BYTES=4096 " : "", world, op ? "-o " : "",
-             op ? op : "", op ? " " : "", seed, count);
+    snprintf(repro, sizeof repro, "%sshmesh-run -n %d -- shmesh-test-diff %s%s%s%s%lu %d", pre,
+             world, heap ? "-H " : "", op ? "-o " : "", op ? op : "", op ? " " : "", seed, count);
     /* cmocka cuts long messages: the details go to stderr first. */
     if (r.timed_out) {
         fprintf(stderr, "%s: still running after %.0f s\nstdout:\n%.4000s\nstderr:\n%.4000s\n",
@@ -102,11 +122,10 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
             first_lines(r.out, "FAIL", bad, sizeof bad);
         fprintf(stderr,
                 "%s: exit %d, %d of %d ranks agreed on all %d cases\n%s\nstderr:\n%.3000s\n"
-                "replay one case with: %sshmesh-run -n %d -- shmesh-test-diff %s%s%s-f INDEX "
+                "replay one case with: %sshmesh-run -n %d -- shmesh-test-diff %s%s%s%s-f INDEX "
                 "%lu 1\n",
-                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err,
-                env == small_slots ? "SHMESH_SLOT_BYTES=4096 " : "", world, op ? "-o " : "",
-                op ? op : "", op ? " " : "", seed);
+                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err, pre, world,
+                heap ? "-H " : "", op ? "-o " : "", op ? op : "", op ? " " : "", seed);
         fail_msg("%s: exit %d, %d of %d ranks agreed (details above)", repro, r.code, agreed,
                  world);
     }
@@ -158,6 +177,20 @@ static void small_slot_buffers(void **state)
         launch_env(small_slots, worlds[i], NULL, 5000 + i, CASES);
 }
 
+/* Zero-copy through the shared heap, forced and around its threshold. */
+static void heap_buffers(void **state)
+{
+    static const int worlds[] = {1, 2, 3, 4, 8};
+    for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
+        launch_env(heap_always, worlds[i], NULL, 7000 + i, CASES);
+        launch_env(heap_from_4k, worlds[i], NULL, 7100 + i, CASES);
+    }
+    static const char *const zc_ops[] = {"psum", "pmean", "pargmax", "all_gather",
+                                         "psum_scatter", "all_to_all", "ppermute", "pbroadcast"};
+    for (size_t i = 0; i < sizeof zc_ops / sizeof *zc_ops; i++)
+        launch_env(heap_always, 2 + (int)(i % 3) * 2, zc_ops[i], 7200 + i, OP_CASES);
+}
+
 /* The per-case lines: without -q every rank reports every case. */
 static void one_line_per_case(void **state)
 {
@@ -197,6 +230,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(without_launcher),
         cmocka_unit_test(one_line_per_case),
+        cmocka_unit_test(heap_buffers),
         cmocka_unit_test(world_1),
         cmocka_unit_test(world_2),
         cmocka_unit_test(world_3),

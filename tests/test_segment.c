@@ -77,7 +77,10 @@ static void layout_is_aligned(void **state)
     assert_int_equal(h->magic, SEG_MAGIC);
     assert_int_equal(h->world_size, 5);
     assert_int_equal(h->total_bytes, s->size);
-    assert_int_equal(h->total_bytes, seg_required_bytes(5, h->slot_bytes));
+    assert_int_equal(h->heap_offset, seg_required_bytes(5, h->slot_bytes));
+    assert_int_equal(h->total_bytes, h->heap_offset + 5 * h->heap_share);
+    assert_int_equal(h->heap_share % SEG_PAGE, 0);
+    assert_true(h->heap_share > 0);
     for (int r = 0; r < 5; r++) {
         uintptr_t c = (uintptr_t)seg_ctrl(s, r);
         assert_int_equal(c % 128, 0); /* its own pair of cache lines */
@@ -87,8 +90,84 @@ static void layout_is_aligned(void **state)
         assert_true((uint8_t *)seg_slot(s, r, 1) + h->slot_bytes <= s->base + s->size);
         assert_int_equal(seg_ctrl(s, r)->numa_node, -1);
     }
-    assert_true(s->size <= 8u << 20);
+    assert_true(s->size <= SEG_DEFAULT_TOTAL);
     drop(s);
+    /* Eight ranks fit Docker's 64 MiB /dev/shm with room to spare. */
+    s = make(8);
+    assert_true(s->size <= 32u << 20);
+    assert_true(s->hdr->heap_share >= 2u << 20);
+    drop(s);
+}
+
+static void segment_size_is_chosen(void **state)
+{
+    struct seg_create_opts o = {.world_size = 2, .total_bytes = 256u << 20};
+    struct seg *s = NULL;
+    assert_int_equal(seg_create(&o, &s, err, sizeof err), 0);
+    assert_true(s->size <= 256u << 20 && s->size > 250u << 20);
+    assert_true(s->hdr->heap_share > 120u << 20);
+    drop(s);
+    o.total_bytes = 1u << 20; /* less than two ranks' staging slots */
+    assert_int_equal(seg_create(&o, &s, err, sizeof err), -EINVAL);
+    if (!strstr(err, "is too small: 2 ranks need at least") || !strstr(err, "--shm-size"))
+        fail_msg("unclear error: %s", err);
+    assert_int_equal(seg_parse_size("64M"), 64u << 20);
+    assert_int_equal(seg_parse_size("1GiB"), 1u << 30);
+    assert_int_equal(seg_parse_size("4096"), 4096);
+    assert_int_equal(seg_parse_size("1.5K"), 1536);
+    assert_int_equal(seg_parse_size("lots"), 0);
+    assert_int_equal(seg_parse_size("-1M"), 0);
+    assert_int_equal(seg_parse_size("5X"), 0);
+}
+
+/* The heap in a job of one: shares, alignment, exhaustion, bad frees. */
+static void heap_alloc_and_free(void **state)
+{
+    unsetenv("SHMESH_SEGMENT");
+    setenv("SHMESH_SHM_SIZE", "8M", 1);
+    shmesh_ctx *c;
+    assert_int_equal(shmesh_init(&c), 0);
+    unsetenv("SHMESH_SHM_SIZE");
+    assert_null(shmesh_alloc(c, 0));
+    void *a = shmesh_alloc(c, 1000), *b = shmesh_alloc(c, 3000), *d = shmesh_alloc(c, 64);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(d);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    assert_int_equal((uintptr_t)b % 64, 0);
+    assert_true((char *)b >= (char *)a + 1000 && (char *)d >= (char *)b + 3000);
+    memset(a, 1, 1000);
+    memset(b, 2, 3000);
+    assert_null(shmesh_alloc(c, 64u << 20));
+    if (!strstr(shmesh_last_error(c), "start the job with a larger shmesh-run --shm-size"))
+        fail_msg("unclear error: %s", shmesh_last_error(c));
+    shmesh_free(c, (char *)b + 64);
+    assert_non_null(strstr(shmesh_last_error(c), "is not a block shmesh_alloc gave this rank"));
+    int local;
+    shmesh_free(c, &local);
+    assert_non_null(strstr(shmesh_last_error(c), "is not a block shmesh_alloc gave this rank"));
+    /* Freed in any order, the blocks merge back into one: the whole share
+     * can be handed out again. */
+    shmesh_free(c, b);
+    shmesh_free(c, b); /* a second time: refused */
+    assert_non_null(strstr(shmesh_last_error(c), "freed already"));
+    shmesh_free(c, a);
+    shmesh_free(c, d);
+    size_t whole = 0;
+    for (size_t try = 8u << 20; try >= 1u << 20 && !whole; try -= 4096) {
+        void *big = shmesh_alloc(c, try);
+        if (big) {
+            whole = try;
+            shmesh_free(c, big);
+        }
+    }
+    assert_true(whole > 4u << 20); /* nearly all of the 8 MiB after the slots */
+    void *again = shmesh_alloc(c, whole);
+    assert_non_null(again);
+    assert_ptr_equal(again, a); /* the first block starts the share */
+    shmesh_free(c, again);
+    shmesh_free(c, NULL);
+    assert_int_equal(shmesh_finalize(c), 0);
 }
 
 static void attach_validates_header(void **state)
@@ -118,6 +197,12 @@ static void attach_validates_header(void **state)
     expect_attach_error(name, 2, -EBADMSG, "has a corrupt layout");
     offset = s->hdr->slot_offset;
     poke(name, offsetof(struct seg_header, slot_offset), &offset, sizeof offset);
+
+    uint64_t share = s->hdr->heap_share + SEG_PAGE;
+    poke(name, offsetof(struct seg_header, heap_share), &share, sizeof share);
+    expect_attach_error(name, 2, -EBADMSG, "has a corrupt layout");
+    share = s->hdr->heap_share;
+    poke(name, offsetof(struct seg_header, heap_share), &share, sizeof share);
 
     uint64_t magic = 0x1122334455667788ull;
     poke(name, 0, &magic, sizeof magic);
@@ -340,6 +425,8 @@ int main(void)
         TEST(bad_create_options),
         TEST(numa_placement_before_first_touch),
         TEST(abort_record_first_wins),
+        TEST(segment_size_is_chosen),
+        TEST(heap_alloc_and_free),
         TEST(init_refuses_bad_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,34 @@
 
 static int rank, world;
 static bool quiet;
+static shmesh_ctx *heap_ctx; /* -H: buffers come from the shared heap */
+static void *heap_bufs[8];    /* the ones that did */
+
+/* Buffers from the shared heap with -H (so the library may go zero-copy),
+ * from malloc otherwise or when the heap has no room. */
+static void *buf_alloc(size_t bytes)
+{
+    void *p = heap_ctx ? shmesh_alloc(heap_ctx, bytes) : NULL;
+    for (int i = 0; p && i < 8; i++)
+        if (!heap_bufs[i]) {
+            heap_bufs[i] = p;
+            return p;
+        }
+    if (p)
+        shmesh_free(heap_ctx, p);
+    return malloc(bytes);
+}
+
+static void buf_free(void *p)
+{
+    for (int i = 0; p && i < 8; i++)
+        if (heap_bufs[i] == p) {
+            heap_bufs[i] = NULL;
+            shmesh_free(heap_ctx, p);
+            return;
+        }
+    free(p);
+}
 
 /* ------------------------------------------------------------------------
  * Random numbers (splitmix64): the same on every rank for one seed
@@ -881,10 +909,10 @@ static void make_arrays(const struct tcase *c, int d, struct dev_arrays *a)
     memset(a, 0, sizeof *a);
     size_t es = dsize(c->dt);
     int64_t nin = ref_numel(c->ndim, c->shape);
-    a->in_buf = malloc((size_t)(nin + 1) * es);
+    a->in_buf = buf_alloc((size_t)(nin + 1) * es);
     a->in = (shmesh_array){a->in_buf, c->dt, c->ndim, {0}};
     memcpy(a->in.shape, c->shape, sizeof c->shape);
-    a->out_buf = malloc((size_t)c->out_room * 8);
+    a->out_buf = buf_alloc((size_t)c->out_room * 8);
     memset(a->out_buf, SENTINEL, (size_t)c->out_room * 8);
     if (c->call.op == REF_RAGGED_ALL_TO_ALL) {
         a->out = (shmesh_array){a->out_buf, c->dt, c->ndim, {0}};
@@ -906,8 +934,8 @@ static void make_arrays(const struct tcase *c, int d, struct dev_arrays *a)
 
 static void free_arrays(struct dev_arrays *a)
 {
-    free(a->in_buf);
-    free(a->out_buf);
+    buf_free(a->in_buf);
+    buf_free(a->out_buf);
     for (int w = 0; w < 4; w++)
         free(a->off_buf[w]);
 }
@@ -1088,7 +1116,9 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: shmesh-test-diff [-f FIRST] [-o OP] [-q] SEED COUNT\n");
+    fprintf(stderr, "usage: shmesh-test-diff [-f FIRST] [-o OP] [-q] [-H] SEED COUNT\n"
+                    "  -H  inputs and outputs in the shared heap (zero-copy when the library\n"
+                    "      takes it: see SHMESH_ZC_MIN)\n");
     exit(2);
 }
 
@@ -1097,8 +1127,12 @@ int main(int argc, char **argv)
     long first = 0;
     int opfilter = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "f:o:q")) != -1) {
+    bool use_heap = false;
+    while ((opt = getopt(argc, argv, "f:o:qH")) != -1) {
         switch (opt) {
+        case 'H':
+            use_heap = true;
+            break;
         case 'f':
             first = strtol(optarg, NULL, 10);
             break;
@@ -1128,6 +1162,8 @@ int main(int argc, char **argv)
     }
     rank = shmesh_rank(ctx);
     world = shmesh_world_size(ctx);
+    if (use_heap)
+        heap_ctx = ctx;
     if (world > MAXW) {
         fprintf(stderr, "rank %d: at most %d ranks\n", rank, MAXW);
         return 2;
