@@ -29,8 +29,11 @@ Options:
   --no-build    do not run ./run.sh --build-only or rebuild mpi_bench
   -h, --help    this text
 
-Environment: OPENMPI_ARGS, MPICH_ARGS: extra mpirun.openmpi / mpiexec.mpich
-arguments (split on spaces), e.g. OPENMPI_ARGS="--bind-to none".
+Environment (each split on spaces):
+  OPENMPI_ARGS       extra mpirun.openmpi arguments, e.g. "--bind-to none"
+  MPICH_ARGS         extra mpiexec.mpich arguments
+  SHMESH_BENCH_ARGS  extra shmesh-bench arguments (after the common ones)
+  SHMESH_* variables (SHMESH_SPIN, SHMESH_NOTIFY, ...) reach the ranks as usual.
 
 SIZE: bytes of the larger buffer per rank, nccl-tests style (K, M, G
 suffixes), e.g. "8 4K 1M 64M".  Default: 8 B to 64 MiB, times 4 per step.
@@ -220,6 +223,7 @@ read -ra extra <<<"${OPENMPI_ARGS:-}"
 openmpi_cmd+=("${extra[@]}")
 read -ra extra <<<"${MPICH_ARGS:-}"
 mpich_cmd+=("${extra[@]}")
+read -ra shmesh_extra <<<"${SHMESH_BENCH_ARGS:-}"
 
 # --- the runs --------------------------------------------------------------
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -267,6 +271,7 @@ run_side() {
         mpich) op=${pair%%:*}; cmd=("${mpich_cmd[@]}" "$out_dir/mpi_bench-mpich") ;;
         esac
         cmd+=(-o "$op" -b "$b" -e "$e" -f "$f" -d "$dtype" -w "$w" -n "$n" -c "$check" --csv)
+        [ "$side" = shmesh ] && cmd+=("${shmesh_extra[@]}")
         echo "round $round: ${cmd[*]}" >>"$log"
         rc=0
         timeout "$limit" "${cmd[@]}" </dev/null >"$tmp" 2>"$err" || rc=$?
