@@ -11,7 +11,7 @@
 
 #define PROG "shmesh-run"
 
-enum bind_policy { BIND_NUMA, BIND_NONE };
+enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NUMA, BIND_NONE };
 
 struct options {
     int np;               /* ranks; 0 until chosen */
@@ -19,7 +19,7 @@ struct options {
     bool verbose;
     double timeout;       /* seconds; 0: none */
     double grace;         /* seconds between the abort flag and SIGKILL */
-    enum bind_policy bind;
+    enum bind_policy bind; /* BIND_AUTO until main() decides */
     uint64_t slot_bytes;  /* 0: the segment's default */
     uint64_t shm_size;    /* the whole segment; 0: the default */
     char **argv;          /* the program and its arguments */
@@ -56,6 +56,7 @@ struct job {
     struct rank_proc **reaped; /* scratch: ranks reaped by one SIGCHLD */
     struct gpu_env gpus;
     int running;
+    int *cpus;            /* BIND_CORE: the CPU of each rank */
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
     /* How the job ends. */

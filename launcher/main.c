@@ -2,6 +2,7 @@
  * stop them all when one fails, and leave nothing behind. */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,8 +29,9 @@ static void usage(FILE *f)
             "      --shm-size SIZE   the shared-memory segment, e.g. 256M or 1G (default 32M,\n"
             "                        or SHMESH_SHM_SIZE): what the staging slots leave is the\n"
             "                        shared heap (shmesh_alloc), split evenly between ranks\n"
-            "      --bind-to numa|none  run each rank on the NUMA node holding its memory\n"
-            "                        (default numa; does nothing on one node)\n"
+            "      --bind-to core|numa|none  run each rank on a core of its own, on the NUMA\n"
+            "                        node holding its memory (the default; nothing on one\n"
+            "                        node), or anywhere\n"
             "  -v, --verbose         say what is started, and how each rank ends\n"
             "  -h, --help            show this help\n"
             "  -V, --version         show the version\n"
@@ -68,7 +70,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){.grace = 5.0, .bind = BIND_NUMA};
+    *o = (struct options){.grace = 5.0, .bind = BIND_AUTO};
     int c;
     opterr = 0;
     /* '+': stop at the program name, so its own options stay its own. */
@@ -98,12 +100,15 @@ static int parse_options(int argc, char **argv, struct options *o)
                 return -1;
             break;
         case OPT_BIND:
-            if (!strcmp(optarg, "numa"))
+            if (!strcmp(optarg, "core"))
+                o->bind = BIND_CORE;
+            else if (!strcmp(optarg, "numa"))
                 o->bind = BIND_NUMA;
             else if (!strcmp(optarg, "none"))
                 o->bind = BIND_NONE;
             else {
-                fprintf(stderr, PROG ": --bind-to expects numa or none, got '%s'\n", optarg);
+                fprintf(stderr, PROG ": --bind-to expects core, numa or none, got '%s'\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -191,6 +196,27 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": note: %d ranks share %d GPUs (%s is given round-robin)\n", j.o.np,
                 j.gpus.count, j.gpus.var);
 
+    /* Not a core per rank by default, unlike mpirun: on a shared machine a
+     * rank pinned beside a busy process cannot move away from it (measured:
+     * 60-600 us per small psum instead of 1-5 us; docs/performance.md). */
+    cpu_set_t allowed;
+    int ncpus = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        ncpus = CPU_COUNT(&allowed);
+    if (j.o.bind == BIND_AUTO)
+        j.o.bind = BIND_NUMA;
+    if (j.o.bind == BIND_CORE) {
+        if (ncpus < j.o.np) {
+            fprintf(stderr, PROG ": --bind-to core needs a core per rank: %d ranks, %d cores allowed\n",
+                    j.o.np, ncpus);
+            return 2;
+        }
+        j.cpus = calloc((size_t)j.o.np, sizeof *j.cpus);
+        for (int cpu = 0, r = 0; j.cpus && r < j.o.np && cpu < CPU_SETSIZE; cpu++)
+            if (CPU_ISSET(cpu, &allowed))
+                j.cpus[r++] = cpu;
+    }
+
     int sigfd = signal_fd();
     if (sigfd < 0) {
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
@@ -202,7 +228,7 @@ int main(int argc, char **argv)
         .world_size = j.o.np,
         .slot_bytes = j.o.slot_bytes,
         .total_bytes = j.o.shm_size,
-        .numa = j.o.bind == BIND_NUMA ? -1 : 0,
+        .numa = j.o.bind == BIND_NONE ? 0 : -1,
     };
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
         fprintf(stderr, PROG ": %s\n", err);
@@ -222,5 +248,6 @@ int main(int argc, char **argv)
     seg_close(j.seg);
     gpus_free(&j.gpus);
     free(j.ranks);
+    free(j.cpus);
     return rc;
 }

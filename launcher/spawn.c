@@ -2,6 +2,7 @@
  * an exec failure reported once instead of N times. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +63,15 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
     if (j->gpus.count > 0)
         setenv(j->gpus.var, j->gpus.ids[rank % j->gpus.count], 1);
     int node = seg_ctrl(j->seg, rank)->numa_node;
-    if (j->o.bind == BIND_NUMA && node >= 0) {
+    if (node >= 0)
         set_env_int("SHMESH_NUMA_NODE", node);
+    if (j->o.bind == BIND_CORE && j->cpus) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(j->cpus[rank], &one);
+        if (sched_setaffinity(0, sizeof one, &one) == 0)
+            set_env_int("SHMESH_CPU", j->cpus[rank]);
+    } else if (j->o.bind == BIND_NUMA && node >= 0) {
         numa_place_run_on(node); /* best effort: a cpuset may forbid it */
     }
     execvp(j->o.argv[0], j->o.argv);

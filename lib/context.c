@@ -20,7 +20,7 @@ struct init_env {
     int rank, world;
     enum notify_kind notify;
     int64_t timeout_ns;
-    long spin; /* -1: choose */
+    int64_t spin_ns, yield_ns; /* -1: choose */
     uint64_t shm_size; /* a world of one's own segment; 0: default */
     uint64_t zc_min;
 };
@@ -46,7 +46,7 @@ static int read_env(struct init_env *e)
 {
     memset(e, 0, sizeof *e);
     e->world = 1;
-    e->spin = -1;
+    e->spin_ns = e->yield_ns = -1;
     bool have;
     long v;
     e->segment = getenv("SHMESH_SEGMENT");
@@ -107,11 +107,16 @@ static int read_env(struct init_env *e)
             return SHMESH_ERR_INVALID;
         }
     }
-    int rc = env_int("SHMESH_SPIN", 0, INT_MAX, &v, &have);
+    int rc = env_int("SHMESH_SPIN_NS", 0, INT_MAX, &v, &have);
     if (rc)
         return rc;
     if (have)
-        e->spin = v;
+        e->spin_ns = v;
+    rc = env_int("SHMESH_YIELD_NS", 0, INT_MAX, &v, &have);
+    if (rc)
+        return rc;
+    if (have)
+        e->yield_ns = v;
     return 0;
 }
 
@@ -178,12 +183,17 @@ static int alloc_scratch(shmesh_ctx *c)
     return 0;
 }
 
-/* Spinning pays when the peer runs on another core; with more ranks than
- * cores the peer we wait for may need our core, so block almost at once. */
-static uint32_t default_spin(int world)
+/* Spinning pays when the peer runs on another core: it answers within a
+ * microsecond or two.  With more ranks than cores the peer we wait for may
+ * need our core, so spin briefly and yield to it.  Then block. */
+static void default_spin(int world, int64_t *spin_ns, int64_t *yield_ns)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return (cpus > 0 && world > cpus) ? 64 : 8192;
+    bool crowded = cpus > 0 && world > cpus;
+    if (*spin_ns < 0)
+        *spin_ns = crowded ? 500 : 3000;
+    if (*yield_ns < 0)
+        *yield_ns = 100000;
 }
 
 int shmesh_init(shmesh_ctx **out)
@@ -236,10 +246,12 @@ int shmesh_init(shmesh_ctx **out)
         .seg = c->seg,
         .notify = c->notify,
         .self = c->rank,
-        .spin = e.spin >= 0 ? (uint32_t)e.spin : default_spin(e.world),
+        .spin_ns = e.spin_ns,
+        .yield_ns = e.yield_ns, /* defaults filled in below */
         .timeout_ns = e.timeout_ns,
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
+    default_spin(e.world, &c->waiter.spin_ns, &c->waiter.yield_ns);
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {
         release(c);

@@ -58,15 +58,28 @@ static struct seg_slot_hdr *holding(shmesh_ctx *c, int r, uint64_t tag)
  * transfer; after the spin, block on r's progress.  The buffer cannot be
  * reused under us: r reuses it only after this rank posts a later window.
  * *h is NULL when r's window is gone (it formed another group: a mismatch). */
+struct window_wait {
+    shmesh_ctx *c;
+    int r;
+    uint64_t tag;
+    struct seg_slot_hdr *h;
+};
+
+static bool window_ready(const void *arg)
+{
+    struct window_wait *ww = (struct window_wait *)arg;
+    return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL;
+}
+
 static int await_window(shmesh_ctx *c, int r, uint64_t tag, struct seg_slot_hdr **h)
 {
-    for (uint32_t i = 0; i <= c->waiter.spin; i++) {
-        if ((*h = holding(c, r, tag)))
-            goto found;
-        notify_cpu_relax();
+    struct window_wait ww = {c, r, tag, NULL};
+    if (seg_spin(&c->waiter, window_ready, &ww)) {
+        *h = ww.h;
+        goto found;
     }
     struct seg_waiter w = c->waiter;
-    w.spin = 0; /* spun already */
+    w.spin_ns = w.yield_ns = 0; /* spun already */
     int culprit = r;
     int rc = seg_wait_progress(&w, &seg_ctrl(c->seg, r)->progress, tag, r, &culprit);
     if (rc)

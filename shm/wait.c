@@ -1,6 +1,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 static int64_t now_ns(void)
@@ -42,13 +43,40 @@ static bool reached(const struct awaited *a)
     return atomic_load_explicit(a->progress, memory_order_acquire) >= a->progress_target;
 }
 
-static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
+/* A `pause` lasts from a few to over a hundred cycles depending on the CPU,
+ * so the phases are measured in time, the clock read every few checks. */
+bool seg_spin(const struct seg_waiter *w, bool (*ready)(const void *arg), const void *arg)
 {
-    for (uint32_t i = 0; i < w->spin; i++) {
-        if (reached(a))
-            return 0;
+    if (ready(arg))
+        return true;
+    if (w->spin_ns <= 0 && w->yield_ns <= 0)
+        return false;
+    int64_t start = now_ns(), spin_end = start + w->spin_ns, end = spin_end + w->yield_ns;
+    for (unsigned i = 1;; i++) {
+        if (ready(arg))
+            return true;
+        if (i % 16 == 0) {
+            int64_t t = now_ns();
+            if (t >= end)
+                return false;
+            if (t >= spin_end) {
+                /* A peer that shares our CPU runs now rather than at the end
+                 * of our time slice; with nobody else runnable this returns
+                 * at once. */
+                sched_yield();
+                continue;
+            }
+        }
         notify_cpu_relax();
     }
+}
+
+static bool awaited_ready(const void *a) { return reached(a); }
+
+static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
+{
+    if (seg_spin(w, awaited_ready, a))
+        return 0;
 
     int64_t deadline = w->timeout_ns > 0 ? now_ns() + w->timeout_ns : 0;
     bool thorough = true; /* look at peers on entry, then after each full slice */

@@ -1,8 +1,10 @@
-/* Waiting for a flag of the segment to reach a value: bounded spin, then
- * block in the notifier, ending early on abort, peer death or deadline. */
+/* Waiting for a flag of the segment to reach a value: a short spin, then
+ * yielding the CPU for a while (a peer sharing our CPU gets to run), then
+ * blocking in the notifier, ending early on abort, peer death or deadline. */
 #ifndef SHMESH_SHM_WAIT_H
 #define SHMESH_SHM_WAIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "notify.h"
@@ -12,7 +14,8 @@ struct seg_waiter {
     struct seg *seg;
     struct notify *notify;
     int self;
-    uint32_t spin;      /* pause iterations before blocking */
+    int64_t spin_ns;    /* spin this long (no system call)... */
+    int64_t yield_ns;   /* ...then sched_yield() between checks this long... */
     int64_t timeout_ns; /* a single wait longer than this fails; 0: none */
     int64_t slice_ns;   /* longest single sleep; liveness is re-checked after it */
 };
@@ -32,6 +35,10 @@ int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int
  * least `target`. */
 int seg_wait_progress(struct seg_waiter *w, struct seg_progress *p, uint64_t target, int owner,
                       int *culprit);
+
+/* The spin and yield phases alone: true once ready(arg) holds, false when
+ * the budget is spent (then block).  The first check costs no clock read. */
+bool seg_spin(const struct seg_waiter *w, bool (*ready)(const void *arg), const void *arg);
 
 /* Any rank seen to have exited without finalizing, or -1 (no system call). */
 int seg_dead_peer(struct seg_waiter *w);

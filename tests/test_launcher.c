@@ -252,6 +252,41 @@ static void one_gpu_per_rank(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --bind-to core: a CPU of its own per rank, named in SHMESH_CPU. */
+static void bind_to_core(void **state)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 2)
+        skip();
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "--bind-to", "core", "-n", "2", "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "
+                 "| cut -f2)\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    for (int k = 0; k < 2; k++) {
+        char line[64];
+        snprintf(line, sizeof line, "rank %d cpu ", k);
+        const char *p = strstr(r.out, line);
+        if (!p)
+            fail_msg("no line for rank %d:\n%s", k, r.out);
+        int cpu = -1;
+        char allowed[32] = "";
+        if (sscanf(p + strlen(line), "%d allowed %31s", &cpu, allowed) != 2)
+            fail_msg("unreadable: %s", p);
+        char want[16];
+        snprintf(want, sizeof want, "%d", cpu);
+        assert_string_equal(allowed, want); /* pinned to exactly that CPU */
+    }
+    run_free(&r);
+    char np[24];
+    snprintf(np, sizeof np, "%ld", cpus + 1);
+    run_launcher(&r, NULL, 30, "--bind-to", "core", "-n", np, "--", "/bin/true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--bind-to core needs a core per rank"));
+    run_free(&r);
+}
+
 static void usage_errors(void **state)
 {
     struct run r;
@@ -302,6 +337,7 @@ int main(void)
         cmocka_unit_test(tag_output_prefixes_lines),
         cmocka_unit_test(environment_per_rank),
         cmocka_unit_test(one_gpu_per_rank),
+        cmocka_unit_test(bind_to_core),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
     };

@@ -126,7 +126,7 @@ static void wait_flag_outcomes(enum notify_kind k)
     struct seg *s;
     char err[256];
     assert_int_equal(seg_create_private(3, 0, 0, &s, err, sizeof err), 0);
-    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin = 100,
+    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin_ns = 2000, .yield_ns = 2000,
                            .timeout_ns = 0, .slice_ns = 100000000};
     struct seg_progress *f1 = &seg_ctrl(s, 1)->progress, *f2 = &seg_ctrl(s, 2)->progress;
     int culprit = -1;
