@@ -55,6 +55,30 @@ static void a2a_direct(const struct xchg *x, unsigned char *const *in, unsigned 
     }
 }
 
+static int a2a_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct a2a *a = x->op;
+    shmesh_ctx *c = x->c;
+    uint64_t count = a->blk_bytes / a->esz, block = BOUNCE_BYTES / a->esz;
+    struct box from, to;
+    box_slab(&from, a->in, a->split, (int64_t)x->g.me * a->split_blk, a->split_blk);
+    for (int q = 0; q < x->g.n; q++) {
+        box_slab(&to, a->out, a->concat, (int64_t)q * a->concat_blk, a->concat_blk);
+        for (uint64_t i = 0; i < count; i += block) {
+            uint64_t cnt = count - i < block ? count - i : block;
+            int rc = 0;
+            if (q == x->g.me)
+                box_read(&from, a->in->data, i, cnt, c->bounce);
+            else
+                rc = cma_read_box(c, x->g.ranks[q], in_addr[q], &from, i, cnt, c->bounce);
+            if (rc)
+                return rc;
+            box_write(&to, a->out->data, i, cnt, c->bounce);
+        }
+    }
+    return 0;
+}
+
 static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shmesh_groups *gs,
                    int split_axis, int concat_axis, bool tiled, const shmesh_array *in,
                    shmesh_array *out)
@@ -119,6 +143,7 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
     x.pack = a2a_pack;
     x.recv = a2a_recv;
     x.direct = a2a_direct;
+    x.cma = a2a_cma;
     x.zin = in->data;
     x.zin_bytes = n_in * a.esz;
     x.op = &a;

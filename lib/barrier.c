@@ -57,6 +57,20 @@ static void ws_direct(const struct xchg *x, unsigned char *const *in, unsigned c
     direct_reduce(x, RED_SUM, w->dt, w->dt, w->bytes / shmesh_dtype_size(w->dt), 1, in, out);
 }
 
+static int ws_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct world_sum *w = x->op;
+    return cma_reduce(x, RED_SUM, w->dt, w->dt, w->bytes / shmesh_dtype_size(w->dt), 1, w->buf,
+                      w->buf, in_addr, out_addr);
+}
+
+static int ws_rsag(struct xchg *x, const struct call_desc *desc)
+{
+    const struct world_sum *w = x->op;
+    return rsag_run(x->c, &x->g, desc, RED_SUM, w->dt, w->dt, w->buf, w->buf,
+                    w->bytes / shmesh_dtype_size(w->dt), 1);
+}
+
 int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
 {
     int rc = sync_enter(c, "shmesh_world_sum");
@@ -93,9 +107,12 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
     x.pack = ws_pack;
     x.reduce = ws_reduce;
     x.direct = ws_direct; /* in place: input and output are the same buffer */
+    x.cma = ws_cma;
     x.zin = x.zout = buf;
     x.zin_bytes = x.zout_bytes = w.bytes;
     x.zout_shared = true;
+    if (use_rsag(c, w.bytes, c->world))
+        x.staged = ws_rsag;
     x.op = &w;
     return xchg_run(&x, &d);
 }

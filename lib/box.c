@@ -47,9 +47,9 @@ uint64_t box_elems(const struct box *b)
 
 /* Walks packed elements [first, first+count): calls back once per run that
  * is contiguous in the array, with the run's array offset (in elements). */
-static void walk(const struct box *b, uint64_t first, uint64_t count,
-                 void (*run)(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t len),
-                 void *arg)
+void box_runs(const struct box *b, uint64_t first, uint64_t count,
+              void (*run)(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t len),
+              void *arg)
 {
     if (!count)
         return;
@@ -98,11 +98,11 @@ static void copy_run(void *p, uint64_t array_off, uint64_t packed_off, uint64_t 
 void box_read(const struct box *b, const void *array, uint64_t first, uint64_t count, void *dst)
 {
     struct copy_arg a = {(unsigned char *)array, dst, b->esz, false};
-    walk(b, first, count, copy_run, &a);
+    box_runs(b, first, count, copy_run, &a);
 }
 
 void box_write(const struct box *b, void *array, uint64_t first, uint64_t count, const void *src)
 {
     struct copy_arg a = {array, (unsigned char *)src, b->esz, true};
-    walk(b, first, count, copy_run, &a);
+    box_runs(b, first, count, copy_run, &a);
 }

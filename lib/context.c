@@ -22,7 +22,7 @@ struct init_env {
     int64_t timeout_ns;
     int64_t spin_ns, yield_ns; /* -1: choose */
     uint64_t shm_size; /* a world of one's own segment; 0: default */
-    uint64_t zc_min;
+    uint64_t zc_min, rsag_min, cma_min;
 };
 
 static int env_int(const char *name, long min, long max, long *out, bool *present)
@@ -96,14 +96,21 @@ static int read_env(struct init_env *e)
                    e->rank, size);
         return SHMESH_ERR_INVALID;
     }
-    e->zc_min = 64u << 10;
-    const char *zc = getenv("SHMESH_ZC_MIN");
-    if (zc && *zc) {
-        e->zc_min = strcmp(zc, "0") ? seg_parse_size(zc) : 0;
-        if (e->zc_min == 0 && strcmp(zc, "0")) {
-            init_error("rank %d: SHMESH_ZC_MIN must be a size in bytes such as 0, 4096 or 1M, "
-                       "found '%s'",
-                       e->rank, zc);
+    struct {
+        const char *name;
+        uint64_t *value, dflt;
+    } sizes[] = {{"SHMESH_ZC_MIN", &e->zc_min, 64u << 10},
+                 {"SHMESH_RSAG_MIN", &e->rsag_min, 256u << 10},
+                 {"SHMESH_CMA_MIN", &e->cma_min, 64u << 10}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        const char *val = getenv(sizes[i].name);
+        *sizes[i].value = sizes[i].dflt;
+        if (!val || !*val)
+            continue;
+        *sizes[i].value = strcmp(val, "0") ? seg_parse_size(val) : 0;
+        if (*sizes[i].value == 0 && strcmp(val, "0")) {
+            init_error("rank %d: %s must be a size in bytes such as 0, 4096 or 1M, found '%s'",
+                       e->rank, sizes[i].name, val);
             return SHMESH_ERR_INVALID;
         }
     }
@@ -150,7 +157,8 @@ static void release(shmesh_ctx *c)
 static int alloc_scratch(shmesh_ctx *c)
 {
     size_t w = (size_t)c->world;
-    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 4 + 6 * sizeof(uint64_t)) +
+    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 4 + 8 * sizeof(uint64_t) +
+                        sizeof(bool)) +
                    BOUNCE_BYTES;
     unsigned char *p = calloc(1, bytes);
     if (!p)
@@ -167,7 +175,7 @@ static int alloc_scratch(shmesh_ctx *c)
     c->bounce = p;
     p += BOUNCE_BYTES;
     uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal,
-                        &c->seen};
+                        &c->seen, &c->cin, &c->cout};
     for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
         *u64[i] = (uint64_t *)p;
         p += w * sizeof(uint64_t);
@@ -178,6 +186,7 @@ static int alloc_scratch(shmesh_ctx *c)
         *ints[i] = (int *)p;
         p += w * sizeof(int);
     }
+    c->peer_cma = (bool *)p;
     for (int r = 0; r < c->world; r++)
         c->all_ranks[r] = r;
     return 0;
@@ -237,6 +246,10 @@ int shmesh_init(shmesh_ctx **out)
     }
     c->me = seg_ctrl(c->seg, c->rank);
     c->zc_min = e.zc_min;
+    c->rsag_min = e.rsag_min;
+    c->cma_min = e.cma_min;
+    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->hdr->slot_bytes};
+    c->tuning = hash_bytes(knobs, sizeof knobs, 2);
     if (heap_init(c)) {
         release(c);
         init_error("rank %d: out of memory", e.rank);
@@ -252,6 +265,7 @@ int shmesh_init(shmesh_ctx **out)
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
     default_spin(e.world, &c->waiter.spin_ns, &c->waiter.yield_ns);
+    cma_publish(c);
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {
         release(c);
@@ -270,6 +284,7 @@ int shmesh_init(shmesh_ctx **out)
         release(c);
         return rc;
     }
+    cma_probe(c);
     for (int j = 0; j < c->world; j++) {
         if (j == c->rank)
             continue;

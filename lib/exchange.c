@@ -168,9 +168,12 @@ static void deliver(struct xchg *x, uint64_t lo, uint64_t hi)
 
 static int run_windows(struct xchg *x, const struct call_desc *desc);
 
-/* Zero-copy handshake: every member publishes where its buffers are. */
+/* The handshake before a zero-copy or single-copy call: every member
+ * publishes where its buffers are. */
 struct where {
-    uint64_t in, out; /* segment offsets, or UINT64_MAX when not in the heap */
+    uint64_t in, out;           /* segment offsets, or UINT64_MAX when not in the heap */
+    uint64_t in_addr, out_addr; /* addresses in the member's own process */
+    uint64_t cma_ok;            /* it may read every peer's memory */
 };
 
 static uint64_t where_bytes(const struct xchg *x, int from, int to) { return sizeof(struct where); }
@@ -178,7 +181,8 @@ static uint64_t where_bytes(const struct xchg *x, int from, int to) { return siz
 static void where_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
 {
     const struct xchg *z = x->op;
-    struct where w = {UINT64_MAX, UINT64_MAX};
+    struct where w = {UINT64_MAX, UINT64_MAX, (uint64_t)(uintptr_t)z->zin,
+                      (uint64_t)(uintptr_t)z->zout, z->c->cma_ok};
     heap_offset(z->c, z->zin, z->zin_bytes, &w.in);
     if (z->zout)
         heap_offset(z->c, z->zout, z->zout_bytes, &w.out);
@@ -189,17 +193,22 @@ static void where_recv(const struct xchg *x, int from, uint64_t off, const void 
                        uint64_t len)
 {
     shmesh_ctx *c = x->c;
+    const struct xchg *z = x->op;
     struct where w;
     memcpy((unsigned char *)&w + off, src, len);
-    /* Never trust a peer's offset: it must name a range inside the heap. */
-    c->zin[from] = heap_at(c, w.in, ((const struct xchg *)x->op)->zin_bytes);
-    c->zout[from] = heap_at(c, w.out, ((const struct xchg *)x->op)->zout_bytes);
+    /* Never trust a peer's offset: it must name a range inside the heap.
+     * (Addresses are only ever handed to the kernel, which checks them.) */
+    c->zin[from] = heap_at(c, w.in, z->zin_bytes);
+    c->zout[from] = heap_at(c, w.out, z->zout_bytes);
+    c->cin[from] = w.in_addr;
+    c->cout[from] = w.out_addr;
+    c->peer_cma[from] = w.cma_ok == 1;
 }
 
-/* Returns 1 when the data moved directly, 0 when some member's buffers are
- * not in the heap (the caller then runs the staged windows), or an error.
- * Every member decides alike, from the same published offsets. */
-static int try_direct(struct xchg *x, const struct call_desc *desc)
+/* Returns 1 when the data moved with zero or a single copy, 0 when the
+ * staged windows must run, or an error.  Every member decides alike, from
+ * the same published handshake. */
+static int try_direct(struct xchg *x, const struct call_desc *desc, uint64_t size)
 {
     shmesh_ctx *c = x->c;
     struct xchg hs = {.c = c, .g = x->g, .broadcast = true, .unit = sizeof(struct where),
@@ -207,10 +216,20 @@ static int try_direct(struct xchg *x, const struct call_desc *desc)
     int rc = run_windows(&hs, desc);
     if (rc)
         return rc;
-    for (int p = 0; p < x->g.n; p++)
-        if ((x->zin_bytes && !c->zin[p]) || (x->zout_shared && x->zout_bytes && !c->zout[p]))
-            return 0;
-    x->direct(x, c->zin, c->zout);
+    bool heap = x->direct && size >= c->zc_min, cma = x->cma && size >= c->cma_min;
+    for (int p = 0; p < x->g.n; p++) {
+        heap &= !(x->zin_bytes && !c->zin[p]) &&
+                !(x->zout_shared && x->zout_bytes && !c->zout[p]);
+        cma &= c->peer_cma[p];
+    }
+    if (heap)
+        x->direct(x, c->zin, c->zout);
+    else if (cma)
+        rc = x->cma(x, c->cin, c->cout);
+    else
+        return 0;
+    if (rc)
+        return rc;
     /* Nobody leaves (and reuses its buffers) before everyone is done. */
     struct xchg done = {.c = c, .g = x->g, .broadcast = true, .bytes = xchg_no_bytes};
     rc = run_windows(&done, NULL);
@@ -221,13 +240,64 @@ int xchg_run(struct xchg *x, const struct call_desc *desc)
 {
     /* The sizes are the same on every member, so is this choice. */
     uint64_t size = max_u64(x->zin_bytes, x->zout_bytes);
-    if (x->direct && size >= x->c->zc_min) {
-        int rc = try_direct(x, desc);
+    if ((x->direct && size >= x->c->zc_min) || (x->cma && size >= x->c->cma_min)) {
+        int rc = try_direct(x, desc, size);
         if (rc)
             return rc < 0 ? rc : 0;
         desc = NULL; /* the handshake carried it */
     }
-    return run_windows(x, desc);
+    return x->staged ? x->staged(x, desc) : run_windows(x, desc);
+}
+
+uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 64 * 64; }
+
+unsigned char *win_open(shmesh_ctx *c, int *rc)
+{
+    *rc = reclaim(c, c->next_buf);
+    return *rc ? NULL : seg_payload(seg_slot(c->seg, c->rank, c->next_buf));
+}
+
+int win_exchange(shmesh_ctx *c, const struct group *g, const struct call_desc *desc)
+{
+    int b = c->next_buf;
+    struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
+    uint64_t tag = tag_of(c, c->window++);
+    uint64_t hash = desc ? call_hash(desc) ^ c->tuning : 0;
+    if (desc) {
+        mine->call_hash = hash;
+        struct call_desc *d = seg_call_desc(c->seg, mine);
+        memcpy(d, desc, sizeof *desc);
+        d->tuning = c->tuning;
+    }
+    /* Release: payload, hash and description before the tag. */
+    atomic_store_explicit(&mine->tag, tag, memory_order_release);
+    c->buf_tag[b] = tag;
+    memcpy(c->buf_readers[b], g->ranks, sizeof *g->ranks * (size_t)g->n);
+    c->buf_nreaders[b] = g->n;
+    c->next_buf = b ^ 1;
+    seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
+
+    for (int p = 0; p < g->n; p++) {
+        int r = g->ranks[p];
+        if (r == c->rank) {
+            c->hdrs[p] = mine;
+            continue;
+        }
+        int rc = await_window(c, r, tag, &c->hdrs[p]);
+        if (rc)
+            return rc;
+        if (!c->hdrs[p]) {
+            struct call_desc none = {0};
+            return sync_mismatch(c, desc ? desc : &none, r, NULL);
+        }
+        if (desc && c->hdrs[p]->call_hash != hash) {
+            struct call_desc theirs, ours = *desc;
+            memcpy(&theirs, seg_call_desc(c->seg, c->hdrs[p]), sizeof theirs);
+            ours.tuning = c->tuning;
+            return sync_mismatch(c, &ours, r, &theirs);
+        }
+    }
+    return 0;
 }
 
 /* The staged path: every member's stream through the slot buffers. */
@@ -236,56 +306,23 @@ static int run_windows(struct xchg *x, const struct call_desc *desc)
     shmesh_ctx *c = x->c;
     const struct group *g = &x->g;
     uint64_t unit = x->unit ? x->unit : 1;
-    uint64_t window = seg_payload_bytes(c->seg) / 64 * 64 / unit * unit;
+    uint64_t window = win_capacity(c) / unit * unit;
     plan(x);
     uint64_t longest = 0;
     for (int q = 0; q < g->n; q++)
         longest = max_u64(longest, c->xtotal[q]);
     uint64_t nwin = longest ? (longest + window - 1) / window : 1;
-    uint64_t hash = desc ? call_hash(desc) : 0;
 
     for (uint64_t w = 0; w < nwin; w++) {
-        int b = c->next_buf;
-        int rc = reclaim(c, b);
-        if (rc)
+        int rc;
+        unsigned char *payload = win_open(c, &rc);
+        if (!payload)
             return rc;
-        struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
         uint64_t lo = w * window, hi = min_u64(lo + window, c->xtotal[g->me]);
         if (lo < hi)
-            pack_window(x, lo, hi, seg_payload(mine));
-        uint64_t tag = tag_of(c, c->window++);
-        bool first = desc && w == 0;
-        if (first) {
-            mine->call_hash = hash;
-            memcpy(seg_call_desc(c->seg, mine), desc, sizeof *desc);
-        }
-        /* Release: payload, hash and description before the tag. */
-        atomic_store_explicit(&mine->tag, tag, memory_order_release);
-        c->buf_tag[b] = tag;
-        memcpy(c->buf_readers[b], g->ranks, sizeof *g->ranks * (size_t)g->n);
-        c->buf_nreaders[b] = g->n;
-        c->next_buf = b ^ 1;
-        seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
-
-        for (int p = 0; p < g->n; p++) {
-            int r = g->ranks[p];
-            if (r == c->rank) {
-                c->hdrs[p] = mine;
-                continue;
-            }
-            rc = await_window(c, r, tag, &c->hdrs[p]);
-            if (rc)
-                return rc;
-            if (!c->hdrs[p]) {
-                struct call_desc none = {0};
-                return sync_mismatch(c, desc ? desc : &none, r, NULL);
-            }
-            if (first && c->hdrs[p]->call_hash != hash) {
-                struct call_desc theirs;
-                memcpy(&theirs, seg_call_desc(c->seg, c->hdrs[p]), sizeof theirs);
-                return sync_mismatch(c, desc, r, &theirs);
-            }
-        }
+            pack_window(x, lo, hi, payload);
+        if ((rc = win_exchange(c, g, w == 0 ? desc : NULL)))
+            return rc;
         deliver(x, lo, lo + window);
     }
     return 0;

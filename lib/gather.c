@@ -46,6 +46,36 @@ static void gather_direct(const struct xchg *x, unsigned char *const *in, unsign
     }
 }
 
+static int gather_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct blocks *b = x->op;
+    shmesh_ctx *c = x->c;
+    uint64_t count = b->in_bytes / b->esz, block = BOUNCE_BYTES / b->esz;
+    for (int q = 0; q < x->g.n; q++) {
+        struct box bx;
+        box_slab(&bx, b->out, b->dim, (int64_t)q * b->blk, b->blk);
+        if (q == x->g.me) {
+            box_write(&bx, b->out->data, 0, count, b->in->data);
+            continue;
+        }
+        int rc;
+        if (bx.ndim == 1) { /* one run of the output: read straight into it */
+            if ((rc = cma_read(c, x->g.ranks[q], in_addr[q],
+                               (unsigned char *)b->out->data + (uint64_t)bx.start[0] * b->esz,
+                               b->in_bytes)))
+                return rc;
+            continue;
+        }
+        for (uint64_t i = 0; i < count; i += block) {
+            uint64_t cnt = count - i < block ? count - i : block;
+            if ((rc = cma_read(c, x->g.ranks[q], in_addr[q] + i * b->esz, c->bounce, cnt * b->esz)))
+                return rc;
+            box_write(&bx, b->out->data, i, cnt, c->bounce);
+        }
+    }
+    return 0;
+}
+
 int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                       bool tiled, const shmesh_array *in, shmesh_array *out)
 {
@@ -95,6 +125,7 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
     x.pack = copy_input;
     x.recv = gather_recv;
     x.direct = gather_direct;
+    x.cma = gather_cma;
     x.zin = in->data;
     x.zin_bytes = b.in_bytes;
     x.op = &b;
@@ -139,6 +170,31 @@ static void scatter_direct(const struct xchg *x, unsigned char *const *in,
                    (unsigned char *)b->out->data + i * b->esz, c->srcs, x->g.n, (size_t)cnt,
                    x->g.n);
     }
+}
+
+static int scatter_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct blocks *b = x->op;
+    shmesh_ctx *c = x->c;
+    int n = x->g.n, me = x->g.me, rc;
+    uint64_t count = b->blk_bytes / b->esz, block = BOUNCE_BYTES / (uint64_t)n / b->esz;
+    uint64_t base = (uint64_t)me * b->blk_bytes;
+    for (uint64_t i = 0; i < count; i += block) {
+        uint64_t cnt = count - i < block ? count - i : block;
+        for (int q = 0; q < n; q++) {
+            unsigned char *bq = c->bounce + (size_t)q * block * b->esz;
+            if (q == me)
+                c->srcs[q] = (const unsigned char *)b->in->data + base + i * b->esz;
+            else if ((rc = cma_read(c, x->g.ranks[q], in_addr[q] + base + i * b->esz, bq,
+                                    cnt * b->esz)))
+                return rc;
+            else
+                c->srcs[q] = bq;
+        }
+        reduce_run(RED_SUM, b->in->dtype, b->in->dtype, (unsigned char *)b->out->data + i * b->esz,
+                   c->srcs, n, (size_t)cnt, n);
+    }
+    return 0;
 }
 
 int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
@@ -204,6 +260,7 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
         leading &= in->shape[d] == 1;
     if (leading) {
         x.direct = scatter_direct;
+        x.cma = scatter_cma;
         x.zin = in->data;
         x.zin_bytes = b.in_bytes;
     }

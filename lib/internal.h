@@ -49,6 +49,7 @@ struct call_desc {
     uint64_t extra_hash; /* groups, permutations, mesh layout */
     char axes[64];
     char groups[96];     /* axis_index_groups as text ("" without), maybe cut short */
+    uint64_t tuning;     /* the thresholds that choose algorithms: every rank must agree */
 };
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 
@@ -97,8 +98,15 @@ struct shmesh_ctx {
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal;
     uint64_t *seen;   /* the latest window seen posted by each rank */
     unsigned char **zin, **zout; /* members' buffers, for zero-copy */
+    uint64_t *cin, *cout;        /* members' buffer addresses, for single copy */
+    bool *peer_cma;              /* members that may read every peer's memory */
+    bool cma_ok;                 /* this rank may */
+    uint64_t probe_word;
+    uint64_t cma_min;            /* SHMESH_CMA_MIN */
+    uint64_t tuning;             /* hash of the thresholds: ranks must agree */
     unsigned char *bounce;       /* BOUNCE_BYTES of private scratch */
     uint64_t zc_min;  /* the smallest call that may go zero-copy (SHMESH_ZC_MIN) */
+    uint64_t rsag_min; /* the smallest staged reduction that takes rsag (SHMESH_RSAG_MIN) */
     int *perm_dest, *perm_src;
     char err[CTX_ERR_MAX];
 };
@@ -154,6 +162,11 @@ typedef void (*xchg_reduce_fn)(const struct xchg *x, uint64_t off, const void *c
  * otherwise the staged windows run.  Members decide alike. */
 typedef void (*xchg_direct_fn)(const struct xchg *x, unsigned char *const *in,
                                unsigned char *const *out);
+/* Single copy (CMA): when the buffers are not all in the heap but every
+ * member may read the others' memory, `cma` moves the data itself, given
+ * every member's input and output addresses (in their own processes). */
+typedef int (*xchg_cma_fn)(const struct xchg *x, const uint64_t *in_addr,
+                           const uint64_t *out_addr);
 
 struct xchg {
     shmesh_ctx *c;
@@ -164,7 +177,10 @@ struct xchg {
     xchg_pack_fn pack;    /* this device's segment for `to`, bytes [off, off+len) */
     xchg_recv_fn recv;    /* bytes [off, off+len) of what `from` sent this device */
     xchg_reduce_fn reduce;
-    xchg_direct_fn direct; /* NULL: always staged */
+    xchg_direct_fn direct; /* NULL: never zero-copy */
+    xchg_cma_fn cma;       /* NULL: never single copy */
+    /* When set, the staged path runs this instead of the streams. */
+    int (*staged)(struct xchg *x, const struct call_desc *desc);
     const void *zin;      /* this member's input and output for `direct` */
     uint64_t zin_bytes;
     void *zout;
@@ -175,6 +191,16 @@ struct xchg {
 
 /* bytes callback for exchanges that carry no data (barrier-like steps). */
 uint64_t xchg_no_bytes(const struct xchg *x, int from, int to);
+
+/* The windows themselves, for algorithms streams do not express:
+ * win_open reclaims this rank's next slot buffer and returns its payload
+ * (win_capacity bytes) to fill; win_exchange posts it (with `desc` for a
+ * call's first window), waits for every member's same window, and leaves
+ * their buffers in c->hdrs by position (seg_payload() gives the data, valid
+ * until this rank's next win_exchange but one). */
+uint64_t win_capacity(const shmesh_ctx *c);
+unsigned char *win_open(shmesh_ctx *c, int *rc);
+int win_exchange(shmesh_ctx *c, const struct group *g, const struct call_desc *desc);
 
 /* Runs the exchange; `desc` (non-NULL for a call's first exchange) is
  * published in the first window and compared across the group. */
@@ -212,6 +238,12 @@ void box_simplify(struct box *b);
 uint64_t box_elems(const struct box *b);
 /* Elements [first, first+count) of the block, in packed order. */
 void box_read(const struct box *b, const void *array, uint64_t first, uint64_t count, void *dst);
+/* Calls run() once per stretch of packed elements [first, first+count) that
+ * is contiguous in the array: its array offset, its packed offset (from
+ * `first`) and its length, in elements. */
+void box_runs(const struct box *b, uint64_t first, uint64_t count,
+              void (*run)(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t len),
+              void *arg);
 void box_write(const struct box *b, void *array, uint64_t first, uint64_t count, const void *src);
 
 /* barrier.c: one world-wide step with no data (barrier, finalize). */
@@ -225,6 +257,18 @@ bool heap_offset(const shmesh_ctx *c, const void *p, uint64_t len, uint64_t *off
 /* The heap range a peer named by offset, checked against the heap's bounds;
  * NULL when it leaves them. */
 void *heap_at(const shmesh_ctx *c, uint64_t off, uint64_t len);
+
+/* cma.c: copies straight out of another rank's private memory
+ * (process_vm_readv), where the kernel allows it. */
+void cma_publish(shmesh_ctx *c); /* before joining */
+void cma_probe(shmesh_ctx *c);   /* after every rank joined */
+/* `len` bytes at address `addr` of rank r into dst.  A failure poisons the
+ * context and tells the job (its peers would otherwise wait for it). */
+int cma_read(shmesh_ctx *c, int r, uint64_t addr, void *dst, uint64_t len);
+/* Elements [first, first+count) of block `b` of the array at `addr` in rank
+ * r, packed into dst. */
+int cma_read_box(shmesh_ctx *c, int r, uint64_t addr, const struct box *b, uint64_t first,
+                 uint64_t count, void *dst);
 
 /* dtype.c */
 bool dtype_valid(shmesh_dtype dt);
@@ -243,5 +287,18 @@ void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc, si
  * elements from every member's input and writes it into every member's output. */
 void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
                    uint64_t count, int mean_n, unsigned char *const *in, unsigned char *const *out);
+
+/* reductions.c: the single-copy reduction (process_vm_readv). */
+int cma_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
+               uint64_t count, int mean_n, const unsigned char *in, unsigned char *out,
+               const uint64_t *in_addr, const uint64_t *out_addr);
+
+/* rsag.c: the staged reduction for large arrays (reduce-scatter, then
+ * all-gather); `in` may be `out` when the dtypes have the same size. */
+int rsag_run(shmesh_ctx *c, const struct group *g, const struct call_desc *desc, enum red_op op,
+             shmesh_dtype in_dt, shmesh_dtype out_dt, const unsigned char *in, unsigned char *out,
+             uint64_t count, int mean_n);
+/* Which staged reduction a call of `bytes` among `n` members uses. */
+bool use_rsag(const shmesh_ctx *c, uint64_t bytes, int n);
 
 #endif

@@ -59,6 +59,30 @@ static void broadcast_direct(const struct xchg *x, unsigned char *const *in,
     memcpy(mv->out->data, in[mv->source], (size_t)mv->bytes);
 }
 
+static int permute_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct move *mv = x->op;
+    for (int q = 0; q < x->g.n; q++) {
+        if (mv->dest[q] != x->g.me)
+            continue;
+        if (q == x->g.me)
+            memcpy(mv->out->data, mv->in->data, (size_t)mv->bytes);
+        else
+            return cma_read(x->c, x->g.ranks[q], in_addr[q], mv->out->data, mv->bytes);
+    }
+    return 0;
+}
+
+static int broadcast_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct move *mv = x->op;
+    if (mv->source == x->g.me) {
+        memcpy(mv->out->data, mv->in->data, (size_t)mv->bytes);
+        return 0;
+    }
+    return cma_read(x->c, x->g.ranks[mv->source], in_addr[mv->source], mv->out->data, mv->bytes);
+}
+
 /* Runs a permutation given as dest[] (positions); zeros where nothing comes. */
 static int run_permutation(struct coll *k, const shmesh_array *in, shmesh_array *out,
                            uint64_t bytes, const int *dest)
@@ -78,6 +102,7 @@ static int run_permutation(struct coll *k, const shmesh_array *in, shmesh_array 
     x.pack = copy_in;
     x.recv = copy_out;
     x.direct = permute_direct;
+    x.cma = permute_cma;
     x.zin = in->data;
     x.zin_bytes = bytes;
     x.op = &mv;
@@ -183,6 +208,7 @@ int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh
     x.pack = copy_in;
     x.recv = copy_out;
     x.direct = broadcast_direct;
+    x.cma = broadcast_cma;
     x.zin = in->data;
     x.zin_bytes = bytes;
     x.op = &mv;

@@ -60,11 +60,71 @@ void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shm
     }
 }
 
+/* Single copy: each member reduces its share, reading the others' inputs
+ * out of their processes, then (after one window) copies the others' shares
+ * out of their outputs.  The bounce buffer holds n inputs' blocks and the
+ * result, so an output may be its member's input. */
+int cma_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
+               uint64_t count, int mean_n, const unsigned char *in, unsigned char *out,
+               const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    shmesh_ctx *c = x->c;
+    int n = x->g.n, me = x->g.me, rc;
+    size_t in_esz = shmesh_dtype_size(in_dt), out_esz = shmesh_dtype_size(out_dt);
+    size_t esz = in_esz > out_esz ? in_esz : out_esz;
+    uint64_t per = ((count + (uint64_t)n - 1) / (uint64_t)n + 63) / 64 * 64;
+    uint64_t block = BOUNCE_BYTES / (uint64_t)(n + 1) / esz;
+    unsigned char *result = c->bounce + (size_t)n * block * in_esz;
+#define SHARE(p, lo, hi)                                                                       \
+    uint64_t lo = (uint64_t)(p) * per < count ? (uint64_t)(p) * per : count;                   \
+    uint64_t hi = lo + per < count ? lo + per : count
+    SHARE(me, lo, hi);
+    for (uint64_t i = lo; i < hi; i += block) {
+        uint64_t cnt = hi - i < block ? hi - i : block;
+        for (int q = 0; q < n; q++) {
+            unsigned char *b = c->bounce + (size_t)q * block * in_esz;
+            if (q == me)
+                c->srcs[q] = in + i * in_esz;
+            else if ((rc = cma_read(c, x->g.ranks[q], in_addr[q] + i * in_esz, b, cnt * in_esz)))
+                return rc;
+            else
+                c->srcs[q] = b;
+        }
+        reduce_run(op, in_dt, out_dt, result, c->srcs, n, (size_t)cnt, mean_n);
+        memcpy(out + i * out_esz, result, (size_t)(cnt * out_esz));
+    }
+    /* Every share reduced before anyone copies it. */
+    if (!win_open(c, &rc) || (rc = win_exchange(c, &x->g, NULL)))
+        return rc;
+    for (int q = 0; q < n; q++) {
+        SHARE(q, qlo, qhi);
+        if (q != me && (rc = cma_read(c, x->g.ranks[q], out_addr[q] + qlo * out_esz,
+                                      out + qlo * out_esz, (qhi - qlo) * out_esz)))
+            return rc;
+    }
+#undef SHARE
+    return 0;
+}
+
+static int red_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
+{
+    const struct red *r = x->op;
+    return cma_reduce(x, r->op, r->in->dtype, r->out->dtype, x->zin_bytes / r->in_esz, r->mean_n,
+                      r->in->data, r->out->data, in_addr, out_addr);
+}
+
 static void red_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
 {
     const struct red *r = x->op;
     direct_reduce(x, r->op, r->in->dtype, r->out->dtype, x->zin_bytes / r->in_esz, r->mean_n, in,
                   out);
+}
+
+static int red_rsag(struct xchg *x, const struct call_desc *desc)
+{
+    const struct red *r = x->op;
+    return rsag_run(x->c, &x->g, desc, r->op, r->in->dtype, r->out->dtype, r->in->data,
+                    r->out->data, x->zin_bytes / r->in_esz, r->mean_n);
 }
 
 static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const char *axes,
@@ -119,11 +179,14 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
     x.pack = red_pack;
     x.reduce = red_reduce;
     x.direct = red_direct;
+    x.cma = red_cma;
     x.zin = in->data;
     x.zin_bytes = n_in * r.in_esz;
     x.zout = out->data;
     x.zout_bytes = n_out * r.out_esz;
     x.zout_shared = true;
+    if (use_rsag(k.c, x.zin_bytes, k.g.n))
+        x.staged = red_rsag;
     x.op = &r;
     return xchg_run(&x, &k.d);
 }

@@ -195,7 +195,11 @@ int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
 {
     char a[400], b[400], reason[SEG_REASON_MAX];
     call_describe(mine, c->calls, a, sizeof a);
-    if (theirs)
+    if (theirs && theirs->tuning != mine->tuning && call_hash(theirs) == call_hash(mine))
+        snprintf(b, sizeof b,
+                 "the same with other settings: SHMESH_SLOT_BYTES, SHMESH_ZC_MIN, SHMESH_CMA_MIN "
+                 "and SHMESH_RSAG_MIN must be the same on every rank");
+    else if (theirs)
         call_describe(theirs, c->calls, b, sizeof b);
     else
         snprintf(b, sizeof b,

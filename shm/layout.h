@@ -76,6 +76,9 @@ struct seg_ctrl {
     alignas(128) _Atomic int32_t pid;
     _Atomic uint32_t state; /* enum seg_rank_state */
     int32_t numa_node;      /* chosen by the creator; -1 when not placed */
+    /* A word of the rank's private memory and its value, so peers can test
+     * whether they may read its memory directly (lib/cma.c). */
+    uint64_t probe_addr, probe_value;
 };
 
 /* The head of each slot buffer: which window it holds and, for a call's

@@ -31,6 +31,16 @@ static char *heap_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_ZC_MIN=0", NULL};
 static char *heap_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_ZC_MIN=4096", "SHMESH_SLOT_BYTES=8192",
                                NULL};
 
+/* The staged reduce-scatter + all-gather for every reduction, and around
+ * its switch with small slots so arrays span many chunks. */
+static char *rsag_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_RSAG_MIN=0", NULL};
+static char *rsag_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_RSAG_MIN=4096", "SHMESH_SLOT_BYTES=8192",
+                               NULL};
+
+/* Single copy (process_vm_readv) forced, and around its switch. */
+static char *cma_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=0", NULL};
+static char *cma_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=4096", "SHMESH_RSAG_MIN=0", NULL};
+
 /* "A=1 B=2 " for a replay command (SHMESH_TIMEOUT left out). */
 static void env_prefix(char *const env[], char *buf, size_t len)
 {
@@ -191,6 +201,45 @@ static void heap_buffers(void **state)
         launch_env(heap_always, 2 + (int)(i % 3) * 2, zc_ops[i], 7200 + i, OP_CASES);
 }
 
+static void staged_reductions(void **state)
+{
+    static const int worlds[] = {2, 3, 5, 8};
+    static const char *const red_ops[] = {"psum", "pmax", "pmin", "pmean", "pargmax", "pargmin"};
+    for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
+        launch_env(rsag_always, worlds[i], NULL, 8000 + i, CASES);
+        launch_env(rsag_from_4k, worlds[i], NULL, 8100 + i, CASES);
+    }
+    for (size_t i = 0; i < sizeof red_ops / sizeof *red_ops; i++)
+        launch_env(rsag_from_4k, 2 + (int)i, red_ops[i], 8200 + i, OP_CASES);
+}
+
+static void single_copy(void **state)
+{
+    static const int worlds[] = {2, 3, 4, 8};
+    for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
+        launch_env(cma_always, worlds[i], NULL, 9000 + i, CASES);
+        launch_env(cma_from_4k, worlds[i], NULL, 9100 + i, CASES);
+    }
+}
+
+/* One rank refuses single copy (SHMESH_CMA=0): every member must see it in
+ * the handshake and take the staged path together. */
+static void single_copy_refused_by_one(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "3", "--", "/bin/sh", "-c",
+                    "if [ \"$RANK\" = 1 ]; then export SHMESH_CMA=0; fi; exec \"$0\" -q 9200 300",
+                    (char *)diff_path(), NULL};
+    struct run r;
+    assert_int_equal(run_cmd(argv, cma_always, DEADLINE, &r), 0);
+    if (r.timed_out || r.code != 0 || count_lines(r.out, ": 300 cases ok", NULL) != 3)
+        fail_msg("exit %d%s\n%.4000s\n%.2000s", r.code, r.timed_out ? " (timed out)" : "", r.out,
+                 r.err);
+    char name[128];
+    if (segment_left_behind(&r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm", name);
+    run_free(&r);
+}
+
 /* The per-case lines: without -q every rank reports every case. */
 static void one_line_per_case(void **state)
 {
@@ -231,6 +280,9 @@ int main(void)
         cmocka_unit_test(without_launcher),
         cmocka_unit_test(one_line_per_case),
         cmocka_unit_test(heap_buffers),
+        cmocka_unit_test(staged_reductions),
+        cmocka_unit_test(single_copy),
+        cmocka_unit_test(single_copy_refused_by_one),
         cmocka_unit_test(world_1),
         cmocka_unit_test(world_2),
         cmocka_unit_test(world_3),
