@@ -64,9 +64,17 @@ static int a2a_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t
     box_slab(&from, a->in, a->split, (int64_t)x->g.me * a->split_blk, a->split_blk);
     for (int q = 0; q < x->g.n; q++) {
         box_slab(&to, a->out, a->concat, (int64_t)q * a->concat_blk, a->concat_blk);
+        int rc = 0;
+        if (q != x->g.me && to.ndim == 1) {
+            /* The block lands in one run of the output: read it straight there. */
+            rc = cma_read_box(c, x->g.ranks[q], in_addr[q], &from, 0, count,
+                              (unsigned char *)a->out->data + (uint64_t)to.start[0] * a->esz);
+            if (rc)
+                return rc;
+            continue;
+        }
         for (uint64_t i = 0; i < count; i += block) {
             uint64_t cnt = count - i < block ? count - i : block;
-            int rc = 0;
             if (q == x->g.me)
                 box_read(&from, a->in->data, i, cnt, c->bounce);
             else

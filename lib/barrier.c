@@ -107,7 +107,7 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
     x.pack = ws_pack;
     x.reduce = ws_reduce;
     x.direct = ws_direct; /* in place: input and output are the same buffer */
-    x.cma = ws_cma;
+    x.cma = use_rsag(c, w.bytes, c->world) ? NULL : ws_cma;
     x.zin = x.zout = buf;
     x.zin_bytes = x.zout_bytes = w.bytes;
     x.zout_shared = true;

@@ -179,7 +179,9 @@ static int reduction(shmesh_mesh *m, enum call_op op, enum red_op rop, const cha
     x.pack = red_pack;
     x.reduce = red_reduce;
     x.direct = red_direct;
-    x.cma = red_cma;
+    /* Single copy beats staging below the reduce-scatter's threshold; above
+     * it the staged reduce-scatter moves less memory (docs/algorithms.md). */
+    x.cma = use_rsag(k.c, n_in * r.in_esz, k.g.n) ? NULL : red_cma;
     x.zin = in->data;
     x.zin_bytes = n_in * r.in_esz;
     x.zout = out->data;
