@@ -293,6 +293,13 @@ int cma_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_
                uint64_t count, int mean_n, const unsigned char *in, unsigned char *out,
                const uint64_t *in_addr, const uint64_t *out_addr);
 
+/* stream.c: large outputs written around the cache (no read for ownership
+ * of lines that are only overwritten), as glibc's memcpy does for large
+ * copies.  stream_fence() before anyone is told the data is there. */
+#define STREAM_MIN (8u << 20)
+void stream_copy(unsigned char *dst, const unsigned char *src, size_t len);
+void stream_fence(void);
+
 /* rsag.c: the staged reduction for large arrays (reduce-scatter, then
  * all-gather); `in` may be `out` when the dtypes have the same size. */
 int rsag_run(shmesh_ctx *c, const struct group *g, const struct call_desc *desc, enum red_op op,

@@ -36,6 +36,7 @@ static void red_reduce(const struct xchg *x, uint64_t off, const void *const *sr
                (size_t)(len / r->in_esz), r->mean_n);
 }
 
+
 void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt,
                    uint64_t count, int mean_n, unsigned char *const *in, unsigned char *const *out)
 {
@@ -49,6 +50,7 @@ void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shm
     if (hi > count)
         hi = count;
     uint64_t block = BOUNCE_BYTES / (in_esz > out_esz ? in_esz : out_esz);
+    bool stream = count * out_esz >= STREAM_MIN;
     for (uint64_t i = lo; i < hi; i += block) {
         uint64_t cnt = hi - i < block ? hi - i : block;
         for (int q = 0; q < n; q++)
@@ -56,8 +58,13 @@ void direct_reduce(const struct xchg *x, enum red_op op, shmesh_dtype in_dt, shm
         /* Through private memory: an output may be its member's input. */
         reduce_run(op, in_dt, out_dt, c->bounce, c->srcs, n, (size_t)cnt, mean_n);
         for (int q = 0; q < n; q++)
-            memcpy(out[q] + i * out_esz, c->bounce, (size_t)(cnt * out_esz));
+            if (stream)
+                stream_copy(out[q] + i * out_esz, c->bounce, (size_t)(cnt * out_esz));
+            else
+                memcpy(out[q] + i * out_esz, c->bounce, (size_t)(cnt * out_esz));
     }
+    if (stream)
+        stream_fence(); /* the streamed lines are visible before the closing window */
 }
 
 /* Single copy: each member reduces its share, reading the others' inputs

@@ -12,6 +12,11 @@
 
 #include "internal.h"
 
+static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
+{
+    memcpy(dst, src, len);
+}
+
 int rsag_run(shmesh_ctx *c, const struct group *g, const struct call_desc *desc, enum red_op op,
              shmesh_dtype in_dt, shmesh_dtype out_dt, const unsigned char *in, unsigned char *out,
              uint64_t count, int mean_n)
@@ -24,6 +29,8 @@ int rsag_run(shmesh_ctx *c, const struct group *g, const struct call_desc *desc,
     if (block == 0)
         block = 1;
     uint64_t chunk = block * (uint64_t)n;
+    bool stream = count * out_esz >= STREAM_MIN;
+    void (*put)(unsigned char *, const unsigned char *, size_t) = stream ? stream_copy : copy_bytes;
     for (uint64_t base = 0; base < count || (base == 0 && count == 0); base += chunk) {
         uint64_t cnt = count - base < chunk ? count - base : chunk;
         uint64_t per = (cnt + (uint64_t)n - 1) / (uint64_t)n; /* block j: [j*per, ...) */
@@ -49,15 +56,17 @@ int rsag_run(shmesh_ctx *c, const struct group *g, const struct call_desc *desc,
             return rc;
         uint64_t mine = BLOCK_LEN(me);
         reduce_run(op, in_dt, out_dt, reduced, c->srcs, n, (size_t)mine, mean_n);
-        memcpy(out + (base + (uint64_t)me * per) * out_esz, reduced, (size_t)(mine * out_esz));
+        put(out + (base + (uint64_t)me * per) * out_esz, reduced, (size_t)(mine * out_esz));
         if ((rc = win_exchange(c, g, NULL)))
             return rc;
         for (int q = 0; q < n; q++)
             if (q != me)
-                memcpy(out + (base + (uint64_t)q * per) * out_esz, seg_payload(c->hdrs[q]),
-                       (size_t)(BLOCK_LEN(q) * out_esz));
+                put(out + (base + (uint64_t)q * per) * out_esz, seg_payload(c->hdrs[q]),
+                    (size_t)(BLOCK_LEN(q) * out_esz));
 #undef BLOCK_LEN
     }
+    if (stream)
+        stream_fence();
     return 0;
 }
 
