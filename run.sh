@@ -8,29 +8,7 @@ cd "$(dirname "$0")"
 
 packages=(gcc libc6-dev pkg-config meson ninja-build libnuma-dev liburing-dev libcmocka-dev)
 
-missing=()
-for p in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$p")
-    fi
-done
-if ((${#missing[@]})); then
-    install=(apt-get install -y --no-install-recommends "${missing[@]}")
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "run.sh: installing ${missing[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        "${install[@]}"
-    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-        echo "run.sh: installing ${missing[*]} with sudo"
-        sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        sudo DEBIAN_FRONTEND=noninteractive "${install[@]}"
-    else
-        echo "run.sh: missing packages: ${missing[*]}" >&2
-        echo "run.sh: install them with:  sudo apt-get update && sudo ${install[*]}" >&2
-        exit 1
-    fi
-fi
+tools/install-packages.sh run.sh "${packages[@]}"
 
 if [ -f build/build.ninja ]; then
     meson setup --reconfigure build >/dev/null

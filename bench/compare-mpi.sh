@@ -155,25 +155,7 @@ iterations() { # SIZE SIDE -> "W N"
 packages=()
 ((use_openmpi)) && packages+=(openmpi-bin libopenmpi-dev)
 ((use_mpich)) && packages+=(mpich libmpich-dev)
-missing=()
-for p in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$p")
-    fi
-done
-if ((${#missing[@]})); then
-    install=(apt-get install -y --no-install-recommends "${missing[@]}")
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "compare-mpi.sh: installing ${missing[*]} (benchmark baseline only)"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        "${install[@]}"
-    else
-        echo "compare-mpi.sh: missing packages: ${missing[*]}" >&2
-        echo "compare-mpi.sh: install them with:  sudo apt-get update && sudo ${install[*]}" >&2
-        exit 1
-    fi
-fi
+tools/install-packages.sh "compare-mpi.sh (benchmark baseline only)" "${packages[@]}"
 
 mkdir -p "$out_dir"
 log=$out_dir/compare.log
