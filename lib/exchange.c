@@ -53,11 +53,6 @@ static struct seg_slot_hdr *holding(shmesh_ctx *c, int r, uint64_t tag)
     return NULL;
 }
 
-/* Rank r's buffer holding window `tag`.  The tag shares a cache line with
- * the payload's start, so spinning on it brings small windows over in one
- * transfer; after the spin, block on r's progress.  The buffer cannot be
- * reused under us: r reuses it only after this rank posts a later window.
- * *h is NULL when r's window is gone (it formed another group: a mismatch). */
 struct window_wait {
     shmesh_ctx *c;
     int r;
@@ -71,6 +66,11 @@ static bool window_ready(const void *arg)
     return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL;
 }
 
+/* Rank r's buffer holding window `tag`.  The tag shares a cache line with
+ * the payload's start, so spinning on it brings small windows over in one
+ * transfer; after the spin, block on r's progress.  The buffer cannot be
+ * reused under us: r reuses it only after this rank posts a later window.
+ * *h is NULL when r's window is gone (it formed another group: a mismatch). */
 static int await_window(shmesh_ctx *c, int r, uint64_t tag, struct seg_slot_hdr **h)
 {
     struct window_wait ww = {c, r, tag, NULL};
