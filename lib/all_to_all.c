@@ -5,48 +5,14 @@
 
 #include "collective.h"
 
-struct a2a {
-    const shmesh_array *in;
-    shmesh_array *out;
-    size_t esz;
-    int split, concat;
-    int64_t split_blk;  /* block extent along split_axis of the input */
-    int64_t concat_blk; /* block extent along concat_axis of the output */
-    uint64_t blk_bytes;
-};
-
-static uint64_t a2a_bytes(const struct xchg *x, int from, int to)
-{
-    return ((const struct a2a *)x->op)->blk_bytes;
-}
-
-static void a2a_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
-{
-    const struct a2a *a = x->op;
-    struct box b;
-    box_slab(&b, a->in, a->split, (int64_t)to * a->split_blk, a->split_blk);
-    box_read(&b, a->in->data, off / a->esz, len / a->esz, dst);
-}
-
-/* The block's row-major order is the same on both sides: untiled, the input
- * block lacks split_axis (extent 1) and the output block lacks concat_axis,
- * and those shapes agree; tiled, both blocks have the chunk's shape. */
-static void a2a_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len)
-{
-    const struct a2a *a = x->op;
-    struct box b;
-    box_slab(&b, a->out, a->concat, (int64_t)from * a->concat_blk, a->concat_blk);
-    box_write(&b, a->out->data, off / a->esz, len / a->esz, src);
-}
-
 static void a2a_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
 {
-    const struct a2a *a = x->op;
+    const struct blocks *a = x->op;
     uint64_t count = a->blk_bytes / a->esz, block = BOUNCE_BYTES / a->esz;
     struct box from, to;
-    box_slab(&from, a->in, a->split, (int64_t)x->g.me * a->split_blk, a->split_blk);
+    box_slab(&from, a->in, a->in_dim, (int64_t)x->g.me * a->in_blk, a->in_blk);
     for (int q = 0; q < x->g.n; q++) {
-        box_slab(&to, a->out, a->concat, (int64_t)q * a->concat_blk, a->concat_blk);
+        box_slab(&to, a->out, a->out_dim, (int64_t)q * a->out_blk, a->out_blk);
         for (uint64_t i = 0; i < count; i += block) {
             uint64_t cnt = count - i < block ? count - i : block;
             box_read(&from, in[q], i, cnt, x->c->bounce);
@@ -57,13 +23,13 @@ static void a2a_direct(const struct xchg *x, unsigned char *const *in, unsigned 
 
 static int a2a_cma(const struct xchg *x, const uint64_t *in_addr, const uint64_t *out_addr)
 {
-    const struct a2a *a = x->op;
+    const struct blocks *a = x->op;
     shmesh_ctx *c = x->c;
     uint64_t count = a->blk_bytes / a->esz, block = BOUNCE_BYTES / a->esz;
     struct box from, to;
-    box_slab(&from, a->in, a->split, (int64_t)x->g.me * a->split_blk, a->split_blk);
+    box_slab(&from, a->in, a->in_dim, (int64_t)x->g.me * a->in_blk, a->in_blk);
     for (int q = 0; q < x->g.n; q++) {
-        box_slab(&to, a->out, a->concat, (int64_t)q * a->concat_blk, a->concat_blk);
+        box_slab(&to, a->out, a->out_dim, (int64_t)q * a->out_blk, a->out_blk);
         int rc = 0;
         if (q != x->g.me && to.ndim == 1) {
             /* The block lands in one run of the output: read it straight there. */
@@ -108,17 +74,17 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
     int64_t size = in->shape[split];
     int64_t shape[SHMESH_MAX_NDIM];
     memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
-    struct a2a a = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .split = split,
-                    .concat = concat};
+    struct blocks a = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .in_dim = split,
+                       .out_dim = concat};
     if (tiled) {
         if (size % n)
             return ctx_fail(c, SHMESH_ERR_INVALID,
                             "%s: the size of all_to_all split_axis (%lld) has to be divisible by "
                             "the size of the named axis \"%s\" (%d)",
                             k.name, (long long)size, k.axes.text, n);
-        a.split_blk = size / n;
+        a.in_blk = size / n;
         shape[split] /= n;
-        a.concat_blk = shape[concat];
+        a.out_blk = shape[concat];
         shape[concat] *= n;
     } else {
         if (size != n)
@@ -126,8 +92,8 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
                             "%s: all_to_all requires the size of the mapped axis \"%s\" to equal "
                             "x.shape[split_axis], but they are %d and %lld respectively",
                             k.name, k.axes.text, n, (long long)size);
-        a.split_blk = 1;
-        a.concat_blk = 1;
+        a.in_blk = 1;
+        a.out_blk = 1;
         /* Delete split_axis, then insert the group's axis at concat_axis. */
         memmove(shape + split, shape + split + 1, sizeof *shape * (size_t)(in->ndim - split - 1));
         memmove(shape + concat + 1, shape + concat,
@@ -147,9 +113,9 @@ static int a2a_run(shmesh_mesh *m, enum call_op op, const char *axes, const shme
     k.d.param[2] = tiled;
     struct xchg x = coll_xchg(&k);
     x.unit = a.esz;
-    x.bytes = a2a_bytes;
-    x.pack = a2a_pack;
-    x.recv = a2a_recv;
+    x.bytes = blocks_one;
+    x.pack = blocks_pack;
+    x.recv = blocks_recv;
     x.direct = a2a_direct;
     x.cma = a2a_cma;
     x.zin = in->data;

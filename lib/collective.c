@@ -99,3 +99,38 @@ int coll_no_overlap(struct coll *k, const void *in, uint64_t in_bytes, const voi
                         same_allowed ? " (only the very same buffer is allowed)" : "");
     return 0;
 }
+
+uint64_t blocks_whole(const struct xchg *x, int from, int to)
+{
+    return ((const struct blocks *)x->op)->in_bytes;
+}
+
+uint64_t blocks_one(const struct xchg *x, int from, int to)
+{
+    return ((const struct blocks *)x->op)->blk_bytes;
+}
+
+void blocks_copy_input(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct blocks *b = x->op;
+    memcpy(dst, (const unsigned char *)b->in->data + off, len);
+}
+
+void blocks_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct blocks *b = x->op;
+    struct box bx;
+    box_slab(&bx, b->in, b->in_dim, (int64_t)to * b->in_blk, b->in_blk);
+    box_read(&bx, b->in->data, off / b->esz, len / b->esz, dst);
+}
+
+/* The block's row-major order is the same on both sides (for all_to_all:
+ * untiled, the input block lacks split_axis and the output block lacks
+ * concat_axis, and those shapes agree; tiled, both have the chunk's shape). */
+void blocks_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len)
+{
+    const struct blocks *b = x->op;
+    struct box bx;
+    box_slab(&bx, b->out, b->out_dim, (int64_t)from * b->out_blk, b->out_blk);
+    box_write(&bx, b->out->data, off / b->esz, len / b->esz, src);
+}

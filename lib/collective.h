@@ -33,4 +33,24 @@ struct xchg coll_xchg(const struct coll *k);
 int coll_no_overlap(struct coll *k, const void *in, uint64_t in_bytes, const void *out,
                     uint64_t out_bytes, bool same_allowed);
 
+/* Arrays cut into equal blocks along one dimension, the shape of all_gather,
+ * psum_scatter and all_to_all: block j of the input is what goes to position
+ * j (psum_scatter, all_to_all); block q of the output is what comes from
+ * position q (all_gather, all_to_all). */
+struct blocks {
+    const shmesh_array *in;
+    shmesh_array *out;
+    size_t esz;
+    int in_dim, out_dim;    /* the dimensions the blocks are cut along */
+    int64_t in_blk, out_blk; /* block extents along them */
+    uint64_t in_bytes, blk_bytes;
+};
+
+/* Exchange callbacks over a struct blocks (x->op). */
+uint64_t blocks_whole(const struct xchg *x, int from, int to);   /* in_bytes */
+uint64_t blocks_one(const struct xchg *x, int from, int to);     /* blk_bytes */
+void blocks_copy_input(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst);
+void blocks_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst);
+void blocks_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len);
+
 #endif

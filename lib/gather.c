@@ -6,42 +6,12 @@
 
 #include "collective.h"
 
-struct blocks {
-    const shmesh_array *in;
-    shmesh_array *out;
-    size_t esz;
-    int dim;          /* the array dimension the blocks are cut along */
-    int64_t blk;      /* block extent along it */
-    uint64_t in_bytes, blk_bytes;
-};
-
-static uint64_t whole_input(const struct xchg *x, int from, int to)
-{
-    return ((const struct blocks *)x->op)->in_bytes;
-}
-
-static void copy_input(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
-{
-    const struct blocks *b = x->op;
-    memcpy(dst, (const unsigned char *)b->in->data + off, len);
-}
-
-/* all_gather: member q's input is block q of out along `dim`. */
-static void gather_recv(const struct xchg *x, int from, uint64_t off, const void *src,
-                        uint64_t len)
-{
-    const struct blocks *b = x->op;
-    struct box bx;
-    box_slab(&bx, b->out, b->dim, (int64_t)from * b->blk, b->blk);
-    box_write(&bx, b->out->data, off / b->esz, len / b->esz, src);
-}
-
 static void gather_direct(const struct xchg *x, unsigned char *const *in, unsigned char *const *out)
 {
     const struct blocks *b = x->op;
     for (int q = 0; q < x->g.n; q++) {
         struct box bx;
-        box_slab(&bx, b->out, b->dim, (int64_t)q * b->blk, b->blk);
+        box_slab(&bx, b->out, b->out_dim, (int64_t)q * b->out_blk, b->out_blk);
         box_write(&bx, b->out->data, 0, b->in_bytes / b->esz, in[q]);
     }
 }
@@ -53,7 +23,7 @@ static int gather_cma(const struct xchg *x, const uint64_t *in_addr, const uint6
     uint64_t count = b->in_bytes / b->esz, block = BOUNCE_BYTES / b->esz;
     for (int q = 0; q < x->g.n; q++) {
         struct box bx;
-        box_slab(&bx, b->out, b->dim, (int64_t)q * b->blk, b->blk);
+        box_slab(&bx, b->out, b->out_dim, (int64_t)q * b->out_blk, b->out_blk);
         if (q == x->g.me) {
             box_write(&bx, b->out->data, 0, count, b->in->data);
             continue;
@@ -108,8 +78,8 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
     }
     if ((rc = array_expect(c, k.name, "out", out, in->dtype, out_ndim, shape)))
         return rc;
-    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .dim = dim,
-                       .blk = tiled ? in->shape[dim] : 1};
+    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .out_dim = dim,
+                       .out_blk = tiled ? in->shape[dim] : 1};
     b.in_bytes = n_in * b.esz;
     if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, n_out * b.esz, false)))
         return rc;
@@ -121,29 +91,15 @@ int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
     struct xchg x = coll_xchg(&k);
     x.broadcast = true;
     x.unit = b.esz;
-    x.bytes = whole_input;
-    x.pack = copy_input;
-    x.recv = gather_recv;
+    x.bytes = blocks_whole;
+    x.pack = blocks_copy_input;
+    x.recv = blocks_recv;
     x.direct = gather_direct;
     x.cma = gather_cma;
     x.zin = in->data;
     x.zin_bytes = b.in_bytes;
     x.op = &b;
     return xchg_run(&x, &k.d);
-}
-
-/* psum_scatter: block j of the input along `dim` goes to position j. */
-static uint64_t scatter_bytes(const struct xchg *x, int from, int to)
-{
-    return ((const struct blocks *)x->op)->blk_bytes;
-}
-
-static void scatter_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
-{
-    const struct blocks *b = x->op;
-    struct box bx;
-    box_slab(&bx, b->in, b->dim, (int64_t)to * b->blk, b->blk);
-    box_read(&bx, b->in->data, off / b->esz, len / b->esz, dst);
 }
 
 static void scatter_reduce(const struct xchg *x, uint64_t off, const void *const *src,
@@ -239,8 +195,8 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
     }
     if ((rc = array_expect(c, k.name, "out", out, in->dtype, out_ndim, shape)))
         return rc;
-    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .dim = dim,
-                       .blk = size / n};
+    struct blocks b = {.in = in, .out = out, .esz = shmesh_dtype_size(in->dtype), .in_dim = dim,
+                       .in_blk = size / n};
     b.in_bytes = n_in * b.esz;
     b.blk_bytes = n_out * b.esz;
     if ((rc = coll_no_overlap(&k, in->data, b.in_bytes, out->data, b.blk_bytes, false)))
@@ -252,8 +208,8 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
     k.d.param[1] = tiled;
     struct xchg x = coll_xchg(&k);
     x.unit = b.esz;
-    x.bytes = scatter_bytes;
-    x.pack = scatter_pack;
+    x.bytes = blocks_one;
+    x.pack = blocks_pack;
     x.reduce = scatter_reduce;
     bool leading = true;
     for (int d = 0; d < dim; d++)
