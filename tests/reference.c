@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "kernels/half.h"
 
 #define MAXD SHMESH_MAX_NDIM
 

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "half.h"
-#include "internal.h"
+#include "kernels/half.h"
+#include "kernels/reduce.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static uint64_t next(void)

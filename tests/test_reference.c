@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "half.h"
+#include "kernels/half.h"
 #include "reference.h"
 
 #define MAXW 16

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "half.h"
+#include "kernels/half.h"
 #include "reference.h"
 #include "shmesh.h"
 

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "half.h"
+#include "kernels/half.h"
 #include "shmesh.h"
 
 static shmesh_ctx *ctx;

@@ -1,0 +1,28 @@
+#include "core/dtype.h"
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[SHMESH_DTYPE_COUNT] = {
+    [SHMESH_BOOL] = {"bool", 1},         [SHMESH_INT8] = {"int8", 1},
+    [SHMESH_INT16] = {"int16", 2},       [SHMESH_INT32] = {"int32", 4},
+    [SHMESH_INT64] = {"int64", 8},       [SHMESH_UINT8] = {"uint8", 1},
+    [SHMESH_UINT16] = {"uint16", 2},     [SHMESH_UINT32] = {"uint32", 4},
+    [SHMESH_UINT64] = {"uint64", 8},     [SHMESH_FLOAT16] = {"float16", 2},
+    [SHMESH_BFLOAT16] = {"bfloat16", 2}, [SHMESH_FLOAT32] = {"float32", 4},
+    [SHMESH_FLOAT64] = {"float64", 8},
+};
+
+bool dtype_valid(shmesh_dtype dt) { return (unsigned)dt < SHMESH_DTYPE_COUNT; }
+
+size_t shmesh_dtype_size(shmesh_dtype dt) { return dtype_valid(dt) ? dtypes[dt].size : 0; }
+
+const char *shmesh_dtype_name(shmesh_dtype dt) { return dtype_valid(dt) ? dtypes[dt].name : "?"; }
+
+bool dtype_is_float(shmesh_dtype dt)
+{
+    return dt == SHMESH_FLOAT16 || dt == SHMESH_BFLOAT16 || dt == SHMESH_FLOAT32 ||
+           dt == SHMESH_FLOAT64;
+}
+
+bool dtype_is_int(shmesh_dtype dt) { return dt >= SHMESH_INT8 && dt <= SHMESH_UINT64; }

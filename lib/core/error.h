@@ -1,0 +1,18 @@
+/* Errors: the per-context explanation of a failure, and the message of a
+ * failure that has no context (shmesh_init, NULL arguments). */
+#ifndef SHMESH_CORE_ERROR_H
+#define SHMESH_CORE_ERROR_H
+
+#include "shmesh.h"
+
+#define CTX_ERR_MAX 512
+
+/* Sets the context's explanation ("rank R: " + the sentence) and returns code. */
+int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* As ctx_fail, and every later call returns `code`. */
+int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The explanation shmesh_last_error(NULL) gives (this thread's). */
+void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,70 @@
+/* Checking arrays and axes, and describing shapes in messages. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ops/args.h"
+
+void shape_format(char *buf, size_t len, shmesh_dtype dt, int ndim, const int64_t *shape)
+{
+    int n = snprintf(buf, len, "%s[", shmesh_dtype_name(dt));
+    for (int d = 0; d < ndim && d < SHMESH_MAX_NDIM && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%" PRId64, d ? "," : "", shape[d]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+int array_check(shmesh_ctx *c, const char *op, const char *what, const shmesh_array *a,
+                uint64_t *elems)
+{
+    if (!a)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s must not be NULL", op, what);
+    if (!dtype_valid(a->dtype))
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: %s has dtype %d, which is not a shmesh_dtype (0..%d)", op, what,
+                        (int)a->dtype, SHMESH_DTYPE_COUNT - 1);
+    if (a->ndim < 0 || a->ndim > SHMESH_MAX_NDIM)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s has ndim %d; it must be 0..%d", op, what,
+                        a->ndim, SHMESH_MAX_NDIM);
+    uint64_t n = 1, limit = (UINT64_C(1) << 62) / shmesh_dtype_size(a->dtype);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] < 0)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: %s has dimension %d of size %" PRId64 "; sizes must be >= 0", op,
+                            what, d, a->shape[d]);
+        if (a->shape[d] && n > limit / (uint64_t)a->shape[d])
+            return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s is too large to address", op, what);
+        n *= (uint64_t)a->shape[d];
+    }
+    if (n && !a->data)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s holds %" PRIu64 " elements but its data is NULL",
+                        op, what, n);
+    *elems = n;
+    return 0;
+}
+
+int array_expect(shmesh_ctx *c, const char *op, const char *what, const shmesh_array *a,
+                 shmesh_dtype dt, int ndim, const int64_t *shape)
+{
+    bool same = a->dtype == dt && a->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = a->shape[d] == shape[d];
+    if (same)
+        return 0;
+    char want[160], got[160];
+    shape_format(want, sizeof want, dt, ndim, shape);
+    shape_format(got, sizeof got, a->dtype, a->ndim, a->shape);
+    return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s must be %s, got %s", op, what, want, got);
+}
+
+int axis_canon(shmesh_ctx *c, const char *op, const char *what, int axis, int ndim, int *out)
+{
+    if (axis < -ndim || axis >= ndim)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: %s %d is out of range for %d dimensions (valid: %d..%d)", op, what,
+                        axis, ndim, -ndim, ndim - 1);
+    *out = axis < 0 ? axis + ndim : axis;
+    return 0;
+}

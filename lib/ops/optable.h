@@ -1,0 +1,36 @@
+/* The op table: every call shmesh makes between ranks, one line each.
+ * Data only (no includes, no declarations), so that the library, the bench
+ * (tools/) and the tests' reference model all expand the same list.
+ *
+ * X(ID, name, scope, bus, bool_in, params)
+ *   ID       the enum constant is OP_<ID>
+ *   name     the public function is shmesh_<name>; also the name the bench's
+ *            -o option and the golden files use
+ *   scope    WORLD: every rank of the job, no mesh; MESH: a mesh's named axes
+ *   bus      shmesh-bench's bus-bandwidth factor (nccl-tests): ALLREDUCE
+ *            2(n-1)/n, SPREAD (n-1)/n, ONE 1, ZERO 0 (no data); NONE: not
+ *            timed by the bench
+ *   bool_in  whether a bool input is accepted
+ *   params   the op's own values in its call description (param[0..3]),
+ *            space-separated; a name ending in '?' is a boolean
+ *
+ * A new op is one line here plus its function in lib/ops/. */
+#define SHMESH_OPS(X)                                                                       \
+    X(BARRIER, barrier, WORLD, ZERO, 1, "")                                                 \
+    X(WORLD_SUM, world_sum, WORLD, ALLREDUCE, 0, "count")                                   \
+    X(FINALIZE, finalize, WORLD, NONE, 1, "")                                               \
+    X(MESH_CREATE, mesh_create, WORLD, NONE, 1, "")                                         \
+    X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \
+    X(PMAX, pmax, MESH, ALLREDUCE, 1, "")                                                   \
+    X(PMIN, pmin, MESH, ALLREDUCE, 1, "")                                                   \
+    X(PMEAN, pmean, MESH, NONE, 1, "")                                                      \
+    X(PARGMAX, pargmax, MESH, NONE, 1, "")                                                  \
+    X(PARGMIN, pargmin, MESH, NONE, 1, "")                                                  \
+    X(ALL_GATHER, all_gather, MESH, SPREAD, 1, "axis tiled?")                               \
+    X(PSUM_SCATTER, psum_scatter, MESH, SPREAD, 0, "scatter_dimension tiled?")              \
+    X(ALL_TO_ALL, all_to_all, MESH, SPREAD, 1, "split_axis concat_axis tiled?")             \
+    X(PSWAPAXES, pswapaxes, MESH, NONE, 1, "axis")                                          \
+    X(RAGGED_ALL_TO_ALL, ragged_all_to_all, MESH, SPREAD, 1, "entries index_dtypes")        \
+    X(PPERMUTE, ppermute, MESH, ONE, 1, "pairs")                                            \
+    X(PSHUFFLE, pshuffle, MESH, NONE, 1, "")                                                \
+    X(PBROADCAST, pbroadcast, MESH, ONE, 1, "source")

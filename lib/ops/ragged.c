@@ -1,0 +1,272 @@
+/* ragged_all_to_all.  Two exchanges: first every member publishes its
+ * offsets and sizes, so that every member can check every slice of the
+ * call against both ends' buffers and reach the same verdict; only then do
+ * rows move. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/prologue.h"
+
+enum { IN_OFF, SEND, OUT_OFF, RECV, NPARAM };
+
+struct ragged {
+    const shmesh_array *operand;
+    shmesh_array *output;
+    const shmesh_array *param[NPARAM];
+    int64_t k;       /* entries per offset/size array */
+    int64_t per;     /* entries per destination: k / n */
+    uint64_t row;    /* bytes per row */
+    int64_t *table;  /* [member][param][k], int64 */
+};
+
+static const char *const param_name[NPARAM] = {"input_offsets", "send_sizes", "output_offsets",
+                                                "recv_sizes"};
+
+static int64_t *entry(const struct ragged *r, int member, int p)
+{
+    return r->table + ((size_t)member * NPARAM + (size_t)p) * (size_t)r->k;
+}
+
+static int64_t load_index(const shmesh_array *a, int64_t i)
+{
+    switch (a->dtype) {
+    case SHMESH_INT8: return ((const int8_t *)a->data)[i];
+    case SHMESH_INT16: return ((const int16_t *)a->data)[i];
+    case SHMESH_INT32: return ((const int32_t *)a->data)[i];
+    case SHMESH_INT64: return ((const int64_t *)a->data)[i];
+    case SHMESH_UINT8: return ((const uint8_t *)a->data)[i];
+    case SHMESH_UINT16: return ((const uint16_t *)a->data)[i];
+    case SHMESH_UINT32: return ((const uint32_t *)a->data)[i];
+    default: {
+        uint64_t u = ((const uint64_t *)a->data)[i];
+        return u > INT64_MAX ? INT64_MAX : (int64_t)u; /* out of range either way */
+    }
+    }
+}
+
+/* Exchange 1: the parameters, as int64, to everyone. */
+static uint64_t param_bytes(const struct xchg *x, int from, int to)
+{
+    const struct ragged *r = x->op;
+    return (uint64_t)NPARAM * (uint64_t)r->k * sizeof(int64_t);
+}
+
+static void param_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct ragged *r = x->op;
+    /* This device's own row of the table was filled before the exchange. */
+    memcpy(dst, (const unsigned char *)entry(r, x->g.me, 0) + off, len);
+}
+
+static void param_recv(const struct xchg *x, int from, uint64_t off, const void *src,
+                       uint64_t len)
+{
+    const struct ragged *r = x->op;
+    memcpy((unsigned char *)entry(r, from, 0) + off, src, len);
+}
+
+/* Exchange 2: the rows.  What `from` sends `to` is the concatenation of its
+ * slices for `to`, in entry order. */
+static uint64_t row_bytes(const struct xchg *x, int from, int to)
+{
+    const struct ragged *r = x->op;
+    uint64_t total = 0;
+    for (int64_t s = 0; s < r->per; s++)
+        total += (uint64_t)entry(r, from, SEND)[to * r->per + s];
+    return total * r->row;
+}
+
+/* Visits the part [off, off+len) of the concatenated slices that `from` sends
+ * `to`: for each piece, the sender's row, the receiver's row, and the bytes. */
+static void walk_slices(const struct ragged *r, int from, int to, uint64_t off, uint64_t len,
+                        void (*piece)(const struct ragged *r, int64_t in_row, int64_t out_row,
+                                      uint64_t skip, uint64_t at, uint64_t bytes, void *arg),
+                        void *arg)
+{
+    uint64_t pos = 0, end = off + len;
+    for (int64_t s = 0; s < r->per && pos < end; s++) {
+        int64_t i = to * r->per + s;
+        uint64_t bytes = (uint64_t)entry(r, from, SEND)[i] * r->row;
+        uint64_t a = pos > off ? pos : off, b = pos + bytes < end ? pos + bytes : end;
+        if (a < b)
+            piece(r, entry(r, from, IN_OFF)[i], entry(r, from, OUT_OFF)[i], a - pos, a - off,
+                  b - a, arg);
+        pos += bytes;
+    }
+}
+
+static void pack_piece(const struct ragged *r, int64_t in_row, int64_t out_row, uint64_t skip,
+                       uint64_t at, uint64_t bytes, void *dst)
+{
+    memcpy((unsigned char *)dst + at,
+           (const unsigned char *)r->operand->data + (uint64_t)in_row * r->row + skip, bytes);
+}
+
+static void unpack_piece(const struct ragged *r, int64_t in_row, int64_t out_row, uint64_t skip,
+                         uint64_t at, uint64_t bytes, void *src)
+{
+    memcpy((unsigned char *)r->output->data + (uint64_t)out_row * r->row + skip,
+           (const unsigned char *)src + at, bytes);
+}
+
+static void row_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+{
+    walk_slices(x->op, x->g.me, to, off, len, pack_piece, dst);
+}
+
+static void row_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len)
+{
+    walk_slices(x->op, from, x->g.me, off, len, unpack_piece, (void *)src);
+}
+
+/* The same verdict on every member: the first bad entry in (sender, entry)
+ * order, checked against the sender's operand and the receiver's output. */
+static int check_slices(struct coll *k, const struct ragged *r)
+{
+    int64_t n_rows = r->operand->shape[0], m_rows = r->output->shape[0];
+    for (int q = 0; q < k->g.n; q++)
+        for (int64_t i = 0; i < r->k; i++) {
+            int64_t in_off = entry(r, q, IN_OFF)[i], send = entry(r, q, SEND)[i];
+            int64_t out_off = entry(r, q, OUT_OFF)[i];
+            int to = (int)(i / r->per);
+            int64_t recv = entry(r, to, RECV)[q * r->per + i % r->per];
+            const char *why = NULL;
+            char buf[200];
+            if (send < 0)
+                why = "send_sizes is negative";
+            else if (in_off < 0 || in_off > n_rows - send)
+                snprintf(buf, sizeof buf,
+                         "input_offsets %" PRId64 " + send_sizes %" PRId64
+                         " leaves operand's %" PRId64 " rows",
+                         in_off, send, n_rows),
+                    why = buf;
+            else if (out_off < 0 || out_off > m_rows - send)
+                snprintf(buf, sizeof buf,
+                         "output_offsets %" PRId64 " + send_sizes %" PRId64
+                         " leaves the receiver's output of %" PRId64 " rows",
+                         out_off, send, m_rows),
+                    why = buf;
+            else if (recv != send)
+                snprintf(buf, sizeof buf,
+                         "it sends %" PRId64 " rows but the receiver (rank %d) expects %" PRId64
+                         " (its recv_sizes[%" PRId64 "]); send_sizes must equal "
+                         "all_to_all(recv_sizes)",
+                         send, k->g.ranks[to], recv, q * r->per + i % r->per),
+                    why = buf;
+            if (why)
+                return ctx_fail(k->c, SHMESH_ERR_INVALID,
+                                "%s: rank %d's entry %" PRId64 " (to group index %d): %s; nothing "
+                                "was sent",
+                                k->name, k->g.ranks[q], i, to, why);
+        }
+    return 0;
+}
+
+static int check_args(struct coll *k, const shmesh_array *operand, shmesh_array *output,
+                      const shmesh_array *const param[NPARAM], struct ragged *r)
+{
+    shmesh_ctx *c = k->c;
+    uint64_t n_op, n_out, cnt;
+    int rc;
+    if ((rc = coll_arrays(k, operand, "operand", output, "output", &n_op, &n_out)))
+        return rc;
+    if (operand->ndim < 1 || output->dtype != operand->dtype || output->ndim != operand->ndim)
+        goto shapes;
+    for (int d = 1; d < operand->ndim; d++)
+        if (output->shape[d] != operand->shape[d])
+            goto shapes;
+    for (int p = 0; p < NPARAM; p++) {
+        const shmesh_array *a = param[p];
+        if ((rc = array_check(c, k->name, param_name[p], a, &cnt)))
+            return rc;
+        if (!dtype_is_int(a->dtype))
+            return ctx_fail(c, SHMESH_ERR_INVALID, "%s: ragged_all_to_all %s must be integer type, got %s",
+                            k->name, param_name[p], shmesh_dtype_name(a->dtype));
+        if (a->ndim != 1 || a->shape[0] < 1) {
+            char got[160];
+            shape_format(got, sizeof got, a->dtype, a->ndim, a->shape);
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: ragged_all_to_all %s must be rank 1 with positive dimension "
+                            "size, but got shape %s",
+                            k->name, param_name[p], got);
+        }
+        if (a->shape[0] != param[0]->shape[0])
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "%s: %s has %" PRId64 " entries but input_offsets has %" PRId64
+                            "; all four must have the same length",
+                            k->name, param_name[p], a->shape[0], param[0]->shape[0]);
+        r->param[p] = a;
+    }
+    r->k = param[0]->shape[0];
+    if (r->k % k->g.n)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: the offset and size arrays have %" PRId64 " entries, not a multiple "
+                        "of the group size %d",
+                        k->name, r->k, k->g.n);
+    r->per = r->k / k->g.n;
+    r->operand = operand;
+    r->output = output;
+    r->row = shmesh_dtype_size(operand->dtype);
+    for (int d = 1; d < operand->ndim; d++)
+        r->row *= (uint64_t)operand->shape[d];
+    return coll_no_overlap(k, operand->data, n_op * shmesh_dtype_size(operand->dtype),
+                           output->data, n_out * shmesh_dtype_size(output->dtype), false);
+shapes: {
+    char a[160], b[160];
+    shape_format(a, sizeof a, operand->dtype, operand->ndim, operand->shape);
+    shape_format(b, sizeof b, output->dtype, output->ndim, output->shape);
+    return ctx_fail(c, SHMESH_ERR_INVALID,
+                    "%s: operand and output must share dtype and every dimension but the "
+                    "first, and have at least one; got operand %s and output %s",
+                    k->name, a, b);
+}
+}
+
+int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
+                             const shmesh_array *operand, shmesh_array *output,
+                             const shmesh_array *input_offsets, const shmesh_array *send_sizes,
+                             const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
+{
+    struct coll k;
+    int rc = coll_open(&k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true);
+    if (rc)
+        return rc;
+    const shmesh_array *const param[NPARAM] = {input_offsets, send_sizes, output_offsets,
+                                               recv_sizes};
+    struct ragged r = {0};
+    if ((rc = check_args(&k, operand, output, param, &r)))
+        return rc;
+    r.table = malloc(sizeof *r.table * (size_t)k.g.n * NPARAM * (size_t)r.k);
+    if (!r.table)
+        return ctx_fail(k.c, SHMESH_ERR_NOMEM, "%s: out of memory for %d x 4 x %" PRId64 " entries",
+                        k.name, k.g.n, r.k);
+    for (int p = 0; p < NPARAM; p++)
+        for (int64_t i = 0; i < r.k; i++)
+            entry(&r, k.g.me, p)[i] = load_index(param[p], i);
+
+    if ((rc = coll_start(&k, operand, output)))
+        goto out;
+    k.d.param[0] = r.k;
+    for (int p = 0; p < NPARAM; p++)
+        k.d.param[1] = k.d.param[1] * SHMESH_DTYPE_COUNT + param[p]->dtype;
+    struct xchg x = coll_xchg(&k);
+    x.broadcast = true;
+    x.unit = sizeof(int64_t);
+    x.bytes = param_bytes;
+    x.pack = param_pack;
+    x.recv = param_recv;
+    x.op = &r;
+    if ((rc = xchg_run(&x, &k.d)) || (rc = check_slices(&k, &r)))
+        goto out;
+    x.broadcast = false;
+    x.unit = 1;
+    x.bytes = row_bytes;
+    x.pack = row_pack;
+    x.recv = row_recv;
+    rc = xchg_run(&x, NULL);
+out:
+    free(r.table);
+    return rc;
+}
