@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/debug.h"
 #include "core/fail.h"
 #include "core/hash.h"
-#include "ops/world.h"
-#include "paths/cma.h"
+#include "engine/call.h"
+#include "ops/ops.h"
+#include "paths/single_copy.h"
 #include "shm/notify.h"
 
 /* How long one sleep lasts before liveness is looked at again.  The uring
@@ -27,6 +29,8 @@ struct init_env {
     int64_t spin_ns, yield_ns; /* -1: choose */
     uint64_t shm_size; /* a world of one's own segment; 0: default */
     uint64_t zc_min, rsag_min, cma_min;
+    bool cma;       /* SHMESH_CMA: this rank may use single copy */
+    unsigned debug; /* SHMESH_DEBUG */
 };
 
 static int env_int(const char *name, long min, long max, long *out, bool *present)
@@ -118,6 +122,13 @@ static int read_env(struct init_env *e)
             return SHMESH_ERR_INVALID;
         }
     }
+    const char *cma = getenv("SHMESH_CMA"); /* "0" turns it off for this rank */
+    e->cma = !(cma && !strcmp(cma, "0"));
+    const char *dbg = getenv("SHMESH_DEBUG");
+    if (dbg && *dbg)
+        e->debug = (strstr(dbg, "paths") || strstr(dbg, "all") ? DEBUG_PATHS : 0) |
+                   (strstr(dbg, "waits") || strstr(dbg, "all") ? DEBUG_WAITS : 0) |
+                   (strstr(dbg, "calls") || strstr(dbg, "all") ? DEBUG_CALLS : 0);
     int rc = env_int("SHMESH_SPIN_NS", 0, INT_MAX, &v, &have);
     if (rc)
         return rc;
@@ -150,47 +161,20 @@ static int seg_error_code(int rc)
 
 static void release(shmesh_ctx *c)
 {
+    call_scratch_free_all(c);
+    windows_fini(&c->win);
     heap_fini(&c->heap);
     notify_close(c->notify);
     seg_close(c->seg);
-    free(c->scratch);
+    free(c->all_ranks);
     free(c);
 }
 
-/* Every per-world scratch array in one allocation. */
-static int alloc_scratch(shmesh_ctx *c)
+static int alloc_engine(shmesh_ctx *c)
 {
-    size_t w = (size_t)c->world;
-    size_t bytes = w * (5 * sizeof(int) + sizeof(void *) * 4 + 8 * sizeof(uint64_t) +
-                        sizeof(bool)) +
-                   BOUNCE_BYTES;
-    unsigned char *p = calloc(1, bytes);
-    if (!p)
+    c->all_ranks = malloc(sizeof *c->all_ranks * (size_t)c->world);
+    if (!c->all_ranks || windows_init(&c->win, c->world))
         return -1;
-    c->scratch = p;
-    c->srcs = (const void **)p;
-    p += w * sizeof(void *);
-    c->hdrs = (struct seg_slot_hdr **)p;
-    p += w * sizeof(void *);
-    c->zin = (unsigned char **)p;
-    p += w * sizeof(void *);
-    c->zout = (unsigned char **)p;
-    p += w * sizeof(void *);
-    c->bounce = p;
-    p += BOUNCE_BYTES;
-    uint64_t **u64[] = {&c->xoff_to, &c->xlen_to, &c->xoff_from, &c->xlen_from, &c->xtotal,
-                        &c->seen, &c->cin, &c->cout};
-    for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++) {
-        *u64[i] = (uint64_t *)p;
-        p += w * sizeof(uint64_t);
-    }
-    int **ints[] = {&c->all_ranks, &c->perm_dest, &c->perm_src, &c->buf_readers[0],
-                    &c->buf_readers[1]};
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
-        *ints[i] = (int *)p;
-        p += w * sizeof(int);
-    }
-    c->peer_cma = (bool *)p;
     for (int r = 0; r < c->world; r++)
         c->all_ranks[r] = r;
     return 0;
@@ -228,9 +212,10 @@ int shmesh_init(shmesh_ctx **out)
     }
     c->rank = e.rank;
     c->world = e.world;
-    c->op = "shmesh_init";
+    c->local_devices = 1;
+    c->debug = e.debug;
     char why[CTX_ERR_MAX - 32] = "";
-    if (alloc_scratch(c)) {
+    if (alloc_engine(c)) {
         release(c);
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
@@ -283,12 +268,12 @@ int shmesh_init(shmesh_ctx **out)
         char waiting[64];
         snprintf(waiting, sizeof waiting, "all %d ranks to join (%u joined)", c->world,
                  atomic_load(&c->seg->hdr->attached.value));
-        rc = sync_wait_failed(c, rc, culprit, waiting);
+        rc = fail_wait(c, "shmesh_init", 0, rc, culprit, waiting);
         init_error("%s", c->err);
         release(c);
         return rc;
     }
-    cma_probe(c);
+    cma_probe(c, e.cma);
     for (int j = 0; j < c->world; j++) {
         if (j == c->rank)
             continue;
@@ -301,7 +286,6 @@ int shmesh_init(shmesh_ctx **out)
             return SHMESH_ERR_SYSTEM;
         }
     }
-    c->op = NULL;
     *out = c;
     return 0;
 }
@@ -310,11 +294,9 @@ int shmesh_finalize(shmesh_ctx *c)
 {
     if (!c)
         return 0;
-    int rc = sync_enter(c, "shmesh_finalize");
-    if (!rc)
-        rc = sync_begin(c);
-    if (!rc)
-        rc = world_step(c, OP_FINALIZE);
+    /* Calls still in flight finish first (they were made before this one). */
+    struct call k;
+    int rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
     /* Only a clean finalize makes this rank's exit harmless to the others. */
     if (!rc)
         atomic_store_explicit(&c->me->state, SEG_RANK_FINALIZED, memory_order_release);

@@ -7,70 +7,65 @@
 #include "core/context.h"
 #include "core/fail.h"
 
-static int aborted(shmesh_ctx *c, const struct seg_abort_info *ai)
+static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg_abort_info *ai)
 {
     switch (ai->cause) {
     case SEG_CAUSE_RANK_DIED:
         if (ai->rank < 0)
             return ctx_poison(c, SHMESH_ERR_PEER_DEAD,
-                              "a peer failed during %s (call #%" PRIu64 "): %s", c->op, c->calls,
+                              "a peer failed during %s (call #%" PRIu64 "): %s", op, seq,
                               ai->reason);
         return ctx_poison(c, SHMESH_ERR_PEER_DEAD,
-                          "peer rank %d failed during %s (call #%" PRIu64 "): %s", ai->rank,
-                          c->op, c->calls, ai->reason);
+                          "peer rank %d failed during %s (call #%" PRIu64 "): %s", ai->rank, op,
+                          seq, ai->reason);
     case SEG_CAUSE_RANK_ABORT:
         return ctx_poison(c, SHMESH_ERR_ABORTED, "job aborted during %s (call #%" PRIu64 "): %s",
-                          c->op, c->calls, ai->reason);
+                          op, seq, ai->reason);
     case SEG_CAUSE_MISMATCH:
         return ctx_poison(c, SHMESH_ERR_MISMATCH,
                           "ranks made different calls, seen during %s (call #%" PRIu64 "): %s",
-                          c->op, c->calls, ai->reason);
+                          op, seq, ai->reason);
     default:
         return ctx_poison(c, SHMESH_ERR_ABORTED,
-                          "job aborted by the launcher during %s (call #%" PRIu64 "): %s", c->op,
-                          c->calls, ai->reason[0] ? ai->reason : "no reason recorded");
+                          "job aborted by the launcher during %s (call #%" PRIu64 "): %s", op,
+                          seq, ai->reason[0] ? ai->reason : "no reason recorded");
     }
 }
 
-int sync_enter(shmesh_ctx *c, const char *op)
+int ctx_enter(shmesh_ctx *c, const char *op)
 {
     if (!c) {
         init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
     }
-    if (c->poison)
-        return c->poison;
-    c->op = op;
-    return 0;
+    return c->poison;
 }
 
-int sync_begin(shmesh_ctx *c)
+int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq)
 {
-    c->calls++;
-    c->window = 0;
     struct seg_abort_info ai;
     if (atomic_load_explicit(&c->seg->hdr->abort.value, memory_order_acquire) &&
         seg_aborted(c->seg, &ai))
-        return aborted(c, &ai);
+        return aborted(c, op, seq, &ai);
     return 0;
 }
 
-int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
+int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
                   const struct call_desc *theirs)
 {
     char a[400], b[400], reason[SEG_REASON_MAX];
-    call_describe(mine, c->calls, a, sizeof a);
+    call_describe(mine, seq, a, sizeof a);
     if (theirs && theirs->tuning != mine->tuning && call_hash(theirs) == call_hash(mine))
         snprintf(b, sizeof b,
                  "the same with other settings: SHMESH_SLOT_BYTES, SHMESH_ZC_MIN, SHMESH_CMA_MIN "
                  "and SHMESH_RSAG_MIN must be the same on every rank");
     else if (theirs)
-        call_describe(theirs, c->calls, b, sizeof b);
+        call_describe(theirs, seq, b, sizeof b);
     else
         snprintf(b, sizeof b,
                  "something else: its step of call #%" PRIu64 " is gone, so the ranks disagree "
                  "about this call's groups or sizes",
-                 c->calls);
+                 seq);
     ctx_poison(c, SHMESH_ERR_MISMATCH, "called %s but rank %d called %s", a, other_rank, b);
     /* Tell the whole job: ranks of other groups may never meet this one. */
     snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
@@ -78,13 +73,14 @@ int sync_mismatch(shmesh_ctx *c, const struct call_desc *mine, int other_rank,
     return SHMESH_ERR_MISMATCH;
 }
 
-int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for)
+int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
+              const char *waiting_for)
 {
     struct seg_abort_info ai;
     switch (rc) {
     case -ECANCELED:
         seg_aborted(c->seg, &ai);
-        return aborted(c, &ai);
+        return aborted(c, op, seq, &ai);
     case -EOWNERDEAD: {
         /* Recorded for the other ranks and the launcher unless someone was
          * first; the launcher's record, when it won, knows the exit status. */
@@ -95,20 +91,20 @@ int sync_wait_failed(shmesh_ctx *c, int rc, int culprit, const char *waiting_for
                  culprit, (int)atomic_load(&seg_ctrl(c->seg, culprit)->pid), c->rank, waiting_for);
         seg_abort(c->seg, SEG_CAUSE_RANK_DIED, culprit, 0, reason);
         seg_aborted(c->seg, &ai);
-        return aborted(c, &ai);
+        return aborted(c, op, seq, &ai);
     }
     case -ESHUTDOWN:
         return ctx_poison(c, SHMESH_ERR_MISMATCH,
                           "rank %d already called shmesh_finalize but this rank called %s "
                           "(call #%" PRIu64 "): ranks made different numbers of collective calls",
-                          culprit, c->op, c->calls);
+                          culprit, op, seq);
     case -ETIMEDOUT:
         return ctx_poison(c, SHMESH_ERR_TIMEOUT,
                           "%s (call #%" PRIu64 ") waited longer than SHMESH_TIMEOUT (%.3f s) "
                           "for %s",
-                          c->op, c->calls, (double)c->waiter.timeout_ns / 1e9, waiting_for);
+                          op, seq, (double)c->waiter.timeout_ns / 1e9, waiting_for);
     default:
         return ctx_poison(c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 ") could not wait for %s: %s",
-                          c->op, c->calls, waiting_for, strerror(-rc));
+                          op, seq, waiting_for, strerror(-rc));
     }
 }

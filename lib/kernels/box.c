@@ -45,6 +45,18 @@ uint64_t box_elems(const struct box *b)
     return n;
 }
 
+bool box_contiguous(const struct box *b, uint64_t *off)
+{
+    for (int d = 0; d + 1 < b->ndim; d++)
+        if (b->ext[d] != 1)
+            return false;
+    uint64_t o = 0;
+    for (int d = 0; d < b->ndim; d++)
+        o = o * (uint64_t)b->dim[d] + (uint64_t)b->start[d];
+    *off = o;
+    return true;
+}
+
 /* Walks packed elements [first, first+count): calls back once per run that
  * is contiguous in the array, with the run's array offset (in elements). */
 void box_runs(const struct box *b, uint64_t first, uint64_t count,

@@ -3,6 +3,7 @@
 #ifndef SHMESH_KERNELS_BOX_H
 #define SHMESH_KERNELS_BOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,8 @@ void box_slab(struct box *b, const shmesh_array *a, int dim, int64_t start, int6
 /* Merges trailing dimensions the block spans completely, so copies run long. */
 void box_simplify(struct box *b);
 uint64_t box_elems(const struct box *b);
+/* Whether the block is one run of the array; *off: where it starts (elements). */
+bool box_contiguous(const struct box *b, uint64_t *off);
 /* Elements [first, first+count) of the block, in packed order. */
 void box_read(const struct box *b, const void *array, uint64_t first, uint64_t count, void *dst);
 void box_write(const struct box *b, void *array, uint64_t first, uint64_t count, const void *src);

@@ -2,12 +2,13 @@
 #ifndef SHMESH_MESH_GROUP_H
 #define SHMESH_MESH_GROUP_H
 
-/* Members by position (group index); each is a device: a rank and its local
- * device index (always 0 while a process holds one device). */
+/* Members by position (group index).  Each is a device: a rank and its
+ * local device index there (mesh/device.h). */
 struct group {
     int n;
     int me; /* this device's position */
     const int *ranks;
+    const int *locals;
 };
 
 #endif

@@ -8,7 +8,8 @@
 #include "core/context.h"
 #include "core/fail.h"
 #include "core/hash.h"
-#include "engine/exchange.h"
+#include "mesh/device.h"
+#include "ops/ops.h"
 #include "mesh/mesh.h"
 
 static bool name_ok(const char *s)
@@ -87,13 +88,12 @@ static int check_mesh(shmesh_ctx *c, int ndim, const char *const names[], const 
     }
     free(at);
     return rc;
-    return 0;
 }
 
 int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const int sizes[],
                        const int *order, shmesh_mesh **out)
 {
-    int rc = sync_enter(c, "shmesh_mesh_create");
+    int rc = ctx_enter(c, "shmesh_mesh_create");
     if (rc)
         return rc;
     if (!out)
@@ -104,25 +104,29 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
         return rc;
 
     shmesh_mesh *m = calloc(1, sizeof *m);
-    int *buf = m ? calloc((size_t)c->world * 4, sizeof *buf) : NULL;
+    int ndev = device_count(c);
+    int *buf = m ? calloc((size_t)ndev * 5, sizeof *buf) : NULL;
     if (!buf) {
         free(m);
         return ctx_fail(c, SHMESH_ERR_NOMEM, "shmesh_mesh_create: out of memory");
     }
     m->ctx = c;
     m->ndim = ndim;
-    m->order = buf;
-    m->axis_group = buf + c->world;
-    m->sub = buf + 2 * (size_t)c->world;
-    m->seen = buf + 3 * (size_t)c->world;
+    m->pos_rank = buf;
+    m->pos_local = buf + ndev;
+    m->axis_group = buf + 2 * (size_t)ndev;
+    m->sub = buf + 3 * (size_t)ndev;
+    m->seen = buf + 4 * (size_t)ndev;
     for (int d = 0; d < ndim; d++) {
         snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
         m->sizes[d] = sizes[d];
     }
     int my_pos = 0;
-    for (int i = 0; i < c->world; i++) {
-        m->order[i] = order ? order[i] : i;
-        if (m->order[i] == c->rank)
+    for (int i = 0; i < ndev; i++) {
+        struct device dev = device_of(c, order ? order[i] : i);
+        m->pos_rank[i] = dev.rank;
+        m->pos_local[i] = dev.local;
+        if (dev.rank == c->rank && dev.local == 0)
             my_pos = i;
     }
     for (int d = ndim - 1; d >= 0; d--) {
@@ -130,29 +134,26 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
         my_pos /= sizes[d];
     }
 
-    rc = sync_begin(c);
-    if (rc) {
-        shmesh_mesh_destroy(m);
-        return rc;
-    }
-    m->id = c->next_mesh_id++;
     /* Every rank must describe the same mesh: names, sizes and order. */
-    struct call_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = OP_MESH_CREATE;
-    d.mesh = m->id;
-    d.ndim = ndim;
-    int n = 0;
-    for (int k = 0; k < ndim; k++) {
-        d.shape[k] = sizes[k];
-        n += snprintf(d.axes + n, sizeof d.axes - (size_t)n, "%s%s", k ? "," : "", names[k]);
-        if (n >= (int)sizeof d.axes)
-            n = (int)sizeof d.axes - 1;
+    struct call k;
+    rc = op_world_step_prepare(&k, c, OP_MESH_CREATE);
+    if (!rc) {
+        m->id = c->next_mesh_id++;
+        k.d.mesh = m->id;
+        k.d.ndim = ndim;
+        int n = 0;
+        for (int i = 0; i < ndim; i++) {
+            k.d.shape[i] = sizes[i];
+            n += snprintf(k.d.axes + n, sizeof k.d.axes - (size_t)n, "%s%s", i ? "," : "",
+                          names[i]);
+            if (n >= (int)sizeof k.d.axes)
+                n = (int)sizeof k.d.axes - 1;
+        }
+        k.d.extra_hash = hash_bytes(m->pos_rank, sizeof *m->pos_rank * (size_t)ndev, 1);
+        k.d.extra_hash = hash_bytes(m->pos_local, sizeof *m->pos_local * (size_t)ndev,
+                                    k.d.extra_hash);
     }
-    d.extra_hash = hash_bytes(m->order, sizeof *m->order * (size_t)c->world, 1);
-    struct xchg x = {.c = c, .g = {.n = c->world, .me = c->rank, .ranks = c->all_ranks},
-                     .broadcast = true, .bytes = xchg_no_bytes};
-    rc = xchg_run(&x, &d);
+    rc = call_finish(&k, rc);
     if (rc) {
         shmesh_mesh_destroy(m);
         return rc;
@@ -165,7 +166,7 @@ void shmesh_mesh_destroy(shmesh_mesh *m)
 {
     if (!m)
         return;
-    free(m->order);
+    free(m->pos_rank);
     free(m);
 }
 
@@ -267,7 +268,7 @@ int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks)
         int lin = 0;
         for (int d = 0; d < m->ndim; d++)
             lin = lin * m->sizes[d] + cc[d];
-        ranks[p] = m->order[lin];
+        ranks[p] = m->pos_rank[lin];
     }
     int idx = 0;
     for (int k = 0; k < a->n; k++)

@@ -22,8 +22,10 @@ struct shmesh_mesh {
     int ndim;
     char names[SHMESH_MAX_MESH_DIMS][SHMESH_MAX_AXIS_NAME + 1];
     int sizes[SHMESH_MAX_MESH_DIMS];
-    int coords[SHMESH_MAX_MESH_DIMS]; /* this rank's */
-    int *order;      /* mesh position (row-major) -> rank */
+    int coords[SHMESH_MAX_MESH_DIMS]; /* this device's */
+    /* Mesh position (row-major) -> the device there: its rank and local
+     * device index (mesh/device.h). */
+    int *pos_rank, *pos_local;
     /* The last axes string resolved, and its group (calls mostly repeat). */
     char last_spec[64];
     struct axes last_axes;
@@ -38,8 +40,8 @@ struct shmesh_mesh {
 
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
-/* Fills ranks[0..a->size) with the group over `a` by axis index; returns
- * this device's axis index. */
+/* Fills ranks[0..a->size) with the ranks of the group over `a`, by axis
+ * index; returns this device's axis index. */
 int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks);
 /* The (sub)group this device runs `op` in, after validating axis_index_groups
  * (`equal_sizes`: all subgroups the same size).  *groups_hash identifies the

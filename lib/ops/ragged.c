@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/context.h"
+#include "core/dtype.h"
+#include "ops/args.h"
+#include "ops/ops.h"
 #include "ops/prologue.h"
 
 enum { IN_OFF, SEND, OUT_OFF, RECV, NPARAM };
@@ -14,11 +18,11 @@ enum { IN_OFF, SEND, OUT_OFF, RECV, NPARAM };
 struct ragged {
     const shmesh_array *operand;
     shmesh_array *output;
-    const shmesh_array *param[NPARAM];
     int64_t k;       /* entries per offset/size array */
     int64_t per;     /* entries per destination: k / n */
     uint64_t row;    /* bytes per row */
-    int64_t *table;  /* [member][param][k], int64 */
+    bool rows;       /* the parameters are exchanged and checked: rows move */
+    int64_t table[]; /* [member][param][k], int64 */
 };
 
 static const char *const param_name[NPARAM] = {"input_offsets", "send_sizes", "output_offsets",
@@ -26,7 +30,7 @@ static const char *const param_name[NPARAM] = {"input_offsets", "send_sizes", "o
 
 static int64_t *entry(const struct ragged *r, int member, int p)
 {
-    return r->table + ((size_t)member * NPARAM + (size_t)p) * (size_t)r->k;
+    return (int64_t *)r->table + ((size_t)member * NPARAM + (size_t)p) * (size_t)r->k;
 }
 
 static int64_t load_index(const shmesh_array *a, int64_t i)
@@ -47,31 +51,31 @@ static int64_t load_index(const shmesh_array *a, int64_t i)
 }
 
 /* Exchange 1: the parameters, as int64, to everyone. */
-static uint64_t param_bytes(const struct xchg *x, int from, int to)
+static uint64_t param_bytes(const struct call *k, int from, int to)
 {
-    const struct ragged *r = x->op;
+    const struct ragged *r = k->op_state;
     return (uint64_t)NPARAM * (uint64_t)r->k * sizeof(int64_t);
 }
 
-static void param_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+static void param_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
 {
-    const struct ragged *r = x->op;
+    const struct ragged *r = k->op_state;
     /* This device's own row of the table was filled before the exchange. */
-    memcpy(dst, (const unsigned char *)entry(r, x->g.me, 0) + off, len);
+    memcpy(dst, (const unsigned char *)entry(r, k->g.me, 0) + off, len);
 }
 
-static void param_recv(const struct xchg *x, int from, uint64_t off, const void *src,
+static void param_recv(const struct call *k, int from, uint64_t off, const void *src,
                        uint64_t len)
 {
-    const struct ragged *r = x->op;
+    const struct ragged *r = k->op_state;
     memcpy((unsigned char *)entry(r, from, 0) + off, src, len);
 }
 
 /* Exchange 2: the rows.  What `from` sends `to` is the concatenation of its
  * slices for `to`, in entry order. */
-static uint64_t row_bytes(const struct xchg *x, int from, int to)
+static uint64_t row_bytes(const struct call *k, int from, int to)
 {
-    const struct ragged *r = x->op;
+    const struct ragged *r = k->op_state;
     uint64_t total = 0;
     for (int64_t s = 0; s < r->per; s++)
         total += (uint64_t)entry(r, from, SEND)[to * r->per + s];
@@ -111,19 +115,19 @@ static void unpack_piece(const struct ragged *r, int64_t in_row, int64_t out_row
            (const unsigned char *)src + at, bytes);
 }
 
-static void row_pack(const struct xchg *x, int to, uint64_t off, uint64_t len, void *dst)
+static void row_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
 {
-    walk_slices(x->op, x->g.me, to, off, len, pack_piece, dst);
+    walk_slices(k->op_state, k->g.me, to, off, len, pack_piece, dst);
 }
 
-static void row_recv(const struct xchg *x, int from, uint64_t off, const void *src, uint64_t len)
+static void row_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
 {
-    walk_slices(x->op, from, x->g.me, off, len, unpack_piece, (void *)src);
+    walk_slices(k->op_state, from, k->g.me, off, len, unpack_piece, (void *)src);
 }
 
 /* The same verdict on every member: the first bad entry in (sender, entry)
  * order, checked against the sender's operand and the receiver's output. */
-static int check_slices(struct coll *k, const struct ragged *r)
+static int check_slices(struct call *k, const struct ragged *r)
 {
     int64_t n_rows = r->operand->shape[0], m_rows = r->output->shape[0];
     for (int q = 0; q < k->g.n; q++)
@@ -164,7 +168,7 @@ static int check_slices(struct coll *k, const struct ragged *r)
     return 0;
 }
 
-static int check_args(struct coll *k, const shmesh_array *operand, shmesh_array *output,
+static int check_args(struct call *k, const shmesh_array *operand, shmesh_array *output,
                       const shmesh_array *const param[NPARAM], struct ragged *r)
 {
     shmesh_ctx *c = k->c;
@@ -197,7 +201,6 @@ static int check_args(struct coll *k, const shmesh_array *operand, shmesh_array 
                             "%s: %s has %" PRId64 " entries but input_offsets has %" PRId64
                             "; all four must have the same length",
                             k->name, param_name[p], a->shape[0], param[0]->shape[0]);
-        r->param[p] = a;
     }
     r->k = param[0]->shape[0];
     if (r->k % k->g.n)
@@ -224,49 +227,95 @@ shapes: {
 }
 }
 
+static const struct streams param_streams = {.broadcast = true,
+                                             .unit = sizeof(int64_t),
+                                             .bytes = param_bytes,
+                                             .pack = param_pack,
+                                             .recv = param_recv};
+static const struct streams row_streams = {
+    .unit = 1, .bytes = row_bytes, .pack = row_pack, .recv = row_recv};
+
+/* After the parameters: every member checks every slice alike, then the
+ * rows move. */
+static int ragged_then(struct call *k)
+{
+    struct ragged *r = k->op_state;
+    if (r->rows)
+        return 0;
+    int rc = check_slices(k, r);
+    if (rc)
+        return rc;
+    r->rows = true;
+    k->f.streams = &row_streams;
+    return 1;
+}
+
+static void ragged_free(struct call *k)
+{
+    free(k->op_state);
+    k->op_state = NULL;
+}
+
+int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axes,
+                                 const shmesh_groups *gs, const shmesh_array *operand,
+                                 shmesh_array *output, const shmesh_array *input_offsets,
+                                 const shmesh_array *send_sizes,
+                                 const shmesh_array *output_offsets,
+                                 const shmesh_array *recv_sizes)
+{
+    struct axes a;
+    int rc = coll_open(k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true, &a);
+    if (rc)
+        return rc;
+    const shmesh_array *const param[NPARAM] = {input_offsets, send_sizes, output_offsets,
+                                               recv_sizes};
+    struct ragged hdr = {0};
+    if ((rc = check_args(k, operand, output, param, &hdr)))
+        return rc;
+    /* The index arrays are read here, on the host. */
+    for (int p = 0; p < NPARAM; p++) {
+        const char *backend = NULL;
+        uint64_t bytes = (uint64_t)hdr.k * shmesh_dtype_size(param[p]->dtype);
+        if (mem_classify(k->c, param[p]->data, bytes, NULL, &backend) == MEM_DEVICE)
+            return ctx_fail(k->c, SHMESH_ERR_INVALID,
+                            "%s: %s is device memory (claimed by the '%s' backend); the index "
+                            "arrays must be host memory",
+                            k->name, param_name[p], backend);
+    }
+    struct flow *f = &k->f;
+    flow_init(f, FLOW_STREAMS, operand, output);
+    f->streams = &param_streams;
+    if ((rc = coll_ready(k)))
+        return rc;
+    size_t entries = (size_t)k->g.n * NPARAM * (size_t)hdr.k;
+    struct ragged *r = malloc(sizeof *r + sizeof *r->table * entries);
+    if (!r)
+        return ctx_fail(k->c, SHMESH_ERR_NOMEM,
+                        "%s: out of memory for %d x 4 x %" PRId64 " entries", k->name, k->g.n,
+                        hdr.k);
+    *r = hdr;
+    /* The call's own copies: the caller's arrays may change once it is made. */
+    r->operand = &f->in;
+    r->output = &f->out;
+    for (int p = 0; p < NPARAM; p++)
+        for (int64_t i = 0; i < r->k; i++)
+            entry(r, k->g.me, p)[i] = load_index(param[p], i);
+    k->op_state = r;
+    k->op_free = ragged_free;
+    k->then = ragged_then;
+    k->d.param[0] = r->k;
+    for (int p = 0; p < NPARAM; p++)
+        k->d.param[1] = k->d.param[1] * SHMESH_DTYPE_COUNT + param[p]->dtype;
+    return 0;
+}
+
 int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                              const shmesh_array *operand, shmesh_array *output,
                              const shmesh_array *input_offsets, const shmesh_array *send_sizes,
                              const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
 {
-    struct coll k;
-    int rc = coll_open(&k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true);
-    if (rc)
-        return rc;
-    const shmesh_array *const param[NPARAM] = {input_offsets, send_sizes, output_offsets,
-                                               recv_sizes};
-    struct ragged r = {0};
-    if ((rc = check_args(&k, operand, output, param, &r)))
-        return rc;
-    r.table = malloc(sizeof *r.table * (size_t)k.g.n * NPARAM * (size_t)r.k);
-    if (!r.table)
-        return ctx_fail(k.c, SHMESH_ERR_NOMEM, "%s: out of memory for %d x 4 x %" PRId64 " entries",
-                        k.name, k.g.n, r.k);
-    for (int p = 0; p < NPARAM; p++)
-        for (int64_t i = 0; i < r.k; i++)
-            entry(&r, k.g.me, p)[i] = load_index(param[p], i);
-
-    if ((rc = coll_start(&k, operand, output)))
-        goto out;
-    k.d.param[0] = r.k;
-    for (int p = 0; p < NPARAM; p++)
-        k.d.param[1] = k.d.param[1] * SHMESH_DTYPE_COUNT + param[p]->dtype;
-    struct xchg x = coll_xchg(&k);
-    x.broadcast = true;
-    x.unit = sizeof(int64_t);
-    x.bytes = param_bytes;
-    x.pack = param_pack;
-    x.recv = param_recv;
-    x.op = &r;
-    if ((rc = xchg_run(&x, &k.d)) || (rc = check_slices(&k, &r)))
-        goto out;
-    x.broadcast = false;
-    x.unit = 1;
-    x.bytes = row_bytes;
-    x.pack = row_pack;
-    x.recv = row_recv;
-    rc = xchg_run(&x, NULL);
-out:
-    free(r.table);
-    return rc;
+    struct call k;
+    return call_finish(&k, op_ragged_all_to_all_prepare(&k, m, axes, gs, operand, output,
+                                                        input_offsets, send_sizes,
+                                                        output_offsets, recv_sizes));
 }

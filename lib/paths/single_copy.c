@@ -2,10 +2,10 @@
  * buffer straight into ours, one copy instead of the two that staging takes
  * (into a slot, out of it).  The kernel may refuse it (seccomp, Yama,
  * another user): every rank tries it on every peer at start-up and says
- * whether it may, and a collective uses it only when every member may. */
+ * whether it may, and a call takes this path only when every member may.
+ * A read that fails anyway (a buffer the kernel cannot read) fails the
+ * call on every member (paths/peer.c), never the job. */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,7 +13,10 @@
 #include <unistd.h>
 
 #include "core/context.h"
-#include "paths/cma.h"
+#include "engine/path.h"
+#include "paths/paths.h"
+#include "paths/peer.h"
+#include "paths/single_copy.h"
 
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
@@ -22,7 +25,6 @@
 #define PR_SET_PTRACER_ANY ((unsigned long)-1)
 #endif
 
-/* Before joining: where the probe word is, so that peers can try to read it. */
 void cma_publish(shmesh_ctx *c)
 {
     /* Under Yama's ptrace_scope 1 only ancestors may read us unless we say so;
@@ -33,11 +35,9 @@ void cma_publish(shmesh_ctx *c)
     c->me->probe_value = c->probe_word;
 }
 
-/* After every rank joined: may this rank read each peer's memory? */
-void cma_probe(shmesh_ctx *c)
+void cma_probe(shmesh_ctx *c, bool allowed)
 {
-    const char *want = getenv("SHMESH_CMA"); /* "0" turns it off for this rank */
-    c->cma_ok = c->world > 1 && !(want && !strcmp(want, "0"));
+    c->cma_ok = c->world > 1 && allowed;
     for (int r = 0; r < c->world && c->cma_ok; r++) {
         if (r == c->rank)
             continue;
@@ -51,20 +51,9 @@ void cma_probe(shmesh_ctx *c)
     }
 }
 
-static int cma_failed(shmesh_ctx *c, int r, int err)
-{
-    char reason[SEG_REASON_MAX];
-    ctx_poison(c, SHMESH_ERR_SYSTEM,
-               "%s (call #%" PRIu64 "): cannot read rank %d's buffer (pid %d) with "
-               "process_vm_readv: %s",
-               c->op, c->calls, r, (int)atomic_load(&seg_ctrl(c->seg, r)->pid), strerror(err));
-    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
-    seg_abort(c->seg, SEG_CAUSE_RANK_ABORT, c->rank, 0, reason);
-    return SHMESH_ERR_SYSTEM;
-}
-
-/* Reads iov[0..n) of rank r into one local buffer, resuming short reads. */
-static int readv_all(shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov, int n)
+/* Reads iov[0..n) of rank r into one local buffer, resuming short reads:
+ * 0 or a positive errno. */
+static int readv_all(const shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov, int n)
 {
     pid_t pid = atomic_load(&seg_ctrl(c->seg, r)->pid);
     while (n > 0) {
@@ -76,7 +65,7 @@ static int readv_all(shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
-            return cma_failed(c, r, got < 0 ? errno : EFAULT);
+            return got < 0 ? errno : EFAULT;
         dst += got;
         while (n > 0 && (uint64_t)got >= iov->iov_len) {
             got -= (ssize_t)iov->iov_len;
@@ -91,34 +80,35 @@ static int readv_all(shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov
     return 0;
 }
 
-int cma_read(shmesh_ctx *c, int r, uint64_t addr, void *dst, uint64_t len)
+static int cma_read(struct call *k, int q, bool output, uint64_t off, void *dst, uint64_t len)
 {
     if (!len)
         return 0;
+    uint64_t addr = (output ? k->s->cout[q] : k->s->cin[q]) + off;
     struct iovec remote = {(void *)(uintptr_t)addr, len};
-    return readv_all(c, r, dst, &remote, 1);
+    return readv_all(k->c, k->g.ranks[q], dst, &remote, 1);
 }
 
 #define IOVS 512
 
 struct box_reader {
-    shmesh_ctx *c;
+    const shmesh_ctx *c;
     int r;
     uint64_t addr;
     size_t esz;
     unsigned char *dst;
     struct iovec iov[IOVS];
     int n;
-    int rc;
+    int err;
 };
 
 static void flush_runs(struct box_reader *br)
 {
-    if (br->n && !br->rc) {
+    if (br->n && !br->err) {
         uint64_t bytes = 0;
         for (int i = 0; i < br->n; i++)
             bytes += br->iov[i].iov_len;
-        br->rc = readv_all(br->c, br->r, br->dst, br->iov, br->n);
+        br->err = readv_all(br->c, br->r, br->dst, br->iov, br->n);
         br->dst += bytes;
     }
     br->n = 0;
@@ -133,11 +123,47 @@ static void add_run(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t
                                       len * br->esz};
 }
 
-int cma_read_box(shmesh_ctx *c, int r, uint64_t addr, const struct box *b, uint64_t first,
-                 uint64_t count, void *dst)
+static int cma_read_box(struct call *k, int q, const struct box *b, uint64_t first,
+                        uint64_t count, void *dst)
 {
-    struct box_reader br = {.c = c, .r = r, .addr = addr, .esz = b->esz, .dst = dst};
+    struct box_reader br = {.c = k->c, .r = k->g.ranks[q], .addr = k->s->cin[q], .esz = b->esz,
+                            .dst = dst};
     box_runs(b, first, count, add_run, &br);
     flush_runs(&br);
-    return br.rc;
+    return br.err;
 }
+
+static const struct peer_access cma = {
+    .how = "process_vm_readv",
+    .read = cma_read,
+    .read_box = cma_read_box,
+};
+
+/* Below the staged reduce-scatter's threshold single copy beats staging;
+ * above it the reduce-scatter moves less memory (docs/algorithms.md). */
+static bool cma_candidate(const struct call *k)
+{
+    const shmesh_ctx *c = k->c;
+    if (!peer_flow(k) || flow_size(&k->f) < c->cma_min)
+        return false;
+    return !(flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= c->rsag_min);
+}
+
+static bool cma_eligible(const struct call *k)
+{
+    for (int q = 0; q < k->g.n; q++)
+        if (!(k->s->flags[q] & HS_CMA))
+            return false;
+    return true;
+}
+
+static int cma_step(struct call *k) { return peer_step(k, &cma); }
+
+const struct path path_single_copy = {
+    .name = "single-copy",
+    .kinds = MEM_HOST | MEM_HEAP,
+    .handshake = true,
+    .candidate = cma_candidate,
+    .eligible = cma_eligible,
+    .step = cma_step,
+};

@@ -1,0 +1,241 @@
+/* Calls: preparing, queueing, progressing and finishing them (see call.h). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/debug.h"
+#include "core/fail.h"
+#include "engine/call.h"
+#include "engine/path.h"
+#include "engine/window.h"
+
+/* Every per-member array of a call, for the whole world, in one block. */
+static struct call_scratch *scratch_new(int world)
+{
+    size_t w = (size_t)world;
+    size_t bytes = sizeof(struct call_scratch) + BOUNCE_BYTES +
+                   w * (4 * sizeof(int) + 4 * sizeof(void *) + 7 * sizeof(uint64_t) +
+                        sizeof(uint32_t) + 2 * sizeof(int32_t)) +
+                   64;
+    unsigned char *p = calloc(1, bytes);
+    if (!p)
+        return NULL;
+    struct call_scratch *s = (struct call_scratch *)p;
+    p += sizeof *s;
+    p = (unsigned char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+    s->bounce = p;
+    p += BOUNCE_BYTES;
+    void **ptrs[] = {(void **)&s->srcs, (void **)&s->hdrs, (void **)&s->zin, (void **)&s->zout};
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++, p += w * sizeof(void *))
+        *ptrs[i] = p;
+    uint64_t **u64[] = {&s->xoff_to, &s->xlen_to, &s->xoff_from, &s->xlen_from,
+                        &s->xtotal, &s->cin, &s->cout};
+    for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++, p += w * sizeof(uint64_t))
+        *u64[i] = (uint64_t *)p;
+    int **ints[] = {&s->ranks, &s->locals, &s->dest, &s->src_of};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++, p += w * sizeof(int))
+        *ints[i] = (int *)p;
+    s->status = (int32_t *)p;
+    p += 2 * w * sizeof(int32_t);
+    s->flags = (uint32_t *)p;
+    return s;
+}
+
+void call_scratch_free_all(shmesh_ctx *c)
+{
+    while (c->spare) {
+        struct call_scratch *s = c->spare;
+        c->spare = s->next;
+        free(s);
+    }
+}
+
+int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
+{
+    memset(k, 0, sizeof *k);
+    k->op = op;
+    k->name = op_name(op);
+    k->state = CALL_PREPARED;
+    int rc = ctx_enter(c, k->name);
+    if (rc)
+        return rc;
+    k->c = c;
+    k->d.op = op;
+    k->d.mesh = -1;
+    k->f.in_dim = k->f.out_dim = -1;
+    k->f.source = -1;
+    if (c->spare) {
+        k->s = c->spare;
+        c->spare = k->s->next;
+    } else if (!(k->s = scratch_new(c->world))) {
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for a call's scratch", k->name);
+    }
+    return 0;
+}
+
+void call_group(struct call *k, int n, int me, const int *ranks)
+{
+    memcpy(k->s->ranks, ranks, sizeof *ranks * (size_t)n);
+    k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
+    /* One device per rank for now: every member's local device is 0 (the
+     * array is zeroed once and never written otherwise). */
+}
+
+void call_group_world(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    k->g = (struct group){.n = c->world, .me = c->rank, .ranks = c->all_ranks,
+                          .locals = k->s->locals};
+}
+
+static int refuse_kind(struct call *k, const char *what, const void *p, uint64_t len,
+                       enum mem_kind kind, const char *backend)
+{
+    return ctx_fail(k->c, SHMESH_ERR_INVALID,
+                    "%s: %s (%p, %" PRIu64 " bytes) is %s memory%s%s%s, and no data path takes "
+                    "it (paths take host and shared-heap buffers; device paths are not built "
+                    "yet)",
+                    k->name, what, p, len, mem_kind_name(kind), backend ? " (claimed by the '" : "",
+                    backend ? backend : "", backend ? "' backend)" : "");
+}
+
+int call_buffers(struct call *k)
+{
+    const struct flow *f = &k->f;
+    const char *in_backend = NULL, *out_backend = NULL;
+    k->in_kind = mem_classify(k->c, f->in.data, f->in_bytes, &k->in_heap, &in_backend);
+    k->out_kind = mem_classify(k->c, f->out.data, f->out_bytes, &k->out_heap, &out_backend);
+    if (!path_takes(k->in_kind))
+        return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
+    if (!path_takes(k->out_kind))
+        return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
+    return 0;
+}
+
+int call_fail(struct call *k, int code, const char *fmt, ...)
+{
+    shmesh_ctx *c = k->c;
+    char msg[CTX_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ctx_fail(c, code, "%s", msg);
+}
+
+int call_submit(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    k->seq = ++c->calls;
+    k->desc_pending = true;
+    if (c->debug)
+        k->t_start = debug_now();
+    int rc = fail_if_aborted(c, k->name, k->seq);
+    if (rc) {
+        k->state = CALL_DONE;
+        k->rc = rc;
+        return rc;
+    }
+    k->state = CALL_QUEUED;
+    k->next = NULL;
+    if (c->queue_tail)
+        c->queue_tail->next = k;
+    else
+        c->queue_head = k;
+    c->queue_tail = k;
+    return 0;
+}
+
+/* The call's exchanges, one after the other. */
+static int call_step(struct call *k)
+{
+    for (;;) {
+        int rc = path_step(k);
+        if (rc || !k->then)
+            return rc;
+        if ((rc = k->then(k)) <= 0)
+            return rc;
+        k->path = NULL; /* another exchange: choose again */
+        k->handshaken = false;
+        k->stage = 0;
+        k->pos = 0;
+    }
+}
+
+static void debug_done(const struct call *k)
+{
+    const shmesh_ctx *c = k->c;
+    char what[400];
+    call_describe(&k->d, k->seq, what, sizeof what);
+    debug_line(c, "%s: %" PRIu64 " B, path %s, %.1f us: %s", what, flow_size(&k->f),
+               k->path ? k->path->name : "none", (double)(debug_now() - k->t_start) / 1e3,
+               k->rc ? shmesh_error_name(k->rc) : "ok");
+}
+
+/* The queue's first call is over: dequeue it; a poisoned context fails the
+ * calls behind it too (they can no longer move). */
+static void finish_head(shmesh_ctx *c, int rc)
+{
+    struct call *k = c->queue_head;
+    c->queue_head = k->next;
+    if (!c->queue_head)
+        c->queue_tail = NULL;
+    k->next = NULL;
+    k->state = CALL_DONE;
+    k->rc = rc;
+    if (c->debug & DEBUG_CALLS)
+        debug_done(k);
+    if (c->poison)
+        while (c->queue_head)
+            finish_head(c, c->poison);
+}
+
+int call_progress(shmesh_ctx *c)
+{
+    struct call *k;
+    while ((k = c->queue_head)) {
+        int rc = call_step(k);
+        if (rc == CALL_WAIT)
+            return CALL_WAIT;
+        finish_head(c, rc);
+    }
+    return 0;
+}
+
+int call_wait(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    while (k->state != CALL_DONE) {
+        if (call_progress(c) != CALL_WAIT)
+            continue;
+        int rc = win_wait(c->queue_head);
+        if (rc)
+            finish_head(c, rc);
+    }
+    return k->rc;
+}
+
+void call_release(struct call *k)
+{
+    if (k->op_free) {
+        k->op_free(k);
+        k->op_free = NULL;
+    }
+    if (k->s) {
+        k->s->next = k->c->spare;
+        k->c->spare = k->s;
+        k->s = NULL;
+    }
+}
+
+int call_finish(struct call *k, int rc)
+{
+    if (!rc && (rc = call_submit(k)) == 0)
+        rc = call_wait(k);
+    if (k->c)
+        call_release(k);
+    return rc;
+}

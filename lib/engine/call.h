@@ -1,0 +1,140 @@
+/* Calls: one collective in flight, as an object that owns its parameters,
+ * its scratch and its position in the protocol, and can be stepped.
+ *
+ * An op prepares a call (checks the arguments, resolves the group, fills the
+ * flow and the description), then submits it: the call gets the next call
+ * number and joins the context's queue.  call_progress() advances the queue
+ * as far as it can without blocking; a call that cannot go on says what it
+ * waits for (a rank's progress reaching a window), and call_wait() blocks on
+ * exactly that, then progresses again.  The blocking API is submit + wait.
+ *
+ * Calls move through the segment in the order they were submitted (call
+ * numbers are what ranks compare), one after the other: a later call starts
+ * its first window as soon as the earlier one has posted its last, while
+ * peers may still be reading it, so any number may be outstanding. */
+#ifndef SHMESH_ENGINE_CALL_H
+#define SHMESH_ENGINE_CALL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/flow.h"
+#include "memory/kind.h"
+#include "mesh/group.h"
+#include "ops/op.h"
+#include "shmesh.h"
+
+/* Returned by steps (and call_progress) that cannot go on without waiting. */
+#define CALL_WAIT 1
+
+enum call_state {
+    CALL_PREPARED, /* arguments accepted, not submitted */
+    CALL_QUEUED,   /* submitted, numbered */
+    CALL_DONE,     /* finished: rc holds its result */
+};
+
+/* What a waiting call needs: rank `rank`'s progress to reach `target`.  For
+ * a window the waiter first spins on the rank's slot tags, where a small
+ * window's data arrives in the same cache-line transfer. */
+struct wait_for {
+    int rank;
+    uint64_t target;
+    bool window;
+};
+
+/* Per-call scratch, sized for the whole world, recycled through the context. */
+#define BOUNCE_BYTES (64u << 10)
+struct call_scratch {
+    struct call_scratch *next;
+    int *ranks, *locals;        /* the group's members */
+    int *dest, *src_of;         /* permutations */
+    const void **srcs;
+    struct seg_slot_hdr **hdrs; /* members' buffers of the last window */
+    uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal; /* stream plans */
+    unsigned char **zin, **zout; /* members' buffers mapped here (zero copy) */
+    uint64_t *cin, *cout;        /* members' buffer addresses (single copy) */
+    uint32_t *flags;             /* members' handshake flags (enum hs_flag) */
+    int32_t *status;             /* members' published status: errno (or 0), the rank it
+                                    could not read; two entries each */
+    unsigned char *bounce;       /* BOUNCE_BYTES of private scratch */
+};
+
+/* A stream exchange in progress (engine/exchange.c). */
+struct xrun {
+    const struct streams *st;
+    uint64_t window, nwin, w; /* payload per window, windows, the current one */
+    int phase;
+};
+
+struct path;
+
+struct call {
+    shmesh_ctx *c;
+    enum call_op op;
+    const char *name; /* "shmesh_psum", for messages */
+    struct call_desc d;
+    struct group g;
+    struct flow f;
+    enum mem_kind in_kind, out_kind;
+    uint64_t in_heap, out_heap; /* offsets in the segment, when in the heap */
+    /* The op's own state, and what it does between exchanges (ragged: check
+     * every slice, then move the rows): 0 when the call is complete, 1 when
+     * it set up another exchange, or an error. */
+    void *op_state;
+    int (*then)(struct call *k);
+    void (*op_free)(struct call *k);
+
+    /* Position in the protocol. */
+    enum call_state state;
+    int rc;
+    uint64_t seq;        /* call number, from submission */
+    uint32_t window;     /* the next window's index within the call */
+    uint64_t tag;        /* the window posted last */
+    uint64_t hash;       /* of the description, with the context's thresholds */
+    bool desc_pending;   /* the next window is the call's first: it carries d */
+    bool check_hash;     /* the window posted last carried d: compare members' */
+    int at;              /* the member (or reader) a resumed wait goes on from */
+    int stage;           /* the current step's own position */
+    uint64_t pos;
+    bool handshaken;     /* members' buffers are published (zero/single copy) */
+    const struct path *path;
+    struct xrun xr;
+    struct wait_for wait;
+    int32_t err, err_peer; /* a peer path's failed read: errno, whose buffer */
+    int64_t t_start;     /* SHMESH_DEBUG: when it was submitted */
+
+    struct call_scratch *s;
+    struct call *next;   /* in the context's queue */
+};
+
+/* Starts a call of `op` on context c: scratch from the context's pool.  The
+ * op then fills group, flow and description.  Fails only for memory. */
+int call_init(struct call *k, shmesh_ctx *c, enum call_op op);
+/* The group: n members, this device at `me`, their ranks (copied). */
+void call_group(struct call *k, int n, int me, const int *ranks);
+/* The world: every rank, in rank order. */
+void call_group_world(struct call *k);
+/* Classifies the flow's arrays (host, shared heap, device) and refuses
+ * buffers no path takes. */
+int call_buffers(struct call *k);
+
+/* Numbers and queues the call (it counts from now on: refused calls are not
+ * made, so they must not shift the call numbers ranks compare). */
+int call_submit(struct call *k);
+/* Advances the context's queue without blocking: 0 when every submitted
+ * call is done, CALL_WAIT when the first unfinished one waits. */
+int call_progress(shmesh_ctx *c);
+/* Blocks until k is done; its result. */
+int call_wait(struct call *k);
+/* Frees the context's pool of scratch (when the context goes). */
+void call_scratch_free_all(shmesh_ctx *c);
+/* Gives the scratch back (and the op's state); safe to repeat. */
+void call_release(struct call *k);
+/* The blocking API's end: when rc is 0, submit and wait; then release. */
+int call_finish(struct call *k, int rc);
+
+/* A call's failure that leaves the context usable (every member of the
+ * group fails alike, e.g. a single copy the kernel refused). */
+int call_fail(struct call *k, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

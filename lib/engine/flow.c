@@ -1,0 +1,149 @@
+/* Flows: the parts each member sends each other member, and the staged
+ * streams that carry them (see flow.h). */
+#include <string.h>
+
+#include "engine/call.h"
+#include "engine/exchange.h"
+#include "engine/flow.h"
+
+static uint64_t array_bytes(const shmesh_array *a, size_t esz)
+{
+    uint64_t n = esz;
+    for (int d = 0; d < a->ndim; d++)
+        n *= (uint64_t)a->shape[d];
+    return n;
+}
+
+void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
+               const shmesh_array *out)
+{
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    if (in) {
+        f->in = *in;
+        f->in_esz = shmesh_dtype_size(in->dtype);
+        f->in_bytes = array_bytes(in, f->in_esz);
+    }
+    if (out) {
+        f->out = *out;
+        f->out_esz = shmesh_dtype_size(out->dtype);
+        f->out_bytes = array_bytes(out, f->out_esz);
+    }
+    f->in_dim = f->out_dim = -1;
+    f->source = -1;
+}
+
+/* Whether `from` sends `to` anything. */
+static bool sends(const struct flow *f, int from, int to)
+{
+    if (f->dest)
+        return f->dest[from] == to;
+    return f->source < 0 || from == f->source;
+}
+
+static void side(struct box *b, const shmesh_array *a, size_t esz, int dim, int64_t blk, int at)
+{
+    if (dim < 0) {
+        box_whole(b, a->ndim, a->shape, esz);
+        box_simplify(b);
+    } else {
+        box_slab(b, a, dim, (int64_t)at * blk, blk);
+    }
+}
+
+bool flow_part(const struct call *k, int from, int to, struct box *src, struct box *dst)
+{
+    const struct flow *f = &k->f;
+    if (!sends(f, from, to))
+        return false;
+    side(src, &f->in, f->in_esz, f->in_dim, f->in_blk, to);
+    side(dst, &f->out, f->out_esz, f->out_dim, f->out_blk, from);
+    return true;
+}
+
+bool flow_shared(const struct flow *f)
+{
+    return f->kind == FLOW_NONE || (!f->dest && f->in_dim < 0);
+}
+
+bool flow_allreduce(const struct flow *f) { return f->kind == FLOW_REDUCE && f->in_dim < 0; }
+
+uint64_t flow_size(const struct flow *f)
+{
+    if (flow_allreduce(f) && f->out_bytes > f->in_bytes)
+        return f->out_bytes;
+    return f->in_bytes;
+}
+
+/* The part of an input one destination gets, in bytes. */
+static uint64_t part_bytes(const struct flow *f)
+{
+    if (f->in_dim < 0)
+        return f->in_bytes;
+    int64_t whole = f->in.shape[f->in_dim];
+    return whole ? f->in_bytes / (uint64_t)whole * (uint64_t)f->in_blk : 0;
+}
+
+static uint64_t flow_bytes(const struct call *k, int from, int to)
+{
+    const struct flow *f = &k->f;
+    if (to < 0) /* a shared stream */
+        return f->source < 0 || from == f->source ? f->in_bytes : 0;
+    return sends(f, from, to) ? part_bytes(f) : 0;
+}
+
+static void flow_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct flow *f = &k->f;
+    if (f->in_dim < 0) {
+        memcpy(dst, (const unsigned char *)f->in.data + off, len);
+        return;
+    }
+    struct box b;
+    box_slab(&b, &f->in, f->in_dim, (int64_t)to * f->in_blk, f->in_blk);
+    box_read(&b, f->in.data, off / f->in_esz, len / f->in_esz, dst);
+}
+
+static void flow_recv(const struct call *k, int from, uint64_t off, const void *src,
+                      uint64_t len)
+{
+    const struct flow *f = &k->f;
+    if (f->out_dim < 0) {
+        memcpy((unsigned char *)f->out.data + off, src, len);
+        return;
+    }
+    /* The block's packed order is the same on both sides (for all_to_all:
+     * untiled, the input block lacks split_axis and the output block lacks
+     * concat_axis, and those shapes agree; tiled, both have the chunk's). */
+    struct box b;
+    box_slab(&b, &f->out, f->out_dim, (int64_t)from * f->out_blk, f->out_blk);
+    box_write(&b, f->out.data, off / f->out_esz, len / f->out_esz, src);
+}
+
+/* In place is safe: a window's range is packed before it is written. */
+static void flow_reduce(const struct call *k, uint64_t off, const void *const *src, uint64_t len)
+{
+    const struct flow *f = &k->f;
+    uint64_t first = off / f->in_esz;
+    reduce_run(f->red, f->in.dtype, f->out.dtype, (unsigned char *)f->out.data + first * f->out_esz,
+               src, k->g.n, (size_t)(len / f->in_esz), f->mean_n);
+}
+
+static const struct streams none = {.broadcast = true, .bytes = streams_no_bytes};
+static const struct streams shared_move = {
+    .broadcast = true, .bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
+static const struct streams move = {.bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
+static const struct streams shared_reduce = {
+    .broadcast = true, .bytes = flow_bytes, .pack = flow_pack, .reduce = flow_reduce};
+static const struct streams reduce = {.bytes = flow_bytes, .pack = flow_pack, .reduce = flow_reduce};
+
+const struct streams *flow_streams(const struct flow *f)
+{
+    switch (f->kind) {
+    case FLOW_NONE: return &none;
+    case FLOW_MOVE: return flow_shared(f) ? &shared_move : &move;
+    case FLOW_REDUCE: return flow_shared(f) ? &shared_reduce : &reduce;
+    case FLOW_STREAMS: return f->streams;
+    }
+    return &none;
+}

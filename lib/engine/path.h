@@ -1,0 +1,51 @@
+/* Paths: how a call's data moves.  One table, one choice per exchange.
+ *
+ * Each path is an entry: the memory kinds it takes, whether it is a
+ * candidate for the call (from what every member knows alike: the flow's
+ * sizes and the thresholds, which are hashed into every call), whether it
+ * needs every member's buffers published first (a handshake window), and
+ * then whether it is eligible given what the members published.  The first
+ * entry of the table that is a candidate and eligible runs; every member
+ * decides from the same facts, so every member takes the same path.
+ *
+ *   zero-copy    every member's buffers in the shared heap: read (and for
+ *                reductions write) them in place          paths/zero_copy.c
+ *   single-copy  process_vm_readv out of peers' private memory, where every
+ *                member may                               paths/single_copy.c
+ *   rsag         large whole-array reductions: reduce-scatter then
+ *                all-gather through the slots             paths/rsag.c
+ *   staged       everything else: streams through the slots paths/staged.c
+ *
+ * A new path is one entry here (and its file); the ops are not touched. */
+#ifndef SHMESH_ENGINE_PATH_H
+#define SHMESH_ENGINE_PATH_H
+
+#include <stdbool.h>
+
+#include "engine/call.h"
+
+struct path {
+    const char *name;
+    unsigned kinds; /* enum mem_kind bits it takes, on every member */
+    bool handshake; /* eligible() reads what the members published */
+    bool (*candidate)(const struct call *k);
+    bool (*eligible)(const struct call *k);
+    /* Moves the call's data: 0 when done, CALL_WAIT, or an error.  Starts
+     * with k->stage == 0 and k->pos == 0. */
+    int (*step)(struct call *k);
+};
+
+/* What the handshake publishes about each member (k->s->flags). */
+enum hs_flag {
+    HS_CMA = 1,      /* it may read every peer's memory */
+    HS_IN_HEAP = 2,  /* its input lies in the shared heap */
+    HS_OUT_HEAP = 4, /* its output too */
+};
+
+/* Whether some path takes buffers of these kinds. */
+bool path_takes(unsigned kinds);
+/* Runs the call's current exchange: the handshake if a candidate needs it,
+ * the choice, then the chosen path. */
+int path_step(struct call *k);
+
+#endif

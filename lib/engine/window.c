@@ -1,0 +1,186 @@
+/* Windows over the segment's slot buffers (see window.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/debug.h"
+#include "core/fail.h"
+#include "engine/call.h"
+#include "engine/window.h"
+
+int windows_init(struct windows *w, int world)
+{
+    memset(w, 0, sizeof *w);
+    int *r = calloc(2 * (size_t)world, sizeof *r);
+    w->seen = calloc((size_t)world, sizeof *w->seen);
+    if (!r || !w->seen) {
+        free(r);
+        free(w->seen);
+        w->seen = NULL;
+        return -1;
+    }
+    w->buf_readers[0] = r;
+    w->buf_readers[1] = r + world;
+    return 0;
+}
+
+void windows_fini(struct windows *w)
+{
+    free(w->buf_readers[0]);
+    free(w->seen);
+    memset(w, 0, sizeof *w);
+}
+
+uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 64 * 64; }
+
+unsigned char *win_open(struct call *k, int *rc)
+{
+    shmesh_ctx *c = k->c;
+    struct windows *w = &c->win;
+    int b = w->next_buf;
+    uint64_t old = w->buf_tag[b];
+    /* Usually this rank already saw the buffer's last readers move on (they
+     * posted the window it read last), and nothing shared is read. */
+    for (; k->at < w->buf_nreaders[b]; k->at++) {
+        int r = w->buf_readers[b][k->at];
+        if (r == c->rank || w->seen[r] > old)
+            continue;
+        uint64_t p =
+            atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
+        if (p <= old) {
+            k->wait = (struct wait_for){r, old + 1, false};
+            *rc = CALL_WAIT;
+            return NULL;
+        }
+        w->seen[r] = p;
+    }
+    k->at = 0;
+    *rc = 0;
+    return seg_payload(seg_slot(c->seg, c->rank, b));
+}
+
+void win_post(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    struct windows *w = &c->win;
+    int b = w->next_buf;
+    struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
+    uint64_t tag = (k->seq << 32) | k->window++;
+    k->check_hash = k->desc_pending;
+    if (k->desc_pending) {
+        k->hash = call_hash(&k->d) ^ c->tuning;
+        mine->call_hash = k->hash;
+        struct call_desc *d = seg_call_desc(c->seg, mine);
+        memcpy(d, &k->d, sizeof k->d);
+        d->tuning = c->tuning;
+        k->desc_pending = false;
+    }
+    /* Release: payload, hash and description before the tag. */
+    atomic_store_explicit(&mine->tag, tag, memory_order_release);
+    w->buf_tag[b] = tag;
+    memcpy(w->buf_readers[b], k->g.ranks, sizeof *k->g.ranks * (size_t)k->g.n);
+    w->buf_nreaders[b] = k->g.n;
+    w->next_buf = b ^ 1;
+    seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
+    k->tag = tag;
+    k->at = 0;
+}
+
+static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
+{
+    for (int b = 0; b < 2; b++) {
+        struct seg_slot_hdr *h = seg_slot(c->seg, r, b);
+        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
+            return h;
+    }
+    return NULL;
+}
+
+int win_collect(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    const struct group *g = &k->g;
+    struct seg_slot_hdr **hdrs = k->s->hdrs;
+    for (; k->at < g->n; k->at++) {
+        int p = k->at, r = g->ranks[p];
+        if (r == c->rank) {
+            hdrs[p] = seg_slot(c->seg, c->rank, c->win.next_buf ^ 1);
+            continue;
+        }
+        struct seg_slot_hdr *h = holding(c, r, k->tag);
+        if (!h) {
+            uint64_t prog =
+                atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
+            if (prog < k->tag) {
+                k->wait = (struct wait_for){r, k->tag, true};
+                return CALL_WAIT;
+            }
+            /* r went past this window without it: it formed another group
+             * or ran another number of windows. */
+            if (!(h = holding(c, r, k->tag)))
+                return fail_mismatch(c, k->seq, &k->d, r, NULL);
+        }
+        /* Posting this window means r has read everything before it. */
+        if (c->win.seen[r] < k->tag)
+            c->win.seen[r] = k->tag;
+        hdrs[p] = h;
+        if (k->check_hash && h->call_hash != k->hash) {
+            struct call_desc theirs, ours = k->d;
+            memcpy(&theirs, seg_call_desc(c->seg, h), sizeof theirs);
+            ours.tuning = c->tuning;
+            return fail_mismatch(c, k->seq, &ours, r, &theirs);
+        }
+    }
+    k->at = 0;
+    return 0;
+}
+
+struct window_wait {
+    const shmesh_ctx *c;
+    int r;
+    uint64_t tag;
+};
+
+static bool window_ready(const void *arg)
+{
+    const struct window_wait *ww = arg;
+    return holding(ww->c, ww->r, ww->tag) != NULL;
+}
+
+int win_wait(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    const struct wait_for *wf = &k->wait;
+    struct seg_waiter w = c->waiter;
+    int64_t t0 = c->debug & DEBUG_WAITS ? debug_now() : 0;
+    if (wf->window) {
+        /* The tag shares a cache line with the payload's start: spinning on
+         * it brings a small window over in one transfer.  The buffer cannot
+         * be reused under us: r reuses it only after this rank posts later. */
+        struct window_wait ww = {c, wf->rank, wf->target};
+        if (seg_spin(&c->waiter, window_ready, &ww))
+            goto done;
+        w.spin_ns = w.yield_ns = 0; /* spun already */
+    }
+    int culprit = wf->rank;
+    int rc = seg_wait_progress(&w, &seg_ctrl(c->seg, wf->rank)->progress, wf->target, wf->rank,
+                               &culprit);
+    if (rc) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", wf->rank);
+        return fail_wait(c, k->name, k->seq, rc, culprit, who);
+    }
+done:
+    if (c->debug & DEBUG_WAITS) {
+        /* A window's tag, or for a reclaim the tag it must pass. */
+        uint64_t t = wf->window ? wf->target : wf->target - 1;
+        debug_line(c, "call #%" PRIu64 " %s waited %.1f us for rank %d %s (call #%" PRIu64
+                   " window %" PRIu64 ")",
+                   k->seq, k->name, (double)(debug_now() - t0) / 1e3, wf->rank,
+                   wf->window ? "to post its window" : "to move past its reader's window",
+                   t >> 32, t & 0xffffffffu);
+    }
+    return 0;
+}

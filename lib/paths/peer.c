@@ -1,0 +1,262 @@
+/* The peer algorithms (see peer.h). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "engine/exchange.h"
+#include "kernels/stream.h"
+#include "paths/peer.h"
+
+bool peer_flow(const struct call *k)
+{
+    return k->f.kind == FLOW_MOVE || k->f.kind == FLOW_REDUCE;
+}
+
+/* Elements of member q's input block into dst (this member's from its own). */
+static int get_box(struct call *k, const struct peer_access *pa, int q, const struct box *b,
+                   uint64_t first, uint64_t count, void *dst)
+{
+    if (q == k->g.me) {
+        box_read(b, k->f.in.data, first, count, dst);
+        return 0;
+    }
+    int err = pa->read_box(k, q, b, first, count, dst);
+    if (err)
+        k->err_peer = k->g.ranks[q];
+    return err;
+}
+
+/* Member q's input block when it can be read in place: one run, here. */
+static const unsigned char *in_place(const struct call *k, const struct peer_access *pa, int q,
+                                     const struct box *b)
+{
+    uint64_t off;
+    const unsigned char *base = q == k->g.me ? k->f.in.data : pa->mapped ? k->s->zin[q] : NULL;
+    if (!base || !box_contiguous(b, &off))
+        return NULL;
+    return base + off * b->esz;
+}
+
+static int move(struct call *k, const struct peer_access *pa)
+{
+    const struct flow *f = &k->f;
+    unsigned char *bounce = k->s->bounce, *out = f->out.data;
+    uint64_t block = BOUNCE_BYTES / f->out_esz;
+    for (int q = 0; q < k->g.n; q++) {
+        struct box src, dst;
+        if (!flow_part(k, q, k->g.me, &src, &dst))
+            continue;
+        uint64_t count = box_elems(&src), off;
+        int err;
+        if (box_contiguous(&dst, &off)) { /* straight into the output */
+            if ((err = get_box(k, pa, q, &src, 0, count, out + off * dst.esz)))
+                return err;
+            continue;
+        }
+        const unsigned char *p = in_place(k, pa, q, &src);
+        if (p) {
+            box_write(&dst, out, 0, count, p);
+            continue;
+        }
+        for (uint64_t i = 0; i < count; i += block) {
+            uint64_t cnt = count - i < block ? count - i : block;
+            if ((err = get_box(k, pa, q, &src, i, cnt, bounce)))
+                return err;
+            box_write(&dst, out, i, cnt, bounce);
+        }
+    }
+    return 0;
+}
+
+/* psum_scatter: this member's block of every input, reduced into its output. */
+static int scatter(struct call *k, const struct peer_access *pa)
+{
+    const struct flow *f = &k->f;
+    struct call_scratch *s = k->s;
+    int n = k->g.n, me = k->g.me;
+    struct box src, dst; /* the same block of every member's input */
+    flow_part(k, me, me, &src, &dst);
+    uint64_t count = box_elems(&src), block = BOUNCE_BYTES / (uint64_t)n / f->in_esz;
+    for (uint64_t i = 0; i < count; i += block) {
+        uint64_t cnt = count - i < block ? count - i : block;
+        for (int q = 0; q < n; q++) {
+            const unsigned char *p = in_place(k, pa, q, &src);
+            if (p) {
+                s->srcs[q] = p + i * f->in_esz;
+                continue;
+            }
+            unsigned char *bq = s->bounce + (size_t)q * block * f->in_esz;
+            int err = get_box(k, pa, q, &src, i, cnt, bq);
+            if (err)
+                return err;
+            s->srcs[q] = bq;
+        }
+        reduce_run(f->red, f->in.dtype, f->out.dtype,
+                   (unsigned char *)f->out.data + i * f->out_esz, s->srcs, n, (size_t)cnt,
+                   f->mean_n);
+    }
+    return 0;
+}
+
+/* Whole-array reductions: position p owns elements [p * per, (p + 1) * per),
+ * whole cache lines. */
+static uint64_t share_per(uint64_t count, int n)
+{
+    uint64_t per = (count + (uint64_t)n - 1) / (uint64_t)n;
+    return (per + 63) / 64 * 64;
+}
+
+static void share(uint64_t count, uint64_t per, int p, uint64_t *lo, uint64_t *hi)
+{
+    *lo = (uint64_t)p * per < count ? (uint64_t)p * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+/* Mapped: reduce this member's share from every input (through private
+ * memory: an output may be its member's input) into every output. */
+static int reduce_push(struct call *k)
+{
+    const struct flow *f = &k->f;
+    struct call_scratch *s = k->s;
+    int n = k->g.n;
+    uint64_t count = f->in_bytes / f->in_esz, lo, hi;
+    share(count, share_per(count, n), k->g.me, &lo, &hi);
+    uint64_t block = BOUNCE_BYTES / (f->in_esz > f->out_esz ? f->in_esz : f->out_esz);
+    bool stream = count * f->out_esz >= STREAM_MIN;
+    for (uint64_t i = lo; i < hi; i += block) {
+        uint64_t cnt = hi - i < block ? hi - i : block;
+        for (int q = 0; q < n; q++)
+            s->srcs[q] = s->zin[q] + i * f->in_esz;
+        reduce_run(f->red, f->in.dtype, f->out.dtype, s->bounce, s->srcs, n, (size_t)cnt,
+                   f->mean_n);
+        for (int q = 0; q < n; q++)
+            if (stream)
+                stream_copy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
+            else
+                memcpy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
+    }
+    if (stream)
+        stream_fence(); /* the streamed lines are visible before the status window */
+    return 0;
+}
+
+/* Not mapped, stage 0: this member's share reduced from every input into its
+ * own output.  The bounce buffer holds n inputs' blocks and the result, so an
+ * output may be its member's input. */
+static int reduce_own_share(struct call *k, const struct peer_access *pa)
+{
+    const struct flow *f = &k->f;
+    struct call_scratch *s = k->s;
+    int n = k->g.n, me = k->g.me;
+    size_t esz = f->in_esz > f->out_esz ? f->in_esz : f->out_esz;
+    uint64_t count = f->in_bytes / f->in_esz, lo, hi;
+    share(count, share_per(count, n), me, &lo, &hi);
+    uint64_t block = BOUNCE_BYTES / (uint64_t)(n + 1) / esz;
+    unsigned char *result = s->bounce + (size_t)n * block * f->in_esz;
+    const unsigned char *in = f->in.data;
+    for (uint64_t i = lo; i < hi; i += block) {
+        uint64_t cnt = hi - i < block ? hi - i : block;
+        for (int q = 0; q < n; q++) {
+            unsigned char *b = s->bounce + (size_t)q * block * f->in_esz;
+            if (q == me) {
+                s->srcs[q] = in + i * f->in_esz;
+                continue;
+            }
+            int err = pa->read(k, q, false, i * f->in_esz, b, cnt * f->in_esz);
+            if (err) {
+                k->err_peer = k->g.ranks[q];
+                return err;
+            }
+            s->srcs[q] = b;
+        }
+        reduce_run(f->red, f->in.dtype, f->out.dtype, result, s->srcs, n, (size_t)cnt, f->mean_n);
+        memcpy((unsigned char *)f->out.data + i * f->out_esz, result, (size_t)(cnt * f->out_esz));
+    }
+    return 0;
+}
+
+/* Not mapped, stage 1: the other shares, out of their owners' outputs. */
+static int copy_shares(struct call *k, const struct peer_access *pa)
+{
+    const struct flow *f = &k->f;
+    int n = k->g.n;
+    uint64_t count = f->in_bytes / f->in_esz, per = share_per(count, n), lo, hi;
+    for (int q = 0; q < n; q++) {
+        share(count, per, q, &lo, &hi);
+        if (q == k->g.me || lo == hi)
+            continue;
+        int err = pa->read(k, q, true, lo * f->out_esz,
+                           (unsigned char *)f->out.data + lo * f->out_esz, (hi - lo) * f->out_esz);
+        if (err) {
+            k->err_peer = k->g.ranks[q];
+            return err;
+        }
+    }
+    return 0;
+}
+
+static int stages(const struct call *k, const struct peer_access *pa)
+{
+    return flow_allreduce(&k->f) && !pa->mapped ? 2 : 1;
+}
+
+static int run_stage(struct call *k, const struct peer_access *pa, int stage)
+{
+    if (k->f.kind == FLOW_MOVE)
+        return move(k, pa);
+    if (!flow_allreduce(&k->f))
+        return scatter(k, pa);
+    if (pa->mapped)
+        return reduce_push(k);
+    return stage == 0 ? reduce_own_share(k, pa) : copy_shares(k, pa);
+}
+
+/* The status window: every member's errno (0: fine) and the rank it could
+ * not read. */
+static uint64_t status_bytes(const struct call *k, int from, int to) { return 8; }
+
+static void status_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    int32_t v[2] = {k->err, k->err_peer};
+    memcpy(dst, (const unsigned char *)v + off, len);
+}
+
+static void status_recv(const struct call *k, int from, uint64_t off, const void *src,
+                        uint64_t len)
+{
+    memcpy((unsigned char *)&k->s->status[2 * from] + off, src, len);
+}
+
+static const struct streams status = {.broadcast = true,
+                                      .unit = 8,
+                                      .bytes = status_bytes,
+                                      .pack = status_pack,
+                                      .recv = status_recv};
+
+int peer_step(struct call *k, const struct peer_access *pa)
+{
+    int n = stages(k, pa);
+    for (;;) {
+        if (k->stage % 2 == 0) {
+            /* A member that failed goes on through the windows, reading no
+             * more, so that nobody waits for it in vain. */
+            k->err = run_stage(k, pa, k->stage / 2);
+            xrun_start(k, &k->xr, &status);
+            k->stage++;
+        }
+        int rc = xrun_step(k, &k->xr);
+        if (rc)
+            return rc;
+        for (int q = 0; q < k->g.n; q++) {
+            const int32_t *st = &k->s->status[2 * q];
+            if (st[0])
+                return call_fail(k, SHMESH_ERR_SYSTEM,
+                                 "%s (call #%" PRIu64 "): rank %d could not read rank %d's "
+                                 "buffer with %s (%s); the call failed on every member of its "
+                                 "group and its outputs are undefined",
+                                 k->name, k->seq, k->g.ranks[q], st[1], pa->how, strerror(st[0]));
+        }
+        if (++k->stage == 2 * n)
+            return 0;
+    }
+}

@@ -1,0 +1,48 @@
+/* Peer paths: a member reads the other members' buffers itself, instead of
+ * having them staged through the slots.  The algorithms are written once,
+ * against the flow (engine/flow.h) and an access method set; zero-copy
+ * (mapped shared-heap buffers) and single-copy (process_vm_readv) differ
+ * only in how they reach a peer's buffer.
+ *
+ *   moves          each member copies the parts meant for it out of their
+ *                  senders' inputs into its output
+ *   psum_scatter   each member reduces its block of every input
+ *   whole-array    each member reduces a share of the elements; when peers'
+ *   reductions     outputs are mapped it writes the share into all of them,
+ *                  else, after a window, it reads the other shares out of
+ *                  their owners' outputs
+ *
+ * Members combine in group order, as the staged path does, so every path
+ * gives the same bits.  After each stage every member publishes whether it
+ * could read what it had to (a status window); a failed read fails the call
+ * on every member of the group, with the reason, and leaves the context
+ * usable.  The last status window also keeps every member from leaving
+ * while others still read its buffers. */
+#ifndef SHMESH_PATHS_PEER_H
+#define SHMESH_PATHS_PEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/call.h"
+#include "kernels/box.h"
+
+struct peer_access {
+    const char *how; /* for messages: "process_vm_readv" */
+    /* Every member's buffers are mapped here (k->s->zin, zout): read in
+     * place, and reductions write peers' outputs. */
+    bool mapped;
+    /* Bytes [off, off+len) of member q's input (or output) into dst:
+     * 0 or a positive errno. */
+    int (*read)(struct call *k, int q, bool output, uint64_t off, void *dst, uint64_t len);
+    /* Elements [first, first+count) of block b of member q's input, packed. */
+    int (*read_box)(struct call *k, int q, const struct box *b, uint64_t first, uint64_t count,
+                    void *dst);
+};
+
+/* The step function of a peer path. */
+int peer_step(struct call *k, const struct peer_access *pa);
+/* Candidate of both peer paths: a flow they can carry. */
+bool peer_flow(const struct call *k);
+
+#endif

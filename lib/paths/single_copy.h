@@ -1,0 +1,18 @@
+/* Single copy: reading straight out of another rank's private memory
+ * (process_vm_readv), where the kernel allows it.  The path entry is in
+ * paths.h; here is what the context does at start-up to learn whether it
+ * may. */
+#ifndef SHMESH_PATHS_SINGLE_COPY_H
+#define SHMESH_PATHS_SINGLE_COPY_H
+
+#include <stdbool.h>
+
+#include "shmesh.h"
+
+/* Before joining: publishes a word of this rank's memory for peers to try. */
+void cma_publish(shmesh_ctx *c);
+/* After every rank joined: whether this rank may read every peer's memory
+ * (`allowed` false: this rank refuses, SHMESH_CMA=0). */
+void cma_probe(shmesh_ctx *c, bool allowed);
+
+#endif
