@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "core/settings.h"
 #include "shmesh.h"
 
 struct opts {
@@ -51,8 +52,13 @@ static double now_us(void)
  * printed once, by rank 0, rather than by every rank. */
 static bool first_rank(void)
 {
-    const char *r = getenv("SHMESH_RANK");
-    return !r || !*r || !strcmp(r, "0");
+    struct settings env;
+    settings_defaults(&env);
+    /* Unset: a job of one; not a rank number: shmesh_init will say so, once. */
+    if (settings_read(&env, SETTING_WORLD_SIZE, NULL, 0) ||
+        settings_read(&env, SETTING_RANK, NULL, 0))
+        return true;
+    return env.rank == 0;
 }
 
 static void usage(FILE *f)

@@ -36,8 +36,8 @@ void cma_publish(shmesh_ctx *c)
 /* After every rank joined: may this rank read each peer's memory? */
 void cma_probe(shmesh_ctx *c)
 {
-    const char *want = getenv("SHMESH_CMA"); /* "0" turns it off for this rank */
-    c->cma_ok = c->world > 1 && !(want && !strcmp(want, "0"));
+    /* shmesh_init left cma_ok false when SHMESH_CMA=0 turns it off here. */
+    c->cma_ok = c->cma_ok && c->world > 1;
     for (int r = 0; r < c->world && c->cma_ok; r++) {
         if (r == c->rank)
             continue;
