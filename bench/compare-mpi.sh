@@ -33,7 +33,7 @@ Environment (each split on spaces):
   OPENMPI_ARGS       extra mpirun.openmpi arguments, e.g. "--bind-to none"
   MPICH_ARGS         extra mpiexec.mpich arguments
   SHMESH_BENCH_ARGS  extra shmesh-bench arguments (after the common ones)
-  SHMESH_* variables (SHMESH_SPIN, SHMESH_NOTIFY, ...) reach the ranks as usual.
+  SHMESH_* variables (SHMESH_NOTIFY, SHMESH_SPIN_NS, ...) reach the ranks as usual.
 
 SIZE: bytes of the larger buffer per rank, nccl-tests style (K, M, G
 suffixes), e.g. "8 4K 1M 64M".  Default: 8 B to 64 MiB, times 4 per step.

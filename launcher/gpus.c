@@ -7,18 +7,11 @@
 
 #include "launcher.h"
 
-/* SHMESH_SYSROOT prefixes /sys and /proc, so tests can present fake GPUs. */
-static const char *sysroot(void)
-{
-    const char *r = getenv("SHMESH_SYSROOT");
-    return r ? r : "";
-}
-
 /* AMD: KFD topology nodes with a non-zero gpu_id (CPU nodes have 0). */
-static int count_amd(void)
+static int count_amd(const char *sysroot)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/sys/class/kfd/kfd/topology/nodes", sysroot());
+    snprintf(path, sizeof path, "%s/sys/class/kfd/kfd/topology/nodes", sysroot);
     DIR *d = opendir(path);
     if (!d)
         return 0;
@@ -41,10 +34,10 @@ static int count_amd(void)
     return n;
 }
 
-static int count_nvidia(void)
+static int count_nvidia(const char *sysroot)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/proc/driver/nvidia/gpus", sysroot());
+    snprintf(path, sizeof path, "%s/proc/driver/nvidia/gpus", sysroot);
     DIR *d = opendir(path);
     if (!d)
         return 0;
@@ -67,10 +60,10 @@ static char *dup_id(const char *s, size_t len)
     return id;
 }
 
-void gpus_detect(struct gpu_env *g)
+void gpus_detect(struct gpu_env *g, const char *sysroot)
 {
     memset(g, 0, sizeof *g);
-    int amd = count_amd(), nv = amd ? 0 : count_nvidia();
+    int amd = count_amd(sysroot), nv = amd ? 0 : count_nvidia(sysroot);
     if (!amd && !nv)
         return;
     g->var = amd ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";

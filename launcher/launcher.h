@@ -22,6 +22,7 @@ struct options {
     enum bind_policy bind; /* BIND_AUTO until main() decides */
     uint64_t slot_bytes;  /* 0: the segment's default */
     uint64_t shm_size;    /* the whole segment; 0: the default */
+    const char *sysroot;  /* SHMESH_SYSROOT: prefix of /sys and /proc (tests' fake GPUs) */
     char **argv;          /* the program and its arguments */
 };
 
@@ -73,7 +74,7 @@ struct job {
 /* spawn.c */
 int spawn_ranks(struct job *j);
 /* gpus.c */
-void gpus_detect(struct gpu_env *g);
+void gpus_detect(struct gpu_env *g, const char *sysroot);
 void gpus_free(struct gpu_env *g);
 /* supervise.c */
 int supervise(struct job *j, int sigfd);

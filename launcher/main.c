@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "core/settings.h"
 #include "launcher.h"
 #include "shmesh_config.h"
 
@@ -143,25 +144,23 @@ static int parse_options(int argc, char **argv, struct options *o)
     }
     o->argv = argv + optind;
 
-    const char *size = getenv("SHMESH_SHM_SIZE");
-    if (!o->shm_size && size && *size && !(o->shm_size = seg_parse_size(size))) {
-        fprintf(stderr, PROG ": SHMESH_SHM_SIZE must be a size such as 256M or 1G, got '%s'\n",
-                size);
-        return -1;
-    }
-
-    const char *slot = getenv("SHMESH_SLOT_BYTES");
-    if (slot && *slot) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(slot, &end, 10);
-        if (errno || *end || v == 0 || v % SEG_PAGE) {
-            fprintf(stderr, PROG ": SHMESH_SLOT_BYTES must be a positive multiple of %u, got '%s'\n",
-                    SEG_PAGE, slot);
+    /* The environment after the options: --shm-size wins over SHMESH_SHM_SIZE. */
+    struct settings env;
+    settings_defaults(&env);
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        if (!(settings_table[id].who & SETTINGS_LAUNCHER) ||
+            (id == SETTING_SHM_SIZE && o->shm_size))
+            continue;
+        char why[256];
+        if (settings_read(&env, (enum setting)id, why, sizeof why)) {
+            fprintf(stderr, PROG ": %s\n", why);
             return -1;
         }
-        o->slot_bytes = v;
     }
+    if (!o->shm_size)
+        o->shm_size = env.shm_size;
+    o->slot_bytes = env.slot_bytes;
+    o->sysroot = env.sysroot ? env.sysroot : "";
     return 0;
 }
 
@@ -185,7 +184,7 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, &j.o) < 0)
         return 2;
 
-    gpus_detect(&j.gpus);
+    gpus_detect(&j.gpus, j.o.sysroot);
     if (j.o.np == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         j.o.np = j.gpus.count > 0 ? j.gpus.count : (cpus > 0 ? (int)cpus : 1);

@@ -19,6 +19,8 @@
 #include <time.h>
 
 #include "bench.h"
+#include "core/settings.h"
+#include "shm/segment.h"
 #include "shmesh.h"
 
 struct opts {
@@ -51,8 +53,13 @@ static double now_us(void)
  * printed once, by rank 0, rather than by every rank. */
 static bool first_rank(void)
 {
-    const char *r = getenv("SHMESH_RANK");
-    return !r || !*r || !strcmp(r, "0");
+    struct settings env;
+    settings_defaults(&env);
+    /* Unset: a job of one; not a rank number: shmesh_init will say so, once. */
+    if (settings_read(&env, SETTING_WORLD_SIZE, NULL, 0) ||
+        settings_read(&env, SETTING_RANK, NULL, 0))
+        return true;
+    return env.rank == 0;
 }
 
 static void usage(FILE *f)
@@ -93,24 +100,25 @@ static void bad_arg(const char *fmt, ...)
     exit(2);
 }
 
+/* seg_parse_size's sizes, and zero. */
 static size_t parse_size(char opt, const char *s)
 {
-    char *end, o[3] = {'-', opt, '\0'};
-    errno = 0;
-    double v = strtod(s, &end);
-    double mul = 1;
-    switch (*end) {
-    case 'K': case 'k': mul = 1024.0; end++; break;
-    case 'M': case 'm': mul = 1024.0 * 1024; end++; break;
-    case 'G': case 'g': mul = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
+    char *end, o[3] = {'-', opt, '\0'}, one[32];
+    uint64_t v = seg_parse_size(s);
+    if (v && v <= UINT64_C(1000000000000000000))
+        return (size_t)v;
+    if (!v) {
+        /* 0 is also seg_parse_size's "not a size": zero it is when the number
+         * is below one byte and seg_parse_size takes its suffix. */
+        errno = 0;
+        double d = strtod(s, &end);
+        if (end != s && !errno && d >= 0 && d < 1 &&
+            snprintf(one, sizeof one, "1%s", end) < (int)sizeof one && seg_parse_size(one))
+            return 0;
     }
-    v *= mul;
-    if (end == s || *end || errno || !(v >= 0) || v > 1e18)
-        bad_arg("%s expects a size in bytes with an optional K, M or G suffix (8, 64K, 1M), "
-                "got '%s'",
-                o, s);
-    return (size_t)v;
+    bad_arg("%s expects a size in bytes with an optional K, M or G suffix (8, 64K, 1M), "
+            "got '%s'",
+            o, s);
 }
 
 static int parse_int(char opt, const char *s, int min)
@@ -127,7 +135,9 @@ static int parse_int(char opt, const char *s, int min)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){OP_WORLD_SUM, 8, 1 << 20, 2.0, SHMESH_FLOAT32, 20, 200, true, false, false};
+    *o = (struct opts){.op = BENCH_WORLD_SUM, .min_bytes = 8, .max_bytes = 1 << 20,
+                       .factor = 2.0, .dtype = SHMESH_FLOAT32, .warmup = 20, .iters = 200,
+                       .check = true};
     static const struct option longs[] = {{"csv", no_argument, NULL, 'C'},
                                           {"heap", no_argument, NULL, 'H'},
                                           {"help", no_argument, NULL, 'h'},
@@ -139,7 +149,7 @@ static void parse(int argc, char **argv, struct opts *o)
         switch (c) {
         case 'o':
             o->op = bench_op_parse(optarg);
-            if (o->op == OP_COUNT)
+            if (o->op == BENCH_OP_COUNT)
                 bad_arg("-o expects psum, pmax, pmin, all_gather, psum_scatter, all_to_all, "
                         "ragged_all_to_all, ppermute, pbroadcast, barrier or world_sum, got "
                         "'%s'",
@@ -268,7 +278,7 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
 {
     double algbw = us > 0 ? (double)b->bytes / us / 1e3 : 0;
     double busbw = algbw * bench_bus_factor(o->op, world);
-    const char *type = o->op == OP_BARRIER ? "none" : shmesh_dtype_name(o->dtype);
+    const char *type = o->op == BENCH_BARRIER ? "none" : shmesh_dtype_name(o->dtype);
     char w[32];
     if (o->check)
         snprintf(w, sizeof w, "%.0f", wrong);
@@ -292,7 +302,7 @@ static void run_size(const struct opts *o, struct bench *b)
         if ((rc = bench_run(b)))
             die(name, rc);
     double wrong = 0;
-    if (o->check && o->op != OP_BARRIER) {
+    if (o->check && o->op != BENCH_BARRIER) {
         bench_fill(b);
         if ((rc = bench_run(b)))
             die(name, rc);
@@ -330,10 +340,10 @@ int main(int argc, char **argv)
 
     struct bench b = {.op = o.op, .ctx = ctx, .mesh = mesh, .rank = rank, .n = world,
                       .dtype = o.dtype};
-    if (o.op != OP_BARRIER) {
+    if (o.op != BENCH_BARRIER) {
         b.cap = o.max_bytes ? o.max_bytes : 1;
         b.in = buffer(&o, b.cap);
-        if (o.op != OP_WORLD_SUM)
+        if (o.op != BENCH_WORLD_SUM)
             b.out = buffer(&o, b.cap);
     }
     if (bench_setup(&b)) {
@@ -343,7 +353,7 @@ int main(int argc, char **argv)
 
     if (rank == 0)
         print_header(&o);
-    if (o.op == OP_BARRIER) { /* one row: it moves no data */
+    if (o.op == BENCH_BARRIER) { /* one row: it moves no data */
         bench_size(&b, 0);
         run_size(&o, &b);
     } else {

@@ -7,31 +7,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/optable.h"
 #include "shmesh.h"
 
+/* The ops the bench times: the lines of the op table (lib/ops/optable.h)
+ * whose bus column is not NONE, in its order, as BENCH_<ID>. */
+#define BENCH_TIMED_NONE(...)
+#define BENCH_TIMED_ZERO(...) __VA_ARGS__
+#define BENCH_TIMED_ALLREDUCE(...) __VA_ARGS__
+#define BENCH_TIMED_SPREAD(...) __VA_ARGS__
+#define BENCH_TIMED_ONE(...) __VA_ARGS__
+
 enum bench_op {
-    OP_BARRIER,
-    OP_WORLD_SUM,
-    OP_PSUM,
-    OP_PMAX,
-    OP_PMIN,
-    OP_ALL_GATHER,
-    OP_PSUM_SCATTER,
-    OP_ALL_TO_ALL,
-    OP_RAGGED_ALL_TO_ALL,
-    OP_PPERMUTE,
-    OP_PBROADCAST,
-    OP_COUNT
+#define BENCH_OP_ID(ID, name, scope, bus, bool_in, params) BENCH_TIMED_##bus(BENCH_##ID, )
+    SHMESH_OPS(BENCH_OP_ID)
+#undef BENCH_OP_ID
+    BENCH_OP_COUNT
 };
 
 /* The name given to -o and printed in the output. */
 const char *bench_op_name(enum bench_op op);
-/* OP_COUNT when the name is unknown. */
+/* BENCH_OP_COUNT when the name is unknown. */
 enum bench_op bench_op_parse(const char *name);
-/* Whether the op accepts the dtype (bool: not world_sum nor psum_scatter;
- * barrier: any, it moves no data). */
+/* Whether the op accepts the dtype (the op table's bool_in column). */
 bool bench_op_takes(enum bench_op op, shmesh_dtype dt);
-/* busbw / algbw for n ranks, as nccl-tests computes it. */
+/* busbw / algbw for n ranks, as nccl-tests computes it (the bus column). */
 double bench_bus_factor(enum bench_op op, int n);
 
 /* One op on this rank, at the size last given to bench_size. */

@@ -7,30 +7,27 @@
 #include <string.h>
 
 #include "bench.h"
+#include "kernels/half.h"
+
+enum bus { BUS_ZERO, BUS_ALLREDUCE, BUS_SPREAD, BUS_ONE };
 
 static const struct {
     const char *name;
-    bool no_bool; /* the library refuses bool */
-} ops[OP_COUNT] = {
-    [OP_BARRIER] = {"barrier", false},
-    [OP_WORLD_SUM] = {"world_sum", true},
-    [OP_PSUM] = {"psum", false},
-    [OP_PMAX] = {"pmax", false},
-    [OP_PMIN] = {"pmin", false},
-    [OP_ALL_GATHER] = {"all_gather", false},
-    [OP_PSUM_SCATTER] = {"psum_scatter", true},
-    [OP_ALL_TO_ALL] = {"all_to_all", false},
-    [OP_RAGGED_ALL_TO_ALL] = {"ragged_all_to_all", false},
-    [OP_PPERMUTE] = {"ppermute", false},
-    [OP_PBROADCAST] = {"pbroadcast", false},
+    bool bool_in; /* the library accepts bool */
+    enum bus bus;
+} ops[BENCH_OP_COUNT] = {
+#define BENCH_OP_INFO(ID, name, scope, bus, bool_in, params)                                   \
+    BENCH_TIMED_##bus([BENCH_##ID] = {#name, bool_in, BUS_##bus}, )
+    SHMESH_OPS(BENCH_OP_INFO)
+#undef BENCH_OP_INFO
 };
 
-const char *bench_op_name(enum bench_op op) { return op < OP_COUNT ? ops[op].name : "?"; }
+const char *bench_op_name(enum bench_op op) { return op < BENCH_OP_COUNT ? ops[op].name : "?"; }
 
 enum bench_op bench_op_parse(const char *name)
 {
     int op;
-    for (op = 0; op < OP_COUNT; op++)
+    for (op = 0; op < BENCH_OP_COUNT; op++)
         if (!strcmp(ops[op].name, name))
             break;
     return (enum bench_op)op;
@@ -38,33 +35,26 @@ enum bench_op bench_op_parse(const char *name)
 
 bool bench_op_takes(enum bench_op op, shmesh_dtype dt)
 {
-    return op == OP_BARRIER || dt != SHMESH_BOOL || !ops[op].no_bool;
+    return dt != SHMESH_BOOL || ops[op].bool_in;
 }
 
 double bench_bus_factor(enum bench_op op, int n)
 {
-    switch (op) {
-    case OP_WORLD_SUM:
-    case OP_PSUM:
-    case OP_PMAX:
-    case OP_PMIN:
-        return 2.0 * (n - 1) / n; /* allreduce */
-    case OP_ALL_GATHER:
-    case OP_PSUM_SCATTER:
-    case OP_ALL_TO_ALL:
-    case OP_RAGGED_ALL_TO_ALL:
+    switch (op < BENCH_OP_COUNT ? ops[op].bus : BUS_ZERO) {
+    case BUS_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    case BUS_SPREAD: /* all_gather, reduce_scatter, all_to_all */
         return (double)(n - 1) / n;
-    case OP_PPERMUTE:
-    case OP_PBROADCAST:
+    case BUS_ONE:
         return 1.0;
-    default:
+    default: /* no data */
         return 0.0;
     }
 }
 
 static shmesh_dtype out_dtype(const struct bench *b)
 {
-    return b->op == OP_PSUM && b->dtype == SHMESH_BOOL ? SHMESH_INT32 : b->dtype;
+    return b->op == BENCH_PSUM && b->dtype == SHMESH_BOOL ? SHMESH_INT32 : b->dtype;
 }
 
 int bench_setup(struct bench *b)
@@ -96,19 +86,19 @@ void bench_size(struct bench *b, size_t requested)
     size_t n = (size_t)b->n, esz = shmesh_dtype_size(b->dtype);
     size_t oesz = shmesh_dtype_size(out_dtype(b)), m = requested / (esz * n);
     switch (b->op) {
-    case OP_BARRIER:
+    case BENCH_BARRIER:
         b->in_count = b->out_count = 0;
         break;
-    case OP_ALL_GATHER: /* tiled along axis 0: each rank gives size / n */
+    case BENCH_ALL_GATHER: /* tiled along axis 0: each rank gives size / n */
         b->in_count = m;
         b->out_count = m * n;
         break;
-    case OP_PSUM_SCATTER: /* tiled along axis 0: each rank keeps size / n */
+    case BENCH_PSUM_SCATTER: /* tiled along axis 0: each rank keeps size / n */
         b->in_count = m * n;
         b->out_count = m;
         break;
-    case OP_ALL_TO_ALL:
-    case OP_RAGGED_ALL_TO_ALL: /* size / n to each peer */
+    case BENCH_ALL_TO_ALL:
+    case BENCH_RAGGED_ALL_TO_ALL: /* size / n to each peer */
         b->in_count = b->out_count = m * n;
         break;
     default: /* one buffer's worth (psum of bool: the int32 output) */
@@ -134,29 +124,29 @@ void bench_size(struct bench *b, size_t requested)
 int bench_run(struct bench *b)
 {
     switch (b->op) {
-    case OP_BARRIER:
+    case BENCH_BARRIER:
         return shmesh_barrier(b->ctx);
-    case OP_WORLD_SUM:
+    case BENCH_WORLD_SUM:
         return shmesh_world_sum(b->ctx, b->in, b->in_count, b->dtype);
-    case OP_PSUM:
+    case BENCH_PSUM:
         return shmesh_psum(b->mesh, "i", NULL, &b->a_in, &b->a_out);
-    case OP_PMAX:
+    case BENCH_PMAX:
         return shmesh_pmax(b->mesh, "i", NULL, &b->a_in, &b->a_out);
-    case OP_PMIN:
+    case BENCH_PMIN:
         return shmesh_pmin(b->mesh, "i", NULL, &b->a_in, &b->a_out);
-    case OP_ALL_GATHER:
+    case BENCH_ALL_GATHER:
         return shmesh_all_gather(b->mesh, "i", NULL, 0, true, &b->a_in, &b->a_out);
-    case OP_PSUM_SCATTER:
+    case BENCH_PSUM_SCATTER:
         return shmesh_psum_scatter(b->mesh, "i", NULL, 0, true, &b->a_in, &b->a_out);
-    case OP_ALL_TO_ALL:
+    case BENCH_ALL_TO_ALL:
         return shmesh_all_to_all(b->mesh, "i", NULL, 0, 0, true, &b->a_in, &b->a_out);
-    case OP_RAGGED_ALL_TO_ALL:
+    case BENCH_RAGGED_ALL_TO_ALL:
         return shmesh_ragged_all_to_all(b->mesh, "i", NULL, &b->a_in, &b->a_out, &b->idx[0],
                                         &b->idx[1], &b->idx[2], &b->idx[3]);
-    case OP_PPERMUTE:
+    case BENCH_PPERMUTE:
         return shmesh_ppermute(b->mesh, "i", (const int(*)[2])b->perm, b->n, &b->a_in,
                                &b->a_out);
-    case OP_PBROADCAST:
+    case BENCH_PBROADCAST:
         return shmesh_pbroadcast(b->mesh, "i", 0, &b->a_in, &b->a_out);
     default:
         return SHMESH_ERR_INVALID;
@@ -183,39 +173,6 @@ static double val(shmesh_dtype dt, int r, size_t i)
     if (dt == SHMESH_BOOL)
         return v & 1;
     return is_unsigned(dt) ? v : v - 6;
-}
-
-/* binary16, rounded to nearest even (finite inputs). */
-static uint16_t half_bits(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    x &= 0x7fffffff;
-    if (x >= 0x477ff000) /* 65520 and up round to infinity */
-        return sign | 0x7c00;
-    if (x < 0x38800000) { /* below 2^-14: subnormal or zero */
-        float a = f < 0 ? -f : f;
-        a *= 16777216.0f; /* units of 2^-24, exact */
-        uint32_t q = (uint32_t)a;
-        float rem = a - (float)q;
-        if (rem > 0.5f || (rem == 0.5f && (q & 1)))
-            q++;
-        return sign | (uint16_t)q;
-    }
-    uint32_t h = ((((x >> 23) - 127 + 15) << 10) | ((x & 0x7fffff) >> 13)), rest = x & 0x1fff;
-    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-        h++;
-    return sign | (uint16_t)h;
-}
-
-/* The upper half of a binary32, rounded to nearest even. */
-static uint16_t bf16_bits(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
 }
 
 /* Stores the integer v as one element of dt. */
@@ -247,12 +204,12 @@ static void put(void *dst, shmesh_dtype dt, double v)
         memcpy(dst, &u, 8);
         break;
     case SHMESH_FLOAT16: {
-        uint16_t x = half_bits((float)v);
+        uint16_t x = float_to_half((float)v);
         memcpy(dst, &x, 2);
         break;
     }
     case SHMESH_BFLOAT16: {
-        uint16_t x = bf16_bits((float)v);
+        uint16_t x = float_to_bf16((float)v);
         memcpy(dst, &x, 2);
         break;
     }
@@ -274,7 +231,7 @@ void bench_fill(struct bench *b)
     size_t esz = shmesh_dtype_size(b->dtype);
     for (size_t i = 0; i < b->in_count; i++)
         put((char *)b->in + i * esz, b->dtype, val(b->dtype, b->rank, i));
-    if (b->op != OP_WORLD_SUM) /* junk where the results go */
+    if (b->op != BENCH_WORLD_SUM) /* junk where the results go */
         memset(b->out, 0xa5, b->out_count * shmesh_dtype_size(out_dtype(b)));
 }
 
@@ -286,32 +243,32 @@ static double expected(const struct bench *b, size_t j)
     size_t m;
     double acc;
     switch (b->op) {
-    case OP_WORLD_SUM:
-    case OP_PSUM:
-    case OP_PSUM_SCATTER: /* block r of the sum */
-        m = b->op == OP_PSUM_SCATTER ? (size_t)r * b->out_count + j : j;
+    case BENCH_WORLD_SUM:
+    case BENCH_PSUM:
+    case BENCH_PSUM_SCATTER: /* block r of the sum */
+        m = b->op == BENCH_PSUM_SCATTER ? (size_t)r * b->out_count + j : j;
         acc = 0;
         for (int p = 0; p < n; p++)
             acc += val(dt, p, m);
         return acc;
-    case OP_PMAX:
-    case OP_PMIN:
+    case BENCH_PMAX:
+    case BENCH_PMIN:
         acc = val(dt, 0, j);
         for (int p = 1; p < n; p++) {
             double v = val(dt, p, j);
-            acc = (b->op == OP_PMAX ? v > acc : v < acc) ? v : acc;
+            acc = (b->op == BENCH_PMAX ? v > acc : v < acc) ? v : acc;
         }
         return acc;
-    case OP_ALL_GATHER: /* rank p's input at block p */
+    case BENCH_ALL_GATHER: /* rank p's input at block p */
         m = b->in_count;
         return val(dt, (int)(j / m), j % m);
-    case OP_ALL_TO_ALL:
-    case OP_RAGGED_ALL_TO_ALL: /* block p: block r of rank p's input */
+    case BENCH_ALL_TO_ALL:
+    case BENCH_RAGGED_ALL_TO_ALL: /* block p: block r of rank p's input */
         m = b->out_count / (size_t)n;
         return val(dt, (int)(j / m), (size_t)r * m + j % m);
-    case OP_PPERMUTE:
+    case BENCH_PPERMUTE:
         return val(dt, (r + n - 1) % n, j);
-    case OP_PBROADCAST:
+    case BENCH_PBROADCAST:
         return val(dt, 0, j);
     default:
         return 0;
@@ -322,10 +279,10 @@ uint64_t bench_count_wrong(const struct bench *b)
 {
     shmesh_dtype odt = out_dtype(b);
     size_t oesz = shmesh_dtype_size(odt);
-    const char *res = b->op == OP_WORLD_SUM ? b->in : b->out;
+    const char *res = b->op == BENCH_WORLD_SUM ? b->in : b->out;
     uint64_t wrong = 0;
     unsigned char want[8];
-    if (b->op == OP_BARRIER)
+    if (b->op == BENCH_BARRIER)
         return 0;
     for (size_t j = 0; j < b->out_count; j++) {
         put(want, odt, expected(b, j));

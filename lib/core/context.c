@@ -1,7 +1,6 @@
 /* Joining and leaving a job: shmesh_init, shmesh_finalize, shmesh_abort. */
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "core/debug.h"
 #include "core/fail.h"
 #include "core/hash.h"
+#include "core/settings.h"
 #include "engine/call.h"
 #include "ops/ops.h"
 #include "paths/single_copy.h"
@@ -20,127 +20,6 @@
  * notifier hears of a peer's death at once, so its slice is only a backstop. */
 #define SLICE_URING_NS 1000000000LL
 #define SLICE_FUTEX_NS 100000000LL
-
-struct init_env {
-    const char *segment;
-    int rank, world;
-    enum notify_kind notify;
-    int64_t timeout_ns;
-    int64_t spin_ns, yield_ns; /* -1: choose */
-    uint64_t shm_size; /* a world of one's own segment; 0: default */
-    uint64_t zc_min, rsag_min, cma_min;
-    bool cma;       /* SHMESH_CMA: this rank may use single copy */
-    unsigned debug; /* SHMESH_DEBUG */
-};
-
-static int env_int(const char *name, long min, long max, long *out, bool *present)
-{
-    const char *s = getenv(name);
-    *present = s && *s;
-    if (!*present)
-        return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max) {
-        init_error("%s must be an integer in [%ld, %ld], found '%s'", name, min, max, s);
-        return SHMESH_ERR_INVALID;
-    }
-    *out = v;
-    return 0;
-}
-
-static int read_env(struct init_env *e)
-{
-    memset(e, 0, sizeof *e);
-    e->world = 1;
-    e->spin_ns = e->yield_ns = -1;
-    bool have;
-    long v;
-    e->segment = getenv("SHMESH_SEGMENT");
-    if (e->segment && !*e->segment)
-        e->segment = NULL;
-    if (e->segment) {
-        int rc = env_int("SHMESH_WORLD_SIZE", 1, SEG_MAX_WORLD, &v, &have);
-        if (rc)
-            return rc;
-        if (!have) {
-            init_error("SHMESH_SEGMENT is set but SHMESH_WORLD_SIZE is not: start the program "
-                       "with shmesh-run, or unset SHMESH_SEGMENT to run as a single rank");
-            return SHMESH_ERR_INVALID;
-        }
-        e->world = (int)v;
-        rc = env_int("SHMESH_RANK", 0, e->world - 1, &v, &have);
-        if (rc)
-            return rc;
-        if (!have) {
-            init_error("SHMESH_SEGMENT is set but SHMESH_RANK is not: start the program with "
-                       "shmesh-run, or unset SHMESH_SEGMENT to run as a single rank");
-            return SHMESH_ERR_INVALID;
-        }
-        e->rank = (int)v;
-    }
-    const char *notify = getenv("SHMESH_NOTIFY");
-    if (notify_parse_kind(notify, &e->notify) < 0) {
-        init_error("rank %d: SHMESH_NOTIFY must be uring, futex or auto, found '%s'", e->rank,
-                   notify);
-        return SHMESH_ERR_INVALID;
-    }
-    const char *t = getenv("SHMESH_TIMEOUT");
-    if (t && *t) {
-        char *end;
-        errno = 0;
-        double secs = strtod(t, &end);
-        if (errno || *end || !(secs >= 0) || secs > 1e9) {
-            init_error("rank %d: SHMESH_TIMEOUT must be a number of seconds >= 0, found '%s'",
-                       e->rank, t);
-            return SHMESH_ERR_INVALID;
-        }
-        e->timeout_ns = (int64_t)(secs * 1e9);
-    }
-    const char *size = getenv("SHMESH_SHM_SIZE");
-    if (size && *size && !e->segment && !(e->shm_size = seg_parse_size(size))) {
-        init_error("rank %d: SHMESH_SHM_SIZE must be a size such as 64M or 1G, found '%s'",
-                   e->rank, size);
-        return SHMESH_ERR_INVALID;
-    }
-    struct {
-        const char *name;
-        uint64_t *value, dflt;
-    } sizes[] = {{"SHMESH_ZC_MIN", &e->zc_min, 64u << 10},
-                 {"SHMESH_RSAG_MIN", &e->rsag_min, 256u << 10},
-                 {"SHMESH_CMA_MIN", &e->cma_min, 64u << 10}};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        const char *val = getenv(sizes[i].name);
-        *sizes[i].value = sizes[i].dflt;
-        if (!val || !*val)
-            continue;
-        *sizes[i].value = strcmp(val, "0") ? seg_parse_size(val) : 0;
-        if (*sizes[i].value == 0 && strcmp(val, "0")) {
-            init_error("rank %d: %s must be a size in bytes such as 0, 4096 or 1M, found '%s'",
-                       e->rank, sizes[i].name, val);
-            return SHMESH_ERR_INVALID;
-        }
-    }
-    const char *cma = getenv("SHMESH_CMA"); /* "0" turns it off for this rank */
-    e->cma = !(cma && !strcmp(cma, "0"));
-    const char *dbg = getenv("SHMESH_DEBUG");
-    if (dbg && *dbg)
-        e->debug = (strstr(dbg, "paths") || strstr(dbg, "all") ? DEBUG_PATHS : 0) |
-                   (strstr(dbg, "waits") || strstr(dbg, "all") ? DEBUG_WAITS : 0) |
-                   (strstr(dbg, "calls") || strstr(dbg, "all") ? DEBUG_CALLS : 0);
-    int rc = env_int("SHMESH_SPIN_NS", 0, INT_MAX, &v, &have);
-    if (rc)
-        return rc;
-    if (have)
-        e->spin_ns = v;
-    rc = env_int("SHMESH_YIELD_NS", 0, INT_MAX, &v, &have);
-    if (rc)
-        return rc;
-    if (have)
-        e->yield_ns = v;
-    return 0;
-}
 
 static int seg_error_code(int rc)
 {
@@ -183,14 +62,12 @@ static int alloc_engine(shmesh_ctx *c)
 /* Spinning pays when the peer runs on another core: it answers within a
  * microsecond or two.  With more ranks than cores the peer we wait for may
  * need our core, so spin briefly and yield to it.  Then block. */
-static void default_spin(int world, int64_t *spin_ns, int64_t *yield_ns)
+static void default_spin(int world, int64_t *spin_ns)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool crowded = cpus > 0 && world > cpus;
     if (*spin_ns < 0)
         *spin_ns = crowded ? 500 : 3000;
-    if (*yield_ns < 0)
-        *yield_ns = 100000;
 }
 
 int shmesh_init(shmesh_ctx **out)
@@ -200,10 +77,13 @@ int shmesh_init(shmesh_ctx **out)
         return SHMESH_ERR_INVALID;
     }
     *out = NULL;
-    struct init_env e;
-    int rc = read_env(&e);
-    if (rc)
-        return rc;
+    struct settings e; /* the environment */
+    char bad[CTX_ERR_MAX];
+    if (settings_read_library(&e, bad, sizeof bad)) {
+        init_error("%s", bad);
+        return SHMESH_ERR_INVALID;
+    }
+    int rc;
 
     shmesh_ctx *c = calloc(1, sizeof *c);
     if (!c) {
@@ -248,12 +128,12 @@ int shmesh_init(shmesh_ctx **out)
         .seg = c->seg,
         .notify = c->notify,
         .self = c->rank,
-        .spin_ns = e.spin_ns,
-        .yield_ns = e.yield_ns, /* defaults filled in below */
+        .spin_ns = e.spin_ns, /* default filled in below */
+        .yield_ns = e.yield_ns,
         .timeout_ns = e.timeout_ns,
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
-    default_spin(e.world, &c->waiter.spin_ns, &c->waiter.yield_ns);
+    default_spin(e.world, &c->waiter.spin_ns);
     cma_publish(c);
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {

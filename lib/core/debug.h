@@ -5,12 +5,14 @@
 
 #include <stdint.h>
 
+#include "core/settings.h"
 #include "shmesh.h"
 
+/* What SHMESH_DEBUG asks for (core/settings.h parses it). */
 enum debug_what {
-    DEBUG_PATHS = 1, /* the path each exchange takes, and why */
-    DEBUG_WAITS = 2, /* every wait that went past the first check: whom, how long */
-    DEBUG_CALLS = 4, /* every call: op, bytes, path, time, result */
+    DEBUG_PATHS = SETTINGS_DEBUG_PATHS, /* the path each exchange takes */
+    DEBUG_WAITS = SETTINGS_DEBUG_WAITS, /* every wait past the first check: whom, how long */
+    DEBUG_CALLS = SETTINGS_DEBUG_CALLS, /* every call: op, bytes, path, time, result */
 };
 
 /* "shmesh rank R: " + the line, written whole with one write(2). */

@@ -85,8 +85,10 @@ typedef struct shmesh_ctx shmesh_ctx;
  * context the caller owns; on failure *ctx is NULL and shmesh_last_error(NULL)
  * explains, on this thread.
  * Environment read: SHMESH_NOTIFY (uring|futex|auto), SHMESH_TIMEOUT
- * (seconds a single wait may last; default: no limit), SHMESH_SPIN (pause
- * iterations before blocking).  See docs/environment.md. */
+ * (seconds a single wait may last; default: no limit), SHMESH_SPIN_NS and
+ * SHMESH_YIELD_NS (how long a wait spins, then yields, before it blocks),
+ * the thresholds that choose algorithms, SHMESH_DEBUG.  See
+ * docs/environment.md. */
 SHMESH_API int shmesh_init(shmesh_ctx **ctx);
 
 /* Collective: a barrier, then the context is released.  A peer that exits

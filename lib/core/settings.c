@@ -1,0 +1,234 @@
+/* Parsing the settings table (settings.h).  Built into its own static
+ * library, which libshmesh, shmesh-run and shmesh-bench link: the one place
+ * that calls getenv on a SHMESH_* name. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/settings.h"
+#include "shm/layout.h"
+#include "shm/segment.h"
+
+enum type { T_TEXT, T_WORLD, T_RANK, T_INDEX, T_NOTIFY, T_SECONDS, T_SIZE, T_BYTES, T_PAGES,
+            T_NS, T_SWITCH, T_DEBUG };
+
+const struct setting_info settings_table[SETTING_COUNT] = {
+#define SETTINGS_INFO(NAME, field, type, dflt, doc, who, hashed, meaning)                       \
+    [SETTING_##NAME] = {"SHMESH_" #NAME, #type, doc, who, hashed, meaning},
+    SHMESH_SETTINGS(SETTINGS_INFO)
+#undef SETTINGS_INFO
+};
+
+static const struct {
+    enum type type;
+    size_t offset, size;
+} members[SETTING_COUNT] = {
+#define SETTINGS_MEMBER(NAME, field, type, ...)                                                 \
+    [SETTING_##NAME] = {T_##type, offsetof(struct settings, field),                            \
+                        sizeof(((struct settings *)0)->field)},
+    SHMESH_SETTINGS(SETTINGS_MEMBER)
+#undef SETTINGS_MEMBER
+};
+
+static const struct {
+    const char *word;
+    unsigned bits;
+} debug_words[] = {
+    {"paths", SETTINGS_DEBUG_PATHS},
+    {"waits", SETTINGS_DEBUG_WAITS},
+    {"calls", SETTINGS_DEBUG_CALLS},
+    {"all", SETTINGS_DEBUG_ALL},
+};
+
+void settings_defaults(struct settings *s)
+{
+#define SETTINGS_DEFAULT(NAME, field, type, dflt, ...) s->field = dflt;
+    SHMESH_SETTINGS(SETTINGS_DEFAULT)
+#undef SETTINGS_DEFAULT
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static bool parse_long(const char *v, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < min || x > max)
+        return false;
+    *out = x;
+    return true;
+}
+
+static bool word_is(const char *w, size_t len, const char *word)
+{
+    return strlen(word) == len && !strncmp(w, word, len);
+}
+
+/* A bitmask from "paths,calls"; spaces around words and empty words are
+ * allowed. */
+static int parse_debug(const char *name, const char *v, unsigned *out, char *err, size_t errlen)
+{
+    const size_t nwords = sizeof debug_words / sizeof *debug_words;
+    unsigned bits = 0;
+    for (const char *w = v; *w;) {
+        size_t len = strcspn(w, ",");
+        const char *next = w + len + (w[len] == ',');
+        for (; len && *w == ' '; len--)
+            w++;
+        for (; len && w[len - 1] == ' '; len--)
+            ;
+        size_t i = 0;
+        while (i < nwords && !word_is(w, len, debug_words[i].word))
+            i++;
+        if (i < nwords)
+            bits |= debug_words[i].bits;
+        else if (len)
+            return fail(err, errlen,
+                        "%s must be a comma-separated list of paths, waits, calls or all, "
+                        "found '%.*s' in '%s'",
+                        name, (int)len, w, v);
+        w = next;
+    }
+    *out = bits;
+    return 0;
+}
+
+int settings_parse(struct settings *s, enum setting id, const char *v, char *err, size_t errlen)
+{
+    if ((unsigned)id >= SETTING_COUNT)
+        return fail(err, errlen, "unknown setting %d", (int)id);
+    const char *name = settings_table[id].name;
+    void *member = (char *)s + members[id].offset;
+    if (!v || !*v) {
+        struct settings d;
+        settings_defaults(&d);
+        memcpy(member, (const char *)&d + members[id].offset, members[id].size);
+        return 0;
+    }
+    long l;
+    switch (members[id].type) {
+    case T_TEXT:
+        *(const char **)member = v;
+        return 0;
+    case T_WORLD:
+        if (!parse_long(v, 1, SEG_MAX_WORLD, &l))
+            return fail(err, errlen, "%s must be an integer in [1, %d], found '%s'", name,
+                        SEG_MAX_WORLD, v);
+        *(int *)member = (int)l;
+        return 0;
+    case T_RANK:
+        if (!parse_long(v, 0, s->world - 1, &l))
+            return fail(err, errlen, "%s must be an integer in [0, %d], found '%s'", name,
+                        s->world - 1, v);
+        *(int *)member = (int)l;
+        return 0;
+    case T_INDEX:
+    case T_NS:
+        if (!parse_long(v, 0, INT_MAX, &l))
+            return fail(err, errlen, "%s must be an integer in [0, %d], found '%s'", name,
+                        INT_MAX, v);
+        if (members[id].type == T_NS)
+            *(int64_t *)member = l;
+        else
+            *(int *)member = (int)l;
+        return 0;
+    case T_NOTIFY:
+        if (notify_parse_kind(v, (enum notify_kind *)member) < 0)
+            return fail(err, errlen, "%s must be uring, futex or auto, found '%s'", name, v);
+        return 0;
+    case T_SECONDS: {
+        char *end;
+        errno = 0;
+        double secs = strtod(v, &end);
+        if (errno || *end || !(secs >= 0) || secs > 1e9)
+            return fail(err, errlen, "%s must be a number of seconds >= 0, found '%s'", name, v);
+        *(int64_t *)member = (int64_t)(secs * 1e9);
+        return 0;
+    }
+    case T_SIZE: {
+        uint64_t size = seg_parse_size(v);
+        if (!size)
+            return fail(err, errlen, "%s must be a size such as 64M or 1G, found '%s'", name, v);
+        *(uint64_t *)member = size;
+        return 0;
+    }
+    case T_BYTES: {
+        uint64_t size = strcmp(v, "0") ? seg_parse_size(v) : 0;
+        if (!size && strcmp(v, "0"))
+            return fail(err, errlen, "%s must be a size in bytes such as 0, 4096 or 1M, found '%s'",
+                        name, v);
+        *(uint64_t *)member = size;
+        return 0;
+    }
+    case T_PAGES: {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end || x == 0 || x % SEG_PAGE)
+            return fail(err, errlen, "%s must be a positive multiple of %u, found '%s'", name,
+                        SEG_PAGE, v);
+        *(uint64_t *)member = x;
+        return 0;
+    }
+    case T_SWITCH:
+        *(bool *)member = strcmp(v, "0") != 0;
+        return 0;
+    case T_DEBUG:
+        return parse_debug(name, v, (unsigned *)member, err, errlen);
+    }
+    return fail(err, errlen, "%s: no parser for its type", name);
+}
+
+int settings_read(struct settings *s, enum setting id, char *err, size_t errlen)
+{
+    if ((unsigned)id >= SETTING_COUNT)
+        return fail(err, errlen, "unknown setting %d", (int)id);
+    return settings_parse(s, id, getenv(settings_table[id].name), err, errlen);
+}
+
+int settings_read_library(struct settings *s, char *err, size_t errlen)
+{
+    settings_defaults(s);
+    settings_read(s, SETTING_SEGMENT, NULL, 0);
+    if (s->segment) {
+        /* Both must be there: a segment alone is a half-set environment. */
+        static const enum setting needed[] = {SETTING_WORLD_SIZE, SETTING_RANK};
+        for (size_t i = 0; i < sizeof needed / sizeof *needed; i++) {
+            const char *name = settings_table[needed[i]].name, *v = getenv(name);
+            if (!v || !*v)
+                return fail(err, errlen,
+                            "SHMESH_SEGMENT is set but %s is not: start the program with "
+                            "shmesh-run, or unset SHMESH_SEGMENT to run as a single rank",
+                            name);
+            if (settings_parse(s, needed[i], v, err, errlen))
+                return -1;
+        }
+    }
+    /* The rest in table order; from here on the rank is known. */
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        unsigned who = settings_table[id].who;
+        if (!(who & SETTINGS_LIBRARY) || (who & SETTINGS_RANKS))
+            continue;
+        if (id == SETTING_SHM_SIZE && s->segment)
+            continue; /* the launcher sized the job's segment */
+        char why[256];
+        if (settings_read(s, (enum setting)id, why, sizeof why))
+            return fail(err, errlen, "rank %d: %s", s->rank, why);
+    }
+    return 0;
+}

@@ -1,0 +1,148 @@
+/* Settings: every SHMESH_* environment variable, one line each, and the one
+ * parser of them.  The library, shmesh-run and shmesh-bench read the
+ * environment only through here (a test checks it), and docs/environment.md
+ * lists exactly these variables with these defaults (a test checks that too).
+ *
+ * X(NAME, field, type, dflt, doc, who, hashed, meaning)
+ *   NAME     the variable is SHMESH_<NAME>; SETTING_<NAME> its index
+ *   field    its member of struct settings
+ *   type     how a value is parsed, and the member's C type:
+ *              TEXT     any string (NULL when unset or empty)
+ *              WORLD    ranks, 1 to SEG_MAX_WORLD
+ *              RANK     0 to the world size - 1 (read SHMESH_WORLD_SIZE first)
+ *              INDEX    an integer >= 0
+ *              NOTIFY   uring, futex or auto
+ *              SECONDS  seconds >= 0, fractions allowed; kept in nanoseconds
+ *              SIZE     bytes > 0 with an optional K, M, G, T suffix (seg_parse_size)
+ *              BYTES    the same, or 0
+ *              PAGES    bytes, a positive multiple of SEG_PAGE, no suffix
+ *              NS       nanoseconds, 0 to INT_MAX
+ *              SWITCH   "0" is off, anything else on
+ *              DEBUG    comma-separated words: paths, waits, calls, all
+ *   dflt     the member's value when the variable is unset or empty; -1 or 0
+ *            where the reader chooses (the rule is in `doc`)
+ *   doc      the default as docs/environment.md gives it
+ *   who      SETTINGS_LIBRARY: shmesh_init reads it; SETTINGS_LAUNCHER:
+ *            shmesh-run reads it; SETTINGS_RANKS: shmesh-run sets it for
+ *            every rank (or'ed)
+ *   hashed   1: it chooses algorithms, so it is part of every call's hash
+ *            and ranks that differ get SHMESH_ERR_MISMATCH
+ *   meaning  one line
+ *
+ * A new setting is one line here, its row in docs/environment.md, and the
+ * code that uses its member. */
+#ifndef SHMESH_CORE_SETTINGS_H
+#define SHMESH_CORE_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/notify.h"
+
+enum settings_who {
+    SETTINGS_LIBRARY = 1,
+    SETTINGS_LAUNCHER = 2,
+    SETTINGS_RANKS = 4,
+};
+
+/* SHMESH_DEBUG's words, as bits of settings.debug. */
+enum settings_debug {
+    SETTINGS_DEBUG_PATHS = 1, /* the path each call takes */
+    SETTINGS_DEBUG_WAITS = 2, /* each wait: for whom, how long */
+    SETTINGS_DEBUG_CALLS = 4, /* each call: op, bytes, time */
+    SETTINGS_DEBUG_ALL = 7,
+};
+
+#define SHMESH_SETTINGS(X)                                                                     \
+    X(SEGMENT, segment, TEXT, NULL, "unset: a job of one rank",                                \
+      SETTINGS_RANKS | SETTINGS_LIBRARY, 0, "name of the job's shared-memory segment")         \
+    X(WORLD_SIZE, world, WORLD, 1, "1", SETTINGS_RANKS | SETTINGS_LIBRARY, 0,                  \
+      "number of ranks")                                                                       \
+    X(RANK, rank, RANK, 0, "0", SETTINGS_RANKS | SETTINGS_LIBRARY, 0, "this rank")             \
+    X(LOCAL_RANK, local_rank, INDEX, -1, "unset", SETTINGS_RANKS, 0, "rank on this node")      \
+    X(NUMA_NODE, numa_node, INDEX, -1, "unset", SETTINGS_RANKS, 0,                             \
+      "the NUMA node holding the rank's slots")                                                \
+    X(CPU, cpu, INDEX, -1, "unset", SETTINGS_RANKS, 0, "the CPU the rank is pinned to")        \
+    X(NOTIFY, notify, NOTIFY, NOTIFY_AUTO, "auto", SETTINGS_LIBRARY, 0,                        \
+      "how a waiting rank blocks")                                                             \
+    X(TIMEOUT, timeout_ns, SECONDS, 0, "none", SETTINGS_LIBRARY, 0,                            \
+      "seconds a single wait may last; 0: no limit")                                           \
+    X(SPIN_NS, spin_ns, NS, -1, "3000, or 500 with more ranks than online CPUs",               \
+      SETTINGS_LIBRARY, 0, "nanoseconds a waiting rank spins before it yields")                \
+    X(YIELD_NS, yield_ns, NS, 100000, "100000", SETTINGS_LIBRARY, 0,                           \
+      "then nanoseconds it yields between checks before it blocks")                            \
+    X(ZC_MIN, zc_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                              \
+      "the smallest collective that goes zero-copy through the shared heap")                   \
+    X(CMA_MIN, cma_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                            \
+      "the smallest collective that reads peers' buffers with process_vm_readv")               \
+    X(CMA, cma, SWITCH, 1, "1", SETTINGS_LIBRARY, 0, "0: this rank refuses single copy")       \
+    X(RSAG_MIN, rsag_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,                        \
+      "the smallest staged reduction that takes reduce-scatter + all-gather")                  \
+    X(SHM_SIZE, shm_size, SIZE, 0, "32M", SETTINGS_LIBRARY | SETTINGS_LAUNCHER, 0,             \
+      "the segment's size, and so the shared heap's")                                          \
+    X(SLOT_BYTES, slot_bytes, PAGES, 0,                                                        \
+      "512 KiB for up to 8 ranks, then `8 MiB / N / 2` (at least 64 KiB)", SETTINGS_LAUNCHER,  \
+      1, "bytes in each of a rank's two staging buffers")                                      \
+    X(SYSROOT, sysroot, TEXT, NULL, "empty", SETTINGS_LAUNCHER, 0,                             \
+      "prefix for /sys and /proc when counting GPUs (tests)")                                  \
+    X(DEBUG, debug, DEBUG, 0, "empty", SETTINGS_LIBRARY, 0,                                    \
+      "what to trace on stderr: paths, waits, calls or all")
+
+#define SETTINGS_CTYPE_TEXT const char *
+#define SETTINGS_CTYPE_WORLD int
+#define SETTINGS_CTYPE_RANK int
+#define SETTINGS_CTYPE_INDEX int
+#define SETTINGS_CTYPE_NOTIFY enum notify_kind
+#define SETTINGS_CTYPE_SECONDS int64_t
+#define SETTINGS_CTYPE_SIZE uint64_t
+#define SETTINGS_CTYPE_BYTES uint64_t
+#define SETTINGS_CTYPE_PAGES uint64_t
+#define SETTINGS_CTYPE_NS int64_t
+#define SETTINGS_CTYPE_SWITCH bool
+#define SETTINGS_CTYPE_DEBUG unsigned
+
+enum setting {
+#define SETTINGS_ID(NAME, ...) SETTING_##NAME,
+    SHMESH_SETTINGS(SETTINGS_ID)
+#undef SETTINGS_ID
+    SETTING_COUNT
+};
+
+struct settings {
+#define SETTINGS_FIELD(NAME, field, type, ...) SETTINGS_CTYPE_##type field;
+    SHMESH_SETTINGS(SETTINGS_FIELD)
+#undef SETTINGS_FIELD
+};
+
+/* The table's columns, for messages, tools and tests. */
+struct setting_info {
+    const char *name; /* "SHMESH_ZC_MIN" */
+    const char *type; /* "BYTES" */
+    const char *doc;  /* the default as the docs give it */
+    unsigned who;     /* enum settings_who bits */
+    bool hashed;
+    const char *meaning;
+};
+extern const struct setting_info settings_table[SETTING_COUNT];
+
+/* Every member at its default. */
+void settings_defaults(struct settings *s);
+
+/* Parses `value` as setting `id` into its member of s; NULL or "" gives the
+ * default.  0, or -1 with a sentence in err (may be NULL) naming the variable,
+ * what it must be and what was found ("SHMESH_ZC_MIN must be a size in bytes
+ * such as 0, 4096 or 1M, found 'x'").  A RANK is checked against s->world. */
+int settings_parse(struct settings *s, enum setting id, const char *value, char *err,
+                   size_t errlen);
+
+/* settings_parse of the variable's value in the environment. */
+int settings_read(struct settings *s, enum setting id, char *err, size_t errlen);
+
+/* Everything shmesh_init reads, from defaults: SHMESH_SEGMENT, then (with a
+ * segment) SHMESH_WORLD_SIZE and SHMESH_RANK, which must then be set; then
+ * the table's other SETTINGS_LIBRARY lines in order, SHMESH_SHM_SIZE only
+ * without a segment.  An error after the rank is known starts "rank R: ". */
+int settings_read_library(struct settings *s, char *err, size_t errlen);
+
+#endif

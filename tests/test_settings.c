@@ -1,0 +1,489 @@
+/* Description: the settings table (lib/core/settings.h) and its parser —
+ * every type's values, defaults and refusals, word for word; what
+ * shmesh_init reads, in its order, with the rank in its messages, and
+ * SHMESH_DEBUG's words; shmesh-run's own variables (SHMESH_SLOT_BYTES,
+ * SHMESH_SHM_SIZE under --shm-size); docs/environment.md against the table
+ * (every variable in its section with its default, nothing the table lacks,
+ * the hashed thresholds); and that no file of lib/, launcher/, shm/ or tools/
+ * but settings.c calls getenv on a SHMESH_* name. */
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/settings.h"
+#include "harness.h"
+#include "shm/segment.h"
+#include "shmesh.h"
+
+static const char *source_root(void)
+{
+    const char *p = getenv("SHMESH_TEST_SOURCE_ROOT");
+    if (!p) {
+        fprintf(stderr,
+                "SHMESH_TEST_SOURCE_ROOT is not set (run the tests through meson test)\n");
+        exit(1);
+    }
+    return p;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return text;
+}
+
+static int find(const char *name)
+{
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (!strcmp(settings_table[id].name, name))
+            return id;
+    return -1;
+}
+
+/* settings_parse must refuse `value` for `id` with exactly `message`. */
+static void refuses(enum setting id, const char *value, const char *message)
+{
+    struct settings s;
+    settings_defaults(&s);
+    char err[256] = "";
+    if (settings_parse(&s, id, value, err, sizeof err) != -1 || strcmp(err, message))
+        fail_msg("%s='%s': expected the error \"%s\", got \"%s\"", settings_table[id].name,
+                 value, message, err);
+}
+
+static struct settings parsed(enum setting id, const char *value)
+{
+    struct settings s;
+    settings_defaults(&s);
+    char err[256] = "";
+    if (settings_parse(&s, id, value, err, sizeof err))
+        fail_msg("%s='%s' refused: %s", settings_table[id].name, value, err);
+    return s;
+}
+
+static void every_type(void **state)
+{
+    (void)state;
+    struct settings d;
+    settings_defaults(&d);
+    assert_null(d.segment);
+    assert_int_equal(d.world, 1);
+    assert_int_equal(d.rank, 0);
+    assert_int_equal(d.notify, NOTIFY_AUTO);
+    assert_int_equal(d.timeout_ns, 0);
+    assert_int_equal(d.spin_ns, -1);
+    assert_int_equal(d.yield_ns, 100000);
+    assert_int_equal(d.zc_min, 65536);
+    assert_int_equal(d.cma_min, 65536);
+    assert_int_equal(d.rsag_min, 262144);
+    assert_true(d.cma);
+    assert_int_equal(d.shm_size, 0);
+    assert_int_equal(d.slot_bytes, 0);
+    assert_null(d.sysroot);
+    assert_int_equal(d.debug, 0);
+
+    /* Empty is unset. */
+    assert_null(parsed(SETTING_SEGMENT, "").segment);
+    assert_int_equal(parsed(SETTING_ZC_MIN, "").zc_min, 65536);
+    assert_string_equal(parsed(SETTING_SEGMENT, "/shmesh-1-2").segment, "/shmesh-1-2");
+
+    assert_int_equal(parsed(SETTING_WORLD_SIZE, "4096").world, 4096);
+    refuses(SETTING_WORLD_SIZE, "0",
+            "SHMESH_WORLD_SIZE must be an integer in [1, 4096], found '0'");
+    refuses(SETTING_WORLD_SIZE, "two",
+            "SHMESH_WORLD_SIZE must be an integer in [1, 4096], found 'two'");
+    struct settings s = parsed(SETTING_WORLD_SIZE, "2");
+    char err[256];
+    assert_int_equal(settings_parse(&s, SETTING_RANK, "1", err, sizeof err), 0);
+    assert_int_equal(s.rank, 1);
+    assert_int_equal(settings_parse(&s, SETTING_RANK, "2", err, sizeof err), -1);
+    assert_string_equal(err, "SHMESH_RANK must be an integer in [0, 1], found '2'");
+    assert_int_equal(parsed(SETTING_CPU, "3").cpu, 3);
+    refuses(SETTING_CPU, "-1", "SHMESH_CPU must be an integer in [0, 2147483647], found '-1'");
+
+    assert_int_equal(parsed(SETTING_NOTIFY, "futex").notify, NOTIFY_FUTEX);
+    assert_int_equal(parsed(SETTING_NOTIFY, "uring").notify, NOTIFY_URING);
+    refuses(SETTING_NOTIFY, "carrier-pigeon",
+            "SHMESH_NOTIFY must be uring, futex or auto, found 'carrier-pigeon'");
+
+    assert_int_equal(parsed(SETTING_TIMEOUT, "1.5").timeout_ns, 1500000000);
+    assert_int_equal(parsed(SETTING_TIMEOUT, "0").timeout_ns, 0);
+    refuses(SETTING_TIMEOUT, "-1",
+            "SHMESH_TIMEOUT must be a number of seconds >= 0, found '-1'");
+    refuses(SETTING_TIMEOUT, "soon",
+            "SHMESH_TIMEOUT must be a number of seconds >= 0, found 'soon'");
+
+    assert_int_equal(parsed(SETTING_SHM_SIZE, "64M").shm_size, 64u << 20);
+    refuses(SETTING_SHM_SIZE, "0",
+            "SHMESH_SHM_SIZE must be a size such as 64M or 1G, found '0'");
+    refuses(SETTING_SHM_SIZE, "big",
+            "SHMESH_SHM_SIZE must be a size such as 64M or 1G, found 'big'");
+
+    assert_int_equal(parsed(SETTING_ZC_MIN, "0").zc_min, 0);
+    assert_int_equal(parsed(SETTING_RSAG_MIN, "1M").rsag_min, 1u << 20);
+    assert_int_equal(parsed(SETTING_CMA_MIN, "4096").cma_min, 4096);
+    refuses(SETTING_ZC_MIN, "x",
+            "SHMESH_ZC_MIN must be a size in bytes such as 0, 4096 or 1M, found 'x'");
+    refuses(SETTING_CMA_MIN, "-5",
+            "SHMESH_CMA_MIN must be a size in bytes such as 0, 4096 or 1M, found '-5'");
+
+    assert_int_equal(parsed(SETTING_SLOT_BYTES, "8192").slot_bytes, 8192);
+    refuses(SETTING_SLOT_BYTES, "5000",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '5000'");
+    refuses(SETTING_SLOT_BYTES, "0",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '0'");
+    refuses(SETTING_SLOT_BYTES, "64K",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '64K'");
+
+    assert_int_equal(parsed(SETTING_SPIN_NS, "0").spin_ns, 0);
+    refuses(SETTING_YIELD_NS, "1e3",
+            "SHMESH_YIELD_NS must be an integer in [0, 2147483647], found '1e3'");
+
+    assert_false(parsed(SETTING_CMA, "0").cma);
+    assert_true(parsed(SETTING_CMA, "1").cma);
+    assert_true(parsed(SETTING_CMA, "no").cma); /* only "0" turns it off, as always */
+
+    assert_int_equal(parsed(SETTING_DEBUG, "paths").debug, SETTINGS_DEBUG_PATHS);
+    assert_int_equal(parsed(SETTING_DEBUG, "waits,calls").debug,
+                     SETTINGS_DEBUG_WAITS | SETTINGS_DEBUG_CALLS);
+    assert_int_equal(parsed(SETTING_DEBUG, " paths , calls,").debug,
+                     SETTINGS_DEBUG_PATHS | SETTINGS_DEBUG_CALLS);
+    assert_int_equal(parsed(SETTING_DEBUG, "all").debug, SETTINGS_DEBUG_ALL);
+    assert_int_equal(SETTINGS_DEBUG_ALL,
+                     SETTINGS_DEBUG_PATHS | SETTINGS_DEBUG_WAITS | SETTINGS_DEBUG_CALLS);
+    refuses(SETTING_DEBUG, "paths,everything",
+            "SHMESH_DEBUG must be a comma-separated list of paths, waits, calls or all, found "
+            "'everything' in 'paths,everything'");
+}
+
+/* Where a default in the docs is a value, it is the member's default (the
+ * shared-memory size's 0 stands for the segment's default). */
+static void defaults_agree_with_the_docs(void **state)
+{
+    (void)state;
+#define CHECK_DEFAULT(NAME, field, type, dflt, doc, ...)                                      \
+    do {                                                                                      \
+        struct settings a, b;                                                                 \
+        settings_defaults(&a);                                                                \
+        settings_defaults(&b);                                                                \
+        if (strcmp(#type, "TEXT") && !settings_parse(&b, SETTING_##NAME, doc, NULL, 0)) {     \
+            if (SETTING_##NAME == SETTING_SHM_SIZE)                                           \
+                a.shm_size = SEG_DEFAULT_TOTAL;                                               \
+            if (memcmp(&a.field, &b.field, sizeof a.field))                                   \
+                fail_msg("SHMESH_" #NAME ": the default '%s' is not the member's", doc);      \
+        }                                                                                     \
+    } while (0);
+    SHMESH_SETTINGS(CHECK_DEFAULT)
+#undef CHECK_DEFAULT
+}
+
+/* shmesh_init through settings_read_library: its order and the rank. */
+static int init_with(const char *name, const char *value, const char *words)
+{
+    setenv(name, value, 1);
+    shmesh_ctx *ctx;
+    int rc = shmesh_init(&ctx);
+    unsetenv(name);
+    if (rc == 0) {
+        shmesh_finalize(ctx);
+        return 0;
+    }
+    if (words && !strstr(shmesh_last_error(NULL), words))
+        fail_msg("%s='%s': error '%s' does not say '%s'", name, value, shmesh_last_error(NULL),
+                 words);
+    return rc;
+}
+
+static void what_shmesh_init_reads(void **state)
+{
+    (void)state;
+    unsetenv("SHMESH_SEGMENT");
+    assert_int_equal(init_with("SHMESH_ZC_MIN", "x",
+                               "rank 0: SHMESH_ZC_MIN must be a size in bytes such as 0, 4096 "
+                               "or 1M, found 'x'"),
+                     SHMESH_ERR_INVALID);
+    assert_int_equal(init_with("SHMESH_DEBUG", "paths,bogus",
+                               "rank 0: SHMESH_DEBUG must be a comma-separated list of paths, "
+                               "waits, calls or all, found 'bogus'"),
+                     SHMESH_ERR_INVALID);
+    assert_int_equal(init_with("SHMESH_DEBUG", "all", NULL), 0);
+    assert_int_equal(init_with("SHMESH_SPIN_NS", "-3",
+                               "rank 0: SHMESH_SPIN_NS must be an integer in [0, 2147483647], "
+                               "found '-3'"),
+                     SHMESH_ERR_INVALID);
+    assert_int_equal(init_with("SHMESH_CMA", "0", NULL), 0);
+    /* Not the library's: the launcher's. */
+    assert_int_equal(init_with("SHMESH_SLOT_BYTES", "5000", NULL), 0);
+    assert_int_equal(init_with("SHMESH_CPU", "x", NULL), 0);
+
+    struct settings s;
+    char err[256];
+    setenv("SHMESH_SEGMENT", "/shmesh-none", 1);
+    setenv("SHMESH_WORLD_SIZE", "4", 1);
+    setenv("SHMESH_RANK", "3", 1);
+    setenv("SHMESH_SHM_SIZE", "nonsense", 1); /* a job's segment is the launcher's */
+    setenv("SHMESH_RSAG_MIN", "1K", 1);
+    setenv("SHMESH_DEBUG", "waits", 1);
+    assert_int_equal(settings_read_library(&s, err, sizeof err), 0);
+    assert_string_equal(s.segment, "/shmesh-none");
+    assert_int_equal(s.world, 4);
+    assert_int_equal(s.rank, 3);
+    assert_int_equal(s.shm_size, 0);
+    assert_int_equal(s.rsag_min, 1024);
+    assert_int_equal(s.debug, SETTINGS_DEBUG_WAITS);
+    setenv("SHMESH_NOTIFY", "smoke", 1);
+    assert_int_equal(settings_read_library(&s, err, sizeof err), -1);
+    assert_string_equal(err, "rank 3: SHMESH_NOTIFY must be uring, futex or auto, found 'smoke'");
+    unsetenv("SHMESH_NOTIFY");
+    unsetenv("SHMESH_RANK");
+    assert_int_equal(settings_read_library(&s, err, sizeof err), -1);
+    assert_string_equal(err, "SHMESH_SEGMENT is set but SHMESH_RANK is not: start the program "
+                             "with shmesh-run, or unset SHMESH_SEGMENT to run as a single rank");
+    unsetenv("SHMESH_SEGMENT");
+    assert_int_equal(settings_read_library(&s, err, sizeof err), -1);
+    assert_string_equal(err, "rank 0: SHMESH_SHM_SIZE must be a size such as 64M or 1G, "
+                             "found 'nonsense'");
+    unsetenv("SHMESH_WORLD_SIZE");
+    unsetenv("SHMESH_SHM_SIZE");
+    unsetenv("SHMESH_RSAG_MIN");
+    unsetenv("SHMESH_DEBUG");
+}
+
+/* shmesh-run refuses its own variables' bad values, exit 2, and --shm-size
+ * wins over SHMESH_SHM_SIZE (which is then not looked at). */
+static void what_shmesh_run_reads(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *env;
+        const char *size; /* --shm-size, or NULL */
+        int code;
+        const char *message;
+    } cases[] = {
+        {"SHMESH_SLOT_BYTES=5000", NULL, 2,
+         "shmesh-run: SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '5000'"},
+        {"SHMESH_SHM_SIZE=lots", NULL, 2,
+         "shmesh-run: SHMESH_SHM_SIZE must be a size such as 64M or 1G, found 'lots'"},
+        {"SHMESH_SHM_SIZE=lots", "8M", 0, NULL},
+        {"SHMESH_SLOT_BYTES=8192", NULL, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *env[] = {(char *)cases[i].env, NULL};
+        struct run r;
+        if (cases[i].size)
+            run_launcher(&r, env, 30, "-n", "1", "--shm-size", cases[i].size, "--", "true", NULL);
+        else
+            run_launcher(&r, env, 30, "-n", "1", "--", "true", NULL);
+        if (r.code != cases[i].code ||
+            (cases[i].message && count_lines(r.err, cases[i].message, NULL) != 1))
+            fail_msg("%s: exit %d, expected %d%s%s\nstderr:\n%s", cases[i].env, r.code,
+                     cases[i].code, cases[i].message ? " and " : "",
+                     cases[i].message ? cases[i].message : "", r.err);
+        run_free(&r);
+    }
+}
+
+/* ---- docs/environment.md ------------------------------------------------ */
+
+/* Copies the next SHMESH_* name at or after *p into name; false at the end.
+ * Error codes (SHMESH_ERR_*) are not variables. */
+static bool next_name(const char **p, const char *end, char *name, size_t len)
+{
+    for (;;) {
+        const char *s = memmem(*p, (size_t)(end - *p), "SHMESH_", 7);
+        if (!s)
+            return false;
+        size_t n = 7;
+        while (s + n < end && ((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= '0' && s[n] <= '9') ||
+                               s[n] == '_'))
+            n++;
+        *p = s + n;
+        if (n == 7 || !strncmp(s, "SHMESH_ERR_", 11) || n >= len)
+            continue;
+        memcpy(name, s, n);
+        name[n] = '\0';
+        return true;
+    }
+}
+
+/* A cell without its spaces, and without the backticks of a cell that is
+ * all code (`auto` is the default auto). */
+static char *trim(char *s)
+{
+    while (*s == ' ')
+        s++;
+    size_t n = strlen(s);
+    while (n && s[n - 1] == ' ')
+        s[--n] = '\0';
+    if (n > 2 && s[0] == '`' && s[n - 1] == '`' && !memchr(s + 1, '`', n - 2)) {
+        s[n - 1] = '\0';
+        s++;
+    }
+    return s;
+}
+
+static void docs_match_the_table(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/environment.md", source_root());
+    char *text = read_text(path);
+    int errors = 0;
+    unsigned seen[SETTING_COUNT] = {0}; /* the sections each appears in */
+    unsigned section = 0;
+
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "## ", 3)) {
+            section = strstr(line, "Set by") ? SETTINGS_RANKS
+                      : strstr(line, "Read by the library") ? SETTINGS_LIBRARY
+                      : strstr(line, "Read by `shmesh-run`") ? SETTINGS_LAUNCHER
+                                                            : 0;
+            continue;
+        }
+        if (line[0] != '|' || !strncmp(line, "| ---", 5) || !strncmp(line, "| variable", 10))
+            continue;
+        char *cells[4] = {0};
+        int ncells = 0;
+        char *save, *cell = strtok_r(line + 1, "|", &save);
+        for (; cell && ncells < 4; cell = strtok_r(NULL, "|", &save))
+            cells[ncells++] = trim(cell);
+        if (ncells < 3)
+            continue;
+        const char *p = cells[0], *end = p + strlen(p);
+        char name[64];
+        while (next_name(&p, end, name, sizeof name)) {
+            int id = find(name);
+            if (id < 0)
+                continue; /* reported below, with every other mention */
+            const struct setting_info *in = &settings_table[id];
+            if (!(in->who & section)) {
+                print_error("docs/environment.md lists %s in a section its table line does "
+                            "not give it\n", name);
+                errors++;
+            }
+            if (strcmp(cells[1], in->doc)) {
+                print_error("docs/environment.md gives %s the default '%s', the table '%s'\n",
+                            name, cells[1], in->doc);
+                errors++;
+            }
+            seen[id] |= section;
+        }
+    }
+    free(text);
+
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        unsigned who = settings_table[id].who;
+        /* What the launcher sets is documented there, whoever reads it. */
+        unsigned want = who & SETTINGS_RANKS ? SETTINGS_RANKS : who;
+        if ((seen[id] & want) != want) {
+            print_error("docs/environment.md has no row for %s in every section of its readers\n",
+                        settings_table[id].name);
+            errors++;
+        }
+    }
+
+    /* Every SHMESH_* name the page mentions is a setting; the thresholds it
+     * says are hashed are the table's. */
+    text = read_text(path);
+    const char *p = text, *end = text + strlen(text);
+    char name[64];
+    while (next_name(&p, end, name, sizeof name))
+        if (find(name) < 0) {
+            print_error("docs/environment.md names %s, which the settings table lacks\n", name);
+            errors++;
+        }
+    const char *t = strstr(text, "The thresholds (");
+    const char *close = t ? strchr(t, ')') : NULL;
+    if (!close) {
+        print_error("docs/environment.md has no 'The thresholds (...)' sentence\n");
+        errors++;
+    } else {
+        bool listed[SETTING_COUNT] = {false};
+        p = t;
+        while (next_name(&p, close, name, sizeof name))
+            if (find(name) >= 0)
+                listed[find(name)] = true;
+        for (int id = 0; id < SETTING_COUNT; id++)
+            if (listed[id] != settings_table[id].hashed) {
+                print_error("%s is %s the call hash but %s the thresholds' sentence\n",
+                            settings_table[id].name, listed[id] ? "not in" : "in",
+                            listed[id] ? "in" : "not in");
+                errors++;
+            }
+    }
+    free(text);
+    assert_int_equal(errors, 0);
+}
+
+/* ---- one reader of the environment ------------------------------------------ */
+
+static int offenders, scanned;
+static size_t root_len;
+
+static int scan(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type != FTW_F || n < 2 || path[n - 2] != '.' || (path[n - 1] != 'c' && path[n - 1] != 'h'))
+        return 0;
+    const char *rel = path + root_len + 1;
+    if (!strcmp(rel, "lib/core/settings.c"))
+        return 0;
+    char *text = read_text(path);
+    scanned++;
+    if (strstr(text, "getenv(\"SHMESH_")) {
+        print_error("%s calls getenv on a SHMESH_* name: read it through lib/core/settings.h\n",
+                    rel);
+        offenders++;
+    }
+    free(text);
+    return 0;
+}
+
+static void only_settings_reads_the_environment(void **state)
+{
+    (void)state;
+    const char *root = source_root();
+    root_len = strlen(root);
+    static const char *dirs[] = {"lib", "launcher", "shm", "tools"};
+    offenders = scanned = 0;
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", root, dirs[i]);
+        assert_int_equal(nftw(path, scan, 16, FTW_PHYS), 0);
+    }
+    assert_int_equal(offenders, 0);
+    if (scanned < 40)
+        fail_msg("only %d source files under %s: the wrong folder?", scanned, root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_type),
+        cmocka_unit_test(defaults_agree_with_the_docs),
+        cmocka_unit_test(what_shmesh_init_reads),
+        cmocka_unit_test(what_shmesh_run_reads),
+        cmocka_unit_test(docs_match_the_table),
+        cmocka_unit_test(only_settings_reads_the_environment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
