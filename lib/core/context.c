@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "core/settings.h"
 #include "engine/call.h"
+#include "engine/path.h"
 #include "ops/ops.h"
 #include "paths/single_copy.h"
 #include "shm/notify.h"
@@ -94,6 +95,7 @@ int shmesh_init(shmesh_ctx **out)
     c->world = e.world;
     c->local_devices = 1;
     c->debug = e.debug;
+    c->kinds_taken = path_kinds();
     char why[CTX_ERR_MAX - 32] = "";
     if (alloc_engine(c)) {
         release(c);

@@ -16,6 +16,17 @@
 struct call;
 struct call_scratch;
 
+/* Candidates of the path table depend on the flow's kind, its sizes and the
+ * group's size (and the context's thresholds, fixed): calls mostly repeat,
+ * so the last answer is kept. */
+struct path_memo {
+    uint64_t size, in_bytes;
+    int n;
+    int kind;
+    bool allreduce, handshake, valid;
+    unsigned candidates;
+};
+
 struct shmesh_ctx {
     int rank;
     int world;
@@ -41,6 +52,8 @@ struct shmesh_ctx {
      * their hash with the slot size: ranks must agree on them. */
     uint64_t zc_min, cma_min, rsag_min, tuning;
     unsigned debug;       /* SHMESH_DEBUG: enum debug_what bits */
+    unsigned kinds_taken; /* memory kinds some path takes (engine/path.h) */
+    struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */
     char err[CTX_ERR_MAX];
 };
 

@@ -1,5 +1,6 @@
 /* Calls: preparing, queueing, progressing and finishing them (see call.h). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +56,8 @@ void call_scratch_free_all(shmesh_ctx *c)
 
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
 {
-    memset(k, 0, sizeof *k);
+    memset(k, 0, offsetof(struct call, d));
+    call_desc_clear(&k->d);
     k->op = op;
     k->name = op_name(op);
     k->state = CALL_PREPARED;
@@ -65,8 +67,6 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     k->c = c;
     k->d.op = op;
     k->d.mesh = -1;
-    k->f.in_dim = k->f.out_dim = -1;
-    k->f.source = -1;
     if (c->spare) {
         k->s = c->spare;
         c->spare = k->s->next;
@@ -78,7 +78,8 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
 
 void call_group(struct call *k, int n, int me, const int *ranks)
 {
-    memcpy(k->s->ranks, ranks, sizeof *ranks * (size_t)n);
+    for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
+        k->s->ranks[p] = ranks[p];
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
     /* One device per rank for now: every member's local device is 0 (the
      * array is zeroed once and never written otherwise). */
@@ -106,11 +107,14 @@ int call_buffers(struct call *k)
 {
     const struct flow *f = &k->f;
     const char *in_backend = NULL, *out_backend = NULL;
-    k->in_kind = mem_classify(k->c, f->in.data, f->in_bytes, &k->in_heap, &in_backend);
-    k->out_kind = mem_classify(k->c, f->out.data, f->out_bytes, &k->out_heap, &out_backend);
-    if (!path_takes(k->in_kind))
+    const shmesh_ctx *c = k->c;
+    k->in_kind = mem_kind_of(&c->backends, &c->heap, f->in.data, f->in_bytes, &k->in_heap,
+                             &in_backend);
+    k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes, &k->out_heap,
+                              &out_backend);
+    if (k->in_kind & ~k->c->kinds_taken)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
-    if (!path_takes(k->out_kind))
+    if (k->out_kind & ~k->c->kinds_taken)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
     return 0;
 }

@@ -72,9 +72,7 @@ struct call {
     shmesh_ctx *c;
     enum call_op op;
     const char *name; /* "shmesh_psum", for messages */
-    struct call_desc d;
     struct group g;
-    struct flow f;
     enum mem_kind in_kind, out_kind;
     uint64_t in_heap, out_heap; /* offsets in the segment, when in the heap */
     /* The op's own state, and what it does between exchanges (ragged: check
@@ -105,6 +103,14 @@ struct call {
 
     struct call_scratch *s;
     struct call *next;   /* in the context's queue */
+    uint64_t size;       /* flow_size(), once the path is being chosen */
+    unsigned candidates; /* bit i: entry i of the path table is a candidate */
+
+    /* Last, the two large parts, which call_init does not clear wholesale:
+     * the description (cleared: it is hashed and published) and the flow
+     * (filled by the op's flow_init). */
+    struct call_desc d;
+    struct flow f;
 };
 
 /* Starts a call of `op` on context c: scratch from the context's pool.  The

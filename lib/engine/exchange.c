@@ -47,8 +47,10 @@ void xrun_start(struct call *k, struct xrun *xr, const struct streams *st)
     for (int q = 0; q < k->g.n; q++)
         longest = max_u64(longest, k->s->xtotal[q]);
     xr->st = st;
-    xr->window = win_capacity(k->c) / unit * unit;
-    xr->nwin = longest ? (longest + xr->window - 1) / xr->window : 1;
+    uint64_t cap = win_capacity(k->c);
+    /* Element sizes are powers of two: no division for them. */
+    xr->window = (unit & (unit - 1)) == 0 ? cap & ~(unit - 1) : cap / unit * unit;
+    xr->nwin = longest <= xr->window ? 1 : (longest + xr->window - 1) / xr->window;
     xr->w = 0;
     xr->phase = 0;
 }

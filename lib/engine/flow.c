@@ -17,20 +17,21 @@ static uint64_t array_bytes(const shmesh_array *a, size_t esz)
 void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
                const shmesh_array *out)
 {
-    memset(f, 0, sizeof *f);
+    static const shmesh_array none;
     f->kind = kind;
-    if (in) {
-        f->in = *in;
-        f->in_esz = shmesh_dtype_size(in->dtype);
-        f->in_bytes = array_bytes(in, f->in_esz);
-    }
-    if (out) {
-        f->out = *out;
-        f->out_esz = shmesh_dtype_size(out->dtype);
-        f->out_bytes = array_bytes(out, f->out_esz);
-    }
+    f->in = in ? *in : none;
+    f->in_esz = in ? shmesh_dtype_size(in->dtype) : 0;
+    f->in_bytes = in ? array_bytes(in, f->in_esz) : 0;
+    f->out = out ? *out : none;
+    f->out_esz = out ? shmesh_dtype_size(out->dtype) : 0;
+    f->out_bytes = out ? array_bytes(out, f->out_esz) : 0;
+    f->red = RED_SUM;
+    f->mean_n = 1;
     f->in_dim = f->out_dim = -1;
+    f->in_blk = f->out_blk = 0;
+    f->dest = NULL;
     f->source = -1;
+    f->streams = NULL;
 }
 
 /* Whether `from` sends `to` anything. */

@@ -17,12 +17,12 @@ static const struct path *const table[] = {
 };
 #define NPATHS (sizeof table / sizeof *table)
 
-bool path_takes(unsigned kinds)
+unsigned path_kinds(void)
 {
+    unsigned kinds = 0;
     for (size_t i = 0; i < NPATHS; i++)
-        if ((kinds & ~table[i]->kinds) == 0)
-            return true;
-    return false;
+        kinds |= table[i]->kinds;
+    return kinds;
 }
 
 /* The handshake: every member publishes where its buffers are. */
@@ -74,26 +74,46 @@ static const struct streams handshake = {.broadcast = true,
 static const struct path *choose(const struct call *k)
 {
     for (size_t i = 0; i < NPATHS; i++)
-        if (table[i]->candidate(k) && (!table[i]->handshake || table[i]->eligible(k)))
+        if ((k->candidates >> i & 1) && (!table[i]->handshake || table[i]->eligible(k)))
             return table[i];
     return &path_staged; /* not reached: staged is always a candidate */
 }
 
-static bool needs_handshake(const struct call *k)
+/* The candidates, once per exchange; whether one needs the handshake. */
+static bool find_candidates(struct call *k)
 {
+    struct path_memo *m = &k->c->path_memo;
+    const struct flow *f = &k->f;
+    k->size = flow_size(f);
+    bool allreduce = flow_allreduce(f);
+    if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
+        m->kind == (int)f->kind && m->allreduce == allreduce) {
+        k->candidates = m->candidates;
+        return m->handshake;
+    }
+    bool hs = false;
+    k->candidates = 0;
     for (size_t i = 0; i < NPATHS; i++)
-        if (table[i]->handshake && table[i]->candidate(k))
-            return true;
-    return false;
+        if (table[i]->candidate(k)) {
+            k->candidates |= 1u << i;
+            hs |= table[i]->handshake;
+        }
+    *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
+                            k->candidates};
+    return hs;
 }
 
+/* Before a path is chosen, k->stage is 0 (nothing done), 1 (the handshake
+ * is needed) or 2 (it is under way). */
 int path_step(struct call *k)
 {
     if (!k->path) {
-        if (!k->handshaken && needs_handshake(k)) {
-            if (k->stage == 0) {
+        if (k->stage == 0 && find_candidates(k))
+            k->stage = 1;
+        if (k->stage > 0 && !k->handshaken) {
+            if (k->stage == 1) {
                 xrun_start(k, &k->xr, &handshake);
-                k->stage = 1;
+                k->stage = 2;
             }
             int rc = xrun_step(k, &k->xr);
             if (rc)
@@ -105,7 +125,7 @@ int path_step(struct call *k)
         k->pos = 0;
         if (k->c->debug & DEBUG_PATHS)
             debug_line(k->c, "call #%" PRIu64 " %s: %" PRIu64 " B among %d, path %s%s", k->seq,
-                       k->name, flow_size(&k->f), k->g.n, k->path->name,
+                       k->name, k->size, k->g.n, k->path->name,
                        k->handshaken ? " (after the handshake)" : "");
     }
     return k->path->step(k);

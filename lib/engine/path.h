@@ -28,6 +28,9 @@ struct path {
     const char *name;
     unsigned kinds; /* enum mem_kind bits it takes, on every member */
     bool handshake; /* eligible() reads what the members published */
+    /* From k->size (the flow's size), the flow's kind, in_bytes, whether it
+     * reduces whole arrays, the group's size and the thresholds only (the
+     * context remembers the last answer: engine/path.c). */
     bool (*candidate)(const struct call *k);
     bool (*eligible)(const struct call *k);
     /* Moves the call's data: 0 when done, CALL_WAIT, or an error.  Starts
@@ -42,8 +45,8 @@ enum hs_flag {
     HS_OUT_HEAP = 4, /* its output too */
 };
 
-/* Whether some path takes buffers of these kinds. */
-bool path_takes(unsigned kinds);
+/* The memory kinds some path takes (the context keeps them). */
+unsigned path_kinds(void);
 /* Runs the call's current exchange: the handshake if a candidate needs it,
  * the choice, then the chosen path. */
 int path_step(struct call *k);

@@ -15,6 +15,9 @@ int heap_init(struct heap *h, const struct seg *seg, int rank)
 {
     memset(h, 0, sizeof *h);
     h->seg = seg;
+    h->lo_off = seg->hdr->heap_offset;
+    h->lo = seg->base + h->lo_off;
+    h->hi = seg->base + seg->hdr->total_bytes;
     h->base = seg_heap(seg, rank);
     h->size = seg->hdr->heap_share;
     if (!h->size)
@@ -143,17 +146,6 @@ void shmesh_free(shmesh_ctx *c, void *ptr)
     if (insert(&h->free, &h->nfree, &h->cap_free, i, b) < 0)
         ctx_fail(c, SHMESH_ERR_NOMEM, "shmesh_free: out of memory; %" PRIu64 " heap bytes are lost",
                  b.len);
-}
-
-bool heap_offset(const struct heap *h, const void *p, uint64_t len, uint64_t *off)
-{
-    const struct seg *s = h->seg;
-    const unsigned char *start = s->base + s->hdr->heap_offset, *end = s->base + s->hdr->total_bytes;
-    const unsigned char *q = p;
-    if (!p || q < start || q > end || len > (uint64_t)(end - q))
-        return false;
-    *off = (uint64_t)(q - s->base);
-    return true;
 }
 
 void *heap_at(const struct heap *h, uint64_t off, uint64_t len)

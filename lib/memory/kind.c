@@ -19,23 +19,14 @@ int mem_register(shmesh_ctx *c, const struct mem_backend *b)
 enum mem_kind mem_classify(const shmesh_ctx *c, const void *p, uint64_t len, uint64_t *heap_off,
                            const char **backend)
 {
-    if (!p || !len)
-        return MEM_HOST;
-    for (int i = 0; i < c->backends.n; i++) {
-        const struct mem_backend *b = &c->backends.list[i];
-        if (b->claims(b->arg, p, len)) {
-            if (backend)
-                *backend = b->name;
-            return MEM_DEVICE;
-        }
-    }
     uint64_t off;
-    if (heap_offset(&c->heap, p, len, &off)) {
-        if (heap_off)
-            *heap_off = off;
-        return MEM_HEAP;
-    }
-    return MEM_HOST;
+    const char *name = NULL;
+    enum mem_kind k = mem_kind_of(&c->backends, &c->heap, p, len, &off, &name);
+    if (k == MEM_HEAP && heap_off)
+        *heap_off = off;
+    if (k == MEM_DEVICE && backend)
+        *backend = name;
+    return k;
 }
 
 const char *mem_kind_name(enum mem_kind k)

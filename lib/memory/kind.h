@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "memory/heap.h"
 #include "shmesh.h"
 
 enum mem_kind {
@@ -39,6 +40,21 @@ int mem_register(shmesh_ctx *c, const struct mem_backend *b);
  * a device the backend's name.  An empty buffer is host memory. */
 enum mem_kind mem_classify(const shmesh_ctx *c, const void *p, uint64_t len, uint64_t *heap_off,
                            const char **backend);
+/* The same, given the context's backends and heap (what the engine calls on
+ * every buffer: no function call when no backend is registered). */
+static inline enum mem_kind mem_kind_of(const struct mem_backends *mb, const struct heap *h,
+                                        const void *p, uint64_t len, uint64_t *heap_off,
+                                        const char **backend)
+{
+    if (!p || !len)
+        return MEM_HOST;
+    for (int i = 0; i < mb->n; i++)
+        if (mb->list[i].claims(mb->list[i].arg, p, len)) {
+            *backend = mb->list[i].name;
+            return MEM_DEVICE;
+        }
+    return heap_offset(h, p, len, heap_off) ? MEM_HEAP : MEM_HOST;
+}
 /* "host", "shared heap", "device". */
 const char *mem_kind_name(enum mem_kind k);
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops/optable.h"
 #include "shm/layout.h"
@@ -20,21 +21,28 @@ enum call_op {
     OP_COUNT
 };
 
-/* What a call publishes in its first window.  Ranks compare a hash of it;
- * the fields are read back only to explain a mismatch.  Zero-filled before
- * use so padding hashes the same everywhere. */
+/* What a call publishes in its first window.  Ranks compare a hash of what
+ * identifies the call (call_hash); the fields are read back only to explain
+ * a mismatch.  call_desc_clear() zeroes the fixed fields and empties the
+ * texts; shapes are meaningful up to ndim only. */
 struct call_desc {
     uint32_t op;
     int32_t mesh; /* mesh id, -1 for world-wide calls */
     uint32_t dtype, out_dtype;
     int32_t ndim, out_ndim;
-    int64_t shape[SHMESH_MAX_NDIM], out_shape[SHMESH_MAX_NDIM];
     int64_t param[4];    /* the op's own values, named in the op table */
     uint64_t extra_hash; /* groups, permutations, mesh layout */
-    char axes[64];
-    char groups[96];     /* axis_index_groups as text ("" without), maybe cut short */
     uint64_t tuning;     /* the thresholds that choose algorithms: every rank must agree */
+    char axes[64];
+    char groups[96]; /* axis_index_groups as text ("" without), maybe cut short */
+    int64_t shape[SHMESH_MAX_NDIM], out_shape[SHMESH_MAX_NDIM];
 };
+
+static inline void call_desc_clear(struct call_desc *d)
+{
+    memset(d, 0, offsetof(struct call_desc, axes));
+    d->axes[0] = d->groups[0] = 0;
+}
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 
 /* "shmesh_psum", ...; NULL for an unknown op. */

@@ -144,7 +144,7 @@ static const struct peer_access cma = {
 static bool cma_candidate(const struct call *k)
 {
     const shmesh_ctx *c = k->c;
-    if (!peer_flow(k) || flow_size(&k->f) < c->cma_min)
+    if (!peer_flow(k) || k->size < c->cma_min)
         return false;
     return !(flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= c->rsag_min);
 }

@@ -28,7 +28,7 @@ static const struct peer_access mapped = {
 
 static bool zc_candidate(const struct call *k)
 {
-    return peer_flow(k) && flow_size(&k->f) >= k->c->zc_min;
+    return peer_flow(k) && k->size >= k->c->zc_min;
 }
 
 /* Inputs mapped everywhere; whole-array reductions write every output too. */
