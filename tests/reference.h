@@ -6,10 +6,12 @@
  * header leaves something out) with plain nested loops; it never calls a
  * libshmesh collective, so it can judge them.
  *
- * Where the header says less than JAX, JAX (the seed) decides: pmean with
- * axis_index_groups divides every subgroup's sum by the size of the first
- * subgroup (JAX's psum(1, axes, axis_index_groups) for a constant is
- * len(axis_index_groups[0])).  psum_scatter refuses bool, which JAX
+ * Where the header says less than JAX, JAX decides (the seed, and JAX 0.11
+ * on CPU as recorded in tests/golden): pmean with axis_index_groups scales
+ * every subgroup's sum by the size of the first subgroup (JAX's psum(1,
+ * axes, axis_index_groups) for a constant is len(axis_index_groups[0])),
+ * multiplying by its reciprocal rounded in the output dtype as XLA does;
+ * floating sums start from +0.0.  psum_scatter refuses bool, which JAX
  * converts to int32 in psum only (docs/semantics.md says so too). */
 #ifndef SHMESH_TEST_REFERENCE_H
 #define SHMESH_TEST_REFERENCE_H
