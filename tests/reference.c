@@ -27,22 +27,10 @@ static int invalid(char *why, size_t len, const char *fmt, ...)
     return REF_INVALID;
 }
 
-static const char *const op_names[REF_OP_COUNT] = {
-    [REF_PSUM] = "psum",
-    [REF_PMAX] = "pmax",
-    [REF_PMIN] = "pmin",
-    [REF_PMEAN] = "pmean",
-    [REF_PARGMAX] = "pargmax",
-    [REF_PARGMIN] = "pargmin",
-    [REF_ALL_GATHER] = "all_gather",
-    [REF_PSUM_SCATTER] = "psum_scatter",
-    [REF_ALL_TO_ALL] = "all_to_all",
-    [REF_PSWAPAXES] = "pswapaxes",
-    [REF_RAGGED_ALL_TO_ALL] = "ragged_all_to_all",
-    [REF_PPERMUTE] = "ppermute",
-    [REF_PSHUFFLE] = "pshuffle",
-    [REF_PBROADCAST] = "pbroadcast",
-};
+/* From the op table, as the enum (reference.h). */
+#define REF_OP_NAME(ID, name, scope, ...) REF_SCOPE_##scope([REF_##ID] = #name, )
+static const char *const op_names[REF_OP_COUNT] = {SHMESH_OPS(REF_OP_NAME)};
+#undef REF_OP_NAME
 
 const char *ref_op_name(ref_op op)
 {

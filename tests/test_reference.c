@@ -4,7 +4,8 @@
  * hand-worked cases for the rest: NaN propagation, argmax ties, wrapping,
  * half-precision accumulation, summation order inside subgroups,
  * all_to_all layouts, permutations, device_order, ragged refusals that stop
- * one group only, and refused arguments. */
+ * one group only, refused arguments, and the op list taken from the
+ * library's op table. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -869,6 +870,37 @@ static void pmean_multiplies_by_the_reciprocal(void **state)
     res_free(&r);
 }
 
+/* The model's ops are the MESH lines of the library's op table, with the
+ * table's names, and the model runs every one of them. */
+static void ops_come_from_the_op_table(void **state)
+{
+#define COUNT_MESH(ID, name, scope, ...) +REF_SCOPE_##scope(1)
+    assert_int_equal(REF_OP_COUNT, 0 SHMESH_OPS(COUNT_MESH));
+#undef COUNT_MESH
+    assert_int_equal(REF_PSUM, 0);
+    assert_string_equal(ref_op_name(REF_PSUM), "psum");
+    assert_string_equal(ref_op_name(REF_RAGGED_ALL_TO_ALL), "ragged_all_to_all");
+    assert_string_equal(ref_op_name(REF_OP_COUNT), "?");
+    assert_int_equal(ref_op_by_name("barrier"), -1);
+    assert_int_equal(ref_op_by_name("world_sum"), -1);
+    assert_int_equal(ref_op_by_name("nonsense"), -1);
+    for (int op = 0; op < REF_OP_COUNT; op++) {
+        const char *name = ref_op_name((ref_op)op);
+        assert_non_null(name);
+        assert_int_equal(ref_op_by_name(name), op);
+        /* Known to the model: a refusal, if any, is about the arguments. */
+        ref_call c = {.op = (ref_op)op, .axes = "i"};
+        shmesh_array in = {NULL, SHMESH_INT32, 1, {4}};
+        shmesh_dtype dt;
+        int nd;
+        int64_t shape[SHMESH_MAX_NDIM];
+        char why[256] = "";
+        ref_out_shape(&mesh4, &c, &in, &dt, &nd, shape, why, sizeof why);
+        if (strstr(why, "unknown op"))
+            fail_msg("the model does not run %s: %s", name, why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -888,6 +920,7 @@ int main(void)
         cmocka_unit_test(all_to_all_layouts),
         cmocka_unit_test(permutations),
         cmocka_unit_test(refused_arguments),
+        cmocka_unit_test(ops_come_from_the_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
