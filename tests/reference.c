@@ -27,22 +27,10 @@ static int invalid(char *why, size_t len, const char *fmt, ...)
     return REF_INVALID;
 }
 
-static const char *const op_names[REF_OP_COUNT] = {
-    [REF_PSUM] = "psum",
-    [REF_PMAX] = "pmax",
-    [REF_PMIN] = "pmin",
-    [REF_PMEAN] = "pmean",
-    [REF_PARGMAX] = "pargmax",
-    [REF_PARGMIN] = "pargmin",
-    [REF_ALL_GATHER] = "all_gather",
-    [REF_PSUM_SCATTER] = "psum_scatter",
-    [REF_ALL_TO_ALL] = "all_to_all",
-    [REF_PSWAPAXES] = "pswapaxes",
-    [REF_RAGGED_ALL_TO_ALL] = "ragged_all_to_all",
-    [REF_PPERMUTE] = "ppermute",
-    [REF_PSHUFFLE] = "pshuffle",
-    [REF_PBROADCAST] = "pbroadcast",
-};
+/* From the op table, as the enum (reference.h). */
+#define REF_OP_NAME(ID, name, scope, ...) REF_SCOPE_##scope([REF_##ID] = #name, )
+static const char *const op_names[REF_OP_COUNT] = {SHMESH_OPS(REF_OP_NAME)};
+#undef REF_OP_NAME
 
 const char *ref_op_name(ref_op op)
 {
@@ -694,7 +682,8 @@ int ref_out_shape(const ref_mesh *mesh, const ref_call *call, const shmesh_array
  * ---------------------------------------------------------------------- */
 
 /* The sum of element e of src[0..n-1], in that order, stored as element oe
- * of dst (bool inputs give int32). */
+ * of dst (bool inputs give int32).  Floating sums start from +0.0, as JAX's:
+ * a sum of nothing but -0.0 is +0.0. */
 static void sum_elem(shmesh_dtype dt, const void *const *src, int n, int64_t e, void *dst,
                      int64_t oe)
 {
@@ -710,32 +699,27 @@ static void sum_elem(shmesh_dtype dt, const void *const *src, int n, int64_t e, 
     case SHMESH_FLOAT16:
     case SHMESH_BFLOAT16: {
         bool h = dt == SHMESH_FLOAT16;
-        float acc = 0;
+        float acc = 0.0f;
         for (int k = 0; k < n; k++) {
             uint16_t b = (uint16_t)ld_raw(src[k], 2, e);
-            float v = h ? half_to_float(b) : bf16_to_float(b);
-            acc = k ? acc + v : v;
+            acc += h ? half_to_float(b) : bf16_to_float(b);
         }
         st_raw(dst, 2, oe, h ? float_to_half(acc) : float_to_bf16(acc));
         return;
     }
     case SHMESH_FLOAT32: {
-        float acc = 0;
-        for (int k = 0; k < n; k++) {
-            float v = (float)ld_float(dt, src[k], e);
-            acc = k ? acc + v : v;
-        }
+        float acc = 0.0f;
+        for (int k = 0; k < n; k++)
+            acc += (float)ld_float(dt, src[k], e);
         uint32_t u;
         memcpy(&u, &acc, 4);
         st_raw(dst, 4, oe, u);
         return;
     }
     case SHMESH_FLOAT64: {
-        double acc = 0;
-        for (int k = 0; k < n; k++) {
-            double v = ld_float(dt, src[k], e);
-            acc = k ? acc + v : v;
-        }
+        double acc = 0.0;
+        for (int k = 0; k < n; k++)
+            acc += ld_float(dt, src[k], e);
         uint64_t u;
         memcpy(&u, &acc, 8);
         st_raw(dst, 8, oe, u);
@@ -769,63 +753,58 @@ static int extreme_member(shmesh_dtype dt, const void *const *src, int n, int64_
     return best;
 }
 
-/* The pmean of element e (the sum over the n members divided by div), as
- * element oe of dst (dtype odt). */
+/* The pmean of element e (the sum over the n members "divided" by div), as
+ * element oe of dst (dtype odt).  JAX computes psum(x) / div, which XLA
+ * turns into psum(x) * (1 / div): div and its reciprocal rounded to the
+ * output dtype, the product rounded once (for float16 and bfloat16 it is
+ * exact in float32, then rounded to the type).  Integer and bool inputs:
+ * the wrapped integer sum, converted to the output dtype first. */
 static void mean_elem(shmesh_dtype dt, const void *const *src, int n, int div, int64_t e,
                       void *dst, shmesh_dtype odt, int64_t oe)
 {
     unsigned char sum[8];
     sum_elem(dt, src, n, e, sum, 0);
-    n = div;
-    if (dt_float(dt)) {
-        switch (dt) {
-        case SHMESH_FLOAT16: {
-            uint16_t s = (uint16_t)ld_raw(sum, 2, 0);
-            st_raw(dst, 2, oe, float_to_half(half_to_float(s) / (float)n));
-            return;
-        }
-        case SHMESH_BFLOAT16: {
-            uint16_t s = (uint16_t)ld_raw(sum, 2, 0);
-            st_raw(dst, 2, oe, float_to_bf16(bf16_to_float(s) / (float)n));
-            return;
-        }
-        case SHMESH_FLOAT32: {
-            float s = (float)ld_float(dt, sum, 0);
-            float q = s / (float)n;
-            uint32_t u;
-            memcpy(&u, &q, 4);
-            st_raw(dst, 4, oe, u);
-            return;
-        }
-        default: {
-            double q = ld_float(dt, sum, 0) / (double)n;
-            uint64_t u;
-            memcpy(&u, &q, 8);
-            st_raw(dst, 8, oe, u);
-            return;
-        }
-        }
-    }
-    /* Integer or bool: the wrapped integer sum, converted, then divided. */
+    /* The sum converted to float and to double, each rounded once. */
+    float sf;
+    double sd;
     shmesh_dtype sdt = dt == SHMESH_BOOL ? SHMESH_INT32 : dt;
-    bool is_signed = dt_signed(sdt);
-    uint64_t mag = 0;
-    int64_t sv = 0;
-    if (is_signed) {
-        sv = ld_signed(sdt, sum, 0);
+    if (dt_float(dt)) {
+        sd = ld_float(dt, sum, 0);
+        sf = (float)sd; /* exact for the types narrower than double */
+    } else if (dt_signed(sdt)) {
+        int64_t i = ld_signed(sdt, sum, 0);
+        sf = (float)i;
+        sd = (double)i;
     } else {
-        mag = ld_raw(sum, dt_size(sdt), 0);
+        uint64_t u = ld_raw(sum, dt_size(sdt), 0);
+        sf = (float)u;
+        sd = (double)u;
     }
-    if (odt == SHMESH_FLOAT32) {
-        float q = (is_signed ? (float)sv : (float)mag) / (float)n;
+    switch (odt) {
+    case SHMESH_FLOAT16: {
+        float r = half_to_float(float_to_half(1.0f / half_to_float(float_to_half((float)div))));
+        st_raw(dst, 2, oe, float_to_half(sf * r));
+        return;
+    }
+    case SHMESH_BFLOAT16: {
+        float r = bf16_to_float(float_to_bf16(1.0f / bf16_to_float(float_to_bf16((float)div))));
+        st_raw(dst, 2, oe, float_to_bf16(sf * r));
+        return;
+    }
+    case SHMESH_FLOAT32: {
+        float q = sf * (1.0f / (float)div);
         uint32_t u;
         memcpy(&u, &q, 4);
         st_raw(dst, 4, oe, u);
-    } else {
-        double q = (is_signed ? (double)sv : (double)mag) / (double)n;
+        return;
+    }
+    default: {
+        double q = sd * (1.0 / (double)div);
         uint64_t u;
         memcpy(&u, &q, 8);
         st_raw(dst, 8, oe, u);
+        return;
+    }
     }
 }
 

@@ -6,10 +6,12 @@
  * header leaves something out) with plain nested loops; it never calls a
  * libshmesh collective, so it can judge them.
  *
- * Where the header says less than JAX, JAX (the seed) decides: pmean with
- * axis_index_groups divides every subgroup's sum by the size of the first
- * subgroup (JAX's psum(1, axes, axis_index_groups) for a constant is
- * len(axis_index_groups[0])).  psum_scatter refuses bool, which JAX
+ * Where the header says less than JAX, JAX decides (the seed, and JAX 0.11
+ * on CPU as recorded in tests/golden): pmean with axis_index_groups scales
+ * every subgroup's sum by the size of the first subgroup (JAX's psum(1,
+ * axes, axis_index_groups) for a constant is len(axis_index_groups[0])),
+ * multiplying by its reciprocal rounded in the output dtype as XLA does;
+ * floating sums start from +0.0.  psum_scatter refuses bool, which JAX
  * converts to int32 in psum only (docs/semantics.md says so too). */
 #ifndef SHMESH_TEST_REFERENCE_H
 #define SHMESH_TEST_REFERENCE_H
@@ -18,30 +20,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/optable.h"
 #include "shmesh.h"
 
 /* Returned (with a sentence in `why`) for a call the header refuses. */
 #define REF_INVALID (-1)
 
-typedef enum {
-    REF_PSUM,
-    REF_PMAX,
-    REF_PMIN,
-    REF_PMEAN,
-    REF_PARGMAX,
-    REF_PARGMIN,
-    REF_ALL_GATHER,
-    REF_PSUM_SCATTER,
-    REF_ALL_TO_ALL,
-    REF_PSWAPAXES,
-    REF_RAGGED_ALL_TO_ALL,
-    REF_PPERMUTE,
-    REF_PSHUFFLE,
-    REF_PBROADCAST,
-    REF_OP_COUNT
-} ref_op;
+/* The ops the model knows: the MESH lines of the library's op table
+ * (lib/ops/optable.h), in its order, as REF_<ID> (REF_PSUM, REF_PMAX, ...,
+ * REF_PBROADCAST).  The WORLD lines (barrier, world_sum, ...) are left out.
+ * REF_SCOPE_<scope>(...) keeps its arguments for MESH and drops them for
+ * WORLD. */
+#define REF_SCOPE_MESH(...) __VA_ARGS__
+#define REF_SCOPE_WORLD(...)
+#define REF_OP_ENUM(ID, name, scope, ...) REF_SCOPE_##scope(REF_##ID, )
+typedef enum { SHMESH_OPS(REF_OP_ENUM) REF_OP_COUNT } ref_op;
+#undef REF_OP_ENUM
 
-/* "psum", "all_gather", ... ; ref_op_by_name returns -1 for an unknown name. */
+/* The table's names: "psum", "all_gather", ... ; ref_op_by_name returns -1
+ * for an unknown name (a WORLD op included). */
 const char *ref_op_name(ref_op op);
 int ref_op_by_name(const char *name);
 

@@ -1,7 +1,10 @@
 /* Description: element conversions and reduction kernels — float16 and
  * bfloat16 round to nearest even (checked against the compiler's _Float16
- * and an exact double-precision reference), and reduce_sum for every dtype
- * and rank count against a scalar reference, integers wrapping. */
+ * and an exact double-precision reference), reduce_sum for every dtype
+ * and rank count against a scalar reference, integers wrapping, floating
+ * sums starting from +0.0 as JAX's (a sum of -0.0 is +0.0), and pmean
+ * multiplying by the reciprocal of n rounded in the dtype, as JAX (XLA)
+ * does, which differs from dividing when n is not a power of two. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -159,18 +162,19 @@ static void check_sum(shmesh_dtype dt, int nsrc, size_t n)
             u += x;
             uint16_t h;
             memcpy(&h, srcs[k] + i * esz, esz < 2 ? esz : 2);
+            /* Floating sums start from +0.0. */
             if (dt == SHMESH_FLOAT32) {
                 float v;
                 memcpy(&v, srcs[k] + i * 4, 4);
-                f = k ? f + v : v;
+                f += v;
             } else if (dt == SHMESH_FLOAT64) {
                 double v;
                 memcpy(&v, srcs[k] + i * 8, 8);
-                d = k ? d + v : v;
+                d += v;
             } else if (dt == SHMESH_FLOAT16)
-                f = k ? f + half_to_float(h) : half_to_float(h);
+                f += half_to_float(h);
             else if (dt == SHMESH_BFLOAT16)
-                f = k ? f + bf16_to_float(h) : bf16_to_float(h);
+                f += bf16_to_float(h);
         }
         uint16_t h;
         switch (dt) {
@@ -212,6 +216,141 @@ static void integer_sums_wrap(void **state)
     assert_true(o64 == INT64_MIN);
 }
 
+/* Bits of one element of each floating dtype. */
+static const shmesh_dtype float_dtypes[] = {SHMESH_FLOAT16, SHMESH_BFLOAT16, SHMESH_FLOAT32,
+                                            SHMESH_FLOAT64};
+static const uint64_t neg_zero[] = {0x8000, 0x8000, 0x80000000u, UINT64_C(0x8000000000000000)};
+
+static void fill_bits(void *buf, shmesh_dtype dt, size_t n, uint64_t bits)
+{
+    size_t esz = shmesh_dtype_size(dt);
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)buf + i * esz, &bits, esz);
+}
+
+static uint64_t bits_at(const void *buf, shmesh_dtype dt, size_t i)
+{
+    uint64_t u = 0;
+    size_t esz = shmesh_dtype_size(dt);
+    memcpy(&u, (const char *)buf + i * esz, esz);
+    return u;
+}
+
+/* JAX's sums start from +0.0: -0.0 + -0.0 + ... is +0.0, for any number of
+ * sources (one included), in the vector loops and their tails. */
+static void sums_of_negative_zero_are_positive(void **state)
+{
+    enum { N = 37 };
+    uint64_t bufs[6][N], out[N];
+    const void *src[6];
+    for (size_t t = 0; t < 4; t++) {
+        shmesh_dtype dt = float_dtypes[t];
+        for (int k = 0; k < 6; k++) {
+            fill_bits(bufs[k], dt, N, neg_zero[t]);
+            src[k] = bufs[k];
+        }
+        for (int nsrc = 1; nsrc <= 6; nsrc++) {
+            memset(out, 0xff, sizeof out);
+            reduce_sum(dt, out, src, nsrc, N);
+            for (size_t i = 0; i < N; i++)
+                if (bits_at(out, dt, i) != 0)
+                    fail_msg("%s, %d sources of -0.0: element %zu is 0x%llx, not +0.0",
+                             shmesh_dtype_name(dt), nsrc, i,
+                             (unsigned long long)bits_at(out, dt, i));
+            /* psum and pmean go through reduce_run too. */
+            reduce_run(RED_SUM, dt, dt, out, src, nsrc, N, 0);
+            assert_int_equal(bits_at(out, dt, N - 1), 0);
+            reduce_run(RED_MEAN, dt, dt, out, src, nsrc, N, 3);
+            assert_int_equal(bits_at(out, dt, 0), 0);
+            assert_int_equal(bits_at(out, dt, N - 1), 0);
+        }
+        /* Anything else is left alone: -1.5 stays -1.5, a quiet NaN keeps
+         * its payload. */
+        static const uint64_t neg_one_half[] = {0xbe00, 0xbfc0, 0xbfc00000u,
+                                                UINT64_C(0xbff8000000000000)};
+        static const uint64_t nan_payload[] = {0x7e15, 0x7fd5, 0x7fc12345u,
+                                               UINT64_C(0x7ff8000000012345)};
+        fill_bits(bufs[0], dt, N, neg_one_half[t]);
+        fill_bits(bufs[0], dt, 1, nan_payload[t]);
+        reduce_sum(dt, out, src, 1, N);
+        assert_int_equal(bits_at(out, dt, 0), nan_payload[t]);
+        assert_int_equal(bits_at(out, dt, N - 1), neg_one_half[t]);
+    }
+}
+
+/* Three sources summing to `sum` in element 0 (exactly: small values). */
+static void three_sources(shmesh_dtype dt, double sum, uint64_t bufs[3][4], const void *src[3])
+{
+    double part[3] = {sum - 2 * floor(sum / 3), floor(sum / 3), floor(sum / 3)};
+    for (int k = 0; k < 3; k++) {
+        uint64_t u = 0;
+        float f = (float)part[k];
+        switch (dt) {
+        case SHMESH_FLOAT16: u = float_to_half(f); break;
+        case SHMESH_BFLOAT16: u = float_to_bf16(f); break;
+        case SHMESH_FLOAT32: memcpy(&u, &f, 4); break;
+        case SHMESH_FLOAT64: memcpy(&u, &part[k], 8); break;
+        default: u = (uint64_t)(int64_t)part[k]; break; /* integers, two's complement */
+        }
+        memset(bufs[k], 0, sizeof bufs[k]);
+        memcpy(bufs[k], &u, shmesh_dtype_size(dt));
+        src[k] = bufs[k];
+    }
+}
+
+/* pmean over groups of 3: JAX's psum(x) / 3 is x * (1/3) after XLA's
+ * algebraic simplifier, the reciprocal rounded in the dtype (float16 and
+ * bfloat16: 3 and 1/3 rounded to the type, the product rounded once).  Each
+ * case is one where dividing gives the other neighbour (the division's
+ * bits in the comment); the golden data of JAX 0.11 show it for float32,
+ * int32 and uint32 (tests/golden). */
+static void pmean_multiplies_by_the_reciprocal(void **state)
+{
+    static const struct {
+        shmesh_dtype in, out;
+        double sum;
+        int n, mean_n;
+        uint64_t want;
+    } cases[] = {
+        {SHMESH_FLOAT32, SHMESH_FLOAT32, 5, 3, 3, 0x3fd55556u},        /* / 3: 0x3fd55555 */
+        {SHMESH_FLOAT32, SHMESH_FLOAT32, 23, 3, 3, 0x40f55556u},       /* / 3: 0x40f55555 */
+        {SHMESH_FLOAT32, SHMESH_FLOAT32, 9, 3, 5, 0x3fe66667u},        /* / 5: 0x3fe66666 */
+        {SHMESH_FLOAT64, SHMESH_FLOAT64, 5, 3, 3, UINT64_C(0x3ffaaaaaaaaaaaaa)}, /* ...ab */
+        {SHMESH_FLOAT64, SHMESH_FLOAT64, 3, 3, 5, UINT64_C(0x3fe3333333333334)}, /* ...33 */
+        {SHMESH_FLOAT16, SHMESH_FLOAT16, 1.25, 3, 3, 0x36aa},          /* / 3: 0x36ab */
+        {SHMESH_FLOAT16, SHMESH_FLOAT16, 1.5, 3, 5, 0x34cc},           /* / 5: 0x34cd */
+        {SHMESH_BFLOAT16, SHMESH_BFLOAT16, 1.25, 3, 3, 0x3ed6},        /* / 3: 0x3ed5 */
+        {SHMESH_BFLOAT16, SHMESH_BFLOAT16, 2.25, 3, 5, 0x3ee7},        /* / 5: 0x3ee6 */
+        /* integers: the wrapped sum converted, times the reciprocal */
+        {SHMESH_INT32, SHMESH_FLOAT32, 23, 3, 3, 0x40f55556u},
+        {SHMESH_UINT32, SHMESH_FLOAT32, 23, 3, 3, 0x40f55556u},
+        {SHMESH_INT8, SHMESH_FLOAT32, -5, 3, 3, 0xbfd55556u},
+        {SHMESH_UINT8, SHMESH_FLOAT32, 5, 3, 3, 0x3fd55556u},
+        {SHMESH_INT64, SHMESH_FLOAT64, 5, 3, 3, UINT64_C(0x3ffaaaaaaaaaaaaa)},
+        {SHMESH_INT32, SHMESH_FLOAT64, 5, 3, 3, UINT64_C(0x3ffaaaaaaaaaaaaa)},
+        {SHMESH_UINT64, SHMESH_FLOAT64, 3, 3, 5, UINT64_C(0x3fe3333333333334)},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        uint64_t bufs[3][4], out[4];
+        const void *src[3];
+        three_sources(cases[c].in, cases[c].sum, bufs, src);
+        memset(out, 0, sizeof out);
+        reduce_run(RED_MEAN, cases[c].in, cases[c].out, out, src, cases[c].n, 1,
+                   cases[c].mean_n);
+        uint64_t got = bits_at(out, cases[c].out, 0);
+        if (got != cases[c].want)
+            fail_msg("pmean of %s summing to %g over %d, divided by %d: 0x%llx, expected 0x%llx",
+                     shmesh_dtype_name(cases[c].in), cases[c].sum, cases[c].n, cases[c].mean_n,
+                     (unsigned long long)got, (unsigned long long)cases[c].want);
+    }
+    /* bool counts as int32: 2 trues of 3, over a first subgroup of 3 */
+    uint8_t t = 1, f = 0;
+    const void *bsrc[] = {&t, &f, &t};
+    float m;
+    reduce_run(RED_MEAN, SHMESH_BOOL, SHMESH_FLOAT32, &m, bsrc, 3, 1, 3);
+    assert_true(m == 2.0f * (1.0f / 3.0f));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +359,8 @@ int main(void)
         cmocka_unit_test(bfloat16_rounds_to_nearest_even),
         cmocka_unit_test(reduce_sum_every_dtype),
         cmocka_unit_test(integer_sums_wrap),
+        cmocka_unit_test(sums_of_negative_zero_are_positive),
+        cmocka_unit_test(pmean_multiplies_by_the_reciprocal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * hand-worked cases for the rest: NaN propagation, argmax ties, wrapping,
  * half-precision accumulation, summation order inside subgroups,
  * all_to_all layouts, permutations, device_order, ragged refusals that stop
- * one group only, and refused arguments. */
+ * one group only, refused arguments, and the op list taken from the
+ * library's op table. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,8 +227,8 @@ static void pmean_docstring(void **state)
     assert_true(*(float *)r.out[3].data == 1.0f); /* 3 / 3 */
     res_free(&r);
 
-    /* float16: the sum is rounded to half, then divided (in float, rounded):
-     * 2048 + 1 + 1 + 1 = 2051 -> 2052 in half; / 4 = 513. */
+    /* float16: the sum is rounded to half, then multiplied by 1/4 (in float,
+     * rounded): 2048 + 1 + 1 + 1 = 2051 -> 2052 in half; / 4 = 513. */
     uint16_t h[4] = {float_to_half(2048), float_to_half(1), float_to_half(1), float_to_half(1)};
     c.groups = NULL;
     run_ref(&mesh4, &c, SHMESH_FLOAT16, 0, NULL, h, &r);
@@ -788,6 +789,118 @@ static void refused_arguments(void **state)
     assert_int_equal(ref_mesh_world(&same, why, sizeof why), REF_INVALID);
 }
 
+/* JAX's floating sums start from +0.0: a sum of nothing but -0.0 is +0.0
+ * (psum, psum_scatter and pmean alike; a subgroup of one too). */
+static void sums_of_negative_zero(void **state)
+{
+    struct res r;
+    shmesh_groups g = {2, 0, (const int[]){0, 1, 2, 3}, (const int[]){3, 1}};
+    ref_call c = {.op = REF_PSUM, .axes = "i", .groups = &g};
+    float f[4] = {-0.0f, -0.0f, -0.0f, -0.0f};
+    double d[4] = {-0.0, -0.0, 0.0, -0.0};
+    uint16_t h[4] = {0x8000, 0x8000, 0x8000, 0x8000};
+    static const ref_op ops[] = {REF_PSUM, REF_PMEAN};
+    for (size_t k = 0; k < 2; k++) {
+        c.op = ops[k];
+        run_ref(&mesh4, &c, SHMESH_FLOAT32, 0, NULL, f, &r);
+        assert_int_equal(r.rc, 0);
+        for (int dv = 0; dv < 4; dv++)
+            assert_int_equal(*(uint32_t *)r.out[dv].data, 0);
+        res_free(&r);
+        run_ref(&mesh4, &c, SHMESH_FLOAT64, 0, NULL, d, &r);
+        for (int dv = 0; dv < 4; dv++)
+            assert_true(*(uint64_t *)r.out[dv].data == 0);
+        res_free(&r);
+        run_ref(&mesh4, &c, SHMESH_FLOAT16, 0, NULL, h, &r);
+        assert_int_equal(*(uint16_t *)r.out[3].data, 0);
+        res_free(&r);
+        run_ref(&mesh4, &c, SHMESH_BFLOAT16, 0, NULL, h, &r);
+        assert_int_equal(*(uint16_t *)r.out[0].data, 0);
+        res_free(&r);
+    }
+    c = (ref_call){.op = REF_PSUM_SCATTER, .axes = "i", .tiled = true};
+    float f16[16];
+    for (int k = 0; k < 16; k++)
+        f16[k] = -0.0f;
+    int64_t shape[1] = {4};
+    run_ref(&mesh4, &c, SHMESH_FLOAT32, 1, shape, f16, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(*(uint32_t *)r.out[2].data, 0);
+    res_free(&r);
+}
+
+/* pmean over groups whose size is no power of two: JAX's psum(x) / n is
+ * psum(x) * (1/n) after XLA's simplifier, the reciprocal rounded in the
+ * output dtype, which differs from dividing (the golden data of JAX 0.11
+ * show it for float32, int32 and uint32). */
+static void pmean_multiplies_by_the_reciprocal(void **state)
+{
+    struct res r;
+    /* subgroups [0, 1, 2] and [3]: every sum is scaled by 1/3 */
+    shmesh_groups g = {2, 0, (const int[]){0, 1, 2, 3}, (const int[]){3, 1}};
+    ref_call c = {.op = REF_PMEAN, .axes = "i", .groups = &g,
+                  .mean_dtype = SHMESH_FLOAT32};
+    float f[4] = {2, 2, 1, 23};
+    run_ref(&mesh4, &c, SHMESH_FLOAT32, 0, NULL, f, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(*(uint32_t *)r.out[0].data, 0x3fd55556); /* 5 / 3: ...55 */
+    assert_int_equal(*(uint32_t *)r.out[3].data, 0x40f55556); /* 23 / 3: ...55 */
+    res_free(&r);
+    double d[4] = {2, 2, 1, 0};
+    run_ref(&mesh4, &c, SHMESH_FLOAT64, 0, NULL, d, &r);
+    assert_true(*(uint64_t *)r.out[1].data == UINT64_C(0x3ffaaaaaaaaaaaaa)); /* ...ab */
+    res_free(&r);
+    uint16_t h[4] = {float_to_half(1), float_to_half(0.25f), 0, 0};
+    run_ref(&mesh4, &c, SHMESH_FLOAT16, 0, NULL, h, &r);
+    assert_int_equal(*(uint16_t *)r.out[2].data, 0x36aa); /* 1.25 / 3: 0x36ab */
+    res_free(&r);
+    uint16_t b[4] = {float_to_bf16(1), float_to_bf16(0.25f), 0, 0};
+    run_ref(&mesh4, &c, SHMESH_BFLOAT16, 0, NULL, b, &r);
+    assert_int_equal(*(uint16_t *)r.out[2].data, 0x3ed6); /* 1.25 / 3: 0x3ed5 */
+    res_free(&r);
+    /* integers: the sum converted to the output dtype, then multiplied */
+    int32_t i[4] = {10, 6, 7, 5};
+    run_ref(&mesh4, &c, SHMESH_INT32, 0, NULL, i, &r);
+    assert_int_equal(*(uint32_t *)r.out[0].data, 0x40f55556); /* 23 / 3 */
+    assert_int_equal(*(uint32_t *)r.out[3].data, 0x3fd55556); /* 5 / 3 */
+    res_free(&r);
+    c.mean_dtype = SHMESH_FLOAT64;
+    run_ref(&mesh4, &c, SHMESH_INT32, 0, NULL, i, &r);
+    assert_true(*(uint64_t *)r.out[3].data == UINT64_C(0x3ffaaaaaaaaaaaaa)); /* 5 / 3 */
+    res_free(&r);
+}
+
+/* The model's ops are the MESH lines of the library's op table, with the
+ * table's names, and the model runs every one of them. */
+static void ops_come_from_the_op_table(void **state)
+{
+#define COUNT_MESH(ID, name, scope, ...) +REF_SCOPE_##scope(1)
+    assert_int_equal(REF_OP_COUNT, 0 SHMESH_OPS(COUNT_MESH));
+#undef COUNT_MESH
+    assert_int_equal(REF_PSUM, 0);
+    assert_string_equal(ref_op_name(REF_PSUM), "psum");
+    assert_string_equal(ref_op_name(REF_RAGGED_ALL_TO_ALL), "ragged_all_to_all");
+    assert_string_equal(ref_op_name(REF_OP_COUNT), "?");
+    assert_int_equal(ref_op_by_name("barrier"), -1);
+    assert_int_equal(ref_op_by_name("world_sum"), -1);
+    assert_int_equal(ref_op_by_name("nonsense"), -1);
+    for (int op = 0; op < REF_OP_COUNT; op++) {
+        const char *name = ref_op_name((ref_op)op);
+        assert_non_null(name);
+        assert_int_equal(ref_op_by_name(name), op);
+        /* Known to the model: a refusal, if any, is about the arguments. */
+        ref_call c = {.op = (ref_op)op, .axes = "i"};
+        shmesh_array in = {NULL, SHMESH_INT32, 1, {4}};
+        shmesh_dtype dt;
+        int nd;
+        int64_t shape[SHMESH_MAX_NDIM];
+        char why[256] = "";
+        ref_out_shape(&mesh4, &c, &in, &dt, &nd, shape, why, sizeof why);
+        if (strstr(why, "unknown op"))
+            fail_msg("the model does not run %s: %s", name, why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -802,9 +915,12 @@ int main(void)
         cmocka_unit_test(ragged_refusal_is_per_group),
         cmocka_unit_test(max_min_argmax),
         cmocka_unit_test(sum_types_and_order),
+        cmocka_unit_test(sums_of_negative_zero),
+        cmocka_unit_test(pmean_multiplies_by_the_reciprocal),
         cmocka_unit_test(all_to_all_layouts),
         cmocka_unit_test(permutations),
         cmocka_unit_test(refused_arguments),
+        cmocka_unit_test(ops_come_from_the_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,32 @@
         }                                                                                      \
     } while (0)
 
-/* Half types accumulate in float32, block by block, and round once. */
+/* Floating sums start from +0.0, as JAX's do: the first source gets + 0.0,
+ * which maps -0.0 to +0.0 and leaves every other value as it is (a NaN
+ * keeps its payload), so a sum of nothing but -0.0 is +0.0.  Without
+ * -ffast-math the compiler may not drop the addition (x + 0.0 is no identity
+ * for x = -0.0), and it costs nothing in these memory-bound loops. */
+#define FLOAT_SUM_LOOP(T)                                                                      \
+    do {                                                                                       \
+        T *d = dst;                                                                            \
+        const T *s0 = src[0];                                                                  \
+        if (nsrc == 1) {                                                                       \
+            for (size_t i = 0; i < n; i++)                                                     \
+                d[i] = s0[i] + (T)0;                                                           \
+            break;                                                                             \
+        }                                                                                      \
+        const T *s1 = src[1];                                                                  \
+        for (size_t i = 0; i < n; i++)                                                         \
+            d[i] = (s0[i] + (T)0) + s1[i];                                                     \
+        for (int k = 2; k < nsrc; k++) {                                                       \
+            const T *sk = src[k];                                                              \
+            for (size_t i = 0; i < n; i++)                                                     \
+                d[i] += sk[i];                                                                 \
+        }                                                                                      \
+    } while (0)
+
+/* Half types accumulate in float32, block by block, from +0.0, and round
+ * once. */
 #define HALF_SUM_LOOP(TO_F, FROM_F)                                                            \
     do {                                                                                       \
         enum { BLOCK = 256 };                                                                  \
@@ -37,7 +62,7 @@
             size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;                                        \
             const uint16_t *s0 = (const uint16_t *)src[0] + i0;                                \
             for (size_t i = 0; i < m; i++)                                                     \
-                acc[i] = TO_F(s0[i]);                                                          \
+                acc[i] = TO_F(s0[i]) + 0.0f;                                                   \
             for (int k = 1; k < nsrc; k++) {                                                   \
                 const uint16_t *sk = (const uint16_t *)src[k] + i0;                            \
                 for (size_t i = 0; i < m; i++)                                                 \
@@ -76,10 +101,10 @@ HOT void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc
         SUM_LOOP(uint64_t);
         break;
     case SHMESH_FLOAT32:
-        SUM_LOOP(float);
+        FLOAT_SUM_LOOP(float);
         break;
     case SHMESH_FLOAT64:
-        SUM_LOOP(double);
+        FLOAT_SUM_LOOP(double);
         break;
     case SHMESH_FLOAT16:
         HALF_SUM_LOOP(half_to_float, float_to_half);
@@ -243,63 +268,63 @@ static int32_t arg_index(shmesh_dtype dt, const void *const *src, int nsrc, size
     return INT32_MAX;
 }
 
-static void store_f(shmesh_dtype dt, void *dst, size_t i, double v)
+/* pmean, as JAX computes psum(x) / n: XLA turns the division by the
+ * constant n into a multiplication by its reciprocal, with n and the
+ * reciprocal each rounded to the output dtype (for float16 and bfloat16 the
+ * product is computed in float32, where it is exact, and rounded once).
+ * Floating inputs: the sum as psum gives it, in place in dst, times that
+ * reciprocal. */
+static void mean_float(shmesh_dtype dt, void *dst, size_t n, int div)
 {
     switch (dt) {
-    case SHMESH_FLOAT16: ((uint16_t *)dst)[i] = float_to_half((float)v); break;
-    case SHMESH_BFLOAT16: ((uint16_t *)dst)[i] = float_to_bf16((float)v); break;
-    case SHMESH_FLOAT32: ((float *)dst)[i] = (float)v; break;
-    default: ((double *)dst)[i] = v; break;
+    case SHMESH_FLOAT32: {
+        float r = 1.0f / (float)div, *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] *= r;
+        break;
+    }
+    case SHMESH_FLOAT64: {
+        double r = 1.0 / (double)div, *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] *= r;
+        break;
+    }
+    case SHMESH_FLOAT16: {
+        float r = half_to_float(float_to_half(1.0f / half_to_float(float_to_half((float)div))));
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = float_to_half(half_to_float(d[i]) * r);
+        break;
+    }
+    default: { /* bfloat16 */
+        float r = bf16_to_float(float_to_bf16(1.0f / bf16_to_float(float_to_bf16((float)div))));
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = float_to_bf16(bf16_to_float(d[i]) * r);
+        break;
+    }
     }
 }
 
-/* pmean of element i: the sum as psum gives it (rounded to the dtype, or
- * the wrapped integer), then divided by n in the output dtype. */
-static void mean_elem(shmesh_dtype in, shmesh_dtype out, void *dst, const void *const *src,
-                      int nsrc, size_t i, int n)
+/* Integer and bool inputs: the sum as psum gives it (wrapped at the
+ * input's width; bool counts as int32), converted to the output dtype, then
+ * times the reciprocal of n in that dtype. */
+static void mean_int_elem(shmesh_dtype in, shmesh_dtype out, void *dst, const void *const *src,
+                          int nsrc, size_t i, int div)
 {
-    if (dtype_is_float(in)) {
-        if (in == SHMESH_FLOAT64) {
-            double s = load_f(in, src[0], i);
-            for (int k = 1; k < nsrc; k++)
-                s += load_f(in, src[k], i);
-            store_f(out, dst, i, s / (double)n);
-            return;
-        }
-        float s = (float)load_f(in, src[0], i);
-        for (int k = 1; k < nsrc; k++)
-            s += (float)load_f(in, src[k], i);
-        if (in != SHMESH_FLOAT32) { /* the psum result is a half */
-            uint16_t h = in == SHMESH_FLOAT16 ? float_to_half(s) : float_to_bf16(s);
-            s = (float)load_f(in, &h, 0);
-        }
-        store_f(out, dst, i, (double)(s / (float)n));
-        return;
-    }
-    /* Integers (and bools, summed as int32) wrap at their width. */
     size_t width = in == SHMESH_BOOL ? 4 : shmesh_dtype_size(in);
     uint64_t s = 0;
     for (int k = 0; k < nsrc; k++)
         s += is_signed(in) ? (uint64_t)load_s(in, src[k], i) : load_u(in, src[k], i);
     if (width < 8)
         s &= (UINT64_C(1) << (8 * width)) - 1;
-    double v;
-    if (is_signed(in) || in == SHMESH_BOOL) {
-        int64_t sv = width < 8 && (s >> (8 * width - 1)) ? (int64_t)(s - (UINT64_C(1) << (8 * width)))
-                                                         : (int64_t)s;
-        v = (double)sv;
-        if (out == SHMESH_FLOAT32) { /* JAX converts to float32, then divides */
-            ((float *)dst)[i] = (float)sv / (float)n;
-            return;
-        }
-    } else {
-        v = (double)s;
-        if (out == SHMESH_FLOAT32) {
-            ((float *)dst)[i] = (float)s / (float)n;
-            return;
-        }
-    }
-    ((double *)dst)[i] = v / (double)n;
+    bool neg = (is_signed(in) || in == SHMESH_BOOL) && (s >> (8 * width - 1));
+    /* The signed value, or for unsigned types the value itself. */
+    int64_t sv = neg ? (width < 8 ? (int64_t)(s - (UINT64_C(1) << (8 * width))) : (int64_t)s) : 0;
+    if (out == SHMESH_FLOAT32)
+        ((float *)dst)[i] = (neg ? (float)sv : (float)s) * (1.0f / (float)div);
+    else
+        ((double *)dst)[i] = (neg ? (double)sv : (double)s) * (1.0 / (double)div);
 }
 
 void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *dst,
@@ -331,8 +356,13 @@ void reduce_run(enum red_op op, shmesh_dtype in_dt, shmesh_dtype out_dt, void *d
         }
         return;
     case RED_MEAN:
+        if (dtype_is_float(in_dt)) { /* out_dt is in_dt */
+            reduce_sum(in_dt, dst, src, nsrc, n);
+            mean_float(in_dt, dst, n, mean_n);
+            return;
+        }
         for (size_t i = 0; i < n; i++)
-            mean_elem(in_dt, out_dt, dst, src, nsrc, i, mean_n);
+            mean_int_elem(in_dt, out_dt, dst, src, nsrc, i, mean_n);
         return;
     case RED_ARGMAX:
     case RED_ARGMIN:
