@@ -42,6 +42,9 @@ struct shmesh_ctx {
      * moving through the segment. */
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
+    /* Someone blocks until a call is done (call_wait): a window not there
+     * yet is spun for in place rather than returned as a wait. */
+    bool blocking;
     int *all_ranks;       /* 0..world-1 */
     int next_mesh_id;
     struct heap heap;

@@ -56,7 +56,9 @@ void call_scratch_free_all(shmesh_ctx *c)
 
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
 {
-    memset(k, 0, offsetof(struct call, d));
+    memset(&k->op_state, 0, offsetof(struct call, g) - offsetof(struct call, op_state));
+    k->c = NULL;
+    k->s = NULL;
     call_desc_clear(&k->d);
     k->op = op;
     k->name = op_name(op);
@@ -110,8 +112,14 @@ int call_buffers(struct call *k)
     const shmesh_ctx *c = k->c;
     k->in_kind = mem_kind_of(&c->backends, &c->heap, f->in.data, f->in_bytes, &k->in_heap,
                              &in_backend);
-    k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes, &k->out_heap,
-                              &out_backend);
+    if (f->out.data == f->in.data && f->out_bytes == f->in_bytes) { /* in place */
+        k->out_kind = k->in_kind;
+        k->out_heap = k->in_heap;
+        out_backend = in_backend;
+    } else {
+        k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes,
+                                  &k->out_heap, &out_backend);
+    }
     if (k->in_kind & ~k->c->kinds_taken)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
     if (k->out_kind & ~k->c->kinds_taken)
@@ -212,6 +220,7 @@ int call_progress(shmesh_ctx *c)
 int call_wait(struct call *k)
 {
     shmesh_ctx *c = k->c;
+    c->blocking = true;
     while (k->state != CALL_DONE) {
         if (call_progress(c) != CALL_WAIT)
             continue;
@@ -219,6 +228,7 @@ int call_wait(struct call *k)
         if (rc)
             finish_head(c, rc);
     }
+    c->blocking = false;
     return k->rc;
 }
 

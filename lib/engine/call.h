@@ -40,6 +40,8 @@ struct wait_for {
     int rank;
     uint64_t target;
     bool window;
+    bool spun; /* the spin and yield phases are over already */
+    int64_t t0; /* SHMESH_DEBUG=waits: when the wait began */
 };
 
 /* Per-call scratch, sized for the whole world, recycled through the context. */
@@ -69,46 +71,48 @@ struct xrun {
 struct path;
 
 struct call {
+    /* Set by call_init. */
     shmesh_ctx *c;
     enum call_op op;
     const char *name; /* "shmesh_psum", for messages */
-    struct group g;
-    enum mem_kind in_kind, out_kind;
-    uint64_t in_heap, out_heap; /* offsets in the segment, when in the heap */
+    struct call_scratch *s;
+
+    /* Cleared by call_init (from op_state to the end of this block). */
     /* The op's own state, and what it does between exchanges (ragged: check
      * every slice, then move the rows): 0 when the call is complete, 1 when
      * it set up another exchange, or an error. */
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
-
     /* Position in the protocol. */
     enum call_state state;
     int rc;
-    uint64_t seq;        /* call number, from submission */
     uint32_t window;     /* the next window's index within the call */
-    uint64_t tag;        /* the window posted last */
-    uint64_t hash;       /* of the description, with the context's thresholds */
     bool desc_pending;   /* the next window is the call's first: it carries d */
     bool check_hash;     /* the window posted last carried d: compare members' */
+    bool handshaken;     /* members' buffers are published (zero/single copy) */
     int at;              /* the member (or reader) a resumed wait goes on from */
     int stage;           /* the current step's own position */
     uint64_t pos;
-    bool handshaken;     /* members' buffers are published (zero/single copy) */
     const struct path *path;
-    struct xrun xr;
-    struct wait_for wait;
     int32_t err, err_peer; /* a peer path's failed read: errno, whose buffer */
-    int64_t t_start;     /* SHMESH_DEBUG: when it was submitted */
-
-    struct call_scratch *s;
     struct call *next;   /* in the context's queue */
+
+    /* Set before they are read. */
+    struct group g;                 /* by the op */
+    enum mem_kind in_kind, out_kind; /* call_buffers */
+    uint64_t in_heap, out_heap;     /* offsets in the segment, when in the heap */
+    uint64_t seq;        /* call number, from submission */
+    uint64_t tag;        /* the window posted last */
+    uint64_t hash;       /* of the description, with the context's thresholds */
     uint64_t size;       /* flow_size(), once the path is being chosen */
     unsigned candidates; /* bit i: entry i of the path table is a candidate */
+    struct xrun xr;
+    struct wait_for wait;
+    int64_t t_start;     /* SHMESH_DEBUG: when it was submitted */
 
-    /* Last, the two large parts, which call_init does not clear wholesale:
-     * the description (cleared: it is hashed and published) and the flow
-     * (filled by the op's flow_init). */
+    /* Last, the two large parts: the description (call_desc_clear: it is
+     * hashed and published) and the flow (filled by the op's flow_init). */
     struct call_desc d;
     struct flow f;
 };

@@ -2,6 +2,7 @@
  * streams that carry them (see flow.h). */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "engine/call.h"
 #include "engine/exchange.h"
 #include "engine/flow.h"
@@ -20,10 +21,10 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
     static const shmesh_array none;
     f->kind = kind;
     f->in = in ? *in : none;
-    f->in_esz = in ? shmesh_dtype_size(in->dtype) : 0;
+    f->in_esz = in ? dtype_size(in->dtype) : 0;
     f->in_bytes = in ? array_bytes(in, f->in_esz) : 0;
     f->out = out ? *out : none;
-    f->out_esz = out ? shmesh_dtype_size(out->dtype) : 0;
+    f->out_esz = out ? dtype_size(out->dtype) : 0;
     f->out_bytes = out ? array_bytes(out, f->out_esz) : 0;
     f->red = RED_SUM;
     f->mean_n = 1;
@@ -65,15 +66,6 @@ bool flow_part(const struct call *k, int from, int to, struct box *src, struct b
 bool flow_shared(const struct flow *f)
 {
     return f->kind == FLOW_NONE || (!f->dest && f->in_dim < 0);
-}
-
-bool flow_allreduce(const struct flow *f) { return f->kind == FLOW_REDUCE && f->in_dim < 0; }
-
-uint64_t flow_size(const struct flow *f)
-{
-    if (flow_allreduce(f) && f->out_bytes > f->in_bytes)
-        return f->out_bytes;
-    return f->in_bytes;
 }
 
 /* The part of an input one destination gets, in bytes. */

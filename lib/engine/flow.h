@@ -83,12 +83,20 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
 bool flow_part(const struct call *k, int from, int to, struct box *src, struct box *dst);
 /* Whether every receiver gets the same part of a sender's input. */
 bool flow_shared(const struct flow *f);
-/* The size that thresholds are compared with: the input's bytes, or the
- * larger buffer's for a whole-array reduction. */
-uint64_t flow_size(const struct flow *f);
 /* Whether the reduction is of whole arrays (psum, world_sum: every member's
  * output is the same). */
-bool flow_allreduce(const struct flow *f);
+static inline bool flow_allreduce(const struct flow *f)
+{
+    return f->kind == FLOW_REDUCE && f->in_dim < 0;
+}
+/* The size that thresholds are compared with: the input's bytes, or the
+ * larger buffer's for a whole-array reduction. */
+static inline uint64_t flow_size(const struct flow *f)
+{
+    if (flow_allreduce(f) && f->out_bytes > f->in_bytes)
+        return f->out_bytes;
+    return f->in_bytes;
+}
 /* The staged streams of a flow (FLOW_STREAMS: the op's own). */
 const struct streams *flow_streams(const struct flow *f);
 

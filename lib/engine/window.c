@@ -50,7 +50,7 @@ unsigned char *win_open(struct call *k, int *rc)
         uint64_t p =
             atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
         if (p <= old) {
-            k->wait = (struct wait_for){r, old + 1, false};
+            k->wait = (struct wait_for){r, old + 1, false, false, 0};
             *rc = CALL_WAIT;
             return NULL;
         }
@@ -98,6 +98,32 @@ static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
     return NULL;
 }
 
+/* SHMESH_DEBUG=waits: the wait in k->wait is over. */
+static void debug_wait(const struct call *k)
+{
+    const struct wait_for *wf = &k->wait;
+    /* A window's tag, or for a reclaim the tag it must pass. */
+    uint64_t t = wf->window ? wf->target : wf->target - 1;
+    debug_line(k->c,
+               "call #%" PRIu64 " %s waited %.1f us for rank %d %s (call #%" PRIu64
+               " window %" PRIu64 ")",
+               k->seq, k->name, (double)(debug_now() - wf->t0) / 1e3, wf->rank,
+               wf->window ? "to post its window" : "to move past its window", t >> 32,
+               t & 0xffffffffu);
+}
+
+struct window_wait {
+    const shmesh_ctx *c;
+    int r;
+    uint64_t tag;
+};
+
+static bool window_ready(const void *arg)
+{
+    const struct window_wait *ww = arg;
+    return holding(ww->c, ww->r, ww->tag) != NULL;
+}
+
 int win_collect(struct call *k)
 {
     shmesh_ctx *c = k->c;
@@ -110,11 +136,25 @@ int win_collect(struct call *k)
             continue;
         }
         struct seg_slot_hdr *h = holding(c, r, k->tag);
+        if (!h && c->blocking) {
+            /* The caller would wait for it anyway: spin here, and the data
+             * is read the moment it arrives (win_wait would spin alike). */
+            struct window_wait ww = {c, r, k->tag};
+            k->wait = (struct wait_for){r, k->tag, true, true, 0};
+            if (c->debug & DEBUG_WAITS)
+                k->wait.t0 = debug_now();
+            if (seg_spin(&c->waiter, window_ready, &ww)) {
+                h = holding(c, r, k->tag);
+                if (c->debug & DEBUG_WAITS)
+                    debug_wait(k);
+            }
+        }
         if (!h) {
             uint64_t prog =
                 atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
             if (prog < k->tag) {
-                k->wait = (struct wait_for){r, k->tag, true};
+                if (!c->blocking)
+                    k->wait = (struct wait_for){r, k->tag, true, false, 0};
                 return CALL_WAIT;
             }
             /* r went past this window without it: it formed another group
@@ -137,33 +177,23 @@ int win_collect(struct call *k)
     return 0;
 }
 
-struct window_wait {
-    const shmesh_ctx *c;
-    int r;
-    uint64_t tag;
-};
-
-static bool window_ready(const void *arg)
-{
-    const struct window_wait *ww = arg;
-    return holding(ww->c, ww->r, ww->tag) != NULL;
-}
-
 int win_wait(struct call *k)
 {
     shmesh_ctx *c = k->c;
-    const struct wait_for *wf = &k->wait;
+    struct wait_for *wf = &k->wait;
     struct seg_waiter w = c->waiter;
-    int64_t t0 = c->debug & DEBUG_WAITS ? debug_now() : 0;
-    if (wf->window) {
+    if ((c->debug & DEBUG_WAITS) && !wf->t0)
+        wf->t0 = debug_now();
+    if (wf->window && !wf->spun) {
         /* The tag shares a cache line with the payload's start: spinning on
          * it brings a small window over in one transfer.  The buffer cannot
          * be reused under us: r reuses it only after this rank posts later. */
         struct window_wait ww = {c, wf->rank, wf->target};
         if (seg_spin(&c->waiter, window_ready, &ww))
             goto done;
-        w.spin_ns = w.yield_ns = 0; /* spun already */
     }
+    if (wf->window)
+        w.spin_ns = w.yield_ns = 0; /* spun already */
     int culprit = wf->rank;
     int rc = seg_wait_progress(&w, &seg_ctrl(c->seg, wf->rank)->progress, wf->target, wf->rank,
                                &culprit);
@@ -173,14 +203,7 @@ int win_wait(struct call *k)
         return fail_wait(c, k->name, k->seq, rc, culprit, who);
     }
 done:
-    if (c->debug & DEBUG_WAITS) {
-        /* A window's tag, or for a reclaim the tag it must pass. */
-        uint64_t t = wf->window ? wf->target : wf->target - 1;
-        debug_line(c, "call #%" PRIu64 " %s waited %.1f us for rank %d %s (call #%" PRIu64
-                   " window %" PRIu64 ")",
-                   k->seq, k->name, (double)(debug_now() - t0) / 1e3, wf->rank,
-                   wf->window ? "to post its window" : "to move past its reader's window",
-                   t >> 32, t & 0xffffffffu);
-    }
+    if (c->debug & DEBUG_WAITS)
+        debug_wait(k);
     return 0;
 }

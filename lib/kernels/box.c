@@ -2,6 +2,7 @@
  * the innermost dimension at a time. */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "kernels/box.h"
 
 void box_whole(struct box *b, int ndim, const int64_t *shape, size_t esz)
@@ -19,7 +20,7 @@ void box_whole(struct box *b, int ndim, const int64_t *shape, size_t esz)
 
 void box_slab(struct box *b, const shmesh_array *a, int dim, int64_t start, int64_t ext)
 {
-    box_whole(b, a->ndim, a->shape, shmesh_dtype_size(a->dtype));
+    box_whole(b, a->ndim, a->shape, dtype_size(a->dtype));
     b->start[dim] = start;
     b->ext[dim] = ext;
     box_simplify(b);

@@ -207,7 +207,7 @@ static bool is_signed(shmesh_dtype dt)
 /* Copies element i of `from` (same dtype) into element i of dst. */
 static void copy_elem(shmesh_dtype dt, void *dst, size_t i, const void *from)
 {
-    size_t sz = shmesh_dtype_size(dt);
+    size_t sz = dtype_size(dt);
     const unsigned char *s = (const unsigned char *)from + i * sz;
     unsigned char *d = (unsigned char *)dst + i * sz;
     for (size_t b = 0; b < sz; b++)
@@ -312,7 +312,7 @@ static void mean_float(shmesh_dtype dt, void *dst, size_t n, int div)
 static void mean_int_elem(shmesh_dtype in, shmesh_dtype out, void *dst, const void *const *src,
                           int nsrc, size_t i, int div)
 {
-    size_t width = in == SHMESH_BOOL ? 4 : shmesh_dtype_size(in);
+    size_t width = in == SHMESH_BOOL ? 4 : dtype_size(in);
     uint64_t s = 0;
     for (int k = 0; k < nsrc; k++)
         s += is_signed(in) ? (uint64_t)load_s(in, src[k], i) : load_u(in, src[k], i);

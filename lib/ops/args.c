@@ -28,7 +28,7 @@ int array_check(shmesh_ctx *c, const char *op, const char *what, const shmesh_ar
     if (a->ndim < 0 || a->ndim > SHMESH_MAX_NDIM)
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s: %s has ndim %d; it must be 0..%d", op, what,
                         a->ndim, SHMESH_MAX_NDIM);
-    uint64_t n = 1, limit = (UINT64_C(1) << 62) / shmesh_dtype_size(a->dtype);
+    uint64_t n = 1, limit = (UINT64_C(1) << 62) / dtype_size(a->dtype);
     for (int d = 0; d < a->ndim; d++) {
         if (a->shape[d] < 0)
             return ctx_fail(c, SHMESH_ERR_INVALID,

@@ -211,11 +211,11 @@ static int check_args(struct call *k, const shmesh_array *operand, shmesh_array 
     r->per = r->k / k->g.n;
     r->operand = operand;
     r->output = output;
-    r->row = shmesh_dtype_size(operand->dtype);
+    r->row = dtype_size(operand->dtype);
     for (int d = 1; d < operand->ndim; d++)
         r->row *= (uint64_t)operand->shape[d];
-    return coll_no_overlap(k, operand->data, n_op * shmesh_dtype_size(operand->dtype),
-                           output->data, n_out * shmesh_dtype_size(output->dtype), false);
+    return coll_no_overlap(k, operand->data, n_op * dtype_size(operand->dtype),
+                           output->data, n_out * dtype_size(output->dtype), false);
 shapes: {
     char a[160], b[160];
     shape_format(a, sizeof a, operand->dtype, operand->ndim, operand->shape);
@@ -275,7 +275,7 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
     /* The index arrays are read here, on the host. */
     for (int p = 0; p < NPARAM; p++) {
         const char *backend = NULL;
-        uint64_t bytes = (uint64_t)hdr.k * shmesh_dtype_size(param[p]->dtype);
+        uint64_t bytes = (uint64_t)hdr.k * dtype_size(param[p]->dtype);
         if (mem_classify(k->c, param[p]->data, bytes, NULL, &backend) == MEM_DEVICE)
             return ctx_fail(k->c, SHMESH_ERR_INVALID,
                             "%s: %s is device memory (claimed by the '%s' backend); the index "

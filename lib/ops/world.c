@@ -34,7 +34,7 @@ int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "shmesh_world_sum: cannot sum bool in place (a sum of booleans is int32, "
                         "as in JAX): pass an int32 buffer");
-    size_t esz = shmesh_dtype_size(dtype);
+    size_t esz = dtype_size(dtype);
     if (count > SIZE_MAX / esz)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "shmesh_world_sum: count %zu of %s overflows the address space", count,
