@@ -1,0 +1,70 @@
+/* Description: the engine through its internal interfaces, each mode of
+ * shmesh-test-engine under shmesh-run — three calls on different groups in
+ * flight on one context, completed in order with right results, and
+ * call_progress returning at once while peers are late; buffers a device
+ * backend claims (an inaccessible range) refused with a clear error and
+ * never copied; a single copy the kernel refuses failing that call on both
+ * ranks, not the job. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* Runs a mode on n ranks, which must pass `checks` checks in all; true when
+ * it was skipped. */
+static bool run_mode(const char *mode, const char *n, int checks)
+{
+    const char *prog = getenv("SHMESH_TEST_ENGINE");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)n, "--", (char *)prog,
+                    (char *)mode, NULL};
+    char *env[] = {"SHMESH_TIMEOUT=20", NULL};
+    struct run r;
+    run_cmd(argv, env, 60, &r);
+    if (r.timed_out)
+        fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r.out, r.err);
+    char name[128];
+    if (segment_left_behind(&r, name, sizeof name))
+        fail_msg("%s: segment %s left in /dev/shm", mode, name);
+    if (r.code == 77 && strstr(r.out, "skip:")) {
+        printf("%s", r.out);
+        run_free(&r);
+        return true;
+    }
+    if (r.code != 0 || count_lines(r.out, "FAILED", NULL) ||
+        count_lines(r.out, ": ok: ", NULL) != checks)
+        fail_msg("%s: exit %d, expected %d checks to pass:\n%s\n%s", mode, r.code, checks,
+                 r.out, r.err);
+    run_free(&r);
+    return false;
+}
+
+static void calls_in_flight(void **state)
+{
+    /* 7 checks a round, 3 rounds, one more in the last, one more on rank 0 */
+    run_mode("inflight", "4", 4 * (3 * 7 + 1) + 1);
+}
+
+static void device_pointers_refused(void **state) { run_mode("device", "2", 2 * 9); }
+
+static void failed_single_copy(void **state)
+{
+    if (run_mode("cma-fault", "2", 2 * 2))
+        skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(calls_in_flight),
+        cmocka_unit_test(device_pointers_refused),
+        cmocka_unit_test(failed_single_copy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
