@@ -7,7 +7,10 @@
 #include "engine/exchange.h"
 #include "engine/path.h"
 #include "memory/heap.h"
-#include "paths/paths.h"
+#include "paths/rsag.h"
+#include "paths/single_copy.h"
+#include "paths/staged.h"
+#include "paths/zero_copy.h"
 
 static const struct path *const table[] = {
     &path_zero_copy,

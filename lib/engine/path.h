@@ -1,4 +1,5 @@
-/* Paths: how a call's data moves.  One table, one choice per exchange.
+/* Paths: how a call's data moves.  One table (engine/path.c), one choice
+ * per exchange.
  *
  * Each path is an entry: the memory kinds it takes, whether it is a
  * candidate for the call (from what every member knows alike: the flow's
@@ -16,7 +17,8 @@
  *                all-gather through the slots             paths/rsag.c
  *   staged       everything else: streams through the slots paths/staged.c
  *
- * A new path is one entry here (and its file); the ops are not touched. */
+ * A new path is one line of the table (and its file, with its header);
+ * the ops are not touched. */
 #ifndef SHMESH_ENGINE_PATH_H
 #define SHMESH_ENGINE_PATH_H
 

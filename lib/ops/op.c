@@ -28,6 +28,28 @@ const char *op_short_name(enum call_op op)
 
 bool op_takes_bool(enum call_op op) { return (unsigned)op < OP_COUNT && ops[op].bool_in; }
 
+/* ", axis=0, tiled=true": the op's parameters, named by the op table. */
+static void op_params(const char *names, const int64_t *pa, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; *names && i < 4 && n < len; i++) {
+        size_t w = strcspn(names, " ");
+        bool flag = w && names[w - 1] == '?';
+        size_t shown = flag ? w - 1 : w;
+        if (names[0] != '_') {
+            if (flag)
+                n += (size_t)snprintf(buf + n, len - n, ", %.*s=%s", (int)shown, names,
+                                      pa[i] ? "true" : "false");
+            else
+                n += (size_t)snprintf(buf + n, len - n, ", %.*s=%" PRId64, (int)shown, names,
+                                      pa[i]);
+        }
+        names += w;
+        names += strspn(names, " ");
+    }
+}
+
 void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len)
 {
     const char *name = op_name((enum call_op)d->op);
@@ -58,34 +80,8 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
         break;
     }
     default: {
-        char params[96] = "";
-        const int64_t *pa = d->param;
-        switch (d->op) {
-        case OP_ALL_GATHER:
-            snprintf(params, sizeof params, ", axis=%" PRId64 ", tiled=%s", pa[0],
-                     pa[1] ? "true" : "false");
-            break;
-        case OP_PSUM_SCATTER:
-            snprintf(params, sizeof params, ", scatter_dimension=%" PRId64 ", tiled=%s", pa[0],
-                     pa[1] ? "true" : "false");
-            break;
-        case OP_ALL_TO_ALL:
-            snprintf(params, sizeof params,
-                     ", split_axis=%" PRId64 ", concat_axis=%" PRId64 ", tiled=%s", pa[0], pa[1],
-                     pa[2] ? "true" : "false");
-            break;
-        case OP_PSWAPAXES:
-            snprintf(params, sizeof params, ", axis=%" PRId64, pa[0]);
-            break;
-        case OP_PBROADCAST:
-            snprintf(params, sizeof params, ", source=%" PRId64, pa[0]);
-            break;
-        case OP_PPERMUTE:
-            snprintf(params, sizeof params, ", %" PRId64 " pairs", pa[0]);
-            break;
-        default:
-            break;
-        }
+        char params[96];
+        op_params(ops[d->op].params, d->param, params, sizeof params);
         snprintf(buf, len, "%s(\"%s\", %s -> %s%s%s%s) (call #%" PRIu64 ")", name, d->axes,
                  in, out, params, d->groups[0] ? ", axis_index_groups=" : "", d->groups, call);
     }

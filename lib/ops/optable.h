@@ -12,7 +12,10 @@
  *            timed by the bench
  *   bool_in  whether a bool input is accepted
  *   params   the op's own values in its call description (param[0..3]),
- *            space-separated; a name ending in '?' is a boolean
+ *            space-separated: what call_hash covers beyond shapes, axes and
+ *            groups, and what call_describe prints ("axis=0, tiled=true");
+ *            a name ending in '?' is a boolean, one starting with '_' is
+ *            hashed but not printed
  *
  * A new op is one line here plus its function in lib/ops/. */
 #define SHMESH_OPS(X)                                                                       \
@@ -30,7 +33,7 @@
     X(PSUM_SCATTER, psum_scatter, MESH, SPREAD, 0, "scatter_dimension tiled?")              \
     X(ALL_TO_ALL, all_to_all, MESH, SPREAD, 1, "split_axis concat_axis tiled?")             \
     X(PSWAPAXES, pswapaxes, MESH, NONE, 1, "axis")                                          \
-    X(RAGGED_ALL_TO_ALL, ragged_all_to_all, MESH, SPREAD, 1, "entries index_dtypes")        \
+    X(RAGGED_ALL_TO_ALL, ragged_all_to_all, MESH, SPREAD, 1, "entries _index_dtypes")        \
     X(PPERMUTE, ppermute, MESH, ONE, 1, "pairs")                                            \
     X(PSHUFFLE, pshuffle, MESH, NONE, 1, "")                                                \
     X(PBROADCAST, pbroadcast, MESH, ONE, 1, "source")

@@ -13,7 +13,7 @@
 #include "core/context.h"
 #include "engine/window.h"
 #include "kernels/stream.h"
-#include "paths/paths.h"
+#include "paths/rsag.h"
 
 static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
 {

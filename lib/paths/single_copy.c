@@ -14,7 +14,6 @@
 
 #include "core/context.h"
 #include "engine/path.h"
-#include "paths/paths.h"
 #include "paths/peer.h"
 #include "paths/single_copy.h"
 

@@ -1,13 +1,16 @@
 /* Single copy: reading straight out of another rank's private memory
- * (process_vm_readv), where the kernel allows it.  The path entry is in
- * paths.h; here is what the context does at start-up to learn whether it
- * may. */
+ * (process_vm_readv), where the kernel allows it: the path table's entry,
+ * and what the context does at start-up to learn whether it may. */
 #ifndef SHMESH_PATHS_SINGLE_COPY_H
 #define SHMESH_PATHS_SINGLE_COPY_H
 
 #include <stdbool.h>
 
+#include "engine/path.h"
 #include "shmesh.h"
+
+/* The path table's entry (engine/path.c). */
+extern const struct path path_single_copy;
 
 /* Before joining: publishes a word of this rank's memory for peers to try. */
 void cma_publish(shmesh_ctx *c);

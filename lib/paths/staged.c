@@ -1,7 +1,7 @@
 /* Staged: every member's stream through the slot buffers, one window at a
  * time (engine/exchange.c).  Always a candidate: the path of last resort. */
 #include "engine/exchange.h"
-#include "paths/paths.h"
+#include "paths/staged.h"
 
 static bool always(const struct call *k) { return true; }
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "paths/paths.h"
+#include "paths/zero_copy.h"
 #include "paths/peer.h"
 
 static int mapped_read(struct call *k, int q, bool output, uint64_t off, void *dst, uint64_t len)
