@@ -223,27 +223,31 @@ typedef struct {
 
 /* out = sum over the group of in.  out has in's shape and dtype, except that
  * bool sums into int32 (as JAX converts booleans).  Integers wrap;
- * float16/bfloat16 accumulate in float32 and round once. */
+ * float16/bfloat16 accumulate in float32 and round once; a sum starts from
+ * +0.0, as JAX's does (values that are all -0.0 sum to +0.0). */
 SHMESH_API int shmesh_psum(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                            const shmesh_array *in, shmesh_array *out);
-/* Element-wise maximum / minimum (NaN wins; bool: or / and).  out: in's shape
- * and dtype. */
+/* Element-wise maximum / minimum (NaN wins, where JAX on CPU ignores NaN:
+ * docs/semantics.md; bool: or / and).  out: in's shape and dtype. */
 SHMESH_API int shmesh_pmax(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                            const shmesh_array *in, shmesh_array *out);
 SHMESH_API int shmesh_pmin(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                            const shmesh_array *in, shmesh_array *out);
 /* psum divided by the group size, or with axis_index_groups by the size of
  * the first subgroup, for every subgroup (JAX divides by psum(1, axes,
- * axis_index_groups), which is that size).  Floating inputs keep their dtype
- * (the division happens in it, after the sum is rounded to it); integer and
- * bool inputs give float32 or float64, the caller's choice through out's
- * dtype (JAX gives float32, or float64 under jax_enable_x64). */
+ * axis_index_groups), which is that size).  As XLA computes it, the sum
+ * (rounded to the output dtype) is multiplied by 1/n rounded to that dtype,
+ * which can differ from a division when n is not a power of two.  Floating
+ * inputs keep their dtype; integer and bool inputs give float32 or float64,
+ * the caller's choice through out's dtype (JAX gives float32 for 8- and
+ * 32-bit inputs, float64 for 64-bit ones). */
 SHMESH_API int shmesh_pmean(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                             const shmesh_array *in, shmesh_array *out);
 /* Element-wise: the smallest axis index whose value equals the group's
  * maximum (minimum), as int32 with in's shape.  One axis only, no
  * subgroups (groups must be NULL), as in JAX; where the maximum is NaN no
- * value equals it and the result is INT32_MAX, as in JAX. */
+ * value equals it and the result is INT32_MAX (JAX, ignoring NaN, finds
+ * the index of the largest number). */
 SHMESH_API int shmesh_pargmax(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                               const shmesh_array *in, shmesh_array *out);
 SHMESH_API int shmesh_pargmin(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
