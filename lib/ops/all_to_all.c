@@ -13,13 +13,10 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
                           const shmesh_array *in, shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, op, axes, gs, true, &a);
+    int rc = coll_open(k, m, op, axes, gs, true, &a, in, out);
     if (rc)
         return rc;
     shmesh_ctx *c = k->c;
-    uint64_t n_in, n_out;
-    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)))
-        return rc;
     int n = k->g.n, split, concat;
     const char *split_name = op == OP_PSWAPAXES ? "axis" : "split_axis";
     const char *concat_name = op == OP_PSWAPAXES ? "axis" : "concat_axis";

@@ -12,13 +12,10 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
                           shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_ALL_GATHER, axes, gs, true, &a);
+    int rc = coll_open(k, m, OP_ALL_GATHER, axes, gs, true, &a, in, out);
     if (rc)
         return rc;
     shmesh_ctx *c = k->c;
-    uint64_t n_in, n_out;
-    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)))
-        return rc;
     int n = k->g.n, dim;
     int64_t shape[SHMESH_MAX_NDIM];
     memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
@@ -63,13 +60,10 @@ int op_psum_scatter_prepare(struct call *k, shmesh_mesh *m, const char *axes,
                             const shmesh_array *in, shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_PSUM_SCATTER, axes, gs, true, &a);
+    int rc = coll_open(k, m, OP_PSUM_SCATTER, axes, gs, true, &a, in, out);
     if (rc)
         return rc;
     shmesh_ctx *c = k->c;
-    uint64_t n_in, n_out;
-    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)))
-        return rc;
     if (in->dtype == SHMESH_BOOL)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s: cannot sum bool (JAX turns booleans into int32 only in psum): pass "

@@ -10,10 +10,8 @@
 
 static int same_shape_out(struct call *k, const shmesh_array *in, shmesh_array *out)
 {
-    uint64_t n_in, n_out;
-    int rc;
-    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)) ||
-        (rc = array_expect(k->c, k->name, "out", out, in->dtype, in->ndim, in->shape)))
+    int rc = array_expect(k->c, k->name, "out", out, in->dtype, in->ndim, in->shape);
+    if (rc)
         return rc;
     flow_init(&k->f, FLOW_MOVE, in, out);
     return coll_no_overlap(k, in->data, k->f.in_bytes, out->data, k->f.out_bytes, false);
@@ -40,7 +38,7 @@ int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
                         int npairs, const shmesh_array *in, shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_PPERMUTE, axes, NULL, false, &a);
+    int rc = coll_open(k, m, OP_PPERMUTE, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
         return rc;
     int n = k->g.n;
@@ -81,7 +79,7 @@ int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
                         const shmesh_array *in, shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_PSHUFFLE, axes, NULL, false, &a);
+    int rc = coll_open(k, m, OP_PSHUFFLE, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
         return rc;
     int n = k->g.n;
@@ -117,7 +115,7 @@ int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int 
                           const shmesh_array *in, shmesh_array *out)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_PBROADCAST, axes, NULL, false, &a);
+    int rc = coll_open(k, m, OP_PBROADCAST, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
         return rc;
     if (source < 0 || source >= k->g.n)

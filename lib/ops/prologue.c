@@ -28,7 +28,8 @@ static void groups_text(const shmesh_groups *gs, char *buf, size_t len)
 }
 
 int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-              const shmesh_groups *gs, bool equal_groups, struct axes *a)
+              const shmesh_groups *gs, bool equal_groups, struct axes *a,
+              const shmesh_array *in, const shmesh_array *out)
 {
     int rc = call_init(k, m ? m->ctx : NULL, op);
     if (rc)
@@ -47,6 +48,9 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
                                                                   : sizeof a->text);
     if (!rc && gs)
         groups_text(gs, k->d.groups, sizeof k->d.groups);
+    uint64_t n_in, n_out;
+    if (!rc && in)
+        rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out);
     return rc;
 }
 

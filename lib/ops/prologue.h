@@ -12,12 +12,13 @@
 #include "shmesh.h"
 
 /* Starts call k of `op` on mesh m: the context is usable, the axes name the
- * mesh's dimensions (*a), and k's group is this device's (sub)group after
- * validating axis_index_groups (`equal_groups`: all the same size).  Every
- * failure here is local (SHMESH_ERR_INVALID, or the poisoned context's
- * error). */
+ * mesh's dimensions (*a), k's group is this device's (sub)group after
+ * validating axis_index_groups (`equal_groups`: all the same size), and `in`
+ * and `out` (unless NULL) are well-formed arrays.  Every failure here is
+ * local (SHMESH_ERR_INVALID, or the poisoned context's error). */
 int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-              const shmesh_groups *gs, bool equal_groups, struct axes *a);
+              const shmesh_groups *gs, bool equal_groups, struct axes *a,
+              const shmesh_array *in, const shmesh_array *out);
 /* Both arrays well-formed (array_check); element counts out. */
 int coll_arrays(struct call *k, const shmesh_array *in, const char *in_name,
                 const shmesh_array *out, const char *out_name, uint64_t *n_in, uint64_t *n_out);

@@ -264,7 +264,7 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
                                  const shmesh_array *recv_sizes)
 {
     struct axes a;
-    int rc = coll_open(k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true, &a);
+    int rc = coll_open(k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true, &a, NULL, NULL);
     if (rc)
         return rc;
     const shmesh_array *const param[NPARAM] = {input_offsets, send_sizes, output_offsets,

@@ -23,7 +23,7 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
 {
     enum red_op rop = red_of(op);
     struct axes a;
-    int rc = coll_open(k, m, op, axes, gs, false, &a);
+    int rc = coll_open(k, m, op, axes, gs, false, &a, in, out);
     if (rc)
         return rc;
     shmesh_ctx *c = k->c;
@@ -34,9 +34,6 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
     if (arg && gs)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s takes no axis_index_groups (JAX's has none): pass NULL", k->name);
-    uint64_t n_in, n_out;
-    if ((rc = coll_arrays(k, in, "in", out, "out", &n_in, &n_out)))
-        return rc;
 
     shmesh_dtype want = in->dtype;
     if (rop == RED_SUM && in->dtype == SHMESH_BOOL)
