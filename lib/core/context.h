@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "engine/path.h"
 #include "engine/window.h"
 #include "memory/heap.h"
 #include "memory/kind.h"
@@ -16,16 +17,6 @@
 struct call;
 struct call_scratch;
 
-/* Candidates of the path table depend on the flow's kind, its sizes and the
- * group's size (and the context's thresholds, fixed): calls mostly repeat,
- * so the last answer is kept. */
-struct path_memo {
-    uint64_t size, in_bytes;
-    int n;
-    int kind;
-    bool allreduce, handshake, valid;
-    unsigned candidates;
-};
 
 struct shmesh_ctx {
     int rank;

@@ -23,6 +23,7 @@
 #define SHMESH_ENGINE_PATH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "engine/call.h"
 
@@ -45,6 +46,17 @@ enum hs_flag {
     HS_CMA = 1,      /* it may read every peer's memory */
     HS_IN_HEAP = 2,  /* its input lies in the shared heap */
     HS_OUT_HEAP = 4, /* its output too */
+};
+
+/* Candidates of the path table depend on the flow's kind, its sizes and the
+ * group's size (and the context's thresholds, fixed): calls mostly repeat,
+ * so the context keeps the last answer (struct shmesh_ctx). */
+struct path_memo {
+    uint64_t size, in_bytes;
+    int n;
+    int kind;
+    bool allreduce, handshake, valid;
+    unsigned candidates;
 };
 
 /* The memory kinds some path takes (the context keeps them). */
