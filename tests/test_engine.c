@@ -4,7 +4,8 @@
  * call_progress returning at once while peers are late; buffers a device
  * backend claims (an inaccessible range) refused with a clear error and
  * never copied; a single copy the kernel refuses failing that call on both
- * ranks, not the job. */
+ * ranks, not the job; SHMESH_DEBUG's lines (a path per exchange, a line per
+ * call and per wait), and none without it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,12 +60,51 @@ static void failed_single_copy(void **state)
         skip();
 }
 
+/* Lines of `text` from rank 0 or 1 of the debug output that hold `what`. */
+static int debug_lines(const char *text, const char *what)
+{
+    return count_lines(text, "shmesh rank ", what);
+}
+
+static void debug_lines_when_asked(void **state)
+{
+    const char *bench = getenv("SHMESH_BENCH");
+    assert_non_null(bench);
+    /* A 8-byte psum (staged) and a 256 KiB one on heap buffers (zero copy),
+     * two iterations each after none for warm-up. */
+    char *argv[] = {(char *)launcher_path(), "-n", "2", "--", (char *)bench, "-o", "psum", "-b",
+                    "8", "-e", "256K", "-f", "32768", "-w", "0", "-n", "2", "--heap", NULL};
+    char *quiet[] = {"SHMESH_TIMEOUT=20", NULL};
+    char *loud[] = {"SHMESH_TIMEOUT=20", "SHMESH_DEBUG=paths,calls,waits", NULL};
+    struct run r;
+    run_cmd(argv, quiet, 60, &r);
+    assert_int_equal(r.code, 0);
+    if (debug_lines(r.err, ""))
+        fail_msg("debug lines without SHMESH_DEBUG:\n%s", r.err);
+    run_free(&r);
+    run_cmd(argv, loud, 60, &r);
+    assert_int_equal(r.code, 0);
+    /* Each rank: at least the 2 timed psums of each size (the bench adds a
+     * checked one), every call with its line, and some waits. */
+    int staged = debug_lines(r.err, "shmesh_psum: 8 B among 2, path staged");
+    int zero = debug_lines(r.err, "shmesh_psum: 262144 B among 2, path zero-copy (after the "
+                                  "handshake)");
+    int calls = count_lines(r.err, "shmesh_psum(\"i\", float32[", "path zero-copy, ");
+    int waits = debug_lines(r.err, " waited ");
+    if (staged < 4 || zero < 4 || calls != zero || waits < 1)
+        fail_msg("expected at least 4 staged and 4 zero-copy path lines, a call line for each "
+                 "zero-copy one and some waits, got %d, %d, %d, %d:\n%s",
+                 staged, zero, calls, waits, r.err);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(calls_in_flight),
         cmocka_unit_test(device_pointers_refused),
         cmocka_unit_test(failed_single_copy),
+        cmocka_unit_test(debug_lines_when_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
