@@ -1,7 +1,6 @@
 /* Calls: preparing, queueing, progressing and finishing them (see call.h). */
 #include <inttypes.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,17 +124,6 @@ int call_buffers(struct call *k)
     if (k->out_kind & ~k->c->kinds_taken)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
     return 0;
-}
-
-int call_fail(struct call *k, int code, const char *fmt, ...)
-{
-    shmesh_ctx *c = k->c;
-    char msg[CTX_ERR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ctx_fail(c, code, "%s", msg);
 }
 
 int call_submit(struct call *k)

@@ -143,8 +143,4 @@ void call_release(struct call *k);
 /* The blocking API's end: when rc is 0, submit and wait; then release. */
 int call_finish(struct call *k, int rc);
 
-/* A call's failure that leaves the context usable (every member of the
- * group fails alike, e.g. a single copy the kernel refused). */
-int call_fail(struct call *k, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -8,10 +8,9 @@
 #include "ops/op.h"
 
 static const struct {
-    const char *name, *short_name, *params;
-    bool bool_in;
+    const char *name, *params;
 } ops[OP_COUNT] = {
-#define OP_INFO(ID, nm, scope, bus, bin, prm) [OP_##ID] = {"shmesh_" #nm, #nm, prm, bin},
+#define OP_INFO(ID, nm, scope, bus, bin, prm) [OP_##ID] = {"shmesh_" #nm, prm},
     SHMESH_OPS(OP_INFO)
 #undef OP_INFO
 };
@@ -20,13 +19,6 @@ const char *op_name(enum call_op op)
 {
     return (unsigned)op < OP_COUNT ? ops[op].name : NULL;
 }
-
-const char *op_short_name(enum call_op op)
-{
-    return (unsigned)op < OP_COUNT ? ops[op].short_name : NULL;
-}
-
-bool op_takes_bool(enum call_op op) { return (unsigned)op < OP_COUNT && ops[op].bool_in; }
 
 /* ", axis=0, tiled=true": the op's parameters, named by the op table. */
 static void op_params(const char *names, const int64_t *pa, char *buf, size_t len)

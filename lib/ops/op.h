@@ -47,10 +47,6 @@ _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description 
 
 /* "shmesh_psum", ...; NULL for an unknown op. */
 const char *op_name(enum call_op op);
-/* "psum", ... (the table's name); NULL for an unknown op. */
-const char *op_short_name(enum call_op op);
-/* Whether the op accepts a bool input. */
-bool op_takes_bool(enum call_op op);
 
 /* One line: the op, its arrays, parameters, axes and groups, and the call number. */
 void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len);

@@ -249,12 +249,13 @@ int peer_step(struct call *k, const struct peer_access *pa)
             return rc;
         for (int q = 0; q < k->g.n; q++) {
             const int32_t *st = &k->s->status[2 * q];
+            /* Every member fails alike: the context stays usable. */
             if (st[0])
-                return call_fail(k, SHMESH_ERR_SYSTEM,
-                                 "%s (call #%" PRIu64 "): rank %d could not read rank %d's "
-                                 "buffer with %s (%s); the call failed on every member of its "
-                                 "group and its outputs are undefined",
-                                 k->name, k->seq, k->g.ranks[q], st[1], pa->how, strerror(st[0]));
+                return ctx_fail(k->c, SHMESH_ERR_SYSTEM,
+                                "%s (call #%" PRIu64 "): rank %d could not read rank %d's "
+                                "buffer with %s (%s); the call failed on every member of its "
+                                "group and its outputs are undefined",
+                                k->name, k->seq, k->g.ranks[q], st[1], pa->how, strerror(st[0]));
         }
         if (++k->stage == 2 * n)
             return 0;
