@@ -116,12 +116,13 @@ struct window_wait {
     const shmesh_ctx *c;
     int r;
     uint64_t tag;
+    struct seg_slot_hdr *h; /* found */
 };
 
 static bool window_ready(const void *arg)
 {
-    const struct window_wait *ww = arg;
-    return holding(ww->c, ww->r, ww->tag) != NULL;
+    struct window_wait *ww = (struct window_wait *)arg;
+    return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL;
 }
 
 int win_collect(struct call *k)
@@ -139,12 +140,12 @@ int win_collect(struct call *k)
         if (!h && c->blocking) {
             /* The caller would wait for it anyway: spin here, and the data
              * is read the moment it arrives (win_wait would spin alike). */
-            struct window_wait ww = {c, r, k->tag};
+            struct window_wait ww = {c, r, k->tag, NULL};
             k->wait = (struct wait_for){r, k->tag, true, true, 0};
             if (c->debug & DEBUG_WAITS)
                 k->wait.t0 = debug_now();
             if (seg_spin(&c->waiter, window_ready, &ww)) {
-                h = holding(c, r, k->tag);
+                h = ww.h;
                 if (c->debug & DEBUG_WAITS)
                     debug_wait(k);
             }
@@ -188,7 +189,7 @@ int win_wait(struct call *k)
         /* The tag shares a cache line with the payload's start: spinning on
          * it brings a small window over in one transfer.  The buffer cannot
          * be reused under us: r reuses it only after this rank posts later. */
-        struct window_wait ww = {c, wf->rank, wf->target};
+        struct window_wait ww = {c, wf->rank, wf->target, NULL};
         if (seg_spin(&c->waiter, window_ready, &ww))
             goto done;
     }

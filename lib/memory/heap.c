@@ -150,8 +150,8 @@ void shmesh_free(shmesh_ctx *c, void *ptr)
 
 void *heap_at(const struct heap *h, uint64_t off, uint64_t len)
 {
-    uint64_t start = h->seg->hdr->heap_offset, end = h->seg->hdr->total_bytes;
+    uint64_t start = h->lo_off, end = h->lo_off + (uint64_t)(h->hi - h->lo);
     if (off < start || off > end || len > end - off)
         return NULL;
-    return h->seg->base + off;
+    return (unsigned char *)h->lo + (off - start);
 }
