@@ -7,47 +7,29 @@
 #include "kernels/reduce.h"
 
 /* dst = src[0] + src[1] + ... in that order.  Unsigned arithmetic gives the
- * two's-complement wrap-around of signed integers without undefined behaviour. */
+ * two's-complement wrap-around of signed integers without undefined behaviour.
+ * Sums start from zero, as JAX's do: the first source gets + 0, which for
+ * floats maps -0.0 to +0.0 and leaves every other value as it is (a NaN
+ * keeps its payload), so a sum of nothing but -0.0 is +0.0.  Without
+ * -ffast-math the compiler may not drop that addition for floats (x + 0.0
+ * is no identity for x = -0.0), and it costs nothing in these memory-bound
+ * loops; for integers it is an identity and disappears. */
 #define SUM_LOOP(T)                                                                            \
     do {                                                                                       \
         T *d = dst;                                                                            \
         const T *s0 = src[0];                                                                  \
         if (nsrc == 1) {                                                                       \
             for (size_t i = 0; i < n; i++)                                                     \
-                d[i] = s0[i];                                                                  \
+                d[i] = (T)(s0[i] + (T)0);                                                      \
             break;                                                                             \
         }                                                                                      \
         const T *s1 = src[1];                                                                  \
         for (size_t i = 0; i < n; i++)                                                         \
-            d[i] = (T)(s0[i] + s1[i]);                                                         \
+            d[i] = (T)((s0[i] + (T)0) + s1[i]);                                                \
         for (int k = 2; k < nsrc; k++) {                                                       \
             const T *sk = src[k];                                                              \
             for (size_t i = 0; i < n; i++)                                                     \
                 d[i] = (T)(d[i] + sk[i]);                                                      \
-        }                                                                                      \
-    } while (0)
-
-/* Floating sums start from +0.0, as JAX's do: the first source gets + 0.0,
- * which maps -0.0 to +0.0 and leaves every other value as it is (a NaN
- * keeps its payload), so a sum of nothing but -0.0 is +0.0.  Without
- * -ffast-math the compiler may not drop the addition (x + 0.0 is no identity
- * for x = -0.0), and it costs nothing in these memory-bound loops. */
-#define FLOAT_SUM_LOOP(T)                                                                      \
-    do {                                                                                       \
-        T *d = dst;                                                                            \
-        const T *s0 = src[0];                                                                  \
-        if (nsrc == 1) {                                                                       \
-            for (size_t i = 0; i < n; i++)                                                     \
-                d[i] = s0[i] + (T)0;                                                           \
-            break;                                                                             \
-        }                                                                                      \
-        const T *s1 = src[1];                                                                  \
-        for (size_t i = 0; i < n; i++)                                                         \
-            d[i] = (s0[i] + (T)0) + s1[i];                                                     \
-        for (int k = 2; k < nsrc; k++) {                                                       \
-            const T *sk = src[k];                                                              \
-            for (size_t i = 0; i < n; i++)                                                     \
-                d[i] += sk[i];                                                                 \
         }                                                                                      \
     } while (0)
 
@@ -101,10 +83,10 @@ HOT void reduce_sum(shmesh_dtype dt, void *dst, const void *const *src, int nsrc
         SUM_LOOP(uint64_t);
         break;
     case SHMESH_FLOAT32:
-        FLOAT_SUM_LOOP(float);
+        SUM_LOOP(float);
         break;
     case SHMESH_FLOAT64:
-        FLOAT_SUM_LOOP(double);
+        SUM_LOOP(double);
         break;
     case SHMESH_FLOAT16:
         HALF_SUM_LOOP(half_to_float, float_to_half);
