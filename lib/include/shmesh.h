@@ -13,9 +13,12 @@
  *   - "Collective" functions must be called by every rank of the job, in the
  *     same order, with matching arguments.  A rank that calls something else
  *     gets SHMESH_ERR_MISMATCH, and so do its peers; nothing hangs.
- *   - After a peer dies, the job aborts, or a collective fails, the context
- *     is poisoned: every later call returns the same error at once.  Only
- *     shmesh_finalize() (which then just releases) and the accessors work.
+ *   - After a peer dies, the job aborts, ranks make different calls, or a
+ *     wait fails, the context is poisoned: every later call returns the same
+ *     error at once.  Only shmesh_finalize() (which then just releases) and
+ *     the accessors work.  A call that fails alike on every member of its
+ *     group (a bad ragged slice; a single copy the kernel refuses,
+ *     SHMESH_ERR_SYSTEM) leaves the context usable.
  *   - A context belongs to one thread at a time.
  */
 #ifndef SHMESH_H
