@@ -311,8 +311,8 @@ int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes
 
 /* Everything an attacher derives a pointer from is checked here, against the
  * size the kernel reports rather than the size the header claims. */
-static int validate(const char *name, const struct seg_header *h, uint64_t real, int world,
-                    char *err, size_t errlen)
+int seg_validate(const char *name, const struct seg_header *h, uint64_t real, int world,
+                 char *err, size_t errlen)
 {
     if (h->magic != SEG_MAGIC)
         return fail(err, errlen, -EBADMSG,
@@ -399,7 +399,7 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
     /* Validate a private copy: a writer cannot change it between check and use. */
     struct seg_header h;
     memcpy(&h, base, sizeof h);
-    int rc = validate(name, &h, real, world_size, err, errlen);
+    int rc = seg_validate(name, &h, real, world_size, err, errlen);
     if (rc) {
         munmap(base, real);
         return rc;

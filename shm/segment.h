@@ -58,6 +58,12 @@ int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes
 int seg_attach(const char *name, int world_size, int rank, struct seg **out, char *err,
                size_t errlen);
 
+/* Checks a private copy of a header against the size of the mapping (`real`,
+ * as the kernel reports it) and the world size the caller expects: 0, or
+ * -EBADMSG with a sentence in err.  Pure: reads nothing but *h. */
+int seg_validate(const char *name, const struct seg_header *h, uint64_t real, int world,
+                 char *err, size_t errlen);
+
 /* Registers `rank` as attached by process `pid`; the rank that completes the
  * count unlinks the name.  Returns -EBUSY when the rank is already taken. */
 int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen);
