@@ -4,8 +4,10 @@
  * call_progress returning at once while peers are late; buffers a device
  * backend claims (an inaccessible range) refused with a clear error and
  * never copied; a single copy the kernel refuses failing that call on both
- * ranks, not the job; SHMESH_DEBUG's lines (a path per exchange, a line per
- * call and per wait), and none without it. */
+ * ranks, not the job; a second thread using a context while the first is
+ * inside refused with its own explanation; SHMESH_DEBUG's lines (a path per
+ * exchange, a line per call and per wait, what single copy did to ptrace),
+ * and none without it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +62,8 @@ static void failed_single_copy(void **state)
         skip();
 }
 
+static void second_thread_refused(void **state) { run_mode("threads", "2", 4 + 2); }
+
 /* Lines of `text` from rank 0 or 1 of the debug output that hold `what`. */
 static int debug_lines(const char *text, const char *what)
 {
@@ -95,6 +99,16 @@ static void debug_lines_when_asked(void **state)
         fail_msg("expected at least 4 staged and 4 zero-copy path lines, a call line for each "
                  "zero-copy one and some waits, got %d, %d, %d, %d:\n%s",
                  staged, zero, calls, waits, r.err);
+    /* Single copy may be used: each rank says what it did to ptrace. */
+    if (debug_lines(r.err, "single copy: ") != 2)
+        fail_msg("expected one 'single copy:' line per rank:\n%s", r.err);
+    run_free(&r);
+    /* With single copy refused nothing is lifted, so nothing is said. */
+    char *refused[] = {"SHMESH_TIMEOUT=20", "SHMESH_DEBUG=paths", "SHMESH_CMA=0", NULL};
+    run_cmd(argv, refused, 60, &r);
+    assert_int_equal(r.code, 0);
+    if (debug_lines(r.err, "single copy: "))
+        fail_msg("SHMESH_CMA=0, yet ptrace was looked at:\n%s", r.err);
     run_free(&r);
 }
 
@@ -104,6 +118,7 @@ int main(void)
         cmocka_unit_test(calls_in_flight),
         cmocka_unit_test(device_pointers_refused),
         cmocka_unit_test(failed_single_copy),
+        cmocka_unit_test(second_thread_refused),
         cmocka_unit_test(debug_lines_when_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -129,6 +129,12 @@ static void every_type(void **state)
             "SHMESH_TIMEOUT must be a number of seconds >= 0, found '-1'");
     refuses(SETTING_TIMEOUT, "soon",
             "SHMESH_TIMEOUT must be a number of seconds >= 0, found 'soon'");
+    /* A limit too small for nanoseconds is the smallest limit, not "none". */
+    assert_int_equal(parsed(SETTING_TIMEOUT, "1e-12").timeout_ns, 1);
+    assert_int_equal(parsed(SETTING_TIMEOUT, "1e-400").timeout_ns, 1);
+    assert_int_equal(parsed(SETTING_TIMEOUT, "0.0").timeout_ns, 0);
+    refuses(SETTING_TIMEOUT, "-1e-400",
+            "SHMESH_TIMEOUT must be a number of seconds >= 0, found '-1e-400'");
 
     assert_int_equal(parsed(SETTING_SHM_SIZE, "64M").shm_size, 64u << 20);
     refuses(SETTING_SHM_SIZE, "0",
@@ -147,6 +153,13 @@ static void every_type(void **state)
     assert_int_equal(parsed(SETTING_SLOT_BYTES, "8192").slot_bytes, 8192);
     refuses(SETTING_SLOT_BYTES, "5000",
             "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '5000'");
+    /* strtoull would read these as 2^64 - 4096, a multiple of 4096. */
+    refuses(SETTING_SLOT_BYTES, "-4096",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '-4096'");
+    refuses(SETTING_SLOT_BYTES, " -4096",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found ' -4096'");
+    refuses(SETTING_SLOT_BYTES, "+8192",
+            "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '+8192'");
     refuses(SETTING_SLOT_BYTES, "0",
             "SHMESH_SLOT_BYTES must be a positive multiple of 4096, found '0'");
     refuses(SETTING_SLOT_BYTES, "64K",

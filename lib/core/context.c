@@ -136,7 +136,7 @@ int shmesh_init(shmesh_ctx **out)
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
     default_spin(e.world, &c->waiter.spin_ns);
-    cma_publish(c);
+    cma_publish(c, e.cma);
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {
         release(c);

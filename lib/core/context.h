@@ -2,6 +2,7 @@
 #ifndef SHMESH_CORE_CONTEXT_H
 #define SHMESH_CORE_CONTEXT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -16,7 +17,6 @@
 
 struct call;
 struct call_scratch;
-
 
 struct shmesh_ctx {
     int rank;
@@ -40,8 +40,12 @@ struct shmesh_ctx {
     int next_mesh_id;
     struct heap heap;
     struct mem_backends backends;
-    bool cma_ok;          /* this rank may read every peer's memory (paths/cma.c) */
+    bool cma_ok;          /* this rank may read every peer's memory (paths/single_copy.c) */
     uint64_t probe_word;
+    int ptracer;          /* the pid PR_SET_PTRACER names, 0 when not lifted */
+    /* The thread inside the library with this context (its tid), 0 when
+     * none: a second thread entering meanwhile is refused (core/fail.c). */
+    _Atomic int busy;
     /* Thresholds that choose paths (SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN) and
      * their hash with the slot size: ranks must agree on them. */
     uint64_t zc_min, cma_min, rsag_min, tuning;

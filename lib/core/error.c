@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 static _Thread_local char init_err[CTX_ERR_MAX];
+_Thread_local const shmesh_ctx *error_refused_ctx;
 
 const char *shmesh_strerror(int err)
 {
@@ -35,7 +36,10 @@ const char *shmesh_error_name(int err)
     return "SHMESH_ERR_UNKNOWN";
 }
 
-const char *shmesh_last_error(const shmesh_ctx *c) { return c ? c->err : init_err; }
+const char *shmesh_last_error(const shmesh_ctx *c)
+{
+    return c && c != error_refused_ctx ? c->err : init_err;
+}
 
 static void vset(char *buf, int rank, const char *fmt, va_list ap)
 {

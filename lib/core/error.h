@@ -14,5 +14,10 @@ int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The explanation shmesh_last_error(NULL) gives (this thread's). */
 void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The context this thread was refused (another thread was inside it), whose
+ * explanation is then this thread's rather than the context's, which the
+ * other thread owns: shmesh_last_error(ctx) gives it until this thread
+ * enters the context again. */
+extern _Thread_local const shmesh_ctx *error_refused_ctx;
 
 #endif

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/context.h"
 #include "core/fail.h"
@@ -32,14 +33,42 @@ static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg
     }
 }
 
-int ctx_enter(shmesh_ctx *c, const char *op)
+static _Thread_local int self; /* this thread's id, once looked up */
+
+int ctx_check(shmesh_ctx *c, const char *op)
 {
     if (!c) {
         init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
     }
+    if (!self)
+        self = (int)gettid();
+    /* Relaxed: this catches a second thread while the first is inside (it
+     * mostly is: calls wait), not every race; it costs no atomic
+     * read-modify-write on the hot path. */
+    int inside = atomic_load_explicit(&c->busy, memory_order_relaxed);
+    if (inside && inside != self) {
+        error_refused_ctx = c;
+        init_error("rank %d: %s called from thread %d while thread %d is inside the library "
+                   "with the same context: a context may be used by one thread at a time "
+                   "(serialize the calls, or hand the context over between calls)",
+                   c->rank, op, self, inside);
+        return SHMESH_ERR_INVALID;
+    }
+    if (error_refused_ctx == c)
+        error_refused_ctx = NULL;
     return c->poison;
 }
+
+int ctx_enter(shmesh_ctx *c, const char *op)
+{
+    int rc = ctx_check(c, op);
+    if (!rc)
+        atomic_store_explicit(&c->busy, self, memory_order_relaxed);
+    return rc;
+}
+
+void ctx_leave(shmesh_ctx *c) { atomic_store_explicit(&c->busy, 0, memory_order_relaxed); }
 
 int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq)
 {

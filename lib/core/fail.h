@@ -10,9 +10,14 @@
 #include "ops/op.h"
 #include "shmesh.h"
 
-/* Entering a public function: a NULL or poisoned context fails here, before
- * the arguments are looked at.  `op` names the function in the message. */
+/* Entering a public function: a NULL or poisoned context, or one another
+ * thread is inside, fails here, before the arguments are looked at.  `op`
+ * names the function in the message.  On success the calling thread is
+ * inside until ctx_leave(). */
 int ctx_enter(shmesh_ctx *c, const char *op);
+void ctx_leave(shmesh_ctx *c);
+/* ctx_enter's checks, for a function that enters through a call later. */
+int ctx_check(shmesh_ctx *c, const char *op);
 /* The job was aborted (the segment's abort record): call `seq` of `op`
  * fails with the record's explanation.  0 when it was not. */
 int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq);

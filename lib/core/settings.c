@@ -155,9 +155,18 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
         char *end;
         errno = 0;
         double secs = strtod(v, &end);
-        if (errno || *end || !(secs >= 0) || secs > 1e9)
+        /* An underflow (1e-400) is a positive number too small to hold. */
+        bool tiny = errno == ERANGE && secs > -1 && secs < 1;
+        if (tiny)
+            errno = 0;
+        if (errno || *end || end == v || !(secs >= 0) || secs > 1e9 ||
+            v[strspn(v, " \t")] == '-')
             return fail(err, errlen, "%s must be a number of seconds >= 0, found '%s'", name, v);
-        *(int64_t *)member = (int64_t)(secs * 1e9);
+        int64_t ns = (int64_t)(secs * 1e9);
+        /* 0 means "no limit": a limit too small to count in nanoseconds is 1 ns. */
+        if (tiny || secs > 0)
+            ns = ns < 1 ? 1 : ns;
+        *(int64_t *)member = ns;
         return 0;
     }
     case T_SIZE: {
@@ -178,8 +187,9 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
     case T_PAGES: {
         char *end;
         errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (errno || *end || x == 0 || x % SEG_PAGE)
+        /* strtoull takes "-4096" as 2^64 - 4096: digits only. */
+        unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+        if (errno || x == 0 || *end || x % SEG_PAGE)
             return fail(err, errlen, "%s must be a positive multiple of %u, found '%s'", name,
                         SEG_PAGE, v);
         *(uint64_t *)member = x;

@@ -237,7 +237,9 @@ int call_finish(struct call *k, int rc)
 {
     if (!rc && (rc = call_submit(k)) == 0)
         rc = call_wait(k);
-    if (k->c)
+    if (k->c) {
         call_release(k);
+        ctx_leave(k->c);
+    }
     return rc;
 }

@@ -19,7 +19,11 @@
  *     the accessors work.  A call that fails alike on every member of its
  *     group (a bad ragged slice; a single copy the kernel refuses,
  *     SHMESH_ERR_SYSTEM) leaves the context usable.
- *   - A context belongs to one thread at a time.
+ *   - A context belongs to one thread at a time; it may be handed to another
+ *     thread between calls.  A thread that calls while another is inside the
+ *     library with the same context gets SHMESH_ERR_INVALID (the other
+ *     thread's call is unharmed, the context not poisoned), explained by
+ *     shmesh_last_error(ctx) on the refused thread.
  */
 #ifndef SHMESH_H
 #define SHMESH_H
@@ -318,7 +322,8 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
 SHMESH_API const char *shmesh_strerror(int err);
 /* "SHMESH_ERR_INVALID", … ; "SHMESH_OK" for 0. */
 SHMESH_API const char *shmesh_error_name(int err);
-/* The sentence explaining this context's most recent failure ("" if none).
+/* The sentence explaining this context's most recent failure ("" if none);
+ * on a thread refused because another was inside with ctx, why it was.
  * With NULL: the last shmesh_init or shmesh_finalize failure on the calling
  * thread. */
 SHMESH_API const char *shmesh_last_error(const shmesh_ctx *ctx);

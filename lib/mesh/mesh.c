@@ -93,7 +93,7 @@ static int check_mesh(shmesh_ctx *c, int ndim, const char *const names[], const 
 int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const int sizes[],
                        const int *order, shmesh_mesh **out)
 {
-    int rc = ctx_enter(c, "shmesh_mesh_create");
+    int rc = ctx_check(c, "shmesh_mesh_create");
     if (rc)
         return rc;
     if (!out)

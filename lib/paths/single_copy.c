@@ -6,6 +6,7 @@
  * A read that fails anyway (a buffer the kernel cannot read) fails the
  * call on every member (paths/peer.c), never the job. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/debug.h"
 #include "engine/path.h"
 #include "paths/peer.h"
 #include "paths/single_copy.h"
@@ -20,18 +22,60 @@
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
 #endif
-#ifndef PR_SET_PTRACER_ANY
-#define PR_SET_PTRACER_ANY ((unsigned long)-1)
-#endif
 
-void cma_publish(shmesh_ctx *c)
+/* The parent of `pid`, from /proc: 0 when it cannot be read. */
+static pid_t parent_of(pid_t pid)
 {
-    /* Under Yama's ptrace_scope 1 only ancestors may read us unless we say so;
-     * the peers are siblings.  Harmless elsewhere. */
-    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* "pid (comm) state ppid ...": comm may hold anything, so look after its last ')'. */
+    const char *p = strrchr(buf, ')');
+    int ppid = 0;
+    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+        return 0;
+    return (pid_t)ppid;
+}
+
+/* The launcher that created the segment, when it is an ancestor of this
+ * process (the ranks are its descendants); 0 otherwise. */
+static pid_t launcher_ancestor(const shmesh_ctx *c)
+{
+    pid_t launcher = (pid_t)c->seg->hdr->creator_pid;
+    if (launcher <= 1)
+        return 0;
+    pid_t p = getppid();
+    for (int depth = 0; p > 1 && depth < 64; depth++, p = parent_of(p))
+        if (p == launcher)
+            return launcher;
+    return 0;
+}
+
+void cma_publish(shmesh_ctx *c, bool allowed)
+{
     c->probe_word = 0x5348534d45534800ull ^ (uint64_t)getpid();
     c->me->probe_addr = (uint64_t)(uintptr_t)&c->probe_word;
     c->me->probe_value = c->probe_word;
+    c->ptracer = 0;
+    if (c->world < 2 || !allowed)
+        return; /* no peer reads this rank: ptrace stays as the system has it */
+    /* Under Yama's ptrace_scope 1 only ancestors may read a process unless it
+     * names a tracer; the peers are siblings.  Naming the launcher lets it
+     * and its descendants (the job) read this rank, and no one else. */
+    pid_t launcher = launcher_ancestor(c);
+    if (launcher && prctl(PR_SET_PTRACER, (unsigned long)launcher, 0, 0, 0) == 0)
+        c->ptracer = launcher;
+    if (c->debug & DEBUG_PATHS)
+        debug_line(c, "single copy: %s", !launcher ? "the launcher is not an ancestor: ptrace "
+                                                     "left as the system sets it"
+                                         : c->ptracer ? "PR_SET_PTRACER names the launcher"
+                                                      : "no Yama: ptrace left as the system "
+                                                        "sets it");
 }
 
 void cma_probe(shmesh_ctx *c, bool allowed)
@@ -47,6 +91,11 @@ void cma_probe(shmesh_ctx *c, bool allowed)
         pid_t pid = atomic_load(&pc->pid);
         c->cma_ok = process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof got &&
                     got == pc->probe_value;
+    }
+    if (!c->cma_ok && c->ptracer) {
+        /* This rank will never take single copy: take the permission back. */
+        prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+        c->ptracer = 0;
     }
 }
 

@@ -8,7 +8,11 @@
  *              copied (a copy would fault), and the job goes on
  *   cma-fault  (2 ranks) a single copy the kernel refuses fails that call on
  *              both ranks with the reason, and the next calls work
+ *   threads    (2 ranks) on rank 0 a second thread calls while the first is
+ *              inside a barrier: refused with a clear error of its own, the
+ *              barrier unharmed, and the context handed over afterwards
  * Prints "rank R: ..." lines; exit 0 pass, 1 fail, 77 skip. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -251,10 +255,49 @@ static int mode_cma_fault(void)
     return 0;
 }
 
+static void *barrier_thread(void *rc)
+{
+    *(int *)rc = shmesh_barrier(ctx);
+    return NULL;
+}
+
+static int mode_threads(void)
+{
+    if (rank == 1) {
+        /* Late, so that rank 0's first barrier waits long enough. */
+        usleep(300000);
+        check(shmesh_barrier(ctx) == 0, "first barrier");
+        check(shmesh_barrier(ctx) == 0, "second barrier");
+        return 0;
+    }
+    int thread_rc = -1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, barrier_thread, &thread_rc))
+        return 1;
+    /* Until the other thread is inside the library with the context. */
+    for (int i = 0; i < 20000 && !atomic_load(&ctx->busy); i++)
+        usleep(10);
+    double one = 1;
+    int rc = shmesh_world_sum(ctx, &one, 1, SHMESH_FLOAT64);
+    const char *why = shmesh_last_error(ctx);
+    check(rc == SHMESH_ERR_INVALID, "a second thread is refused (%s)", shmesh_error_name(rc));
+    check(strstr(why, "rank 0: shmesh_world_sum called from thread ") &&
+              strstr(why, "a context may be used by one thread at a time"),
+          "with its own explanation: %s", why);
+    pthread_join(t, NULL);
+    check(thread_rc == 0, "the first thread's barrier is unharmed (%s)",
+          shmesh_error_name(thread_rc));
+    /* The context is this thread's now. */
+    rc = shmesh_barrier(ctx);
+    check(rc == 0 && !strstr(shmesh_last_error(ctx), "one thread at a time"),
+          "handed over after the first thread left (%s)", shmesh_error_name(rc));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: shmesh-run -n N -- shmesh-test-engine inflight|device|cma-fault\n");
+        fprintf(stderr, "usage: shmesh-run -n N -- shmesh-test-engine inflight|device|cma-fault|threads\n");
         return 2;
     }
     if (shmesh_init(&ctx)) {
@@ -269,6 +312,8 @@ int main(int argc, char **argv)
         rc = mode_device();
     else if (!strcmp(argv[1], "cma-fault"))
         rc = mode_cma_fault();
+    else if (!strcmp(argv[1], "threads"))
+        rc = mode_threads();
     else
         rc = 2;
     if (rc == 77) {
