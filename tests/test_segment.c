@@ -379,7 +379,7 @@ static void init_refuses_bad_environment(void **state)
     expect_init_error(init_with(name, "2", "2", NULL), SHMESH_ERR_INVALID,
                       "SHMESH_RANK must be an integer in [0, 1], found '2'");
     expect_init_error(init_with(name, "0", "two", NULL), SHMESH_ERR_INVALID,
-                      "SHMESH_WORLD_SIZE must be an integer");
+                      "rank 0: SHMESH_WORLD_SIZE must be an integer");
     expect_init_error(init_with(name, "0", "2", "carrier-pigeon"), SHMESH_ERR_INVALID,
                       "SHMESH_NOTIFY must be uring, futex or auto, found 'carrier-pigeon'");
     expect_init_error(init_with(name, "0", "3", NULL), SHMESH_ERR_BAD_SEGMENT,

@@ -73,15 +73,16 @@ static void default_spin(int world, int64_t *spin_ns)
 
 int shmesh_init(shmesh_ctx **out)
 {
-    if (!out) {
-        init_error("shmesh_init: the ctx argument must not be NULL");
-        return SHMESH_ERR_INVALID;
-    }
-    *out = NULL;
+    if (out)
+        *out = NULL;
     struct settings e; /* the environment */
     char bad[CTX_ERR_MAX];
     if (settings_read_library(&e, bad, sizeof bad)) {
         init_error("%s", bad);
+        return SHMESH_ERR_INVALID;
+    }
+    if (!out) {
+        init_error("rank %d: shmesh_init: the ctx argument must not be NULL", e.rank);
         return SHMESH_ERR_INVALID;
     }
     int rc;

@@ -225,8 +225,17 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
                             "SHMESH_SEGMENT is set but %s is not: start the program with "
                             "shmesh-run, or unset SHMESH_SEGMENT to run as a single rank",
                             name);
-            if (settings_parse(s, needed[i], v, err, errlen))
+            if (settings_parse(s, needed[i], v, err, errlen)) {
+                /* The rank is not known yet; say it when the rank's text is one. */
+                const char *rank = getenv(settings_table[SETTING_RANK].name);
+                if (needed[i] != SETTING_RANK && rank && rank[0] &&
+                    strspn(rank, "0123456789") == strlen(rank)) {
+                    char why[256];
+                    snprintf(why, sizeof why, "%s", err ? err : "");
+                    return fail(err, errlen, "rank %s: %s", rank, why);
+                }
                 return -1;
+            }
         }
     }
     /* The rest in table order; from here on the rank is known. */
