@@ -58,6 +58,7 @@ enum seg_abort_cause {
     SEG_CAUSE_SIGNAL = 3,     /* the launcher was signalled */
     SEG_CAUSE_TIMEOUT = 4,    /* the launcher's --timeout expired */
     SEG_CAUSE_MISMATCH = 5,   /* ranks made different collective calls */
+    SEG_CAUSE_CORRUPT = 6,    /* a rank read a value no rank can have written */
 };
 
 /* A rank's progress: the last window it published, (call << 32) | window,

@@ -140,13 +140,25 @@ static void init_ctrl(struct seg *s, const int *nodes)
     }
 }
 
-static struct seg *seg_new(void *base, size_t size, int world)
+/* h: the layout computed by the creator, or the attacher's validated copy. */
+static struct seg *seg_new(void *base, size_t size, int world, const struct seg_header *h)
 {
     struct seg *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->base = base;
     s->hdr = base;
+    s->lay = (struct seg_layout){
+        .total_bytes = h->total_bytes,
+        .ctrl_offset = h->ctrl_offset,
+        .slot_offset = h->slot_offset,
+        .slot_stride = h->slot_stride,
+        .slot_bytes = h->slot_bytes,
+        .heap_offset = h->heap_offset,
+        .heap_share = h->heap_share,
+        .ctrl_stride = h->ctrl_stride,
+        .world_size = h->world_size,
+    };
     s->size = size;
     s->world = world;
     return s;
@@ -180,9 +192,9 @@ static int place(struct seg *s, int **nodes_out, char *err, size_t errlen)
     for (int r = 0; r < s->world; r++) {
         nodes[r] = numa_place_node_of_rank(r, s->world, nnodes);
         uint8_t *region = (uint8_t *)seg_slot(s, r, 0);
-        int rc = numa_place_bind(region, s->hdr->slot_stride, nodes[r]);
-        if (!rc && s->hdr->heap_share)
-            rc = numa_place_bind(seg_heap(s, r), s->hdr->heap_share, nodes[r]);
+        int rc = numa_place_bind(region, s->lay.slot_stride, nodes[r]);
+        if (!rc && s->lay.heap_share)
+            rc = numa_place_bind(seg_heap(s, r), s->lay.heap_share, nodes[r]);
         if (rc < 0) {
             free(nodes);
             return fail(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s", r,
@@ -254,12 +266,13 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
                   h.total_bytes, strerror(errno));
         goto fail;
     }
-    s = seg_new(base, h.total_bytes, o->world_size);
+    s = seg_new(base, h.total_bytes, o->world_size, &h);
     if (!s) {
         rc = fail(err, errlen, -ENOMEM, "out of memory");
         goto fail;
     }
-    /* The header is written before placement so seg_slot() works. */
+    /* The header is written before placement, for the ranks (the views
+     * here come from s->lay). */
     memcpy(base, &h, sizeof h);
     if (placing && ((rc = place(s, &nodes, err, errlen)) ||
                     (rc = reserve(fd, &h, o->world_size, name, err, errlen))))
@@ -297,7 +310,7 @@ int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes
     if (base == MAP_FAILED)
         return fail(err, errlen, -ENOMEM, "cannot map %" PRIu64 " bytes: %s", h.total_bytes,
                     strerror(errno));
-    struct seg *s = seg_new(base, h.total_bytes, world_size);
+    struct seg *s = seg_new(base, h.total_bytes, world_size, &h);
     if (!s) {
         munmap(base, h.total_bytes);
         return fail(err, errlen, -ENOMEM, "out of memory");
@@ -396,7 +409,8 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
     if (base == MAP_FAILED)
         return fail(err, errlen, -e, "cannot map segment %s (%" PRIu64 " bytes): %s", name, real,
                     strerror(e));
-    /* Validate a private copy: a writer cannot change it between check and use. */
+    /* Validate a private copy, and keep it: a writer can change the header
+     * neither between check and use nor at any time later. */
     struct seg_header h;
     memcpy(&h, base, sizeof h);
     int rc = seg_validate(name, &h, real, world_size, err, errlen);
@@ -404,7 +418,7 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
         munmap(base, real);
         return rc;
     }
-    struct seg *s = seg_new(base, real, world_size);
+    struct seg *s = seg_new(base, real, world_size, &h);
     if (!s) {
         munmap(base, real);
         return fail(err, errlen, -ENOMEM, "out of memory");

@@ -15,9 +15,25 @@
 
 #define SEG_NAME_MAX 64
 
+/* The layout this process uses: computed by the creator, or copied from the
+ * header and validated by seg_attach.  Every pointer into the segment is
+ * derived from this private copy, never from the header, which any process
+ * that maps the segment can overwrite at any time. */
+struct seg_layout {
+    uint64_t total_bytes;
+    uint64_t ctrl_offset;
+    uint64_t slot_offset, slot_stride, slot_bytes;
+    uint64_t heap_offset, heap_share;
+    uint32_t ctrl_stride;
+    uint32_t world_size;
+};
+
 struct seg {
     uint8_t *base;
-    struct seg_header *hdr; /* == base */
+    /* == base: the live header.  Only its shared words (the attach counter,
+     * the abort record) are read through it; its layout fields are in lay. */
+    struct seg_header *hdr;
+    struct seg_layout lay;
     size_t size;
     int world;
     bool named;   /* false for a private (anonymous) segment */
@@ -72,38 +88,40 @@ int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen);
 int seg_unlink(struct seg *s);
 void seg_close(struct seg *s);
 
+/* Views into the segment, from the private layout; ranks must be in
+ * [0, world) and `which` 0 or 1. */
 static inline struct seg_ctrl *seg_ctrl(const struct seg *s, int rank)
 {
-    return (struct seg_ctrl *)(s->base + s->hdr->ctrl_offset +
-                               (uint64_t)rank * s->hdr->ctrl_stride);
+    return (struct seg_ctrl *)(s->base + s->lay.ctrl_offset +
+                               (uint64_t)rank * s->lay.ctrl_stride);
 }
 
 /* One of the two data buffers of `rank`'s region: its header, then
  * seg_payload_bytes() of payload. */
 static inline struct seg_slot_hdr *seg_slot(const struct seg *s, int rank, int which)
 {
-    return (struct seg_slot_hdr *)(s->base + s->hdr->slot_offset +
-                                   (uint64_t)rank * s->hdr->slot_stride +
-                                   (uint64_t)which * s->hdr->slot_bytes);
+    return (struct seg_slot_hdr *)(s->base + s->lay.slot_offset +
+                                   (uint64_t)rank * s->lay.slot_stride +
+                                   (uint64_t)which * s->lay.slot_bytes);
 }
 
 static inline void *seg_payload(struct seg_slot_hdr *h) { return (unsigned char *)h + SEG_SLOT_HDR; }
 
 static inline uint64_t seg_payload_bytes(const struct seg *s)
 {
-    return s->hdr->slot_bytes - SEG_SLOT_HDR - SEG_CALL_DESC_MAX;
+    return s->lay.slot_bytes - SEG_SLOT_HDR - SEG_CALL_DESC_MAX;
 }
 
 /* `rank`'s share of the shared heap. */
 static inline unsigned char *seg_heap(const struct seg *s, int rank)
 {
-    return s->base + s->hdr->heap_offset + (uint64_t)rank * s->hdr->heap_share;
+    return s->base + s->lay.heap_offset + (uint64_t)rank * s->lay.heap_share;
 }
 
 /* Where a buffer keeps the description of the call whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
-    return (unsigned char *)h + s->hdr->slot_bytes - SEG_CALL_DESC_MAX;
+    return (unsigned char *)h + s->lay.slot_bytes - SEG_CALL_DESC_MAX;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get

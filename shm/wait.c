@@ -24,24 +24,15 @@ int seg_dead_peer(struct seg_waiter *w)
     return -1;
 }
 
-/* What is awaited: a 32-bit flag reaching a wrapping target, or a 64-bit
- * progress value reaching a target.  Sleepers block on `word`, which changes
- * whenever the awaited value does. */
+/* What is awaited: ready() says whether it happened (1), not yet (0), or
+ * that what it read cannot be right (a negative errno).  Sleepers block on
+ * `word`, which changes whenever what ready() reads may have. */
 struct awaited {
-    const _Atomic uint32_t *flag;
-    uint32_t flag_target;
-    const _Atomic uint64_t *progress;
-    uint64_t progress_target;
+    int (*ready)(void *arg);
+    void *arg;
     _Atomic uint32_t *word;
     _Atomic uint32_t *waiters;
 };
-
-static bool reached(const struct awaited *a)
-{
-    if (a->flag)
-        return seg_reached(atomic_load_explicit(a->flag, memory_order_acquire), a->flag_target);
-    return atomic_load_explicit(a->progress, memory_order_acquire) >= a->progress_target;
-}
 
 /* A `pause` lasts from a few to over a hundred cycles depending on the CPU,
  * so the phases are measured in time, the clock read every few checks. */
@@ -71,24 +62,35 @@ bool seg_spin(const struct seg_waiter *w, bool (*ready)(const void *arg), const 
     }
 }
 
-static bool awaited_ready(const void *a) { return reached(a); }
+struct spin_arg {
+    const struct awaited *a;
+    int rc;
+};
+
+static bool spin_ready(const void *arg)
+{
+    struct spin_arg *sa = (struct spin_arg *)arg;
+    return (sa->rc = sa->a->ready(sa->a->arg)) != 0;
+}
 
 static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
 {
-    if (seg_spin(w, awaited_ready, a))
-        return 0;
+    struct spin_arg sa = {a, 0};
+    if (seg_spin(w, spin_ready, &sa))
+        return sa.rc > 0 ? 0 : (*culprit = owner, sa.rc);
 
     int64_t deadline = w->timeout_ns > 0 ? now_ns() + w->timeout_ns : 0;
     bool thorough = true; /* look at peers on entry, then after each full slice */
+    int rc;
     for (;;) {
-        if (reached(a))
-            return 0;
+        if ((rc = a->ready(a->arg)))
+            return rc > 0 ? 0 : (*culprit = owner, rc);
         if (atomic_load_explicit(&w->seg->hdr->abort.value, memory_order_acquire))
             return -ECANCELED;
         if (owner >= 0 && atomic_load_explicit(&seg_ctrl(w->seg, owner)->state,
                                                memory_order_acquire) == SEG_RANK_FINALIZED) {
             /* Its last post precedes its state change: look once more. */
-            if (reached(a))
+            if (a->ready(a->arg) > 0)
                 return 0;
             *culprit = owner;
             return -ESHUTDOWN;
@@ -96,7 +98,7 @@ static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, in
         notify_check_peers(w->notify, thorough);
         int dead = seg_dead_peer(w);
         if (dead >= 0) {
-            if (reached(a))
+            if (a->ready(a->arg) > 0)
                 return 0;
             *culprit = dead;
             return -EOWNERDEAD;
@@ -114,28 +116,82 @@ static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, in
          * of `waiters` (seg_flag_post, seg_progress_post). */
         atomic_fetch_add_explicit(a->waiters, 1, memory_order_seq_cst);
         uint32_t v = atomic_load_explicit(a->word, memory_order_seq_cst);
-        int rc = 0;
-        if (!reached(a))
+        int now = a->ready(a->arg);
+        rc = 0;
+        if (!now)
             rc = notify_wait(w->notify, a->word, v, slice);
         atomic_fetch_sub_explicit(a->waiters, 1, memory_order_relaxed);
+        if (now)
+            return now > 0 ? 0 : (*culprit = owner, now);
         if (rc < 0 && rc != -ETIMEDOUT)
             return rc;
         thorough = rc == -ETIMEDOUT;
     }
 }
 
+/* A counter that only grows (wrapping): a value behind the first one read
+ * was not written by the counter's posters. */
+struct flag_wait {
+    const _Atomic uint32_t *flag;
+    uint32_t target, first;
+    bool seen;
+};
+
+static int flag_ready(void *arg)
+{
+    struct flag_wait *f = arg;
+    uint32_t v = atomic_load_explicit(f->flag, memory_order_acquire);
+    if (!f->seen) {
+        f->first = v;
+        f->seen = true;
+    } else if (!seg_reached(v, f->first)) {
+        return -EBADMSG;
+    }
+    return seg_reached(v, f->target);
+}
+
 int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
                   int *culprit)
 {
-    struct awaited a = {.flag = &f->value, .flag_target = target, .word = &f->value,
+    struct flag_wait fw = {.flag = &f->value, .target = target};
+    struct awaited a = {.ready = flag_ready, .arg = &fw, .word = &f->value,
                         .waiters = &f->waiters};
     return wait_for(w, &a, owner, culprit);
+}
+
+/* Progress only grows: a value below the first one read is not the owner's. */
+struct progress_wait {
+    const _Atomic uint64_t *value;
+    uint64_t target, first;
+    bool seen;
+};
+
+static int progress_ready(void *arg)
+{
+    struct progress_wait *p = arg;
+    uint64_t v = atomic_load_explicit(p->value, memory_order_acquire);
+    if (!p->seen) {
+        p->first = v;
+        p->seen = true;
+    } else if (v < p->first) {
+        return -EBADMSG;
+    }
+    return v >= p->target;
 }
 
 int seg_wait_progress(struct seg_waiter *w, struct seg_progress *p, uint64_t target, int owner,
                       int *culprit)
 {
-    struct awaited a = {.progress = &p->value, .progress_target = target,
-                        .word = &p->bell.value, .waiters = &p->bell.waiters};
+    struct progress_wait pw = {.value = &p->value, .target = target};
+    struct awaited a = {.ready = progress_ready, .arg = &pw, .word = &p->bell.value,
+                        .waiters = &p->bell.waiters};
+    return wait_for(w, &a, owner, culprit);
+}
+
+int seg_wait_until(struct seg_waiter *w, struct seg_progress *p, int (*ready)(void *arg),
+                   void *arg, int owner, int *culprit)
+{
+    struct awaited a = {.ready = ready, .arg = arg, .word = &p->bell.value,
+                        .waiters = &p->bell.waiters};
     return wait_for(w, &a, owner, culprit);
 }

@@ -20,21 +20,33 @@ struct seg_waiter {
     int64_t slice_ns;   /* longest single sleep; liveness is re-checked after it */
 };
 
-/* Waits until `f` reaches `target` (wrapping comparison).  `owner` is the rank
- * whose post is awaited, or -1 for a word anyone may post.
+/* Waits until `f` reaches `target` (wrapping comparison); the flag is a
+ * counter, which only grows.  `owner` is the rank whose post is awaited, or
+ * -1 for a word anyone may post.
  * Returns 0, or
  *   -ECANCELED   the job was aborted (seg_aborted() says why),
  *   -EOWNERDEAD  rank *culprit exited without shmesh_finalize,
  *   -ESHUTDOWN   the owner *culprit finalized: it will never post,
  *   -ETIMEDOUT   timeout_ns passed,
+ *   -EBADMSG     the counter went back: something else wrote it (*culprit
+ *                is the owner),
  *   another negative errno from the notifier. */
 int seg_wait_flag(struct seg_waiter *w, struct seg_flag *f, uint32_t target, int owner,
                   int *culprit);
 
 /* The same outcomes, waiting until progress `p` (owned by rank `owner`) is at
- * least `target`. */
+ * least `target`; -EBADMSG when it goes back during the wait. */
 int seg_wait_progress(struct seg_waiter *w, struct seg_progress *p, uint64_t target, int owner,
                       int *culprit);
+
+/* The same outcomes, waiting until ready(arg) returns 1, sleeping on the
+ * bell of progress `p` (owned by `owner`): ready() may look at anything the
+ * owner's posts change (its slot tags as well as its progress).  ready()
+ * returns 1 (done), 0 (not yet) or a negative errno, which ends the wait
+ * with *culprit = owner: what it read cannot be right.  It is called again
+ * after every wake-up and every slice, and once more before a failure. */
+int seg_wait_until(struct seg_waiter *w, struct seg_progress *p, int (*ready)(void *arg),
+                   void *arg, int owner, int *culprit);
 
 /* The spin and yield phases alone: true once ready(arg) holds, false when
  * the budget is spent (then block).  The first check costs no clock read. */

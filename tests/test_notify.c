@@ -1,7 +1,9 @@
 /* Description: both notifiers — a wait ends on a wake from another process,
  * on a word that already changed, on a deadline, and on a watched peer's
  * exit; the waits' outcomes (abort, peer dead, owner finalized,
- * timeout).  Each case runs under "uring" (skipped where the kernel refuses
+ * timeout); a wait that looks at a slot tag as well as the progress word
+ * ends when the tag arrives though the progress word was overwritten, and
+ * a progress value or counter that goes back ends a wait with -EBADMSG.  Each case runs under "uring" (skipped where the kernel refuses
  * it) and "futex". */
 #include <errno.h>
 #include <setjmp.h>
@@ -196,6 +198,96 @@ static void wait_flag_outcomes(enum notify_kind k)
 static void uring_wait_flag_outcomes(void **state) { wait_flag_outcomes(NOTIFY_URING); }
 static void futex_wait_flag_outcomes(void **state) { wait_flag_outcomes(NOTIFY_FUTEX); }
 
+/* What seg_wait_until's callback looks at: a word standing for a slot tag. */
+struct tag_wait {
+    const _Atomic uint64_t *tag, *progress;
+    uint64_t target;
+};
+
+static int tag_or_progress(void *arg)
+{
+    const struct tag_wait *t = arg;
+    return atomic_load(t->tag) >= t->target || atomic_load(t->progress) >= t->target;
+}
+
+/* Posted from another process after a while: `post` runs in the child. */
+static pid_t later(void (*post)(struct seg *s), struct seg *s)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        sleep_secs(0.1);
+        post(s);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Rank 1 posts its window, and its progress is overwritten with 0 before
+ * the waiter looks: what the waiter sees is the tag and the bell. */
+static void tag_then_progress_lost(struct seg *s)
+{
+    struct seg_progress *p = &seg_ctrl(s, 1)->progress;
+    atomic_store(&seg_slot(s, 1, 0)->tag, UINT64_C(8) << 32);
+    atomic_fetch_add(&p->bell.value, 1);
+    notify_wake(&p->bell.value);
+}
+
+static void progress_back(struct seg *s) { seg_progress_post(&seg_ctrl(s, 1)->progress, 1); }
+static void counter_back(struct seg *s) { seg_flag_post(&s->hdr->attached, 1); }
+
+/* Waits look at what they wait for after every wake-up, and a word that
+ * goes back (no rank can have written it) ends the wait. */
+static void wait_sees_corruption(enum notify_kind k)
+{
+    struct notify *n = open_kind(k);
+    if (!n)
+        skip();
+    struct seg *s;
+    char err[256];
+    assert_int_equal(seg_create_private(3, 0, 0, &s, err, sizeof err), 0);
+    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin_ns = 0, .yield_ns = 0,
+                           .timeout_ns = 5000000000, .slice_ns = 100000000};
+    struct seg_progress *p1 = &seg_ctrl(s, 1)->progress;
+    int culprit = -1;
+
+    /* The tag arrives; the progress word says nothing. */
+    struct tag_wait tw = {&seg_slot(s, 1, 0)->tag, &p1->value, UINT64_C(8) << 32};
+    pid_t pid = later(tag_then_progress_lost, s);
+    double t0 = mono_secs();
+    assert_int_equal(seg_wait_until(&w, p1, tag_or_progress, &tw, 1, &culprit), 0);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+    /* Without the tag, the same wait on the progress word alone would hang
+     * (here: until its deadline). */
+    w.timeout_ns = 200000000;
+    assert_int_equal(seg_wait_progress(&w, p1, UINT64_C(8) << 32, 1, &culprit), -ETIMEDOUT);
+    w.timeout_ns = 5000000000;
+
+    /* Progress that goes back during a wait. */
+    atomic_store(&p1->value, UINT64_C(9) << 32);
+    culprit = -1;
+    pid = later(progress_back, s);
+    t0 = mono_secs();
+    assert_int_equal(seg_wait_progress(&w, p1, UINT64_C(10) << 32, 1, &culprit), -EBADMSG);
+    assert_int_equal(culprit, 1);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+
+    /* A counter that goes back. */
+    atomic_store(&s->hdr->attached.value, 2);
+    pid = later(counter_back, s);
+    t0 = mono_secs();
+    assert_int_equal(seg_wait_flag(&w, &s->hdr->attached, 3, -1, &culprit), -EBADMSG);
+    assert_true(mono_secs() - t0 < 2);
+    waitpid(pid, NULL, 0);
+
+    seg_close(s);
+    notify_close(n);
+}
+
+static void uring_wait_sees_corruption(void **state) { wait_sees_corruption(NOTIFY_URING); }
+static void futex_wait_sees_corruption(void **state) { wait_sees_corruption(NOTIFY_FUTEX); }
+
 static void parse_kinds(void **state)
 {
     enum notify_kind k;
@@ -216,6 +308,8 @@ int main(void)
         cmocka_unit_test(futex_wake_timeout_and_death),
         cmocka_unit_test(uring_wait_flag_outcomes),
         cmocka_unit_test(futex_wait_flag_outcomes),
+        cmocka_unit_test(uring_wait_sees_corruption),
+        cmocka_unit_test(futex_wait_sees_corruption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

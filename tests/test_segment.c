@@ -1,6 +1,8 @@
 /* Description: the segment — layout, validation of everything a rank reads
  * from the header (corrupted magic, wrong version, truncation, world-size
- * mismatch, corrupt offsets), the unlink once every rank has joined, a full
+ * mismatch, corrupt offsets), views and heap bounds that keep the layout
+ * read at attach (or create) whatever is later written into the header,
+ * the unlink once every rank has joined, a full
  * /dev/shm, NUMA placement, the abort record, and shmesh_init's errors. */
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "memory/heap.h"
 #include "segment.h"
 #include "shmesh.h"
 #include "shmesh_config.h"
@@ -244,6 +247,83 @@ static void last_join_unlinks(void **state)
     drop(s); /* unlinking a name already gone is fine */
 }
 
+/* Every pointer and length comes from the layout validated at attach (or,
+ * for the creator, the layout it computed): whatever is later written into
+ * the header's layout fields, the views stay where they were, and so do the
+ * heap's bounds, which decide what is a heap buffer and which offsets a
+ * peer may name. */
+static void layout_is_read_once(void **state)
+{
+    struct seg *s = make(3); /* the launcher's view */
+    struct seg *a = NULL;    /* rank 1's */
+    assert_int_equal(seg_attach(s->name, 3, 1, &a, err, sizeof err), 0);
+    struct seg_header honest = *s->hdr;
+    struct seg *views[] = {s, a};
+    void *ctrl[2][3], *slot[2][3][2], *heap[2][3], *desc[2];
+    uint64_t payload[2];
+    for (int v = 0; v < 2; v++) {
+        for (int r = 0; r < 3; r++) {
+            ctrl[v][r] = seg_ctrl(views[v], r);
+            slot[v][r][0] = seg_slot(views[v], r, 0);
+            slot[v][r][1] = seg_slot(views[v], r, 1);
+            heap[v][r] = seg_heap(views[v], r);
+        }
+        payload[v] = seg_payload_bytes(views[v]);
+        desc[v] = seg_call_desc(views[v], seg_slot(views[v], 2, 1));
+    }
+    assert_int_equal((uint8_t *)ctrl[1][2] - a->base, (uint8_t *)ctrl[0][2] - s->base);
+
+    /* Another process of the same user scribbles over the layout. */
+    struct seg_header *h = a->hdr;
+    h->header_bytes = 7;
+    h->total_bytes = 1ull << 50;
+    h->world_size = 4000;
+    h->ctrl_stride = 0xfffffff0u;
+    h->ctrl_offset = 1ull << 62;
+    h->slot_offset = 1ull << 61;
+    h->slot_stride = 12345;
+    h->slot_bytes = 1ull << 40;
+    h->heap_offset = 64;
+    h->heap_share = 1ull << 45;
+
+    for (int v = 0; v < 2; v++) {
+        for (int r = 0; r < 3; r++) {
+            assert_ptr_equal(seg_ctrl(views[v], r), ctrl[v][r]);
+            assert_ptr_equal(seg_slot(views[v], r, 0), slot[v][r][0]);
+            assert_ptr_equal(seg_slot(views[v], r, 1), slot[v][r][1]);
+            assert_ptr_equal(seg_heap(views[v], r), heap[v][r]);
+            /* What the launcher reads when a rank exits. */
+            assert_int_equal(atomic_load(&seg_ctrl(views[v], r)->state), SEG_RANK_EMPTY);
+        }
+        assert_int_equal(seg_payload_bytes(views[v]), payload[v]);
+        assert_ptr_equal(seg_call_desc(views[v], seg_slot(views[v], 2, 1)), desc[v]);
+        seg_wake_all(views[v]);
+    }
+
+    /* The heap, set up after the scribbles, has the bounds of the attach. */
+    struct heap hp;
+    assert_int_equal(heap_init(&hp, a, 1), 0);
+    assert_ptr_equal(hp.base, heap[1][1]);
+    assert_int_equal(hp.size, honest.heap_share);
+    assert_int_equal(hp.lo_off, honest.heap_offset);
+    assert_ptr_equal(hp.hi, a->base + honest.total_bytes);
+    uint64_t off = 0;
+    int private_word = 0;
+    assert_false(heap_offset(&hp, &private_word, sizeof private_word, &off));
+    assert_false(heap_offset(&hp, a->base + 64, 64, &off)); /* the header is no heap */
+    assert_true(heap_offset(&hp, hp.base, 64, &off));
+    assert_int_equal(off, honest.heap_offset + honest.heap_share);
+    assert_null(heap_at(&hp, 64, 64));
+    assert_null(heap_at(&hp, honest.total_bytes - 32, 64));
+    assert_non_null(heap_at(&hp, honest.heap_offset, 64));
+    heap_fini(&hp);
+
+    /* A new attacher refuses the scribbled header. */
+    expect_attach_error(s->name, 3, -EBADMSG, "it was truncated or corrupted");
+    seg_close(a);
+    drop(s);
+}
+
 /* Segments this process created that are still in /dev/shm; with `remove`,
  * unlinks them. */
 static int own_segments(bool remove)
@@ -421,6 +501,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TEST(layout_is_aligned),
         TEST(attach_validates_header),
+        TEST(layout_is_read_once),
         TEST(last_join_unlinks),
         TEST(full_dev_shm_is_a_clear_error),
         TEST(bad_create_options),

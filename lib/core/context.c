@@ -120,7 +120,7 @@ int shmesh_init(shmesh_ctx **out)
     c->zc_min = e.zc_min;
     c->rsag_min = e.rsag_min;
     c->cma_min = e.cma_min;
-    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->hdr->slot_bytes};
+    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->lay.slot_bytes};
     c->tuning = hash_bytes(knobs, sizeof knobs, 2);
     if (heap_init(&c->heap, c->seg, c->rank)) {
         release(c);

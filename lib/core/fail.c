@@ -1,6 +1,7 @@
 /* Failure: a failed wait, an abort, ranks that made different calls. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +27,10 @@ static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg
         return ctx_poison(c, SHMESH_ERR_MISMATCH,
                           "ranks made different calls, seen during %s (call #%" PRIu64 "): %s",
                           op, seq, ai->reason);
+    case SEG_CAUSE_CORRUPT:
+        return ctx_poison(c, SHMESH_ERR_BAD_SEGMENT,
+                          "the segment was found corrupt during %s (call #%" PRIu64 "): %s", op,
+                          seq, ai->reason);
     default:
         return ctx_poison(c, SHMESH_ERR_ABORTED,
                           "job aborted by the launcher during %s (call #%" PRIu64 "): %s", op,
@@ -102,6 +107,29 @@ int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int
     return SHMESH_ERR_MISMATCH;
 }
 
+int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const char *fmt, ...)
+{
+    char what[CTX_ERR_MAX], reason[SEG_REASON_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (culprit >= 0)
+        ctx_poison(c, SHMESH_ERR_BAD_SEGMENT,
+                   "%s (call #%" PRIu64 "): %s, which rank %d cannot have written: the shared "
+                   "segment is corrupt (another process wrote into it)",
+                   op, seq, what, culprit);
+    else
+        ctx_poison(c, SHMESH_ERR_BAD_SEGMENT,
+                   "%s (call #%" PRIu64 "): %s: the shared segment is corrupt (another process "
+                   "wrote into it)",
+                   op, seq, what);
+    /* Tell the whole job: nothing read from the segment can be trusted. */
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    seg_abort(c->seg, SEG_CAUSE_CORRUPT, culprit, 0, reason);
+    return SHMESH_ERR_BAD_SEGMENT;
+}
+
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
               const char *waiting_for)
 {
@@ -127,6 +155,9 @@ int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
                           "rank %d already called shmesh_finalize but this rank called %s "
                           "(call #%" PRIu64 "): ranks made different numbers of collective calls",
                           culprit, op, seq);
+    case -EBADMSG:
+        return fail_corrupt(c, op, seq, culprit, "%s went back while this rank waited for it",
+                            waiting_for);
     case -ETIMEDOUT:
         return ctx_poison(c, SHMESH_ERR_TIMEOUT,
                           "%s (call #%" PRIu64 ") waited longer than SHMESH_TIMEOUT (%.3f s) "

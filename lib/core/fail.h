@@ -21,6 +21,13 @@ int ctx_check(shmesh_ctx *c, const char *op);
 /* The job was aborted (the segment's abort record): call `seq` of `op`
  * fails with the record's explanation.  0 when it was not. */
 int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq);
+/* A value read from the segment during call `seq` of `op` cannot be right:
+ * rank `culprit` (-1: no rank in particular) cannot have written it, so
+ * something else wrote into the segment.  fmt says what was read.  The
+ * context is poisoned (SHMESH_ERR_BAD_SEGMENT) and the job told, so every
+ * rank fails alike; returns SHMESH_ERR_BAD_SEGMENT. */
+int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Turns a seg_wait_*() failure during call `seq` of `op` into a poisoned
  * context and its error. */
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,

@@ -17,7 +17,7 @@ static struct call_scratch *scratch_new(int world)
 {
     size_t w = (size_t)world;
     size_t bytes = sizeof(struct call_scratch) + BOUNCE_BYTES +
-                   w * (4 * sizeof(int) + 4 * sizeof(void *) + 7 * sizeof(uint64_t) +
+                   w * (4 * sizeof(int) + 4 * sizeof(void *) + 9 * sizeof(uint64_t) +
                         sizeof(uint32_t) + 2 * sizeof(int32_t)) +
                    64;
     unsigned char *p = calloc(1, bytes);
@@ -32,7 +32,7 @@ static struct call_scratch *scratch_new(int world)
     for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++, p += w * sizeof(void *))
         *ptrs[i] = p;
     uint64_t **u64[] = {&s->xoff_to, &s->xlen_to, &s->xoff_from, &s->xlen_from,
-                        &s->xtotal, &s->cin, &s->cout};
+                        &s->xtotal, &s->cin, &s->cout, &s->hin, &s->hout};
     for (size_t i = 0; i < sizeof u64 / sizeof *u64; i++, p += w * sizeof(uint64_t))
         *u64[i] = (uint64_t *)p;
     int **ints[] = {&s->ranks, &s->locals, &s->dest, &s->src_of};

@@ -55,6 +55,7 @@ struct call_scratch {
     uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal; /* stream plans */
     unsigned char **zin, **zout; /* members' buffers mapped here (zero copy) */
     uint64_t *cin, *cout;        /* members' buffer addresses (single copy) */
+    uint64_t *hin, *hout;        /* members' published heap offsets (zero copy) */
     uint32_t *flags;             /* members' handshake flags (enum hs_flag) */
     int32_t *status;             /* members' published status: errno (or 0), the rank it
                                     could not read; two entries each */

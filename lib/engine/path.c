@@ -4,6 +4,7 @@
 
 #include "core/context.h"
 #include "core/debug.h"
+#include "core/fail.h"
 #include "engine/exchange.h"
 #include "engine/path.h"
 #include "memory/heap.h"
@@ -59,13 +60,41 @@ static void where_recv(const struct call *k, int from, uint64_t off, const void 
     struct call_scratch *s = k->s;
     struct where w;
     memcpy((unsigned char *)&w + off, src, len);
-    /* Never trust a peer's offset: it must name a range inside the heap.
-     * (Addresses are only ever handed to the kernel, which checks them.) */
-    s->zin[from] = heap_at(&c->heap, w.in, k->f.in_bytes);
-    s->zout[from] = heap_at(&c->heap, w.out, k->f.out_bytes);
+    /* Never trust a peer's offset: it must name a range inside the heap
+     * (handshake_check).  Addresses are only ever handed to the kernel,
+     * which checks them. */
+    s->hin[from] = w.in;
+    s->hout[from] = w.out;
+    s->zin[from] = w.flags & HS_IN_HEAP ? heap_at(&c->heap, w.in, k->f.in_bytes) : NULL;
+    s->zout[from] = w.flags & HS_OUT_HEAP ? heap_at(&c->heap, w.out, k->f.out_bytes) : NULL;
     s->cin[from] = w.in_addr;
     s->cout[from] = w.out_addr;
-    s->flags[from] = (uint32_t)w.flags;
+    s->flags[from] = w.flags > UINT32_MAX ? UINT32_MAX : (uint32_t)w.flags;
+}
+
+/* What every member published is what where_pack writes: known flags, and
+ * heap offsets exactly when the flags say so, naming ranges inside the heap.
+ * Anything else was written by someone else: the job fails, naming the
+ * member (every member reads the same bytes, so all find it). */
+static int handshake_check(struct call *k)
+{
+    const struct call_scratch *s = k->s;
+    for (int q = 0; q < k->g.n; q++) {
+        uint32_t f = s->flags[q];
+        bool in_ok = f & HS_IN_HEAP ? s->zin[q] != NULL : s->hin[q] == UINT64_MAX;
+        bool out_ok = f & HS_OUT_HEAP ? s->zout[q] != NULL : s->hout[q] == UINT64_MAX;
+        if (!(f & ~(uint32_t)(HS_CMA | HS_IN_HEAP | HS_OUT_HEAP)) && in_ok && out_ok)
+            continue;
+        const struct heap *h = &k->c->heap;
+        int r = k->g.ranks[q];
+        return fail_corrupt(k->c, k->name, k->seq, r,
+                            "rank %d published flags 0x%x and heap offsets 0x%" PRIx64
+                            " (input, %" PRIu64 " bytes) and 0x%" PRIx64 " (output, %" PRIu64
+                            " bytes) for zero copy; the heap is [0x%" PRIx64 ", 0x%" PRIx64 ")",
+                            r, f, s->hin[q], k->f.in_bytes, s->hout[q], k->f.out_bytes,
+                            h->lo_off, h->lo_off + (uint64_t)(h->hi - h->lo));
+    }
+    return 0;
 }
 
 static const struct streams handshake = {.broadcast = true,
@@ -119,7 +148,7 @@ int path_step(struct call *k)
                 k->stage = 2;
             }
             int rc = xrun_step(k, &k->xr);
-            if (rc)
+            if (rc || (rc = handshake_check(k)))
                 return rc;
             k->handshaken = true;
         }

@@ -1,4 +1,5 @@
 /* Windows over the segment's slot buffers (see window.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,12 @@ int windows_init(struct windows *w, int world)
     memset(w, 0, sizeof *w);
     int *r = calloc(2 * (size_t)world, sizeof *r);
     w->seen = calloc((size_t)world, sizeof *w->seen);
-    if (!r || !w->seen) {
+    w->prog = calloc((size_t)world, sizeof *w->prog);
+    if (!r || !w->seen || !w->prog) {
         free(r);
         free(w->seen);
-        w->seen = NULL;
+        free(w->prog);
+        w->seen = w->prog = NULL;
         return -1;
     }
     w->buf_readers[0] = r;
@@ -30,29 +33,93 @@ void windows_fini(struct windows *w)
 {
     free(w->buf_readers[0]);
     free(w->seen);
+    free(w->prog);
     memset(w, 0, sizeof *w);
 }
 
 uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 64 * 64; }
+
+/* What a rank's posts leave, and what cannot be right.
+ *
+ * A rank posts a window by storing its tag in the slot buffer, then its
+ * progress; tags and progress only grow.  The fast paths read only tags
+ * (and what this rank remembers); where they do not find what they want,
+ * progress is read too, and checked: below a value read before, or above
+ * both of the rank's slot tags, it was not written by the rank. */
+
+/* The later of the windows in rank r's two slot buffers: the last it
+ * posted, or is posting. */
+static uint64_t latest_tag(const shmesh_ctx *c, int r)
+{
+    uint64_t a = atomic_load_explicit(&seg_slot(c->seg, r, 0)->tag, memory_order_acquire);
+    uint64_t b = atomic_load_explicit(&seg_slot(c->seg, r, 1)->tag, memory_order_acquire);
+    return a > b ? a : b;
+}
+
+/* Rank r's progress into *p: 0, or -EBADMSG when it is below a value read
+ * before (which c->win.prog[r] keeps). */
+static int progress_of(shmesh_ctx *c, int r, uint64_t *p)
+{
+    uint64_t v =
+        atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
+    *p = v;
+    if (v < c->win.prog[r])
+        return -EBADMSG;
+    c->win.prog[r] = v;
+    return 0;
+}
+
+#define WIN_FMT "call #%" PRIu64 " window %" PRIu64
+#define WIN_ARGS(t) (uint64_t)(t) >> 32, (uint64_t)(t) & 0xffffffffu
+
+static int went_back(struct call *k, int r, uint64_t p)
+{
+    return fail_corrupt(k->c, k->name, k->seq, r, "rank %d's progress went back from " WIN_FMT
+                        " to " WIN_FMT, r, WIN_ARGS(k->c->win.prog[r]), WIN_ARGS(p));
+}
+
+static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
+{
+    return fail_corrupt(k->c, k->name, k->seq, r, "rank %d's progress is " WIN_FMT
+                        ", past the last window in its slot buffers (" WIN_FMT ")", r,
+                        WIN_ARGS(p), WIN_ARGS(t));
+}
 
 unsigned char *win_open(struct call *k, int *rc)
 {
     shmesh_ctx *c = k->c;
     struct windows *w = &c->win;
     int b = w->next_buf;
-    uint64_t old = w->buf_tag[b];
+    uint64_t old = w->buf_tag[b], last = w->buf_tag[b ^ 1];
     /* Usually this rank already saw the buffer's last readers move on (they
      * posted the window it read last), and nothing shared is read. */
     for (; k->at < w->buf_nreaders[b]; k->at++) {
         int r = w->buf_readers[b][k->at];
         if (r == c->rank || w->seen[r] > old)
             continue;
-        uint64_t p =
-            atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
-        if (p <= old) {
-            k->wait = (struct wait_for){r, old + 1, false, false, 0};
-            *rc = CALL_WAIT;
+        uint64_t p;
+        if (progress_of(c, r, &p)) {
+            *rc = went_back(k, r, p);
             return NULL;
+        }
+        if (p <= old) {
+            /* Its tag goes first: it may have posted a later window already
+             * (or its progress word was overwritten). */
+            uint64_t t = latest_tag(c, r);
+            if (t <= old) {
+                k->wait = (struct wait_for){r, old + 1, false, false, 0};
+                *rc = CALL_WAIT;
+                return NULL;
+            }
+            p = t < last ? t : last; /* a tag is trusted for this buffer only */
+        } else if (p > last + (UINT64_C(1) << 32)) {
+            /* More than a call ahead of this rank: possible (it ran calls
+             * with others), and then its slots show it. */
+            uint64_t t = latest_tag(c, r);
+            if (p > t) {
+                *rc = beyond(k, r, p, t);
+                return NULL;
+            }
         }
         w->seen[r] = p;
     }
@@ -113,16 +180,52 @@ static void debug_wait(const struct call *k)
 }
 
 struct window_wait {
-    const shmesh_ctx *c;
+    shmesh_ctx *c;
     int r;
-    uint64_t tag;
+    uint64_t tag;           /* the window, or what a reclaim waits for r to reach */
     struct seg_slot_hdr *h; /* found */
+    uint64_t bad;           /* a progress value that went back */
 };
 
+/* The spin: r's slot tags (a window), or its progress (a reclaim). */
 static bool window_ready(const void *arg)
 {
     struct window_wait *ww = (struct window_wait *)arg;
     return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL;
+}
+
+static bool progress_ready(const void *arg)
+{
+    const struct window_wait *ww = arg;
+    return atomic_load_explicit(&seg_ctrl(ww->c->seg, ww->r)->progress.value,
+                                memory_order_acquire) >= ww->tag;
+}
+
+/* Asleep, after each post of r: its tags and its progress.  Either shows a
+ * window or a reclaim done; progress at the window or past it also ends the
+ * wait, and win_collect finds out why the window is missing. */
+static int window_wait_ready(void *arg)
+{
+    struct window_wait *ww = arg;
+    if ((ww->h = holding(ww->c, ww->r, ww->tag)))
+        return 1;
+    uint64_t p;
+    if (progress_of(ww->c, ww->r, &p)) {
+        ww->bad = p;
+        return -EBADMSG;
+    }
+    return p >= ww->tag;
+}
+
+static int reclaim_ready(void *arg)
+{
+    struct window_wait *ww = arg;
+    uint64_t p;
+    if (progress_of(ww->c, ww->r, &p)) {
+        ww->bad = p;
+        return -EBADMSG;
+    }
+    return p >= ww->tag || latest_tag(ww->c, ww->r) >= ww->tag;
 }
 
 int win_collect(struct call *k)
@@ -140,7 +243,7 @@ int win_collect(struct call *k)
         if (!h && c->blocking) {
             /* The caller would wait for it anyway: spin here, and the data
              * is read the moment it arrives (win_wait would spin alike). */
-            struct window_wait ww = {c, r, k->tag, NULL};
+            struct window_wait ww = {c, r, k->tag, NULL, 0};
             k->wait = (struct wait_for){r, k->tag, true, true, 0};
             if (c->debug & DEBUG_WAITS)
                 k->wait.t0 = debug_now();
@@ -151,17 +254,23 @@ int win_collect(struct call *k)
             }
         }
         if (!h) {
-            uint64_t prog =
-                atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
+            uint64_t prog;
+            if (progress_of(c, r, &prog))
+                return went_back(k, r, prog);
             if (prog < k->tag) {
                 if (!c->blocking)
                     k->wait = (struct wait_for){r, k->tag, true, false, 0};
                 return CALL_WAIT;
             }
             /* r went past this window without it: it formed another group
-             * or ran another number of windows. */
-            if (!(h = holding(c, r, k->tag)))
+             * or ran another number of windows, unless its progress is past
+             * anything it posted. */
+            if (!(h = holding(c, r, k->tag))) {
+                uint64_t t = latest_tag(c, r);
+                if (prog > t)
+                    return beyond(k, r, prog, t);
                 return fail_mismatch(c, k->seq, &k->d, r, NULL);
+            }
         }
         /* Posting this window means r has read everything before it. */
         if (c->win.seen[r] < k->tag)
@@ -170,6 +279,10 @@ int win_collect(struct call *k)
         if (k->check_hash && h->call_hash != k->hash) {
             struct call_desc theirs, ours = k->d;
             memcpy(&theirs, seg_call_desc(c->seg, h), sizeof theirs);
+            /* Read as published, but its texts end inside it (the rest is
+             * bounded where it is printed: op, dtypes, ndim). */
+            theirs.axes[sizeof theirs.axes - 1] = '\0';
+            theirs.groups[sizeof theirs.groups - 1] = '\0';
             ours.tuning = c->tuning;
             return fail_mismatch(c, k->seq, &ours, r, &theirs);
         }
@@ -185,19 +298,19 @@ int win_wait(struct call *k)
     struct seg_waiter w = c->waiter;
     if ((c->debug & DEBUG_WAITS) && !wf->t0)
         wf->t0 = debug_now();
-    if (wf->window && !wf->spun) {
-        /* The tag shares a cache line with the payload's start: spinning on
-         * it brings a small window over in one transfer.  The buffer cannot
-         * be reused under us: r reuses it only after this rank posts later. */
-        struct window_wait ww = {c, wf->rank, wf->target, NULL};
-        if (seg_spin(&c->waiter, window_ready, &ww))
-            goto done;
-    }
-    if (wf->window)
-        w.spin_ns = w.yield_ns = 0; /* spun already */
+    struct window_wait ww = {c, wf->rank, wf->target, NULL, 0};
+    /* A window's tag shares a cache line with the payload's start: spinning
+     * on it brings a small window over in one transfer.  The buffer cannot
+     * be reused under us: r reuses it only after this rank posts later. */
+    if (!wf->spun && seg_spin(&c->waiter, wf->window ? window_ready : progress_ready, &ww))
+        goto done;
+    w.spin_ns = w.yield_ns = 0; /* spun already */
     int culprit = wf->rank;
-    int rc = seg_wait_progress(&w, &seg_ctrl(c->seg, wf->rank)->progress, wf->target, wf->rank,
-                               &culprit);
+    int rc = seg_wait_until(&w, &seg_ctrl(c->seg, wf->rank)->progress,
+                            wf->window ? window_wait_ready : reclaim_ready, &ww, wf->rank,
+                            &culprit);
+    if (rc == -EBADMSG)
+        return went_back(k, wf->rank, ww.bad);
     if (rc) {
         char who[32];
         snprintf(who, sizeof who, "rank %d", wf->rank);

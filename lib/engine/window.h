@@ -22,13 +22,16 @@
 struct call;
 
 /* This rank's two slot buffers: which window each holds and which ranks may
- * still be reading it; and the latest window seen posted by each rank. */
+ * still be reading it; the latest window seen posted by each rank; and the
+ * highest progress read from each rank (progress never goes back, so a
+ * lower value is not the rank's: the segment is corrupt). */
 struct windows {
     int next_buf;
     uint64_t buf_tag[2];
     int *buf_readers[2];
     int buf_nreaders[2];
     uint64_t *seen;
+    uint64_t *prog;
 };
 
 int windows_init(struct windows *w, int world);
@@ -48,7 +51,10 @@ void win_post(struct call *k);
  * but one): 0, CALL_WAIT, or an error (a mismatch). */
 int win_collect(struct call *k);
 /* Blocks until what k->wait names has happened; 0 or an error (the context
- * is then poisoned). */
+ * is then poisoned).  Asleep, it looks at the awaited rank's slot tags as
+ * well as its progress each time the rank posts, so a progress word that
+ * another process overwrote cannot hold it; a progress that goes back is an
+ * error naming the rank. */
 int win_wait(struct call *k);
 
 #endif

@@ -15,11 +15,13 @@ int heap_init(struct heap *h, const struct seg *seg, int rank)
 {
     memset(h, 0, sizeof *h);
     h->seg = seg;
-    h->lo_off = seg->hdr->heap_offset;
+    /* The segment's private layout, never the header: a peer's offset is
+     * checked against these bounds, and a buffer in them is a heap buffer. */
+    h->lo_off = seg->lay.heap_offset;
     h->lo = seg->base + h->lo_off;
-    h->hi = seg->base + seg->hdr->total_bytes;
+    h->hi = seg->base + seg->lay.total_bytes;
     h->base = seg_heap(seg, rank);
-    h->size = seg->hdr->heap_share;
+    h->size = seg->lay.heap_share;
     if (!h->size)
         return 0;
     h->free = malloc(sizeof *h->free);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/fail.h"
 #include "engine/exchange.h"
 #include "kernels/stream.h"
 #include "paths/peer.h"
@@ -249,6 +250,11 @@ int peer_step(struct call *k, const struct peer_access *pa)
             return rc;
         for (int q = 0; q < k->g.n; q++) {
             const int32_t *st = &k->s->status[2 * q];
+            /* An errno and one of the job's ranks, or nothing. */
+            if (st[0] < 0 || (st[0] && (st[1] < 0 || st[1] >= k->c->world)))
+                return fail_corrupt(k->c, k->name, k->seq, k->g.ranks[q],
+                                    "rank %d published status %d for a read of rank %d",
+                                    k->g.ranks[q], st[0], st[1]);
             /* Every member fails alike: the context stays usable. */
             if (st[0])
                 return ctx_fail(k->c, SHMESH_ERR_SYSTEM,

@@ -1,0 +1,119 @@
+/* Description: a hostile process of the same user maps a running job's
+ * segment and scribbles over it (shmesh-test-hostile): the header's layout
+ * fields (while ranks run, and after they finalized, before the launcher
+ * reaped them), the heap's bounds, progress words (low, high), pids, probe
+ * words, rank states, slot tags, heap offsets published in zero-copy
+ * handshakes, call hashes and descriptions, and the abort record.  Every
+ * rank must end with an error or with right results: never a fault, a
+ * wrong result, an overrun, or a wait that lasts until SHMESH_TIMEOUT; the
+ * launcher never crashes.  Scribbles the ranks must not even notice (the
+ * header's layout, read once at attach) must leave every result right. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+enum expect {
+    RIGHT,          /* every rank gets every result right; the job succeeds */
+    RIGHT_OR_ERROR, /* each rank gets right results or an error */
+};
+
+/* blocking: waits neither spin nor yield, so that every one sleeps on the
+ * progress word's bell. */
+static void run(const char *scenario, const char *iters, enum expect expect, bool blocking)
+{
+    const char *prog = getenv("SHMESH_TEST_HOSTILE");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "15", "--",
+                    (char *)prog, (char *)scenario, (char *)iters, NULL};
+    /* A wait that does not notice what happened ends here, as an error the
+     * checks below count as a hang. */
+    char *env[] = {"SHMESH_TIMEOUT=5", "SHMESH_SPIN_NS=0", "SHMESH_YIELD_NS=0", NULL};
+    if (!blocking)
+        env[1] = NULL;
+    struct run r;
+    run_cmd(argv, env, 30, &r);
+    const char *why = NULL;
+    if (r.timed_out)
+        why = "the job hung";
+    else if (strstr(r.err, "AddressSanitizer") || strstr(r.err, "runtime error:"))
+        why = "a sanitizer found an error";
+    else if (r.code >= 128 || strstr(r.err, "killed by"))
+        why = "a rank or the launcher was killed by a signal";
+    else if (count_lines(r.out, "hostile rank ", "WRONG"))
+        why = "a rank got a wrong result";
+    else if (count_lines(r.out, "hostile rank ", "SHMESH_ERR_TIMEOUT"))
+        why = "a rank waited until SHMESH_TIMEOUT";
+    else if (count_lines(r.out, "hostile rank ", ": end ") != 2)
+        why = "a rank did not finish";
+    else if (expect == RIGHT && (count_lines(r.out, "hostile rank ", ": end ok ") != 2 ||
+                                 r.code != 0))
+        why = "a rank failed where it should not have noticed";
+    char name[128];
+    if (!why && segment_left_behind(&r, name, sizeof name))
+        why = "the segment was left in /dev/shm";
+    if (why)
+        fail_msg("%s%s: %s (exit %d, %.1f s)\n--- stdout\n%s--- stderr\n%s", scenario,
+                 blocking ? " (blocking)" : "", why, r.code, r.secs, r.out, r.err);
+    printf("%s%s: %.1f s, exit %d\n%s", scenario, blocking ? " (blocking)" : "", r.secs, r.code,
+           r.out);
+    run_free(&r);
+}
+
+static void hostile(const char *scenario, const char *iters, enum expect expect)
+{
+    run(scenario, iters, expect, false);
+}
+
+/* The header's layout, read once at attach: nothing may change. */
+static void layout_fields(void **state) { hostile("layout", "40", RIGHT); }
+static void slot_size(void **state) { hostile("slot-bytes", "40", RIGHT); }
+static void heap_bounds(void **state) { hostile("heap", "40", RIGHT); }
+/* After every rank finalized: the launcher reaps them with its own layout. */
+static void layout_at_exit(void **state) { hostile("exit", "20", RIGHT); }
+/* Probe words scribbled while ranks start: single copy is not used. */
+static void probe_words(void **state) { hostile("probe", "30", RIGHT); }
+
+/* Words peers publish: right results or an error, never a hang. */
+static void progress_low(void **state)
+{
+    hostile("progress-low", "200", RIGHT_OR_ERROR);
+    run("progress-low", "200", RIGHT_OR_ERROR, true);
+}
+static void progress_high(void **state) { hostile("progress-high", "200", RIGHT_OR_ERROR); }
+static void pids(void **state) { hostile("pid", "30", RIGHT_OR_ERROR); }
+static void rank_states(void **state) { hostile("state", "30", RIGHT_OR_ERROR); }
+static void slot_tags(void **state)
+{
+    hostile("tags", "200", RIGHT_OR_ERROR);
+    run("tags", "200", RIGHT_OR_ERROR, true);
+}
+static void heap_offsets(void **state) { hostile("handshake", "200", RIGHT_OR_ERROR); }
+static void call_descriptions(void **state) { hostile("desc", "200", RIGHT_OR_ERROR); }
+static void abort_record(void **state) { hostile("abort", "30", RIGHT_OR_ERROR); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(layout_fields),
+        cmocka_unit_test(slot_size),
+        cmocka_unit_test(heap_bounds),
+        cmocka_unit_test(layout_at_exit),
+        cmocka_unit_test(probe_words),
+        cmocka_unit_test(progress_low),
+        cmocka_unit_test(progress_high),
+        cmocka_unit_test(pids),
+        cmocka_unit_test(rank_states),
+        cmocka_unit_test(slot_tags),
+        cmocka_unit_test(heap_offsets),
+        cmocka_unit_test(call_descriptions),
+        cmocka_unit_test(abort_record),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
