@@ -191,6 +191,17 @@ static void mismatched_mesh_axis_order(void **state)
              "shmesh_mesh_create(" LONG_A "=1, " LONG_B "=1, y=2, x=2) (call #3)", 4);
 }
 
+/* The same names and sizes in another device order: described alike, so the
+ * sentence says where they differ. */
+static void mismatched_device_order(void **state)
+{
+    mismatch("mismatch-device-order",
+             "called shmesh_mesh_create(x=2, y=2) (call #3) but rank",
+             "called shmesh_mesh_create(x=2, y=2) (call #3) (with other axis_index_groups, "
+             "permutation or device order)",
+             4);
+}
+
 static void lone_bad_call_does_not_hang(void **state)
 {
     struct run r;
@@ -213,6 +224,7 @@ int main(void)
         cmocka_unit_test(mismatched_meshes),
         cmocka_unit_test(mismatched_long_axes),
         cmocka_unit_test(mismatched_mesh_axis_order),
+        cmocka_unit_test(mismatched_device_order),
         cmocka_unit_test(lone_bad_call_does_not_hang),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,8 @@
  *   mismatch-mesh-order
  *                  ranks 0 and 1 create a mesh (A,B,x,y), 2 and 3 (A,B,y,x),
  *                  A and B of 31 characters
+ *   mismatch-device-order
+ *                  the same mesh, with ranks 2 and 3 giving another device order
  *   lone-bad       rank 1 alone makes a bad call and exits; the others
  *                  must not hang
  * Exit status 0 when the mode's expectations held on this rank, 4 if not.
@@ -232,6 +234,13 @@ static int mode_mismatch(const char *mode)
         shmesh_mesh *m = NULL;
         rc = CASE("mismatch", shmesh_mesh_create(ctx, 4, rank < 2 ? xy : yx, (int[]){1, 1, 2, 2},
                                                  NULL, &m));
+        shmesh_mesh_destroy(m);
+    } else if (!strcmp(mode, "mismatch-device-order")) {
+        /* Described alike: the sentence says what differs. */
+        shmesh_mesh *m = NULL;
+        rc = CASE("mismatch", shmesh_mesh_create(ctx, 2, (const char *[]){"x", "y"},
+                                                 (int[]){2, 2}, rank < 2 ? NULL : (int[]){1, 0, 2, 3},
+                                                 &m));
         shmesh_mesh_destroy(m);
     } else { /* mismatch-mesh: the same op on different meshes */
         rc = CASE("mismatch", shmesh_psum(rank == 1 ? grid : line, rank == 1 ? "x,y" : "i", NULL,
