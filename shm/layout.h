@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
-#define SEG_LAYOUT_VERSION 3u
+#define SEG_LAYOUT_VERSION 4u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -92,7 +92,7 @@ struct seg_slot_hdr {
     uint64_t call_hash;
 };
 #define SEG_SLOT_HDR 16u
-#define SEG_CALL_DESC_MAX 512u
+#define SEG_CALL_DESC_MAX 1024u
 
 struct seg_header {
     uint64_t magic;

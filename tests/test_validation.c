@@ -169,6 +169,39 @@ static void mismatched_meshes(void **state)
     mismatch("mismatch-mesh", "shmesh_psum(\"i\"", "shmesh_psum(\"x,y\"", 2);
 }
 
+#define LONG_A "a_long_axis_name_of_31_chars_aa"
+#define LONG_B "b_long_axis_name_of_31_chars_bb"
+
+/* Axes "A,B,x" and "A,x" with names of 31 characters: the hash once covered
+ * only 63 characters of the axes' text, which dropped B, and both calls
+ * returned different sums without an error.  Every member meets a member of
+ * the other call, and names both in full. */
+static void mismatched_long_axes(void **state)
+{
+    mismatch("mismatch-long-axes",
+             "shmesh_psum(\"" LONG_A "," LONG_B ",x\", int32[4] -> int32[4]) (call #4)",
+             "shmesh_psum(\"" LONG_A ",x\", int32[4] -> int32[4]) (call #4)", 4);
+}
+
+/* Meshes (A,B,x,y) and (A,B,y,x): every name counts, in full and in order. */
+static void mismatched_mesh_axis_order(void **state)
+{
+    mismatch("mismatch-mesh-order",
+             "shmesh_mesh_create(" LONG_A "=1, " LONG_B "=1, x=2, y=2) (call #3)",
+             "shmesh_mesh_create(" LONG_A "=1, " LONG_B "=1, y=2, x=2) (call #3)", 4);
+}
+
+/* The same names and sizes in another device order: described alike, so the
+ * sentence says where they differ. */
+static void mismatched_device_order(void **state)
+{
+    mismatch("mismatch-device-order",
+             "called shmesh_mesh_create(x=2, y=2) (call #3) but rank",
+             "called shmesh_mesh_create(x=2, y=2) (call #3) (with other axis_index_groups, "
+             "permutation or device order)",
+             4);
+}
+
 static void lone_bad_call_does_not_hang(void **state)
 {
     struct run r;
@@ -189,6 +222,9 @@ int main(void)
         cmocka_unit_test(mismatched_shapes),
         cmocka_unit_test(mismatched_groups),
         cmocka_unit_test(mismatched_meshes),
+        cmocka_unit_test(mismatched_long_axes),
+        cmocka_unit_test(mismatched_mesh_axis_order),
+        cmocka_unit_test(mismatched_device_order),
         cmocka_unit_test(lone_bad_call_does_not_hang),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,22 +87,13 @@ int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq)
 int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
                   const struct call_desc *theirs)
 {
-    char a[400], b[400], reason[SEG_REASON_MAX];
-    call_describe(mine, seq, a, sizeof a);
-    if (theirs && theirs->tuning != mine->tuning && call_hash(theirs) == call_hash(mine))
-        snprintf(b, sizeof b,
-                 "the same with other settings: SHMESH_SLOT_BYTES, SHMESH_ZC_MIN, SHMESH_CMA_MIN "
-                 "and SHMESH_RSAG_MIN must be the same on every rank");
-    else if (theirs)
-        call_describe(theirs, seq, b, sizeof b);
-    else
-        snprintf(b, sizeof b,
-                 "something else: its step of call #%" PRIu64 " is gone, so the ranks disagree "
-                 "about this call's groups or sizes",
-                 seq);
-    ctx_poison(c, SHMESH_ERR_MISMATCH, "called %s but rank %d called %s", a, other_rank, b);
+    /* Both calls named, cut to fit (the context's message gets "rank N: "). */
+    char text[CTX_ERR_MAX - 16], reason[SEG_REASON_MAX];
+    call_mismatch_text(text, sizeof text, seq, mine, other_rank, theirs);
+    ctx_poison(c, SHMESH_ERR_MISMATCH, "%s", text);
     /* Tell the whole job: ranks of other groups may never meet this one. */
-    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    int n = snprintf(reason, sizeof reason, "rank %d: ", c->rank);
+    call_mismatch_text(reason + n, sizeof reason - (size_t)n, seq, mine, other_rank, theirs);
     seg_abort(c->seg, SEG_CAUSE_MISMATCH, c->rank, 0, reason);
     return SHMESH_ERR_MISMATCH;
 }

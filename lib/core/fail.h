@@ -34,7 +34,8 @@ int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
               const char *waiting_for);
 /* Both calls explained, the context poisoned, and the job told: every rank
  * returns SHMESH_ERR_MISMATCH from its next wait or call.  `theirs` is NULL
- * when the other rank's window is gone. */
+ * when the other rank's window is gone; otherwise a private copy of the
+ * peer's description, read as untrusted bytes (call_mismatch_text). */
 int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
                   const struct call_desc *theirs);
 

@@ -141,17 +141,18 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
         m->id = c->next_mesh_id++;
         k.d.mesh = m->id;
         k.d.ndim = ndim;
-        int n = 0;
+        /* Every name in full (the text has room for all of them), hashed
+         * whole with the sizes (in the shape) and the devices' order. */
+        struct axes all = {.n = ndim};
+        uint64_t h = 1;
         for (int i = 0; i < ndim; i++) {
             k.d.shape[i] = sizes[i];
-            n += snprintf(k.d.axes + n, sizeof k.d.axes - (size_t)n, "%s%s", i ? "," : "",
-                          names[i]);
-            if (n >= (int)sizeof k.d.axes)
-                n = (int)sizeof k.d.axes - 1;
+            all.dim[i] = i;
+            h = hash_bytes(m->names[i], strlen(m->names[i]) + 1, h);
         }
-        k.d.extra_hash = hash_bytes(m->pos_rank, sizeof *m->pos_rank * (size_t)ndev, 1);
-        k.d.extra_hash = hash_bytes(m->pos_local, sizeof *m->pos_local * (size_t)ndev,
-                                    k.d.extra_hash);
+        mesh_axes_text(m, &all, k.d.axes, sizeof k.d.axes);
+        h = hash_bytes(m->pos_rank, sizeof *m->pos_rank * (size_t)ndev, h);
+        k.d.extra_hash = hash_bytes(m->pos_local, sizeof *m->pos_local * (size_t)ndev, h);
     }
     rc = call_finish(&k, rc);
     if (rc) {
@@ -195,7 +196,6 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
     if (!spec)
         return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: axes must not be NULL (\"\" names none)",
                         op);
-    int tlen = 0;
     const char *p = spec;
     while (isspace((unsigned char)*p))
         p++;
@@ -233,13 +233,6 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
                 return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
                                 "%s: axis '%s' is named twice in \"%s\"", op, m->names[dim], spec);
         a->dim[a->n++] = dim;
-        size_t nlen = strlen(m->names[dim]);
-        if ((size_t)tlen + nlen + 2 < sizeof a->text) { /* 8 names of 31 may not fit: cut */
-            if (a->n > 1)
-                a->text[tlen++] = ',';
-            memcpy(a->text + tlen, m->names[dim], nlen + 1);
-            tlen += (int)nlen;
-        }
         if (*p == ',')
             p++;
         else
@@ -252,6 +245,32 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
     for (int k = 0; k < a->n; k++)
         a->size *= m->sizes[a->dim[k]];
     return 0;
+}
+
+void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len)
+{
+    size_t n = 0;
+    if (!len)
+        return;
+    /* Byte by byte: names are short, and this runs on every call. */
+    for (int k = 0; k < a->n; k++) {
+        const char *name = m->names[a->dim[k]];
+        size_t at = n;
+        if (k && at + 1 < len)
+            buf[at++] = ',';
+        while (*name && at + 1 < len)
+            buf[at++] = *name++;
+        if (*name) /* no room for all of it: not even part */
+            break;
+        n = at;
+    }
+    buf[n] = 0;
+}
+
+static const char *axes_msg(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len)
+{
+    mesh_axes_text(m, a, buf, len);
+    return buf;
 }
 
 int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks)
@@ -293,6 +312,7 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
         *g = (struct group){.n = n, .me = idx, .ranks = m->axis_group};
         return 0;
     }
+    char text[SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1)]; /* for messages */
     if (gs->ngroups < 1 || !gs->indices)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s: axis_index_groups needs at least one group and its indices, got %d "
@@ -311,13 +331,13 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
             return ctx_fail(c, SHMESH_ERR_INVALID,
                             "%s: axis_index_groups must cover all indices exactly once, but its "
                             "groups hold more than the %d indices of axes \"%s\"",
-                            op, n, a->text);
+                            op, n, axes_msg(m, a, text, sizeof text));
     }
     if (total != n)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s: axis_index_groups must cover all indices exactly once, but its groups "
                         "hold %" PRId64 " indices and axes \"%s\" have %d",
-                        op, total, a->text, n);
+                        op, total, axes_msg(m, a, text, sizeof text), n);
     memset(m->seen, 0, sizeof *m->seen * (size_t)n);
     int at = 0, mine_at = 0, mine_size = 0, size0 = 0;
     for (int k = 0; k < gs->ngroups; k++) {
@@ -335,7 +355,7 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
                 return ctx_fail(c, SHMESH_ERR_INVALID,
                                 "%s: axis_index_groups index %d (group %d) is out of range for "
                                 "axes \"%s\" of size %d",
-                                op, v, k, a->text, n);
+                                op, v, k, axes_msg(m, a, text, sizeof text), n);
             if (m->seen[v]++)
                 return ctx_fail(c, SHMESH_ERR_INVALID,
                                 "%s: axis_index_groups must cover all indices exactly once, but %d "

@@ -3,17 +3,18 @@
 #define SHMESH_MESH_MESH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mesh/group.h"
 #include "shmesh.h"
 
-/* Named axes, resolved: mesh dimensions in the order given. */
+/* Named axes, resolved: mesh dimensions in the order given (their text is
+ * mesh_axes_text's). */
 struct axes {
     int n;
     int dim[SHMESH_MAX_MESH_DIMS];
-    int size;      /* product of their sizes: the group size */
-    char text[64]; /* canonical "x,y" */
+    int size; /* product of their sizes: the group size */
 };
 
 struct shmesh_mesh {
@@ -40,6 +41,9 @@ struct shmesh_mesh {
 
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
+/* The canonical text of `a`: its names, in order, joined by commas; every
+ * name in full when len >= SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1). */
+void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len);
 /* Fills ranks[0..a->size) with the ranks of the group over `a`, by axis
  * index; returns this device's axis index. */
 int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks);

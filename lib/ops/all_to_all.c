@@ -31,7 +31,7 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
             return ctx_fail(c, SHMESH_ERR_INVALID,
                             "%s: the size of all_to_all split_axis (%lld) has to be divisible by "
                             "the size of the named axis \"%s\" (%d)",
-                            k->name, (long long)size, a.text, n);
+                            k->name, (long long)size, k->d.axes, n);
         in_blk = size / n;
         shape[split] /= n;
         out_blk = shape[concat];
@@ -41,7 +41,7 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
             return ctx_fail(c, SHMESH_ERR_INVALID,
                             "%s: all_to_all requires the size of the mapped axis \"%s\" to equal "
                             "x.shape[split_axis], but they are %d and %lld respectively",
-                            k->name, a.text, n, (long long)size);
+                            k->name, k->d.axes, n, (long long)size);
         in_blk = out_blk = 1;
         /* Delete split_axis, then insert the group's axis at concat_axis. */
         memmove(shape + split, shape + split + 1, sizeof *shape * (size_t)(in->ndim - split - 1));

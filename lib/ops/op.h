@@ -21,36 +21,62 @@ enum call_op {
     OP_COUNT
 };
 
+/* Room for texts in a description: every axis name in full (at most
+ * SHMESH_MAX_MESH_DIMS names of SHMESH_MAX_AXIS_NAME characters and the
+ * commas between them), and axis_index_groups, which may be cut short
+ * ("..." marks the cut; the groups are hashed whole in extra_hash). */
+#define CALL_AXES_TEXT (SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1))
+#define CALL_GROUPS_TEXT 128
+
 /* What a call publishes in its first window.  Ranks compare a hash of what
- * identifies the call (call_hash); the fields are read back only to explain
- * a mismatch.  call_desc_clear() zeroes the fixed fields and empties the
- * texts; shapes are meaningful up to ndim only. */
+ * identifies the call (call_hash): op, mesh, the named axes as mesh
+ * dimensions, arrays, parameters and extra_hash; the texts are read back
+ * only to explain a mismatch.  call_desc_clear() zeroes the fixed fields
+ * (but tuning) and empties the texts; shapes are meaningful up to ndim only.
+ *
+ * A peer's description is untrusted bytes: it is copied out of the segment
+ * once and then only read through call_hash and call_describe (and
+ * call_mismatch_text), which are safe for any contents. */
 struct call_desc {
     uint32_t op;
     int32_t mesh; /* mesh id, -1 for world-wide calls */
     uint32_t dtype, out_dtype;
     int32_t ndim, out_ndim;
     int64_t param[4];    /* the op's own values, named in the op table */
-    uint64_t extra_hash; /* groups, permutations, mesh layout */
-    uint64_t tuning;     /* the thresholds that choose algorithms: every rank must agree */
-    char axes[64];
-    char groups[96]; /* axis_index_groups as text ("" without), maybe cut short */
+    uint64_t extra_hash; /* groups, permutations, mesh_create's names and device order */
+    int32_t naxes;       /* the named axes, resolved: how many, */
+    uint8_t axis[SHMESH_MAX_MESH_DIMS]; /* and their mesh dimensions, in the order named */
+    /* Not cleared (set when the description is published): the thresholds
+     * that choose algorithms, on which every rank must agree. */
+    uint64_t tuning;
+    char axes[CALL_AXES_TEXT];     /* canonical "x,y" (mesh_create: every name), never cut */
+    char groups[CALL_GROUPS_TEXT]; /* axis_index_groups as text ("" without) */
     int64_t shape[SHMESH_MAX_NDIM], out_shape[SHMESH_MAX_NDIM];
 };
 
 static inline void call_desc_clear(struct call_desc *d)
 {
-    memset(d, 0, offsetof(struct call_desc, axes));
+    /* At most 80 bytes: gcc clears them with a few stores, more with rep stos. */
+    memset(d, 0, offsetof(struct call_desc, tuning));
     d->axes[0] = d->groups[0] = 0;
 }
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
+_Static_assert(SHMESH_MAX_MESH_DIMS <= 8, "call_hash reads the axes as one word");
 
 /* "shmesh_psum", ...; NULL for an unknown op. */
 const char *op_name(enum call_op op);
 
-/* One line: the op, its arrays, parameters, axes and groups, and the call number. */
+/* One line: the op, its arrays, parameters, axes and groups, and the call
+ * number.  Always a terminated line of printable ASCII within len: other
+ * bytes of the texts are shown as \xNN, values out of range as numbers
+ * marked with '?'. */
 void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t len);
 /* What identifies the call (not the whole description). */
 uint64_t call_hash(const struct call_desc *d);
+/* Why call `call` failed: "called <mine> but rank R called <theirs>" (theirs
+ * NULL: R went past the call's window without it).  When that does not fit
+ * in len, each description is cut (marked "...") so that both are named. */
+void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_desc *mine,
+                        int other_rank, const struct call_desc *theirs);
 
 #endif

@@ -121,7 +121,7 @@ int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int 
     if (source < 0 || source >= k->g.n)
         return ctx_fail(k->c, SHMESH_ERR_INVALID,
                         "%s: source %d is out of range for axes \"%s\" of size %d", k->name,
-                        source, a.text, k->g.n);
+                        source, k->d.axes, k->g.n);
     k->f.source = source;
     k->d.param[0] = source;
     return coll_ready(k);

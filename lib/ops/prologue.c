@@ -36,6 +36,11 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
         return rc;
     rc = mesh_axes(m, k->name, axes, a);
     if (!rc) {
+        /* The axes as the mesh's dimensions (hashed), and their names (shown). */
+        k->d.naxes = a->n;
+        for (int i = 0; i < a->n && i < SHMESH_MAX_MESH_DIMS; i++)
+            k->d.axis[i] = (uint8_t)a->dim[i];
+        mesh_axes_text(m, a, k->d.axes, sizeof k->d.axes);
         struct group g;
         uint64_t gh = 0;
         rc = mesh_group(m, k->name, a, gs, equal_groups, &g, &gh);
@@ -44,8 +49,6 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
         k->d.extra_hash = gh;
     }
     k->d.mesh = m->id;
-    memcpy(k->d.axes, a->text, sizeof k->d.axes < sizeof a->text ? sizeof k->d.axes
-                                                                  : sizeof a->text);
     if (!rc && gs)
         groups_text(gs, k->d.groups, sizeof k->d.groups);
     uint64_t n_in, n_out;

@@ -30,7 +30,7 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
     bool arg = rop == RED_ARGMAX || rop == RED_ARGMIN;
     if (arg && a.n != 1)
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s only accepts a single axis, got \"%s\"",
-                        k->name, a.text);
+                        k->name, k->d.axes);
     if (arg && gs)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s takes no axis_index_groups (JAX's has none): pass NULL", k->name);

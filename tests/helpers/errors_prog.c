@@ -10,6 +10,14 @@
  *   ragged-sizes   send and recv sizes disagree: all refuse
  *   mismatch-op, mismatch-shape, mismatch-groups, mismatch-mesh
  *                  ranks call different things: all get MISMATCH
+ *   mismatch-long-axes
+ *                  on a mesh (A=1, B=2, x=2) whose A and B have 31-character
+ *                  names, ranks 0 and 2 psum over "A,B,x", 1 and 3 over "A,x"
+ *   mismatch-mesh-order
+ *                  ranks 0 and 1 create a mesh (A,B,x,y), 2 and 3 (A,B,y,x),
+ *                  A and B of 31 characters
+ *   mismatch-device-order
+ *                  the same mesh, with ranks 2 and 3 giving another device order
  *   lone-bad       rank 1 alone makes a bad call and exits; the others
  *                  must not hang
  * Exit status 0 when the mode's expectations held on this rank, 4 if not.
@@ -33,6 +41,11 @@ static int report(const char *name, int rc)
 }
 
 #define CASE(name, call) report(name, (call))
+
+/* Axis names as long as they may be (SHMESH_MAX_AXIS_NAME). */
+#define LONG_A "a_long_axis_name_of_31_chars_aa"
+#define LONG_B "b_long_axis_name_of_31_chars_bb"
+_Static_assert(sizeof LONG_A - 1 == SHMESH_MAX_AXIS_NAME, "LONG_A is as long as a name may be");
 
 /* A pointer to an array description living until the end of the block. */
 #define ARR(data, dt, ndim, d0, d1) (&(shmesh_array){(data), (dt), (ndim), {(d0), (d1)}})
@@ -201,6 +214,34 @@ static int mode_mismatch(const char *mode)
         int a[] = {0, 1, 2, 3}, b[] = {0, 2, 1, 3};
         shmesh_groups g = {2, 2, rank == 0 ? b : a, NULL};
         rc = CASE("mismatch", shmesh_psum(line, "i", &g, in, ARR(o, SHMESH_INT32, 1, 4, 0)));
+    } else if (!strcmp(mode, "mismatch-long-axes")) {
+        /* Names of SHMESH_MAX_AXIS_NAME characters: "A,B,x" and "A,x" differ
+         * only past the first 63 characters of the axes' text. */
+        const char *names[] = {LONG_A, LONG_B, "x"};
+        shmesh_mesh *m;
+        if (shmesh_mesh_create(ctx, 3, names, (int[]){1, 2, 2}, NULL, &m))
+            exit(2);
+        int32_t w[4] = {rank + 1, rank + 1, rank + 1, rank + 1};
+        rc = CASE("mismatch", shmesh_psum(m, rank % 2 ? LONG_A ",x" : LONG_A "," LONG_B ",x", NULL,
+                                          ARR(w, SHMESH_INT32, 1, 4, 0),
+                                          ARR(o, SHMESH_INT32, 1, 4, 0)));
+        if (!rc)
+            printf("rank %d: psum gave %d\n", rank, o[0]);
+        shmesh_mesh_destroy(m);
+    } else if (!strcmp(mode, "mismatch-mesh-order")) {
+        /* The same names and sizes, x and y swapped on ranks 2 and 3. */
+        const char *xy[] = {LONG_A, LONG_B, "x", "y"}, *yx[] = {LONG_A, LONG_B, "y", "x"};
+        shmesh_mesh *m = NULL;
+        rc = CASE("mismatch", shmesh_mesh_create(ctx, 4, rank < 2 ? xy : yx, (int[]){1, 1, 2, 2},
+                                                 NULL, &m));
+        shmesh_mesh_destroy(m);
+    } else if (!strcmp(mode, "mismatch-device-order")) {
+        /* Described alike: the sentence says what differs. */
+        shmesh_mesh *m = NULL;
+        rc = CASE("mismatch", shmesh_mesh_create(ctx, 2, (const char *[]){"x", "y"},
+                                                 (int[]){2, 2}, rank < 2 ? NULL : (int[]){1, 0, 2, 3},
+                                                 &m));
+        shmesh_mesh_destroy(m);
     } else { /* mismatch-mesh: the same op on different meshes */
         rc = CASE("mismatch", shmesh_psum(rank == 1 ? grid : line, rank == 1 ? "x,y" : "i", NULL,
                                           in, ARR(o, SHMESH_INT32, 1, 4, 0)));
