@@ -192,8 +192,8 @@ int main(int argc, char **argv)
             j.o.np = SEG_MAX_WORLD;
     }
     if (j.gpus.count > 0 && j.o.np > j.gpus.count)
-        fprintf(stderr, PROG ": note: %d ranks share %d GPUs (%s is given round-robin)\n", j.o.np,
-                j.gpus.count, j.gpus.var);
+        fprintf(stderr, PROG ": note: %d ranks share %d GPU%s (%s is given round-robin)\n", j.o.np,
+                j.gpus.count, j.gpus.count == 1 ? "" : "s", j.gpus.var);
 
     /* Not a core per rank by default, unlike mpirun: on a shared machine a
      * rank pinned beside a busy process cannot move away from it (measured:

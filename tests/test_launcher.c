@@ -2,6 +2,7 @@
  * a rank killed inside a barrier, signals, --timeout, --tag-output, the
  * environment, exec failures, usage errors; nothing left in /dev/shm or in
  * the process table afterwards. */
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -236,7 +237,7 @@ static void one_gpu_per_rank(void **state)
     assert_int_equal(system(cmd), 0);
     char env_root[128];
     snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", root);
-    char *env[] = {env_root, NULL};
+    char *env[] = {env_root, "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", NULL};
     struct run r;
     /* No -n: one rank per GPU found. */
     run_launcher(&r, env, 30, "-v", "--", "/bin/sh", "-c",
@@ -255,7 +256,11 @@ static void one_gpu_per_rank(void **state)
 /* --bind-to core: a CPU of its own per rank, named in SHMESH_CPU. */
 static void bind_to_core(void **state)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The CPUs this test may use (a cpuset or taskset may allow fewer than
+     * are online), as the launcher counts them. */
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    long cpus = CPU_COUNT(&mine);
     if (cpus < 2)
         skip();
     struct run r;
@@ -312,13 +317,46 @@ static void usage_errors(void **state)
     run_free(&r);
 }
 
-/* A program that never joins is no failure: the job is just processes. */
+/* A program that never joins is no failure: the job is just processes.
+ * (No GPU, whatever the machine has: with fewer GPUs than ranks the
+ * launcher prints a note, which more_ranks_than_gpus checks.) */
 static void non_shmesh_program(void **state)
 {
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(0));
+    char *env[] = {env_root, NULL};
     struct run r;
-    run_launcher(&r, NULL, 10, "-v", "-n", "3", "--", "/bin/true", NULL);
+    run_launcher(&r, env, 10, "-v", "-n", "3", "--", "/bin/true", NULL);
+    fake_sysroot_remove();
     assert_int_equal(r.code, 0);
-    assert_null(strstr(r.err, "note:"));
+    if (strstr(r.err, "note:"))
+        fail_msg("a note for a plain job:\n%s", r.err);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* One (fake) NVIDIA GPU and three ranks: a note, and every rank gets it. */
+static void more_ranks_than_gpus(void **state)
+{
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(1));
+    char *env[] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", NULL};
+    struct run r;
+    run_launcher(&r, env, 10, "-v", "-n", "3", "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK gpu ${CUDA_VISIBLE_DEVICES:-unset} "
+                 "hip ${HIP_VISIBLE_DEVICES:-unset}\"",
+                 NULL);
+    fake_sysroot_remove();
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.err, "note: 3 ranks share 1 GPU (CUDA_VISIBLE_DEVICES is given round-robin)",
+                    NULL) != 1)
+        fail_msg("no note on the shared GPU:\n%s", r.err);
+    for (int k = 0; k < 3; k++) {
+        char want[48];
+        snprintf(want, sizeof want, "rank %d gpu 0 hip unset", k);
+        if (count_lines(r.out, want, NULL) != 1)
+            fail_msg("no '%s' in:\n%s", want, r.out);
+    }
     assert_clean(&r);
     run_free(&r);
 }
@@ -340,6 +378,7 @@ int main(void)
         cmocka_unit_test(bind_to_core),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
+        cmocka_unit_test(more_ranks_than_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
