@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "segment.h"
@@ -15,6 +16,7 @@ enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NUMA, BIND_NONE };
 
 struct options {
     int np;               /* ranks; 0 until chosen */
+    const char *shm_size_from; /* "--shm-size X" or "SHMESH_SHM_SIZE (N bytes)", or NULL */
     bool tag_output;
     bool verbose;
     double timeout;       /* seconds; 0: none */
@@ -60,6 +62,7 @@ struct job {
     int *cpus;            /* BIND_CORE: the CPU of each rank */
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
+    struct rlimit nofile; /* RLIMIT_NOFILE as given: the ranks get it back */
     /* How the job ends. */
     bool stopping;
     int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -361,6 +362,67 @@ static void more_ranks_than_gpus(void **state)
     run_free(&r);
 }
 
+/* Options and settings that cannot make a job are usage errors (2), like
+ * any other bad option; the message names what was wrong. */
+static void bad_sizes_exit_2(void **state)
+{
+    static const struct {
+        const char *env, *shm_size, *np, *message;
+    } cases[] = {
+        {"SHMESH_SLOT_BYTES=-4096", NULL, "1", "SHMESH_SLOT_BYTES"},
+        {"SHMESH_SLOT_BYTES=2199023259648", NULL, "1", "SHMESH_SLOT_BYTES"}, /* 1 TiB + 4 KiB */
+        {NULL, "1M", "8", "--shm-size 1M is too small: 8 ranks need at least"},
+        {"SHMESH_SHM_SIZE=1M", NULL, "8",
+         "SHMESH_SHM_SIZE (1048576 bytes) is too small: 8 ranks need at least"},
+        {NULL, "-4096", "1", "--shm-size expects a size such as 256M or 1G, got '-4096'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *env[] = {(char *)cases[i].env, NULL};
+        struct run r;
+        if (cases[i].shm_size)
+            run_launcher(&r, env, 10, "-n", cases[i].np, "--shm-size", cases[i].shm_size, "--",
+                         "/bin/true", NULL);
+        else
+            run_launcher(&r, env, 10, "-n", cases[i].np, "--", "/bin/true", NULL);
+        if (r.code != 2 || !strstr(r.err, cases[i].message))
+            fail_msg("%s%s: exit %d, expected 2 and '%s'; stderr:\n%s",
+                     cases[i].env ? cases[i].env : "--shm-size ",
+                     cases[i].env ? "" : cases[i].shm_size, r.code, cases[i].message, r.err);
+        run_free(&r);
+    }
+}
+
+/* --tag-output holds two pipes per rank.  A soft limit too low is raised
+ * (the ranks get the limit as it was); a hard one too low is a clear
+ * error, not a failed poll. */
+static void open_file_limit(void **state)
+{
+    char script[256];
+    snprintf(script, sizeof script,
+             "ulimit -n 256 && exec %s -n 200 --tag-output -- /bin/true", launcher_path());
+    char *hard[] = {"/bin/sh", "-c", script, NULL};
+    struct run r;
+    run_cmd(hard, NULL, 60, &r);
+    if (r.code != 1 || count_lines(r.err, "open files", "ulimit -n") != 1 || strstr(r.err, "poll"))
+        fail_msg("exit %d, expected 1 and one line about open files; stderr:\n%s", r.code, r.err);
+    run_free(&r);
+
+    struct rlimit lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 1024)
+        skip();
+    snprintf(script, sizeof script,
+             "ulimit -Sn 256 && exec %s -n 200 --tag-output -- /bin/sh -c 'echo \"limit "
+             "$(ulimit -Sn)\"'",
+             launcher_path());
+    char *soft[] = {"/bin/sh", "-c", script, NULL};
+    run_cmd(soft, NULL, 120, &r);
+    if (r.code != 0 || count_lines(r.out, "] limit 256", NULL) != 200)
+        fail_msg("exit %d, expected 0 and 200 ranks with a limit of 256; stderr:\n%s\nstdout:\n%.2000s",
+                 r.code, r.err, r.out);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +441,8 @@ int main(void)
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
         cmocka_unit_test(more_ranks_than_gpus),
+        cmocka_unit_test(bad_sizes_exit_2),
+        cmocka_unit_test(open_file_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
