@@ -240,8 +240,8 @@ static int open_file_limit(struct job *j)
         if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
             lim.rlim_cur = j->nofile.rlim_cur; /* an infinite hard limit may be refused */
     }
-    /* Beyond the pipes: the signalfd, a terminal's forwarding pipe, a
-     * rank's pipes while it is started. */
+    /* Beyond the pipes: the signalfd, the writers' eventfd, a terminal's
+     * forwarding pipe, a rank's pipes while it is started. */
     uint64_t need = (uint64_t)open_fds() + 16 + (j->o.tag_output ? 2 * (uint64_t)j->o.np : 0);
     if (lim.rlim_cur == RLIM_INFINITY || need <= lim.rlim_cur)
         return 0;
@@ -319,10 +319,14 @@ int main(int argc, char **argv)
                 (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
 
+    /* From here on the launcher's messages go through the output queues. */
+    out_init(j.o.tag_output);
     int rc = spawn_ranks(&j);
+    out_start();
     if (rc == 0)
         rc = supervise(&j, sigfd);
     seg_unlink(j.seg);
+    out_finish();
     seg_close(j.seg);
     gpus_free(&j.gpus);
     free(j.ranks);

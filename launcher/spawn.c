@@ -83,7 +83,7 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
 static int make_pipe(int fds[2])
 {
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        fprintf(stderr, PROG ": cannot create a pipe: %s\n", strerror(errno));
+        say("cannot create a pipe: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -136,7 +136,7 @@ int spawn_ranks(struct job *j)
         }
         pid_t pid = fork();
         if (pid < 0) {
-            fprintf(stderr, PROG ": cannot start rank %d: fork: %s\n", r, strerror(errno));
+            say("cannot start rank %d: fork: %s", r, strerror(errno));
             close_pipes(errp, outp, errs);
             goto failed;
         }
@@ -162,7 +162,7 @@ int spawn_ranks(struct job *j)
         while (n < 0 && errno == EINTR);
         close(errp[0]);
         if (n == (ssize_t)sizeof child_errno) {
-            fprintf(stderr, PROG ": cannot run '%s': %s\n", j->o.argv[0], strerror(child_errno));
+            say("cannot run '%s': %s", j->o.argv[0], strerror(child_errno));
             int st;
             waitpid(pid, &st, 0);
             p->running = false;

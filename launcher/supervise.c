@@ -92,7 +92,7 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     snprintf(reason, sizeof reason, "rank %d (pid %d) %s", p->rank, (int)p->pid, how);
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
     if (j->o.verbose && (ok || j->exit_decided))
-        fprintf(stderr, PROG ": %s\n", reason);
+        say("%s", reason);
     if (!ok) {
         if (j->exit_decided)
             return; /* only the first failure is reported and decides the status */
@@ -110,10 +110,10 @@ static void rank_exited(struct job *j, struct rank_proc *p)
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
                                               : 128 + WTERMSIG(p->status);
         if (j->running > 0)
-            fprintf(stderr, PROG ": %s; stopping %d other %s\n", reason, j->running,
-                    plural(j->running, "rank", "ranks"));
+            say("%s; stopping %d other %s", reason, j->running,
+                plural(j->running, "rank", "ranks"));
         else
-            fprintf(stderr, PROG ": %s\n", reason);
+            say("%s", reason);
         job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
         return;
     }
@@ -126,7 +126,7 @@ static void rank_exited(struct job *j, struct rank_proc *p)
              p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
     seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
     if (atomic_load(&j->seg->hdr->attached.value) > 0)
-        fprintf(stderr, PROG ": note: %s; ranks still waiting for it will fail\n", reason);
+        say("note: %s; ranks still waiting for it will fail", reason);
 }
 
 /* waitpid(-1) hands back zombies in fork order, not in order of death: when
@@ -167,16 +167,19 @@ static void on_signal(struct job *j, int sig)
         signal_running(j, sig);
         return;
     }
+    if (j->running == 0)
+        j->hurry = true; /* only output is left to write: the user wants out */
     if (j->stopping && j->kill_at_ns == 0)
         return; /* SIGKILL already sent */
     if (++j->stop_signals > 1) {
-        fprintf(stderr, PROG ": received %s again; killing %d %s now\n", signame(sig), j->running,
-                plural(j->running, "rank", "ranks"));
+        say("received %s again; killing %d %s now", signame(sig), j->running,
+            plural(j->running, "rank", "ranks"));
         j->kill_at_ns = now_ns();
+        j->hurry = true;
         return;
     }
-    fprintf(stderr, PROG ": received %s; forwarding it to %d %s\n", signame(sig), j->running,
-            plural(j->running, "rank", "ranks"));
+    say("received %s; forwarding it to %d %s", signame(sig), j->running,
+        plural(j->running, "rank", "ranks"));
     if (!j->exit_decided) {
         j->exit_decided = true;
         j->exit_status = 128 + sig;
@@ -190,8 +193,8 @@ static void on_deadlines(struct job *j, int64_t now)
 {
     if (j->timeout_at_ns && now >= j->timeout_at_ns) {
         j->timeout_at_ns = 0;
-        fprintf(stderr, PROG ": the job ran longer than --timeout %g s; stopping %d %s\n",
-                j->o.timeout, j->running, plural(j->running, "rank", "ranks"));
+        say("the job ran longer than --timeout %g s; stopping %d %s", j->o.timeout, j->running,
+            plural(j->running, "rank", "ranks"));
         j->exit_decided = true;
         j->exit_status = 124;
         char reason[96];
@@ -202,8 +205,8 @@ static void on_deadlines(struct job *j, int64_t now)
     if (j->kill_at_ns && now >= j->kill_at_ns) {
         j->kill_at_ns = 0;
         if (j->running > 0) {
-            fprintf(stderr, PROG ": %d %s still running after the %g s grace period; sending SIGKILL\n",
-                    j->running, plural(j->running, "rank", "ranks"), j->o.grace);
+            say("%d %s still running after the %g s grace period; sending SIGKILL", j->running,
+                plural(j->running, "rank", "ranks"), j->o.grace);
             signal_running(j, SIGKILL);
         }
     }
@@ -250,18 +253,34 @@ static bool relays_open(const struct job *j)
     return false;
 }
 
+static void close_relays(struct job *j, const struct out_state *os)
+{
+    for (int r = 0; r < j->o.np; r++) {
+        struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
+        for (int k = 0; k < 2; k++)
+            if (rel[k]->fd >= 0 && (!os || !os[rel[k]->stream].full))
+                relay_close(rel[k]);
+    }
+}
+
+static void earliest(int64_t *next, int64_t t)
+{
+    if (t && t < *next)
+        *next = t;
+}
+
 int supervise(struct job *j, int sigfd)
 {
     if (j->o.timeout > 0)
-        j->timeout_at_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
+        j->timeout_at_ns = j->deadline_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
     if (j->stdin_pipe >= 0)
         fcntl(j->stdin_pipe, F_SETFL, O_NONBLOCK);
-    size_t cap = 2 + 2 * (size_t)j->o.np;
+    size_t cap = 3 + 2 * (size_t)j->o.np;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     struct relay **who = calloc(cap, sizeof *who);
     j->reaped = calloc((size_t)j->o.np, sizeof *j->reaped);
     if (!pfd || !who || !j->reaped) {
-        fprintf(stderr, PROG ": out of memory\n");
+        say("out of memory");
         free(pfd);
         free(who);
         free(j->reaped);
@@ -271,25 +290,47 @@ int supervise(struct job *j, int sigfd)
         return 1;
     }
     struct fwd fwd = {.len = 0};
-    int64_t drain_until = 0;
+    int wake = out_wake_fd();
+    int64_t over_at = 0;     /* when the last rank was reaped */
 
     for (;;) {
         int64_t now = now_ns();
         on_deadlines(j, now);
-        if (j->running == 0) {
-            if (j->stopping) /* take whatever the ranks left behind with them */
-                for (int r = 0; r < j->o.np; r++)
-                    signal_group(&j->ranks[r], SIGKILL);
-            if (!relays_open(j))
-                break;
-            if (!drain_until)
-                drain_until = now + DRAIN_NS;
-            else if (now >= drain_until)
+        struct out_state os[3] = {{0}};
+        out_state(1, &os[1]);
+        out_state(2, &os[2]);
+        bool over = j->running == 0;
+        bool bounded = j->stop_signals > 0 || (j->deadline_ns && now >= j->deadline_ns);
+        if (over) {
+            if (!over_at) {
+                over_at = now;
+                if (j->stopping) /* take whatever the ranks left behind with them */
+                    for (int r = 0; r < j->o.np; r++)
+                        signal_group(&j->ranks[r], SIGKILL);
+            }
+            /* Pipes still open after the drain time have a writer that
+             * outlived its rank: what they hold is dropped, unless the
+             * stream's reader is slow (then they wait for it). */
+            if (now >= over_at + DRAIN_NS)
+                close_relays(j, os);
+            /* The rest of the output waits for its reader, as anything
+             * written to a pipe does; but not past --timeout or after a
+             * signal: output the reader then takes nothing of for
+             * OUT_STALL_NS is dropped (at once after a second signal). */
+            for (int s = 1; s <= 2; s++)
+                if (os[s].len && !os[s].dropping &&
+                    (j->hurry || (bounded && now >= os[s].since + OUT_STALL_NS))) {
+                    out_give_up(s);
+                    out_state(s, &os[s]);
+                }
+            bool pending = (os[1].len && !os[1].dropping) || (os[2].len && !os[2].dropping);
+            if (!relays_open(j) && !pending)
                 break;
         }
 
         nfds_t n = 0;
         pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
         int stdin_slot = -1;
         if (j->stdin_pipe >= 0 && j->running > 0) {
             stdin_slot = (int)n;
@@ -300,26 +341,35 @@ int supervise(struct job *j, int sigfd)
         for (int r = 0; r < j->o.np; r++) {
             struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
             for (int k = 0; k < 2; k++)
-                if (rel[k]->fd >= 0) {
+                if (rel[k]->fd >= 0 && !os[rel[k]->stream].full) {
                     who[n] = rel[k];
                     pfd[n++] = (struct pollfd){.fd = rel[k]->fd, .events = POLLIN};
                 }
         }
+        /* A full queue wakes the loop when its reader takes some; at the
+         * end, any change matters. */
+        for (int s = 1; s <= 2; s++)
+            if (os[s].full || (over && os[s].len && !os[s].dropping))
+                out_watch(s, &os[s]);
 
         int64_t next = INT64_MAX;
-        if (j->timeout_at_ns)
-            next = j->timeout_at_ns;
-        if (j->kill_at_ns && j->kill_at_ns < next)
-            next = j->kill_at_ns;
-        if (drain_until && drain_until < next)
-            next = drain_until;
+        earliest(&next, j->timeout_at_ns);
+        earliest(&next, j->kill_at_ns);
+        if (over) {
+            if (relays_open(j) && now < over_at + DRAIN_NS)
+                earliest(&next, over_at + DRAIN_NS);
+            for (int s = 1; s <= 2; s++)
+                if (os[s].len && !os[s].dropping)
+                    earliest(&next, bounded ? os[s].since + OUT_STALL_NS
+                                            : (j->deadline_ns > now ? j->deadline_ns : 0));
+        }
         int wait_ms = -1;
         if (next != INT64_MAX)
             wait_ms = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 
         int ready = poll(pfd, n, wait_ms);
         if (ready < 0 && errno != EINTR) {
-            fprintf(stderr, PROG ": poll: %s\n", strerror(errno));
+            say("poll: %s", strerror(errno));
             break;
         }
         if (ready <= 0)
@@ -332,6 +382,11 @@ int supervise(struct job *j, int sigfd)
                 else
                     on_signal(j, (int)si.ssi_signo);
             }
+        }
+        if (pfd[1].revents & POLLIN) {
+            uint64_t v;
+            ssize_t r = read(wake, &v, sizeof v);
+            (void)r;
         }
         if (stdin_slot >= 0 && pfd[stdin_slot].revents) {
             short ev = pfd[stdin_slot].revents;
@@ -349,15 +404,11 @@ int supervise(struct job *j, int sigfd)
         struct rank_proc *p = j->deferred;
         char how[96];
         describe_status(p->status, how, sizeof how);
-        fprintf(stderr, PROG ": rank %d (pid %d) %s\n", p->rank, (int)p->pid, how);
+        say("rank %d (pid %d) %s", p->rank, (int)p->pid, how);
         j->exit_decided = true;
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
     }
-    /* Whatever is left unsaid ends the job's output, once. */
-    for (int r = 0; r < j->o.np; r++) {
-        relay_flush(&j->ranks[r].out);
-        relay_flush(&j->ranks[r].err);
-    }
+    close_relays(j, NULL); /* only after a failed poll */
     if (j->stdin_pipe >= 0)
         close(j->stdin_pipe);
     free(pfd);

@@ -423,6 +423,89 @@ static void open_file_limit(void **state)
     run_free(&r);
 }
 
+/* Nothing reads the launcher's stdout, and ranks write without end: the
+ * timeout and a signal still act at once, and what could not be written is
+ * counted on stderr. */
+static void stalled_stdout(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "--tag-output", "--timeout", "2", "-n", "2",
+                    "--", "/bin/sh", "-c", "exec yes \"rank $RANK fills a pipe nobody reads\"",
+                    NULL};
+    struct run_opts o = {.timeout = 20, .stdout_unread = true};
+    struct run r;
+    run_cmd_opts(argv, &o, &r);
+    if (r.timed_out || r.code != 124 || r.secs > 2 + 3)
+        fail_msg("exit %d after %.1f s%s, expected 124 soon after 2 s; stderr:\n%s", r.code,
+                 r.secs, r.timed_out ? " (killed)" : "", r.err);
+    if (count_lines(r.err, "shmesh-run: dropped ", " bytes of rank output: stdout was not read") != 1)
+        fail_msg("no count of dropped output:\n%s", r.err);
+    assert_clean(&r);
+    run_free(&r);
+
+    char *no_timeout[] = {(char *)launcher_path(), "-v", "--tag-output", "-n", "2", "--",
+                          "/bin/sh", "-c", "exec yes \"rank $RANK fills a pipe nobody reads\"",
+                          NULL};
+    o.during = send_sigterm; /* after 0.7 s */
+    run_cmd_opts(no_timeout, &o, &r);
+    if (r.timed_out || r.code != 128 + SIGTERM || r.secs > 0.7 + 3)
+        fail_msg("exit %d after %.1f s%s, expected 143 soon after 0.7 s; stderr:\n%s", r.code,
+                 r.secs, r.timed_out ? " (killed)" : "", r.err);
+    assert_int_equal(count_lines(r.err, "received SIGTERM; forwarding it to 2 ranks", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Whether `text` holds the line "[rank] " followed by `len` times `c`. */
+static bool has_long_line(const char *text, int rank, char c, size_t len)
+{
+    char prefix[16];
+    int plen = snprintf(prefix, sizeof prefix, "[%d] ", rank);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n == (size_t)plen + len && !memcmp(line, prefix, (size_t)plen)) {
+            size_t k = (size_t)plen;
+            while (k < n && line[k] == c)
+                k++;
+            if (k == n)
+                return true;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* Two ranks write a 200 KB line each, in pieces, at the same time: each
+ * arrives as one line.  A line over 1 MiB is cut into lines of 1 MiB. */
+static void long_lines_whole(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 60, "-v", "--tag-output", "-n", "2", "--", "/bin/sh", "-c",
+                 "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do "
+                 "head -c 10000 /dev/zero | tr '\\0' \"$RANK\"; sleep 0.01; done; echo; "
+                 "echo \"short $RANK\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    for (int k = 0; k < 2; k++)
+        if (!has_long_line(r.out, k, (char)('0' + k), 200000))
+            fail_msg("rank %d's 200 KB line is not whole (%d lines of output)", k,
+                     count_lines(r.out, NULL, NULL));
+    assert_int_equal(count_lines(r.out, NULL, NULL), 4);
+    assert_clean(&r);
+    run_free(&r);
+
+    /* 2.5 MiB without a newline: two lines of 1 MiB, then the rest. */
+    run_launcher(&r, NULL, 60, "-v", "--tag-output", "-n", "1", "--", "/bin/sh", "-c",
+                 "head -c 2621440 /dev/zero | tr '\\0' x", NULL);
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.out, NULL, NULL) != 3 || !has_long_line(r.out, 0, 'x', 1 << 20) ||
+        !has_long_line(r.out, 0, 'x', 1 << 19))
+        fail_msg("expected 2 lines of 1 MiB and one of 512 KiB, got %d lines",
+                 count_lines(r.out, NULL, NULL));
+    assert_clean(&r);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +526,8 @@ int main(void)
         cmocka_unit_test(more_ranks_than_gpus),
         cmocka_unit_test(bad_sizes_exit_2),
         cmocka_unit_test(open_file_limit),
+        cmocka_unit_test(stalled_stdout),
+        cmocka_unit_test(long_lines_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
