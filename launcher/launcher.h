@@ -66,6 +66,8 @@ struct job {
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
     struct rlimit nofile; /* RLIMIT_NOFILE as given: the ranks get it back */
+    pid_t watchdog;       /* 0: none */
+    int watch_fd;         /* write end of the watchdog's pipe, or -1 */
     /* How the job ends. */
     bool stopping;
     int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */
@@ -77,6 +79,7 @@ struct job {
     int64_t timeout_at_ns;
     int64_t deadline_ns;  /* --timeout's deadline, kept after it fired; 0: none */
     bool hurry;           /* a second stop signal: output not taken is dropped at once */
+    bool reaped_any;      /* a child was reaped since the loop last looked for leftovers */
 };
 
 /* spawn.c */
@@ -90,6 +93,12 @@ int64_t now_ns(void);
 /* Tells the ranks (abort flag), sends `sig` (0: none) and arms the SIGKILL
  * that follows after --grace. */
 void job_stop(struct job *j, int cause, int rank, int sig, const char *reason);
+/* watchdog.c: a process that outlives a SIGKILLed launcher and then kills
+ * the ranks' process groups and removes the segment's name. */
+int watchdog_start(struct job *j);
+void watchdog_note(struct job *j, char what, pid_t pid); /* 'P' rank started, 'X' reaped */
+void watchdog_stop(struct job *j);                        /* the job ended cleanly */
+
 /* output.c: the launcher's standard output and error, each a queue that a
  * thread of its own writes, so that a reader that stalls never stalls the
  * launcher. */

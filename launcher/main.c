@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -240,8 +241,9 @@ static int open_file_limit(struct job *j)
         if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
             lim.rlim_cur = j->nofile.rlim_cur; /* an infinite hard limit may be refused */
     }
-    /* Beyond the pipes: the signalfd, the writers' eventfd, a terminal's
-     * forwarding pipe, a rank's pipes while it is started. */
+    /* Beyond the pipes: the signalfd, the watchdog's pipe, the writers'
+     * eventfd, a terminal's forwarding pipe, /proc scans, a rank's pipes
+     * while it is started. */
     uint64_t need = (uint64_t)open_fds() + 16 + (j->o.tag_output ? 2 * (uint64_t)j->o.np : 0);
     if (lim.rlim_cur == RLIM_INFINITY || need <= lim.rlim_cur)
         return 0;
@@ -255,7 +257,7 @@ static int open_file_limit(struct job *j)
 
 int main(int argc, char **argv)
 {
-    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1};
+    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
     if (parse_options(argc, argv, &j.o) < 0)
         return 2;
 
@@ -300,6 +302,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
         return 1;
     }
+    /* What the ranks start and leave behind is reparented to the launcher
+     * rather than to init, so it can be ended with the job. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     char err[512];
     struct seg_create_opts so = {
@@ -318,6 +323,9 @@ int main(int argc, char **argv)
                 j.o.np, j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
                 (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
+    if (watchdog_start(&j) < 0)
+        fprintf(stderr, PROG ": note: no watchdog (%s): if " PROG " is killed with SIGKILL, what "
+                "the ranks started may outlive it\n", strerror(errno));
 
     /* From here on the launcher's messages go through the output queues. */
     out_init(j.o.tag_output);
@@ -326,6 +334,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = supervise(&j, sigfd);
     seg_unlink(j.seg);
+    watchdog_stop(&j);
     out_finish();
     seg_close(j.seg);
     gpus_free(&j.gpus);

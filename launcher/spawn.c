@@ -145,6 +145,7 @@ int spawn_ranks(struct job *j)
             child(j, r, self, errp[1], outp[1], errs[1]);
         }
         setpgid(pid, pid); /* also here, so killpg works before the child runs */
+        watchdog_note(j, 'P', pid);
         p->pid = pid;
         p->running = true;
         j->running++;
@@ -165,6 +166,7 @@ int spawn_ranks(struct job *j)
             say("cannot run '%s': %s", j->o.argv[0], strerror(child_errno));
             int st;
             waitpid(pid, &st, 0);
+            watchdog_note(j, 'X', pid);
             p->running = false;
             j->running--;
             j->exit_status = child_errno == ENOENT ? 127 : 126;

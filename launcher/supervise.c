@@ -1,5 +1,7 @@
 /* The launcher's event loop: reap ranks, fail fast, forward signals, enforce
- * --timeout and --grace, relay tagged output, forward a terminal's input. */
+ * --timeout and --grace, relay tagged output, forward a terminal's input,
+ * and end whatever the ranks left running. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +16,9 @@
 
 #include "launcher.h"
 
-#define DRAIN_NS 2000000000LL /* output still arriving after the last rank exits */
+#define DRAIN_NS 2000000000LL    /* output still arriving after the last rank exits */
+#define LEFTOVER_NS 2000000000LL /* killing what the ranks left: no longer than this */
+#define RESCAN_NS 50000000LL     /* ...looking again this often */
 
 int64_t now_ns(void)
 {
@@ -129,22 +133,49 @@ static void rank_exited(struct job *j, struct rank_proc *p)
         say("note: %s; ranks still waiting for it will fail", reason);
 }
 
-/* waitpid(-1) hands back zombies in fork order, not in order of death: when
+static struct rank_proc *running_rank(struct job *j, pid_t pid)
+{
+    for (int r = 0; r < j->o.np; r++)
+        if (j->ranks[r].pid == pid && j->ranks[r].running)
+            return &j->ranks[r];
+    return NULL;
+}
+
+/* Each exited child is looked at before it is reaped: while a rank's zombie
+ * is there its pid, the id of its process group, cannot be reused, so what
+ * it left in its group is killed then, safely.  Other children (the
+ * watchdog, or processes the ranks left behind, which the launcher adopts as
+ * a subreaper) are just reaped.
+ *
+ * waitid hands back zombies in fork order, not in order of death: when
  * a rank dies and a peer exits on noticing it, both may be reaped together.
  * The abort record (written first by whoever noticed) names the rank at
  * fault; it is accounted first, so its report counts the others as running. */
 static void reap(struct job *j)
 {
     struct rank_proc **batch = j->reaped;
-    int n = 0, st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-        for (int r = 0; r < j->o.np; r++)
-            if (j->ranks[r].pid == pid && j->ranks[r].running) {
-                j->ranks[r].status = st;
-                batch[n++] = &j->ranks[r];
-                break;
-            }
+    int n = 0;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            break;
+        pid_t pid = si.si_pid;
+        struct rank_proc *p = running_rank(j, pid);
+        if (p)
+            killpg(pid, SIGKILL); /* a rank's children end with it */
+        int st = 0;
+        if (waitpid(pid, &st, WNOHANG) != pid)
+            break;
+        j->reaped_any = true;
+        if (pid == j->watchdog)
+            j->watchdog = 0;
+        if (p) {
+            watchdog_note(j, 'X', pid);
+            p->status = st;
+            batch[n++] = p;
+        }
+    }
     int blamed = n > 1 ? blamed_rank(j) : -1;
     for (int i = 1; i < n; i++)
         if (batch[i]->rank == blamed) {
@@ -159,6 +190,50 @@ static void reap(struct job *j)
         j->running--;
         rank_exited(j, batch[i]);
     }
+}
+
+/* The parent of `pid` as /proc says, or -1. */
+static pid_t parent_of(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    const char *end = strrchr(buf, ')'); /* the command name may hold anything */
+    int ppid;
+    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* After the last rank: anything still running that a rank started has been
+ * reparented to the launcher (a subreaper), even if it left the rank's
+ * process group.  Sends each SIGKILL; returns how many children, other than
+ * the watchdog, are not reaped yet. */
+static int kill_leftovers(struct job *j)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    pid_t self = getpid();
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == j->watchdog || parent_of(pid) != self)
+            continue;
+        kill((pid_t)pid, SIGKILL);
+        n++;
+    }
+    closedir(d);
+    return n;
 }
 
 static void on_signal(struct job *j, int sig)
@@ -292,6 +367,8 @@ int supervise(struct job *j, int sigfd)
     struct fwd fwd = {.len = 0};
     int wake = out_wake_fd();
     int64_t over_at = 0;     /* when the last rank was reaped */
+    int leftovers = 1;       /* children the ranks left, as last counted */
+    int64_t rescan_at = 0;
 
     for (;;) {
         int64_t now = now_ns();
@@ -302,16 +379,20 @@ int supervise(struct job *j, int sigfd)
         bool over = j->running == 0;
         bool bounded = j->stop_signals > 0 || (j->deadline_ns && now >= j->deadline_ns);
         if (over) {
-            if (!over_at) {
+            if (!over_at)
                 over_at = now;
-                if (j->stopping) /* take whatever the ranks left behind with them */
-                    for (int r = 0; r < j->o.np; r++)
-                        signal_group(&j->ranks[r], SIGKILL);
+            /* What the ranks left running ends with the job: killed, and
+             * looked for again after each death (its children are then
+             * ours) or a while, for at most LEFTOVER_NS. */
+            if (leftovers && (j->reaped_any || now >= rescan_at)) {
+                j->reaped_any = false;
+                leftovers = now < over_at + LEFTOVER_NS ? kill_leftovers(j) : 0;
+                rescan_at = now + RESCAN_NS;
             }
-            /* Pipes still open after the drain time have a writer that
-             * outlived its rank: what they hold is dropped, unless the
-             * stream's reader is slow (then they wait for it). */
-            if (now >= over_at + DRAIN_NS)
+            /* Pipes still open after the drain time have a writer outside
+             * the job: what they hold is dropped, unless the stream's reader
+             * is slow (then they wait for it). */
+            if (!leftovers && now >= over_at + DRAIN_NS)
                 close_relays(j, os);
             /* The rest of the output waits for its reader, as anything
              * written to a pipe does; but not past --timeout or after a
@@ -324,7 +405,7 @@ int supervise(struct job *j, int sigfd)
                     out_state(s, &os[s]);
                 }
             bool pending = (os[1].len && !os[1].dropping) || (os[2].len && !os[2].dropping);
-            if (!relays_open(j) && !pending)
+            if (!leftovers && !relays_open(j) && !pending)
                 break;
         }
 
@@ -356,7 +437,9 @@ int supervise(struct job *j, int sigfd)
         earliest(&next, j->timeout_at_ns);
         earliest(&next, j->kill_at_ns);
         if (over) {
-            if (relays_open(j) && now < over_at + DRAIN_NS)
+            if (leftovers)
+                earliest(&next, rescan_at);
+            else if (relays_open(j) && now < over_at + DRAIN_NS)
                 earliest(&next, over_at + DRAIN_NS);
             for (int s = 1; s <= 2; s++)
                 if (os[s].len && !os[s].dropping)

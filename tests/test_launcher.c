@@ -1,7 +1,10 @@
 /* Description: shmesh-run end to end — exit statuses, fail-fast with grace,
- * a rank killed inside a barrier, signals, --timeout, --tag-output, the
- * environment, exec failures, usage errors; nothing left in /dev/shm or in
- * the process table afterwards. */
+ * a rank killed inside a barrier, signals, --timeout, --tag-output (long
+ * lines whole, a reader that never reads), the environment, GPUs (faked),
+ * exec failures, usage errors, the open-file limit; nothing left in
+ * /dev/shm or in the process table afterwards, also when the launcher is
+ * killed with SIGKILL or a rank leaves children behind. */
+#include <dirent.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -506,6 +510,177 @@ static void long_lines_whole(void **state)
     run_free(&r);
 }
 
+/* ---- a job's processes end with it ---------------------------------------- */
+
+/* Processes (not zombies) whose command line holds `token`, not this one. */
+static int procs_with(const char *token, pid_t *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == getpid())
+            continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        if (memmem(buf, len, token, strlen(token)) && pid_alive(pid))
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The pids the ranks wrote into `file`, one a line. */
+static int pids_in(const char *file, pid_t *pids, int max)
+{
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return 0;
+    int n = 0, v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        pids[n++] = (pid_t)v;
+    fclose(f);
+    return n;
+}
+
+/* Waits up to `secs` until every pid in `file` has exited, no process holds
+ * `file` in its command line (launcher, watchdog, ranks) and `segment` (may
+ * be empty) is gone from /dev/shm.  On failure, kills and removes what is
+ * left and returns a description of it. */
+static const char *job_gone(const char *file, const char *segment, double secs, char *why,
+                            size_t len)
+{
+    double t0 = mono_secs();
+    for (;;) {
+        pid_t pids[64], procs[64];
+        int n = pids_in(file, pids, 64), alive = -1;
+        for (int i = 0; i < n && alive < 0; i++)
+            if (pid_alive(pids[i]))
+                alive = i;
+        int np = procs_with(file, procs, 64);
+        bool seg = segment[0] && shm_exists(segment);
+        if (alive < 0 && np == 0 && !seg)
+            return NULL;
+        if (mono_secs() - t0 > secs) {
+            snprintf(why, len, "after %.1f s: %s%d%s, %d process%s of the job%s%s", secs,
+                     alive >= 0 ? "pid " : "", alive >= 0 ? (int)pids[alive] : 0,
+                     alive >= 0 ? " alive" : "(pids gone)", np, np == 1 ? "" : "es",
+                     seg ? ", segment left: " : "", seg ? segment : "");
+            for (int i = 0; i < n; i++)
+                kill(pids[i], SIGKILL);
+            for (int i = 0; i < np; i++)
+                kill(procs[i], SIGKILL);
+            if (seg)
+                shm_unlink(segment);
+            return why;
+        }
+        sleep_secs(0.05);
+    }
+}
+
+struct when_ready {
+    const char *file;
+    int lines;
+};
+
+/* Once the ranks wrote their pids (and a moment for the others to join),
+ * SIGKILL the launcher. */
+static void sigkill_when_ready(pid_t pid, void *arg)
+{
+    const struct when_ready *w = arg;
+    double t0 = mono_secs();
+    pid_t pids[64];
+    while (pids_in(w->file, pids, 64) < w->lines && mono_secs() - t0 < 15)
+        sleep_secs(0.02);
+    sleep_secs(0.5);
+    kill(pid, SIGKILL);
+}
+
+static void temp_file(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/shmesh-job-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* The launcher is killed with SIGKILL while ranks 0 and 1 sit in the job
+ * (joined) and rank 2 never calls shmesh_init; each rank started a `sleep`,
+ * and one in a session of its own.  Ranks, their children and the segment's
+ * name are all gone soon after. */
+static void sigkill_launcher_leaves_nothing(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "3", "--", "/bin/sh", "-c",
+                    "sleep 77 & echo $! >> \"$1\"; setsid sleep 77 & echo $! >> \"$1\"; "
+                    "echo $$ >> \"$1\"; "
+                    "if [ \"$RANK\" != 2 ]; then exec \"$2\" sleep; fi; exec sleep 78",
+                    "sh", file, (char *)rank_prog_path(), NULL};
+    struct when_ready w = {file, 9};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, sigkill_when_ready, &w);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    pid_t pids[64];
+    int n = pids_in(file, pids, 64);
+    unlink(file);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    assert_int_equal(n, 9);
+    assert_true(segment[0]);
+    run_free(&r);
+}
+
+/* A clean job whose ranks leave children behind, one in the rank's process
+ * group and one in a session of its own, both holding stdout: the launcher
+ * returns at once and neither child is left. */
+static void leftovers_end_with_the_job(const char *tag)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[12];
+    int n = 0;
+    argv[n++] = (char *)launcher_path();
+    argv[n++] = "-v";
+    if (tag)
+        argv[n++] = (char *)tag;
+    char *rest[] = {"-n", "2", "--", "/bin/sh", "-c",
+                    "sleep 79 & echo $! >> \"$1\"; setsid sleep 79 & echo $! >> \"$1\"; "
+                    "echo \"rank $RANK done\"",
+                    "sh", file, NULL};
+    memcpy(&argv[n], rest, sizeof rest);
+    struct run r;
+    run_cmd(argv, NULL, 30, &r);
+    char why[256];
+    const char *left = job_gone(file, "", 0, why, sizeof why);
+    pid_t pids[8];
+    n = pids_in(file, pids, 8);
+    unlink(file);
+    if (left)
+        fail_msg("%s: %s\nstderr:\n%s", tag ? tag : "untagged", left, r.err);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(count_lines(r.out, "rank ", " done"), 2);
+    if (r.secs > 1.5)
+        fail_msg("%s: the launcher took %.2f s", tag ? tag : "untagged", r.secs);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void leftovers_end_tagged(void **state) { leftovers_end_with_the_job("--tag-output"); }
+static void leftovers_end_untagged(void **state) { leftovers_end_with_the_job(NULL); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -528,6 +703,9 @@ int main(void)
         cmocka_unit_test(open_file_limit),
         cmocka_unit_test(stalled_stdout),
         cmocka_unit_test(long_lines_whole),
+        cmocka_unit_test(sigkill_launcher_leaves_nothing),
+        cmocka_unit_test(leftovers_end_tagged),
+        cmocka_unit_test(leftovers_end_untagged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
