@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "segment.h"
@@ -15,6 +16,7 @@ enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NUMA, BIND_NONE };
 
 struct options {
     int np;               /* ranks; 0 until chosen */
+    const char *shm_size_from; /* "--shm-size X" or "SHMESH_SHM_SIZE (N bytes)", or NULL */
     bool tag_output;
     bool verbose;
     double timeout;       /* seconds; 0: none */
@@ -26,15 +28,18 @@ struct options {
     char **argv;          /* the program and its arguments */
 };
 
-/* One rank's output stream while --tag-output relays it. */
+/* One rank's output stream while --tag-output relays it: the line being
+ * gathered, written out whole once its newline comes. */
 struct relay {
     int fd;       /* read end; -1 once closed */
-    int out_fd;   /* where lines go: 1 or 2 */
+    int stream;   /* where lines go: 1 or 2 */
     int rank;
-    bool at_line_start;
-    size_t len;
-    char buf[8192];
+    char *buf;    /* allocated on first use, grown up to RELAY_LINE_MAX */
+    size_t len, cap;
 };
+
+/* A line longer than this is cut: each piece goes out as a line of its own. */
+#define RELAY_LINE_MAX (1u << 20)
 
 struct rank_proc {
     int rank;
@@ -60,6 +65,9 @@ struct job {
     int *cpus;            /* BIND_CORE: the CPU of each rank */
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
+    struct rlimit nofile; /* RLIMIT_NOFILE as given: the ranks get it back */
+    pid_t watchdog;       /* 0: none */
+    int watch_fd;         /* write end of the watchdog's pipe, or -1 */
     /* How the job ends. */
     bool stopping;
     int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */
@@ -69,6 +77,9 @@ struct job {
     bool exit_decided;
     int64_t kill_at_ns;   /* when stopping: SIGKILL time; 0 once sent */
     int64_t timeout_at_ns;
+    int64_t deadline_ns;  /* --timeout's deadline, kept after it fired; 0: none */
+    bool hurry;           /* a second stop signal: output not taken is dropped at once */
+    bool reaped_any;      /* a child was reaped since the loop last looked for leftovers */
 };
 
 /* spawn.c */
@@ -82,11 +93,41 @@ int64_t now_ns(void);
 /* Tells the ranks (abort flag), sends `sig` (0: none) and arms the SIGKILL
  * that follows after --grace. */
 void job_stop(struct job *j, int cause, int rank, int sig, const char *reason);
-/* output.c */
-void relay_init(struct relay *r, int rank, int fd, int out_fd);
+/* watchdog.c: a process that outlives a SIGKILLed launcher and then kills
+ * the ranks' process groups and removes the segment's name. */
+int watchdog_start(struct job *j);
+void watchdog_note(struct job *j, char what, pid_t pid); /* 'P' rank started, 'X' reaped */
+void watchdog_stop(struct job *j);                        /* the job ended cleanly */
+
+/* output.c: the launcher's standard output and error, each a queue that a
+ * thread of its own writes, so that a reader that stalls never stalls the
+ * launcher. */
+#define OUT_HIGH (1u << 20)           /* pending bytes above which ranks' pipes wait */
+#define OUT_STALL_NS 2000000000LL     /* a reader that takes nothing this long at the end is given up */
+void out_init(bool tag_output);
+void out_start(void);                 /* the writer threads, once every fork is done */
+int out_wake_fd(void);                /* readable after a queue the loop watches changed */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* "shmesh-run: ...\n" */
+struct out_state {
+    size_t len;     /* pending bytes */
+    int64_t since;  /* the last progress, or when bytes came to an empty queue */
+    bool full;      /* len >= OUT_HIGH: the ranks' pipes of this stream wait */
+    bool dropping;  /* the reader failed or was given up: everything is dropped */
+};
+void out_state(int stream, struct out_state *st);
+/* Wakes the loop (out_wake_fd) at the queue's next change, or now if it
+ * changed since `seen`. */
+void out_watch(int stream, const struct out_state *seen);
+void out_give_up(int stream);         /* drop what is pending and what comes */
+/* After the job: says what was dropped, then gives stderr a moment. */
+void out_finish(void);
+
+void relay_init(struct relay *r, int rank, int fd, int stream);
 /* Reads what is available; returns false at end of file. */
 bool relay_pump(struct relay *r);
-void relay_flush(struct relay *r);
+/* Writes out a last line without its newline, and closes the pipe,
+ * counting what is left in it as dropped. */
+void relay_close(struct relay *r);
 
 void describe_status(int status, char *buf, size_t len);
 

@@ -1,13 +1,17 @@
 /* shmesh-run: start N ranks of a program around one shared-memory segment,
  * stop them all when one fails, and leave nothing behind. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -113,13 +117,17 @@ static int parse_options(int argc, char **argv, struct options *o)
                 return -1;
             }
             break;
-        case OPT_SHM_SIZE:
+        case OPT_SHM_SIZE: {
+            static char given[96];
             if (!(o->shm_size = seg_parse_size(optarg))) {
                 fprintf(stderr, PROG ": --shm-size expects a size such as 256M or 1G, got '%s'\n",
                         optarg);
                 return -1;
             }
+            snprintf(given, sizeof given, "--shm-size %s", optarg);
+            o->shm_size_from = given;
             break;
+        }
         case 'v':
             o->verbose = true;
             break;
@@ -157,8 +165,14 @@ static int parse_options(int argc, char **argv, struct options *o)
             return -1;
         }
     }
-    if (!o->shm_size)
+    if (!o->shm_size) {
         o->shm_size = env.shm_size;
+        if (o->shm_size) {
+            static char given[96];
+            snprintf(given, sizeof given, "SHMESH_SHM_SIZE (%" PRIu64 " bytes)", o->shm_size);
+            o->shm_size_from = given;
+        }
+    }
     o->slot_bytes = env.slot_bytes;
     o->sysroot = env.sysroot ? env.sysroot : "";
     return 0;
@@ -178,9 +192,72 @@ static int signal_fd(void)
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+/* Sizes that cannot make a segment are usage errors, like other bad
+ * options; said here, before anything is created. */
+static int check_sizes(const struct options *o)
+{
+    uint64_t slot = o->slot_bytes ? o->slot_bytes : seg_default_slot_bytes(o->np);
+    uint64_t min = seg_required_bytes(o->np, slot);
+    if (!min) {
+        fprintf(stderr, PROG ": SHMESH_SLOT_BYTES must be a multiple of %u from %u to 1 TiB, got %"
+                PRIu64 "\n", SEG_PAGE, SEG_PAGE, slot);
+        return -1;
+    }
+    if (o->shm_size && o->shm_size < min) {
+        fprintf(stderr,
+                PROG ": %s is too small: %d ranks need at least %" PRIu64 " bytes (%.1f MiB) for "
+                "control blocks and staging slots, before any shared heap\n",
+                o->shm_size_from ? o->shm_size_from : "the segment", o->np, min,
+                (double)min / (1 << 20));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 3;
+    int n = -1; /* the directory's own */
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* --tag-output keeps two pipes per rank open.  The soft limit on open files
+ * is raised to the hard one (each rank gets back the limit as it was); a job
+ * that cannot have what it needs even so is refused here, not half started. */
+static int open_file_limit(struct job *j)
+{
+    if (getrlimit(RLIMIT_NOFILE, &j->nofile) < 0)
+        return 0;
+    struct rlimit lim = j->nofile;
+    if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
+            lim.rlim_cur = j->nofile.rlim_cur; /* an infinite hard limit may be refused */
+    }
+    /* Beyond the pipes: the signalfd, the watchdog's pipe, the writers'
+     * eventfd, a terminal's forwarding pipe, /proc scans, a rank's pipes
+     * while it is started. */
+    uint64_t need = (uint64_t)open_fds() + 16 + (j->o.tag_output ? 2 * (uint64_t)j->o.np : 0);
+    if (lim.rlim_cur == RLIM_INFINITY || need <= lim.rlim_cur)
+        return 0;
+    fprintf(stderr,
+            PROG ": %d ranks%s need about %" PRIu64 " open files, and the limit is %" PRIu64
+            " (ulimit -n); raise it%s\n",
+            j->o.np, j->o.tag_output ? " with --tag-output" : "", need, (uint64_t)lim.rlim_cur,
+            j->o.tag_output ? ", or run without --tag-output" : "");
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
-    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1};
+    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
     if (parse_options(argc, argv, &j.o) < 0)
         return 2;
 
@@ -191,9 +268,11 @@ int main(int argc, char **argv)
         if (j.o.np > SEG_MAX_WORLD)
             j.o.np = SEG_MAX_WORLD;
     }
+    if (check_sizes(&j.o))
+        return 2;
     if (j.gpus.count > 0 && j.o.np > j.gpus.count)
-        fprintf(stderr, PROG ": note: %d ranks share %d GPUs (%s is given round-robin)\n", j.o.np,
-                j.gpus.count, j.gpus.var);
+        fprintf(stderr, PROG ": note: %d ranks share %d GPU%s (%s is given round-robin)\n", j.o.np,
+                j.gpus.count, j.gpus.count == 1 ? "" : "s", j.gpus.var);
 
     /* Not a core per rank by default, unlike mpirun: on a shared machine a
      * rank pinned beside a busy process cannot move away from it (measured:
@@ -216,11 +295,16 @@ int main(int argc, char **argv)
                 j.cpus[r++] = cpu;
     }
 
+    if (open_file_limit(&j))
+        return 1;
     int sigfd = signal_fd();
     if (sigfd < 0) {
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
         return 1;
     }
+    /* What the ranks start and leave behind is reparented to the launcher
+     * rather than to init, so it can be ended with the job. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     char err[512];
     struct seg_create_opts so = {
@@ -239,11 +323,19 @@ int main(int argc, char **argv)
                 j.o.np, j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
                 (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
+    if (watchdog_start(&j) < 0)
+        fprintf(stderr, PROG ": note: no watchdog (%s): if " PROG " is killed with SIGKILL, what "
+                "the ranks started may outlive it\n", strerror(errno));
 
+    /* From here on the launcher's messages go through the output queues. */
+    out_init(j.o.tag_output);
     int rc = spawn_ranks(&j);
+    out_start();
     if (rc == 0)
         rc = supervise(&j, sigfd);
     seg_unlink(j.seg);
+    watchdog_stop(&j);
+    out_finish();
     seg_close(j.seg);
     gpus_free(&j.gpus);
     free(j.ranks);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
+    setrlimit(RLIMIT_NOFILE, &j->nofile); /* the limit it would have had without the launcher */
 
     if (rank == 0 && j->stdin_fd >= 0) {
         dup2(j->stdin_fd, 0);
@@ -81,10 +83,19 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
 static int make_pipe(int fds[2])
 {
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        fprintf(stderr, PROG ": cannot create a pipe: %s\n", strerror(errno));
+        say("cannot create a pipe: %s", strerror(errno));
         return -1;
     }
     return 0;
+}
+
+static void close_pipes(int a[2], int b[2], int c[2])
+{
+    int *fds[] = {a, b, c};
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < 2; e++)
+            if (fds[k][e] >= 0)
+                close(fds[k][e]);
 }
 
 /* Rank 0 reads the launcher's stdin.  A terminal cannot be handed over: the
@@ -110,19 +121,23 @@ int spawn_ranks(struct job *j)
     if (!j->ranks || setup_stdin(j))
         return 1;
     pid_t self = getpid();
+    /* Every relay closed first: a rank never started has none to poll. */
+    for (int r = 0; r < j->o.np; r++) {
+        j->ranks[r].rank = r;
+        relay_init(&j->ranks[r].out, r, -1, 1);
+        relay_init(&j->ranks[r].err, r, -1, 2);
+    }
     for (int r = 0; r < j->o.np; r++) {
         struct rank_proc *p = &j->ranks[r];
-        p->rank = r;
-        relay_init(&p->out, r, -1, 1);
-        relay_init(&p->err, r, -1, 2);
-        int errp[2], outp[2] = {-1, -1}, errs[2] = {-1, -1};
-        if (make_pipe(errp))
+        int errp[2] = {-1, -1}, outp[2] = {-1, -1}, errs[2] = {-1, -1};
+        if (make_pipe(errp) || (j->o.tag_output && (make_pipe(outp) || make_pipe(errs)))) {
+            close_pipes(errp, outp, errs);
             goto failed;
-        if (j->o.tag_output && (make_pipe(outp) || make_pipe(errs)))
-            goto failed;
+        }
         pid_t pid = fork();
         if (pid < 0) {
-            fprintf(stderr, PROG ": cannot start rank %d: fork: %s\n", r, strerror(errno));
+            say("cannot start rank %d: fork: %s", r, strerror(errno));
+            close_pipes(errp, outp, errs);
             goto failed;
         }
         if (pid == 0) {
@@ -130,6 +145,7 @@ int spawn_ranks(struct job *j)
             child(j, r, self, errp[1], outp[1], errs[1]);
         }
         setpgid(pid, pid); /* also here, so killpg works before the child runs */
+        watchdog_note(j, 'P', pid);
         p->pid = pid;
         p->running = true;
         j->running++;
@@ -147,9 +163,10 @@ int spawn_ranks(struct job *j)
         while (n < 0 && errno == EINTR);
         close(errp[0]);
         if (n == (ssize_t)sizeof child_errno) {
-            fprintf(stderr, PROG ": cannot run '%s': %s\n", j->o.argv[0], strerror(child_errno));
+            say("cannot run '%s': %s", j->o.argv[0], strerror(child_errno));
             int st;
             waitpid(pid, &st, 0);
+            watchdog_note(j, 'X', pid);
             p->running = false;
             j->running--;
             j->exit_status = child_errno == ENOENT ? 127 : 126;

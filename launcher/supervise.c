@@ -1,5 +1,7 @@
 /* The launcher's event loop: reap ranks, fail fast, forward signals, enforce
- * --timeout and --grace, relay tagged output, forward a terminal's input. */
+ * --timeout and --grace, relay tagged output, forward a terminal's input,
+ * and end whatever the ranks left running. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +16,9 @@
 
 #include "launcher.h"
 
-#define DRAIN_NS 2000000000LL /* output still arriving after the last rank exits */
+#define DRAIN_NS 2000000000LL    /* output still arriving after the last rank exits */
+#define LEFTOVER_NS 2000000000LL /* killing what the ranks left: no longer than this */
+#define RESCAN_NS 50000000LL     /* ...looking again this often */
 
 int64_t now_ns(void)
 {
@@ -92,7 +96,7 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     snprintf(reason, sizeof reason, "rank %d (pid %d) %s", p->rank, (int)p->pid, how);
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
     if (j->o.verbose && (ok || j->exit_decided))
-        fprintf(stderr, PROG ": %s\n", reason);
+        say("%s", reason);
     if (!ok) {
         if (j->exit_decided)
             return; /* only the first failure is reported and decides the status */
@@ -110,10 +114,10 @@ static void rank_exited(struct job *j, struct rank_proc *p)
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
                                               : 128 + WTERMSIG(p->status);
         if (j->running > 0)
-            fprintf(stderr, PROG ": %s; stopping %d other %s\n", reason, j->running,
-                    plural(j->running, "rank", "ranks"));
+            say("%s; stopping %d other %s", reason, j->running,
+                plural(j->running, "rank", "ranks"));
         else
-            fprintf(stderr, PROG ": %s\n", reason);
+            say("%s", reason);
         job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
         return;
     }
@@ -126,25 +130,52 @@ static void rank_exited(struct job *j, struct rank_proc *p)
              p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
     seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
     if (atomic_load(&j->seg->hdr->attached.value) > 0)
-        fprintf(stderr, PROG ": note: %s; ranks still waiting for it will fail\n", reason);
+        say("note: %s; ranks still waiting for it will fail", reason);
 }
 
-/* waitpid(-1) hands back zombies in fork order, not in order of death: when
+static struct rank_proc *running_rank(struct job *j, pid_t pid)
+{
+    for (int r = 0; r < j->o.np; r++)
+        if (j->ranks[r].pid == pid && j->ranks[r].running)
+            return &j->ranks[r];
+    return NULL;
+}
+
+/* Each exited child is looked at before it is reaped: while a rank's zombie
+ * is there its pid, the id of its process group, cannot be reused, so what
+ * it left in its group is killed then, safely.  Other children (the
+ * watchdog, or processes the ranks left behind, which the launcher adopts as
+ * a subreaper) are just reaped.
+ *
+ * waitid hands back zombies in fork order, not in order of death: when
  * a rank dies and a peer exits on noticing it, both may be reaped together.
  * The abort record (written first by whoever noticed) names the rank at
  * fault; it is accounted first, so its report counts the others as running. */
 static void reap(struct job *j)
 {
     struct rank_proc **batch = j->reaped;
-    int n = 0, st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-        for (int r = 0; r < j->o.np; r++)
-            if (j->ranks[r].pid == pid && j->ranks[r].running) {
-                j->ranks[r].status = st;
-                batch[n++] = &j->ranks[r];
-                break;
-            }
+    int n = 0;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            break;
+        pid_t pid = si.si_pid;
+        struct rank_proc *p = running_rank(j, pid);
+        if (p)
+            killpg(pid, SIGKILL); /* a rank's children end with it */
+        int st = 0;
+        if (waitpid(pid, &st, WNOHANG) != pid)
+            break;
+        j->reaped_any = true;
+        if (pid == j->watchdog)
+            j->watchdog = 0;
+        if (p) {
+            watchdog_note(j, 'X', pid);
+            p->status = st;
+            batch[n++] = p;
+        }
+    }
     int blamed = n > 1 ? blamed_rank(j) : -1;
     for (int i = 1; i < n; i++)
         if (batch[i]->rank == blamed) {
@@ -161,22 +192,69 @@ static void reap(struct job *j)
     }
 }
 
+/* The parent of `pid` as /proc says, or -1. */
+static pid_t parent_of(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    const char *end = strrchr(buf, ')'); /* the command name may hold anything */
+    int ppid;
+    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* After the last rank: anything still running that a rank started has been
+ * reparented to the launcher (a subreaper), even if it left the rank's
+ * process group.  Sends each SIGKILL; returns how many children, other than
+ * the watchdog, are not reaped yet. */
+static int kill_leftovers(struct job *j)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    pid_t self = getpid();
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == j->watchdog || parent_of(pid) != self)
+            continue;
+        kill((pid_t)pid, SIGKILL);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 static void on_signal(struct job *j, int sig)
 {
     if (sig == SIGUSR1 || sig == SIGUSR2) {
         signal_running(j, sig);
         return;
     }
+    if (j->running == 0)
+        j->hurry = true; /* only output is left to write: the user wants out */
     if (j->stopping && j->kill_at_ns == 0)
         return; /* SIGKILL already sent */
     if (++j->stop_signals > 1) {
-        fprintf(stderr, PROG ": received %s again; killing %d %s now\n", signame(sig), j->running,
-                plural(j->running, "rank", "ranks"));
+        say("received %s again; killing %d %s now", signame(sig), j->running,
+            plural(j->running, "rank", "ranks"));
         j->kill_at_ns = now_ns();
+        j->hurry = true;
         return;
     }
-    fprintf(stderr, PROG ": received %s; forwarding it to %d %s\n", signame(sig), j->running,
-            plural(j->running, "rank", "ranks"));
+    say("received %s; forwarding it to %d %s", signame(sig), j->running,
+        plural(j->running, "rank", "ranks"));
     if (!j->exit_decided) {
         j->exit_decided = true;
         j->exit_status = 128 + sig;
@@ -190,8 +268,8 @@ static void on_deadlines(struct job *j, int64_t now)
 {
     if (j->timeout_at_ns && now >= j->timeout_at_ns) {
         j->timeout_at_ns = 0;
-        fprintf(stderr, PROG ": the job ran longer than --timeout %g s; stopping %d %s\n",
-                j->o.timeout, j->running, plural(j->running, "rank", "ranks"));
+        say("the job ran longer than --timeout %g s; stopping %d %s", j->o.timeout, j->running,
+            plural(j->running, "rank", "ranks"));
         j->exit_decided = true;
         j->exit_status = 124;
         char reason[96];
@@ -202,8 +280,8 @@ static void on_deadlines(struct job *j, int64_t now)
     if (j->kill_at_ns && now >= j->kill_at_ns) {
         j->kill_at_ns = 0;
         if (j->running > 0) {
-            fprintf(stderr, PROG ": %d %s still running after the %g s grace period; sending SIGKILL\n",
-                    j->running, plural(j->running, "rank", "ranks"), j->o.grace);
+            say("%d %s still running after the %g s grace period; sending SIGKILL", j->running,
+                plural(j->running, "rank", "ranks"), j->o.grace);
             signal_running(j, SIGKILL);
         }
     }
@@ -250,18 +328,34 @@ static bool relays_open(const struct job *j)
     return false;
 }
 
+static void close_relays(struct job *j, const struct out_state *os)
+{
+    for (int r = 0; r < j->o.np; r++) {
+        struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
+        for (int k = 0; k < 2; k++)
+            if (rel[k]->fd >= 0 && (!os || !os[rel[k]->stream].full))
+                relay_close(rel[k]);
+    }
+}
+
+static void earliest(int64_t *next, int64_t t)
+{
+    if (t && t < *next)
+        *next = t;
+}
+
 int supervise(struct job *j, int sigfd)
 {
     if (j->o.timeout > 0)
-        j->timeout_at_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
+        j->timeout_at_ns = j->deadline_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
     if (j->stdin_pipe >= 0)
         fcntl(j->stdin_pipe, F_SETFL, O_NONBLOCK);
-    size_t cap = 2 + 2 * (size_t)j->o.np;
+    size_t cap = 3 + 2 * (size_t)j->o.np;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     struct relay **who = calloc(cap, sizeof *who);
     j->reaped = calloc((size_t)j->o.np, sizeof *j->reaped);
     if (!pfd || !who || !j->reaped) {
-        fprintf(stderr, PROG ": out of memory\n");
+        say("out of memory");
         free(pfd);
         free(who);
         free(j->reaped);
@@ -271,25 +365,53 @@ int supervise(struct job *j, int sigfd)
         return 1;
     }
     struct fwd fwd = {.len = 0};
-    int64_t drain_until = 0;
+    int wake = out_wake_fd();
+    int64_t over_at = 0;     /* when the last rank was reaped */
+    int leftovers = 1;       /* children the ranks left, as last counted */
+    int64_t rescan_at = 0;
 
     for (;;) {
         int64_t now = now_ns();
         on_deadlines(j, now);
-        if (j->running == 0) {
-            if (j->stopping) /* take whatever the ranks left behind with them */
-                for (int r = 0; r < j->o.np; r++)
-                    signal_group(&j->ranks[r], SIGKILL);
-            if (!relays_open(j))
-                break;
-            if (!drain_until)
-                drain_until = now + DRAIN_NS;
-            else if (now >= drain_until)
+        struct out_state os[3] = {{0}};
+        out_state(1, &os[1]);
+        out_state(2, &os[2]);
+        bool over = j->running == 0;
+        bool bounded = j->stop_signals > 0 || (j->deadline_ns && now >= j->deadline_ns);
+        if (over) {
+            if (!over_at)
+                over_at = now;
+            /* What the ranks left running ends with the job: killed, and
+             * looked for again after each death (its children are then
+             * ours) or a while, for at most LEFTOVER_NS. */
+            if (leftovers && (j->reaped_any || now >= rescan_at)) {
+                j->reaped_any = false;
+                leftovers = now < over_at + LEFTOVER_NS ? kill_leftovers(j) : 0;
+                rescan_at = now + RESCAN_NS;
+            }
+            /* Pipes still open after the drain time have a writer outside
+             * the job: what they hold is dropped, unless the stream's reader
+             * is slow (then they wait for it). */
+            if (!leftovers && now >= over_at + DRAIN_NS)
+                close_relays(j, os);
+            /* The rest of the output waits for its reader, as anything
+             * written to a pipe does; but not past --timeout or after a
+             * signal: output the reader then takes nothing of for
+             * OUT_STALL_NS is dropped (at once after a second signal). */
+            for (int s = 1; s <= 2; s++)
+                if (os[s].len && !os[s].dropping &&
+                    (j->hurry || (bounded && now >= os[s].since + OUT_STALL_NS))) {
+                    out_give_up(s);
+                    out_state(s, &os[s]);
+                }
+            bool pending = (os[1].len && !os[1].dropping) || (os[2].len && !os[2].dropping);
+            if (!leftovers && !relays_open(j) && !pending)
                 break;
         }
 
         nfds_t n = 0;
         pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
         int stdin_slot = -1;
         if (j->stdin_pipe >= 0 && j->running > 0) {
             stdin_slot = (int)n;
@@ -300,26 +422,37 @@ int supervise(struct job *j, int sigfd)
         for (int r = 0; r < j->o.np; r++) {
             struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
             for (int k = 0; k < 2; k++)
-                if (rel[k]->fd >= 0) {
+                if (rel[k]->fd >= 0 && !os[rel[k]->stream].full) {
                     who[n] = rel[k];
                     pfd[n++] = (struct pollfd){.fd = rel[k]->fd, .events = POLLIN};
                 }
         }
+        /* A full queue wakes the loop when its reader takes some; at the
+         * end, any change matters. */
+        for (int s = 1; s <= 2; s++)
+            if (os[s].full || (over && os[s].len && !os[s].dropping))
+                out_watch(s, &os[s]);
 
         int64_t next = INT64_MAX;
-        if (j->timeout_at_ns)
-            next = j->timeout_at_ns;
-        if (j->kill_at_ns && j->kill_at_ns < next)
-            next = j->kill_at_ns;
-        if (drain_until && drain_until < next)
-            next = drain_until;
+        earliest(&next, j->timeout_at_ns);
+        earliest(&next, j->kill_at_ns);
+        if (over) {
+            if (leftovers)
+                earliest(&next, rescan_at);
+            else if (relays_open(j) && now < over_at + DRAIN_NS)
+                earliest(&next, over_at + DRAIN_NS);
+            for (int s = 1; s <= 2; s++)
+                if (os[s].len && !os[s].dropping)
+                    earliest(&next, bounded ? os[s].since + OUT_STALL_NS
+                                            : (j->deadline_ns > now ? j->deadline_ns : 0));
+        }
         int wait_ms = -1;
         if (next != INT64_MAX)
             wait_ms = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 
         int ready = poll(pfd, n, wait_ms);
         if (ready < 0 && errno != EINTR) {
-            fprintf(stderr, PROG ": poll: %s\n", strerror(errno));
+            say("poll: %s", strerror(errno));
             break;
         }
         if (ready <= 0)
@@ -332,6 +465,11 @@ int supervise(struct job *j, int sigfd)
                 else
                     on_signal(j, (int)si.ssi_signo);
             }
+        }
+        if (pfd[1].revents & POLLIN) {
+            uint64_t v;
+            ssize_t r = read(wake, &v, sizeof v);
+            (void)r;
         }
         if (stdin_slot >= 0 && pfd[stdin_slot].revents) {
             short ev = pfd[stdin_slot].revents;
@@ -349,15 +487,11 @@ int supervise(struct job *j, int sigfd)
         struct rank_proc *p = j->deferred;
         char how[96];
         describe_status(p->status, how, sizeof how);
-        fprintf(stderr, PROG ": rank %d (pid %d) %s\n", p->rank, (int)p->pid, how);
+        say("rank %d (pid %d) %s", p->rank, (int)p->pid, how);
         j->exit_decided = true;
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
     }
-    /* Whatever is left unsaid ends the job's output, once. */
-    for (int r = 0; r < j->o.np; r++) {
-        relay_flush(&j->ranks[r].out);
-        relay_flush(&j->ranks[r].err);
-    }
+    close_relays(j, NULL); /* only after a failed poll */
     if (j->stdin_pipe >= 0)
         close(j->stdin_pipe);
     free(pfd);

@@ -43,12 +43,16 @@ static char *slurp(int fd)
     return buf;
 }
 
-int run_cmd_with(char *const argv[], char *const env[], double timeout, struct run *r,
-                 void (*during)(pid_t pid, void *arg), void *arg)
+int run_cmd_opts(char *const argv[], const struct run_opts *o, struct run *r)
 {
+    char *const *env = o->env;
+    double timeout = o->timeout;
     memset(r, 0, sizeof *r);
     int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
     if (out < 0 || err < 0)
+        return -1;
+    int unread[2] = {-1, -1};
+    if (o->stdout_unread && pipe2(unread, O_CLOEXEC) < 0)
         return -1;
     /* Ranks share these files: without O_APPEND their writes race on the
      * shared offset (memfds lack the f_pos lock of ordinary files). */
@@ -60,19 +64,25 @@ int run_cmd_with(char *const argv[], char *const env[], double timeout, struct r
         return -1;
     if (pid == 0) {
         setpgid(0, 0);
-        dup2(out, 1);
+        dup2(unread[1] >= 0 ? unread[1] : out, 1);
         dup2(err, 2);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, 0);
-        for (int i = 0; env && env[i]; i++)
-            putenv(env[i]);
+        for (int i = 0; env && env[i]; i++) {
+            if (strchr(env[i], '='))
+                putenv(env[i]);
+            else
+                unsetenv(env[i]);
+        }
         execv(argv[0], argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
-    if (during)
-        during(pid, arg);
+    if (unread[1] >= 0)
+        close(unread[1]);
+    if (o->during)
+        o->during(pid, o->arg);
     int st = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
@@ -93,7 +103,16 @@ int run_cmd_with(char *const argv[], char *const env[], double timeout, struct r
     r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     r->out = slurp(out);
     r->err = slurp(err);
+    if (unread[0] >= 0)
+        close(unread[0]);
     return 0;
+}
+
+int run_cmd_with(char *const argv[], char *const env[], double timeout, struct run *r,
+                 void (*during)(pid_t pid, void *arg), void *arg)
+{
+    struct run_opts o = {.env = env, .timeout = timeout, .during = during, .arg = arg};
+    return run_cmd_opts(argv, &o, r);
 }
 
 int run_cmd(char *const argv[], char *const env[], double timeout, struct run *r)
@@ -206,4 +225,34 @@ int op_times_ms(const char *out, const char *op_arrow_err, double *ms, int max)
             n++;
     }
     return n;
+}
+
+static char sysroot[64];
+
+const char *fake_sysroot(int gpus)
+{
+    fake_sysroot_remove();
+    snprintf(sysroot, sizeof sysroot, "/tmp/shmesh-sysroot-XXXXXX");
+    if (!mkdtemp(sysroot))
+        abort();
+    char path[256];
+    snprintf(path, sizeof path, "%s/proc/driver/nvidia/gpus", sysroot);
+    for (int i = 0; i < gpus; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/0000:%02x:00.0", path, i + 1);
+        if (system(cmd) != 0)
+            abort();
+    }
+    return sysroot;
+}
+
+void fake_sysroot_remove(void)
+{
+    if (!sysroot[0])
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", sysroot);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", sysroot);
+    sysroot[0] = '\0';
 }

@@ -15,14 +15,27 @@ struct run {
 };
 
 /* Runs argv in a new process group with extra environment entries
- * ("NAME=value", NULL-terminated list, may be NULL), stdin from /dev/null.
- * After `timeout` seconds the whole group is killed. */
+ * ("NAME=value", NULL-terminated list, may be NULL; a bare "NAME" unsets
+ * NAME), stdin from /dev/null.  After `timeout` seconds the whole group is
+ * killed. */
 int run_cmd(char *const argv[], char *const env[], double timeout, struct run *r);
 
 /* As run_cmd, but calls `during(pid, arg)` in the parent right after the
  * child starts; the deadline still applies. */
 int run_cmd_with(char *const argv[], char *const env[], double timeout, struct run *r,
                  void (*during)(pid_t pid, void *arg), void *arg);
+
+/* Everything run_cmd_with takes, and how stdout is connected. */
+struct run_opts {
+    char *const *env;
+    double timeout;
+    void (*during)(pid_t pid, void *arg);
+    void *arg;
+    /* stdout is a pipe that nothing reads (r->out stays empty), as when a
+     * reader of the command's output stalls. */
+    bool stdout_unread;
+};
+int run_cmd_opts(char *const argv[], const struct run_opts *o, struct run *r);
 
 void run_free(struct run *r);
 
@@ -54,6 +67,13 @@ bool shm_exists(const char *name);
 
 /* Are any of these pids still alive (not zombies of someone else)? */
 bool pid_alive(pid_t pid);
+
+/* A directory to pass as SHMESH_SYSROOT: `gpus` fake NVIDIA GPUs under
+ * proc/driver/nvidia/gpus (0: none at all, whatever the machine has).
+ * Returns the path (static storage, one at a time); remove it with
+ * fake_sysroot_remove. */
+const char *fake_sysroot(int gpus);
+void fake_sysroot_remove(void);
 
 double mono_secs(void);
 void sleep_secs(double s);

@@ -1,7 +1,11 @@
 /* Description: shmesh-run end to end — exit statuses, fail-fast with grace,
- * a rank killed inside a barrier, signals, --timeout, --tag-output, the
- * environment, exec failures, usage errors; nothing left in /dev/shm or in
- * the process table afterwards. */
+ * a rank killed inside a barrier, signals, --timeout, --tag-output (long
+ * lines whole, a reader that never reads), the environment, GPUs (faked),
+ * exec failures, usage errors, the open-file limit; nothing left in
+ * /dev/shm or in the process table afterwards, also when the launcher is
+ * killed with SIGKILL or a rank leaves children behind. */
+#include <dirent.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,7 +242,7 @@ static void one_gpu_per_rank(void **state)
     assert_int_equal(system(cmd), 0);
     char env_root[128];
     snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", root);
-    char *env[] = {env_root, NULL};
+    char *env[] = {env_root, "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", NULL};
     struct run r;
     /* No -n: one rank per GPU found. */
     run_launcher(&r, env, 30, "-v", "--", "/bin/sh", "-c",
@@ -255,7 +261,11 @@ static void one_gpu_per_rank(void **state)
 /* --bind-to core: a CPU of its own per rank, named in SHMESH_CPU. */
 static void bind_to_core(void **state)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The CPUs this test may use (a cpuset or taskset may allow fewer than
+     * are online), as the launcher counts them. */
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    long cpus = CPU_COUNT(&mine);
     if (cpus < 2)
         skip();
     struct run r;
@@ -312,16 +322,364 @@ static void usage_errors(void **state)
     run_free(&r);
 }
 
-/* A program that never joins is no failure: the job is just processes. */
+/* A program that never joins is no failure: the job is just processes.
+ * (No GPU, whatever the machine has: with fewer GPUs than ranks the
+ * launcher prints a note, which more_ranks_than_gpus checks.) */
 static void non_shmesh_program(void **state)
 {
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(0));
+    char *env[] = {env_root, NULL};
     struct run r;
-    run_launcher(&r, NULL, 10, "-v", "-n", "3", "--", "/bin/true", NULL);
+    run_launcher(&r, env, 10, "-v", "-n", "3", "--", "/bin/true", NULL);
+    fake_sysroot_remove();
     assert_int_equal(r.code, 0);
-    assert_null(strstr(r.err, "note:"));
+    if (strstr(r.err, "note:"))
+        fail_msg("a note for a plain job:\n%s", r.err);
     assert_clean(&r);
     run_free(&r);
 }
+
+/* One (fake) NVIDIA GPU and three ranks: a note, and every rank gets it. */
+static void more_ranks_than_gpus(void **state)
+{
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(1));
+    char *env[] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", NULL};
+    struct run r;
+    run_launcher(&r, env, 10, "-v", "-n", "3", "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK gpu ${CUDA_VISIBLE_DEVICES:-unset} "
+                 "hip ${HIP_VISIBLE_DEVICES:-unset}\"",
+                 NULL);
+    fake_sysroot_remove();
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.err, "note: 3 ranks share 1 GPU (CUDA_VISIBLE_DEVICES is given round-robin)",
+                    NULL) != 1)
+        fail_msg("no note on the shared GPU:\n%s", r.err);
+    for (int k = 0; k < 3; k++) {
+        char want[48];
+        snprintf(want, sizeof want, "rank %d gpu 0 hip unset", k);
+        if (count_lines(r.out, want, NULL) != 1)
+            fail_msg("no '%s' in:\n%s", want, r.out);
+    }
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Options and settings that cannot make a job are usage errors (2), like
+ * any other bad option; the message names what was wrong. */
+static void bad_sizes_exit_2(void **state)
+{
+    static const struct {
+        const char *env, *shm_size, *np, *message;
+    } cases[] = {
+        {"SHMESH_SLOT_BYTES=-4096", NULL, "1", "SHMESH_SLOT_BYTES"},
+        {"SHMESH_SLOT_BYTES=2199023259648", NULL, "1", "SHMESH_SLOT_BYTES"}, /* 1 TiB + 4 KiB */
+        {NULL, "1M", "8", "--shm-size 1M is too small: 8 ranks need at least"},
+        {"SHMESH_SHM_SIZE=1M", NULL, "8",
+         "SHMESH_SHM_SIZE (1048576 bytes) is too small: 8 ranks need at least"},
+        {NULL, "-4096", "1", "--shm-size expects a size such as 256M or 1G, got '-4096'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *env[] = {(char *)cases[i].env, NULL};
+        struct run r;
+        if (cases[i].shm_size)
+            run_launcher(&r, env, 10, "-n", cases[i].np, "--shm-size", cases[i].shm_size, "--",
+                         "/bin/true", NULL);
+        else
+            run_launcher(&r, env, 10, "-n", cases[i].np, "--", "/bin/true", NULL);
+        if (r.code != 2 || !strstr(r.err, cases[i].message))
+            fail_msg("%s%s: exit %d, expected 2 and '%s'; stderr:\n%s",
+                     cases[i].env ? cases[i].env : "--shm-size ",
+                     cases[i].env ? "" : cases[i].shm_size, r.code, cases[i].message, r.err);
+        run_free(&r);
+    }
+}
+
+/* --tag-output holds two pipes per rank.  A soft limit too low is raised
+ * (the ranks get the limit as it was); a hard one too low is a clear
+ * error, not a failed poll. */
+static void open_file_limit(void **state)
+{
+    char script[256];
+    snprintf(script, sizeof script,
+             "ulimit -n 256 && exec %s -n 200 --tag-output -- /bin/true", launcher_path());
+    char *hard[] = {"/bin/sh", "-c", script, NULL};
+    struct run r;
+    run_cmd(hard, NULL, 60, &r);
+    if (r.code != 1 || count_lines(r.err, "open files", "ulimit -n") != 1 || strstr(r.err, "poll"))
+        fail_msg("exit %d, expected 1 and one line about open files; stderr:\n%s", r.code, r.err);
+    run_free(&r);
+
+    struct rlimit lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 1024)
+        skip();
+    snprintf(script, sizeof script,
+             "ulimit -Sn 256 && exec %s -n 200 --tag-output -- /bin/sh -c 'echo \"limit "
+             "$(ulimit -Sn)\"'",
+             launcher_path());
+    char *soft[] = {"/bin/sh", "-c", script, NULL};
+    run_cmd(soft, NULL, 120, &r);
+    if (r.code != 0 || count_lines(r.out, "] limit 256", NULL) != 200)
+        fail_msg("exit %d, expected 0 and 200 ranks with a limit of 256; stderr:\n%s\nstdout:\n%.2000s",
+                 r.code, r.err, r.out);
+    run_free(&r);
+}
+
+/* Nothing reads the launcher's stdout, and ranks write without end: the
+ * timeout and a signal still act at once, and what could not be written is
+ * counted on stderr. */
+static void stalled_stdout(void **state)
+{
+    char *argv[] = {(char *)launcher_path(), "-v", "--tag-output", "--timeout", "2", "-n", "2",
+                    "--", "/bin/sh", "-c", "exec yes \"rank $RANK fills a pipe nobody reads\"",
+                    NULL};
+    struct run_opts o = {.timeout = 20, .stdout_unread = true};
+    struct run r;
+    run_cmd_opts(argv, &o, &r);
+    if (r.timed_out || r.code != 124 || r.secs > 2 + 3)
+        fail_msg("exit %d after %.1f s%s, expected 124 soon after 2 s; stderr:\n%s", r.code,
+                 r.secs, r.timed_out ? " (killed)" : "", r.err);
+    if (count_lines(r.err, "shmesh-run: dropped ", " bytes of rank output: stdout was not read") != 1)
+        fail_msg("no count of dropped output:\n%s", r.err);
+    assert_clean(&r);
+    run_free(&r);
+
+    char *no_timeout[] = {(char *)launcher_path(), "-v", "--tag-output", "-n", "2", "--",
+                          "/bin/sh", "-c", "exec yes \"rank $RANK fills a pipe nobody reads\"",
+                          NULL};
+    o.during = send_sigterm; /* after 0.7 s */
+    run_cmd_opts(no_timeout, &o, &r);
+    if (r.timed_out || r.code != 128 + SIGTERM || r.secs > 0.7 + 3)
+        fail_msg("exit %d after %.1f s%s, expected 143 soon after 0.7 s; stderr:\n%s", r.code,
+                 r.secs, r.timed_out ? " (killed)" : "", r.err);
+    assert_int_equal(count_lines(r.err, "received SIGTERM; forwarding it to 2 ranks", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Whether `text` holds the line "[rank] " followed by `len` times `c`. */
+static bool has_long_line(const char *text, int rank, char c, size_t len)
+{
+    char prefix[16];
+    int plen = snprintf(prefix, sizeof prefix, "[%d] ", rank);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n == (size_t)plen + len && !memcmp(line, prefix, (size_t)plen)) {
+            size_t k = (size_t)plen;
+            while (k < n && line[k] == c)
+                k++;
+            if (k == n)
+                return true;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* Two ranks write a 200 KB line each, in pieces, at the same time: each
+ * arrives as one line.  A line over 1 MiB is cut into lines of 1 MiB. */
+static void long_lines_whole(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 60, "-v", "--tag-output", "-n", "2", "--", "/bin/sh", "-c",
+                 "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do "
+                 "head -c 10000 /dev/zero | tr '\\0' \"$RANK\"; sleep 0.01; done; echo; "
+                 "echo \"short $RANK\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    for (int k = 0; k < 2; k++)
+        if (!has_long_line(r.out, k, (char)('0' + k), 200000))
+            fail_msg("rank %d's 200 KB line is not whole (%d lines of output)", k,
+                     count_lines(r.out, NULL, NULL));
+    assert_int_equal(count_lines(r.out, NULL, NULL), 4);
+    assert_clean(&r);
+    run_free(&r);
+
+    /* 2.5 MiB without a newline: two lines of 1 MiB, then the rest. */
+    run_launcher(&r, NULL, 60, "-v", "--tag-output", "-n", "1", "--", "/bin/sh", "-c",
+                 "head -c 2621440 /dev/zero | tr '\\0' x", NULL);
+    assert_int_equal(r.code, 0);
+    if (count_lines(r.out, NULL, NULL) != 3 || !has_long_line(r.out, 0, 'x', 1 << 20) ||
+        !has_long_line(r.out, 0, 'x', 1 << 19))
+        fail_msg("expected 2 lines of 1 MiB and one of 512 KiB, got %d lines",
+                 count_lines(r.out, NULL, NULL));
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* ---- a job's processes end with it ---------------------------------------- */
+
+/* Processes (not zombies) whose command line holds `token`, not this one. */
+static int procs_with(const char *token, pid_t *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == getpid())
+            continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        if (memmem(buf, len, token, strlen(token)) && pid_alive(pid))
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The pids the ranks wrote into `file`, one a line. */
+static int pids_in(const char *file, pid_t *pids, int max)
+{
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return 0;
+    int n = 0, v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        pids[n++] = (pid_t)v;
+    fclose(f);
+    return n;
+}
+
+/* Waits up to `secs` until every pid in `file` has exited, no process holds
+ * `file` in its command line (launcher, watchdog, ranks) and `segment` (may
+ * be empty) is gone from /dev/shm.  On failure, kills and removes what is
+ * left and returns a description of it. */
+static const char *job_gone(const char *file, const char *segment, double secs, char *why,
+                            size_t len)
+{
+    double t0 = mono_secs();
+    for (;;) {
+        pid_t pids[64], procs[64];
+        int n = pids_in(file, pids, 64), alive = -1;
+        for (int i = 0; i < n && alive < 0; i++)
+            if (pid_alive(pids[i]))
+                alive = i;
+        int np = procs_with(file, procs, 64);
+        bool seg = segment[0] && shm_exists(segment);
+        if (alive < 0 && np == 0 && !seg)
+            return NULL;
+        if (mono_secs() - t0 > secs) {
+            snprintf(why, len, "after %.1f s: %s%d%s, %d process%s of the job%s%s", secs,
+                     alive >= 0 ? "pid " : "", alive >= 0 ? (int)pids[alive] : 0,
+                     alive >= 0 ? " alive" : "(pids gone)", np, np == 1 ? "" : "es",
+                     seg ? ", segment left: " : "", seg ? segment : "");
+            for (int i = 0; i < n; i++)
+                kill(pids[i], SIGKILL);
+            for (int i = 0; i < np; i++)
+                kill(procs[i], SIGKILL);
+            if (seg)
+                shm_unlink(segment);
+            return why;
+        }
+        sleep_secs(0.05);
+    }
+}
+
+struct when_ready {
+    const char *file;
+    int lines;
+};
+
+/* Once the ranks wrote their pids (and a moment for the others to join),
+ * SIGKILL the launcher. */
+static void sigkill_when_ready(pid_t pid, void *arg)
+{
+    const struct when_ready *w = arg;
+    double t0 = mono_secs();
+    pid_t pids[64];
+    while (pids_in(w->file, pids, 64) < w->lines && mono_secs() - t0 < 15)
+        sleep_secs(0.02);
+    sleep_secs(0.5);
+    kill(pid, SIGKILL);
+}
+
+static void temp_file(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/shmesh-job-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* The launcher is killed with SIGKILL while ranks 0 and 1 sit in the job
+ * (joined) and rank 2 never calls shmesh_init; each rank started a `sleep`,
+ * and one in a session of its own.  Ranks, their children and the segment's
+ * name are all gone soon after. */
+static void sigkill_launcher_leaves_nothing(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "3", "--", "/bin/sh", "-c",
+                    "sleep 77 & echo $! >> \"$1\"; setsid sleep 77 & echo $! >> \"$1\"; "
+                    "echo $$ >> \"$1\"; "
+                    "if [ \"$RANK\" != 2 ]; then exec \"$2\" sleep; fi; exec sleep 78",
+                    "sh", file, (char *)rank_prog_path(), NULL};
+    struct when_ready w = {file, 9};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, sigkill_when_ready, &w);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    pid_t pids[64];
+    int n = pids_in(file, pids, 64);
+    unlink(file);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    assert_int_equal(n, 9);
+    assert_true(segment[0]);
+    run_free(&r);
+}
+
+/* A clean job whose ranks leave children behind, one in the rank's process
+ * group and one in a session of its own, both holding stdout: the launcher
+ * returns at once and neither child is left. */
+static void leftovers_end_with_the_job(const char *tag)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[12];
+    int n = 0;
+    argv[n++] = (char *)launcher_path();
+    argv[n++] = "-v";
+    if (tag)
+        argv[n++] = (char *)tag;
+    char *rest[] = {"-n", "2", "--", "/bin/sh", "-c",
+                    "sleep 79 & echo $! >> \"$1\"; setsid sleep 79 & echo $! >> \"$1\"; "
+                    "echo \"rank $RANK done\"",
+                    "sh", file, NULL};
+    memcpy(&argv[n], rest, sizeof rest);
+    struct run r;
+    run_cmd(argv, NULL, 30, &r);
+    char why[256];
+    const char *left = job_gone(file, "", 0, why, sizeof why);
+    pid_t pids[8];
+    n = pids_in(file, pids, 8);
+    unlink(file);
+    if (left)
+        fail_msg("%s: %s\nstderr:\n%s", tag ? tag : "untagged", left, r.err);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(count_lines(r.out, "rank ", " done"), 2);
+    if (r.secs > 1.5)
+        fail_msg("%s: the launcher took %.2f s", tag ? tag : "untagged", r.secs);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+static void leftovers_end_tagged(void **state) { leftovers_end_with_the_job("--tag-output"); }
+static void leftovers_end_untagged(void **state) { leftovers_end_with_the_job(NULL); }
 
 int main(void)
 {
@@ -340,6 +698,14 @@ int main(void)
         cmocka_unit_test(bind_to_core),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
+        cmocka_unit_test(more_ranks_than_gpus),
+        cmocka_unit_test(bad_sizes_exit_2),
+        cmocka_unit_test(open_file_limit),
+        cmocka_unit_test(stalled_stdout),
+        cmocka_unit_test(long_lines_whole),
+        cmocka_unit_test(sigkill_launcher_leaves_nothing),
+        cmocka_unit_test(leftovers_end_tagged),
+        cmocka_unit_test(leftovers_end_untagged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
