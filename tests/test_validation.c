@@ -52,6 +52,8 @@ static const struct {
     {"repeated-axis", "axis 'y' is named twice"},
     {"empty-axis-name", "empty axis name"},
     {"null-axes", "axes must not be NULL"},
+    {"axis-index-null", "shmesh_axis_index: index must not be NULL"},
+    {"axis-size-null", "shmesh_axis_size: size must not be NULL"},
     {"groups-duplicate", "must cover all indices exactly once, but 1 appears twice"},
     {"groups-out-of-range", "index 7 (group 1) is out of range for axes \"i\" of size 4"},
     {"groups-missing", "hold 3 indices and axes \"i\" have 4"},

@@ -40,7 +40,8 @@ static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg
 
 static _Thread_local int self; /* this thread's id, once looked up */
 
-int ctx_check(shmesh_ctx *c, const char *op)
+/* NULL, or another thread inside: SHMESH_ERR_INVALID with its explanation. */
+static int thread_check(shmesh_ctx *c, const char *op)
 {
     if (!c) {
         init_error("%s: the context (or mesh) is NULL", op);
@@ -62,12 +63,26 @@ int ctx_check(shmesh_ctx *c, const char *op)
     }
     if (error_refused_ctx == c)
         error_refused_ctx = NULL;
-    return c->poison;
+    return 0;
+}
+
+int ctx_check(shmesh_ctx *c, const char *op)
+{
+    int rc = thread_check(c, op);
+    return rc ? rc : c->poison;
 }
 
 int ctx_enter(shmesh_ctx *c, const char *op)
 {
     int rc = ctx_check(c, op);
+    if (!rc)
+        atomic_store_explicit(&c->busy, self, memory_order_relaxed);
+    return rc;
+}
+
+int ctx_enter_local(shmesh_ctx *c, const char *op)
+{
+    int rc = thread_check(c, op);
     if (!rc)
         atomic_store_explicit(&c->busy, self, memory_order_relaxed);
     return rc;

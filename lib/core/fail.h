@@ -18,6 +18,9 @@ int ctx_enter(shmesh_ctx *c, const char *op);
 void ctx_leave(shmesh_ctx *c);
 /* ctx_enter's checks, for a function that enters through a call later. */
 int ctx_check(shmesh_ctx *c, const char *op);
+/* ctx_enter for a rank-local function that works on a poisoned context too
+ * (the heap): NULL and other threads only. */
+int ctx_enter_local(shmesh_ctx *c, const char *op);
 /* The job was aborted (the segment's abort record): call `seq` of `op`
  * fails with the record's explanation.  0 when it was not. */
 int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq);

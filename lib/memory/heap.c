@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/fail.h"
 #include "memory/heap.h"
 
 #define HEAP_ALIGN 64u
@@ -77,12 +78,8 @@ static int lower_bound(const struct heap_block *arr, int n, uint64_t off)
     return lo;
 }
 
-void *shmesh_alloc(shmesh_ctx *c, size_t bytes)
+static void *alloc(shmesh_ctx *c, size_t bytes)
 {
-    if (!c) {
-        init_error("shmesh_alloc: the context is NULL");
-        return NULL;
-    }
     struct heap *h = &c->heap;
     if (bytes == 0)
         return NULL;
@@ -113,10 +110,17 @@ void *shmesh_alloc(shmesh_ctx *c, size_t bytes)
     return NULL;
 }
 
-void shmesh_free(shmesh_ctx *c, void *ptr)
+void *shmesh_alloc(shmesh_ctx *c, size_t bytes)
 {
-    if (!c || !ptr)
-        return;
+    if (ctx_enter_local(c, "shmesh_alloc"))
+        return NULL;
+    void *p = alloc(c, bytes);
+    ctx_leave(c);
+    return p;
+}
+
+static void heap_free(shmesh_ctx *c, void *ptr)
+{
     struct heap *h = &c->heap;
     const unsigned char *p = ptr;
     uint64_t off = p >= h->base && p < h->base + h->size ? (uint64_t)(p - h->base) : UINT64_MAX;
@@ -148,6 +152,14 @@ void shmesh_free(shmesh_ctx *c, void *ptr)
     if (insert(&h->free, &h->nfree, &h->cap_free, i, b) < 0)
         ctx_fail(c, SHMESH_ERR_NOMEM, "shmesh_free: out of memory; %" PRIu64 " heap bytes are lost",
                  b.len);
+}
+
+void shmesh_free(shmesh_ctx *c, void *ptr)
+{
+    if (!ptr || ctx_enter_local(c, "shmesh_free"))
+        return;
+    heap_free(c, ptr);
+    ctx_leave(c);
 }
 
 void *heap_at(const struct heap *h, uint64_t off, uint64_t len)

@@ -386,8 +386,12 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
 
 int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 {
-    if (!m || !index)
+    if (!m) {
+        init_error("shmesh_axis_index: the mesh is NULL");
         return SHMESH_ERR_INVALID;
+    }
+    if (!index)
+        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "shmesh_axis_index: index must not be NULL");
     struct axes a;
     int rc = mesh_axes((shmesh_mesh *)m, "shmesh_axis_index", axes, &a);
     if (rc)
@@ -401,8 +405,12 @@ int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 
 int shmesh_axis_size(const shmesh_mesh *m, const char *axes, int *size)
 {
-    if (!m || !size)
+    if (!m) {
+        init_error("shmesh_axis_size: the mesh is NULL");
         return SHMESH_ERR_INVALID;
+    }
+    if (!size)
+        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "shmesh_axis_size: size must not be NULL");
     struct axes a;
     int rc = mesh_axes((shmesh_mesh *)m, "shmesh_axis_size", axes, &a);
     if (rc)

@@ -72,6 +72,8 @@ static int mode_local(void)
     CASE("repeated-axis", shmesh_psum(grid, "y, y", NULL, sc, sco));
     CASE("empty-axis-name", shmesh_psum(grid, "x,,y", NULL, sc, sco));
     CASE("null-axes", shmesh_psum(grid, NULL, NULL, sc, sco));
+    CASE("axis-index-null", shmesh_axis_index(grid, "x", NULL));
+    CASE("axis-size-null", shmesh_axis_size(grid, "x", NULL));
 
     int dup[] = {0, 1, 1, 3};
     shmesh_groups g_dup = {2, 2, dup, NULL};
