@@ -9,7 +9,7 @@
  * 2^62 bytes: refused by every rank, nothing written) and calls that differ
  * between ranks (SHMESH_ERR_MISMATCH on every rank, naming both calls); a
  * rank that quits after a bad call leaves the others with PEER_DEAD, not a
- * hang. */
+ * hang.  Empty arrays whose data is NULL are accepted by every op. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,6 +162,38 @@ static void ragged_too_large(void **state)
     run_free(&r);
 }
 
+/* Empty arrays whose data is NULL are accepted by every op, on each path
+ * that a call of no bytes can take; nothing is read or written through
+ * NULL (the sanitize setup reports a memcpy or memset of NULL). */
+static void empty_arrays_with_null_data(void **state)
+{
+    static const char *const ops[] = {
+        "empty-psum",       "empty-psum-bool",   "empty-pmax",         "empty-pmin",
+        "empty-pmean",      "empty-pargmax",     "empty-pargmin",      "empty-all-gather",
+        "empty-all-gather-untiled", "empty-psum-scatter", "empty-all-to-all", "empty-pswapaxes",
+        "empty-ppermute",   "empty-pshuffle",    "empty-pbroadcast",   "empty-ragged"};
+    static char *paths[][3] = {
+        {NULL},
+        {"SHMESH_CMA_MIN=0", NULL},
+        {"SHMESH_RSAG_MIN=0", "SHMESH_CMA=0", NULL},
+    };
+    for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {
+        const char *prog = getenv("SHMESH_TEST_ERRORS");
+        assert_non_null(prog);
+        char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, "empty",
+                        NULL};
+        struct run r;
+        run_cmd(argv, paths[p][0] ? paths[p] : NULL, 60, &r);
+        if (r.timed_out || r.code != 0)
+            fail_msg("%s: exit %d%s\n%s\n%s", paths[p][0] ? paths[p][0] : "default", r.code,
+                     r.timed_out ? " (timed out)" : "", r.out, r.err);
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+            expect_case(&r, ops[i], "SHMESH_OK", NULL, 4);
+        assert_int_equal(count_lines(r.out, "afterwards psum -> SHMESH_OK, 6", NULL), 4);
+        run_free(&r);
+    }
+}
+
 static void mismatch(const char *mode, const char *a, const char *b, int min_in_call)
 {
     struct run r;
@@ -218,6 +250,7 @@ int main(void)
         cmocka_unit_test(ragged_slice_out_of_range),
         cmocka_unit_test(ragged_sizes_disagree),
         cmocka_unit_test(ragged_too_large),
+        cmocka_unit_test(empty_arrays_with_null_data),
         cmocka_unit_test(mismatched_ops),
         cmocka_unit_test(mismatched_shapes),
         cmocka_unit_test(mismatched_groups),

@@ -14,6 +14,7 @@
  *                  must not hang
  *   ragged-huge    slices that each fit but add up to more than 2^62 bytes:
  *                  all refuse
+ *   empty          every op with empty arrays whose data is NULL: all OK
  * Exit status 0 when the mode's expectations held on this rank, 4 if not.
  * (After a mismatch the context is poisoned: such a rank exits at once.) */
 #include <stdint.h>
@@ -233,6 +234,42 @@ static int mode_ragged_huge(void)
     return rc == SHMESH_ERR_INVALID ? still_works() : 4;
 }
 
+/* Every op with empty arrays whose data is NULL, as array_check allows:
+ * SHMESH_OK, and nothing read or written (a memcpy or memset of NULL, even of
+ * 0 bytes, is undefined behaviour that UBSan reports). */
+static int mode_empty(void)
+{
+    int failed = 0;
+    shmesh_array *e = ARR(NULL, SHMESH_INT32, 1, 0, 0), *eo = ARR(NULL, SHMESH_INT32, 1, 0, 0);
+    shmesh_array *eb = ARR(NULL, SHMESH_BOOL, 1, 0, 0), *ef = ARR(NULL, SHMESH_FLOAT32, 1, 0, 0);
+    shmesh_array *e40 = ARR(NULL, SHMESH_INT32, 2, 4, 0), *e04 = ARR(NULL, SHMESH_INT32, 2, 0, 4);
+    failed |= CASE("empty-psum", shmesh_psum(line, "i", NULL, e, eo));
+    failed |= CASE("empty-psum-bool", shmesh_psum(line, "i", NULL, eb, eo));
+    failed |= CASE("empty-pmax", shmesh_pmax(line, "i", NULL, e, eo));
+    failed |= CASE("empty-pmin", shmesh_pmin(grid, "x", NULL, e, eo));
+    failed |= CASE("empty-pmean", shmesh_pmean(line, "i", NULL, e, ef));
+    failed |= CASE("empty-pargmax", shmesh_pargmax(line, "i", NULL, e, eo));
+    failed |= CASE("empty-pargmin", shmesh_pargmin(grid, "y", NULL, e, eo));
+    failed |= CASE("empty-all-gather", shmesh_all_gather(line, "i", NULL, 0, true, e, eo));
+    failed |= CASE("empty-all-gather-untiled",
+                   shmesh_all_gather(line, "i", NULL, 1, false, e, e04));
+    failed |= CASE("empty-psum-scatter",
+                   shmesh_psum_scatter(line, "i", NULL, 0, false, e40, eo));
+    failed |= CASE("empty-all-to-all", shmesh_all_to_all(line, "i", NULL, 0, 1, false, e40, e04));
+    failed |= CASE("empty-pswapaxes",
+                   shmesh_pswapaxes(grid, "x", NULL, 0, ARR(NULL, SHMESH_INT32, 2, 2, 0),
+                                    ARR(NULL, SHMESH_INT32, 2, 2, 0)));
+    const int pairs[][2] = {{0, 1}, {1, 2}}; /* 0 and 3 get nothing: zeros */
+    failed |= CASE("empty-ppermute", shmesh_ppermute(line, "i", pairs, 2, e, eo));
+    int perm[] = {3, 2, 1, 0};
+    failed |= CASE("empty-pshuffle", shmesh_pshuffle(line, "i", perm, e, eo));
+    failed |= CASE("empty-pbroadcast", shmesh_pbroadcast(line, "i", 2, e, eo));
+    int64_t zeros[4] = {0};
+    shmesh_array *z = ARR(zeros, SHMESH_INT64, 1, 4, 0);
+    failed |= CASE("empty-ragged", shmesh_ragged_all_to_all(line, "i", NULL, e, eo, z, z, z, z));
+    return failed ? 4 : still_works();
+}
+
 static int mode_mismatch(const char *mode)
 {
     int32_t v[4] = {0}, o[16];
@@ -304,6 +341,8 @@ int main(int argc, char **argv)
         rc = mode_lone_bad();
     else if (!strcmp(mode, "ragged-huge"))
         rc = mode_ragged_huge();
+    else if (!strcmp(mode, "empty"))
+        rc = mode_empty();
     else
         rc = 2;
     shmesh_mesh_destroy(line);
