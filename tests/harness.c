@@ -2,8 +2,13 @@
 
 #include "notify.h"
 
-#include <errno.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +46,24 @@ static char *slurp(int fd)
     buf[got > 0 ? got : 0] = '\0';
     close(fd);
     return buf;
+}
+
+/* A sanitizer's report in what a command printed fails the test, whatever
+ * the test expected of the command (a rank that halts on a report exits 1,
+ * which a test of a failing job would accept). */
+static void sanitizer_check(char *const argv[], struct run *r)
+{
+    static const char *const marks[] = {"runtime error:", "ERROR: AddressSanitizer",
+                                        "ERROR: LeakSanitizer", "WARNING: AddressSanitizer"};
+    const char *texts[] = {r->out, r->err};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t m = 0; m < sizeof marks / sizeof *marks; m++)
+            if (strstr(texts[t], marks[m])) {
+                fprintf(stderr, "%s printed a sanitizer report (\"%s\") on %s:\n%s\n", argv[0],
+                        marks[m], t ? "stderr" : "stdout", texts[t]);
+                run_free(r); /* the test ends here: no leak report for them at exit */
+                fail_msg("sanitizer report from %s", argv[0]);
+            }
 }
 
 int run_cmd_with(char *const argv[], char *const env[], double timeout, struct run *r,
@@ -93,6 +116,7 @@ int run_cmd_with(char *const argv[], char *const env[], double timeout, struct r
     r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     r->out = slurp(out);
     r->err = slurp(err);
+    sanitizer_check(argv, r);
     return 0;
 }
 
@@ -206,4 +230,34 @@ int op_times_ms(const char *out, const char *op_arrow_err, double *ms, int max)
             n++;
     }
     return n;
+}
+
+int test_sample(void)
+{
+    static int n;
+    if (n)
+        return n;
+    const char *v = getenv("SHMESH_TEST_SAMPLE");
+    char *end;
+    long l = v && *v ? strtol(v, &end, 10) : 1;
+    if (v && *v && (*end || l < 1 || l > 1000)) {
+        fprintf(stderr, "SHMESH_TEST_SAMPLE must be a whole number from 1 to 1000, got '%s'\n", v);
+        exit(1);
+    }
+    n = (int)l;
+    return n;
+}
+
+int test_scaled(int count)
+{
+    int n = count / test_sample();
+    return n > 0 ? n : 1;
+}
+
+bool test_sampled(unsigned i) { return i % (unsigned)test_sample() == 0; }
+
+void test_sample_note(const char *what, unsigned ran, unsigned of)
+{
+    if (test_sample() > 1)
+        print_message("SHMESH_TEST_SAMPLE=%d: %u of the %u %s\n", test_sample(), ran, of, what);
 }

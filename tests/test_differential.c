@@ -16,9 +16,10 @@
 
 #include "harness.h"
 
-/* Cases per launch; every launch also replays under a deadline. */
-#define CASES 500
-#define OP_CASES 200
+/* Cases per launch (SHMESH_TEST_SAMPLE=N runs every launch with 1/N of
+ * them); every launch also replays under a deadline. */
+#define CASES test_scaled(500)
+#define OP_CASES test_scaled(200)
 #define DEADLINE 180.0
 
 static char *env_vars[] = {"SHMESH_TIMEOUT=30", NULL};
@@ -150,10 +151,11 @@ static void launch(int world, const char *op, unsigned long seed, int count)
     launch_env(env_vars, world, op, seed, count);
 }
 
-/* Random cases over every collective, two seeds per world size. */
+/* Random cases over every collective, two seeds per world size (one under
+ * SHMESH_TEST_SAMPLE). */
 static void random_world(int world)
 {
-    for (unsigned long s = 0; s < 2; s++)
+    for (unsigned long s = 0; s < (unsigned long)(test_sample() > 1 ? 1 : 2); s++)
         launch(world, NULL, 1000 + 10 * (unsigned long)world + s, CASES);
 }
 
@@ -303,5 +305,9 @@ int main(void)
         cmocka_unit_test(each_op),
         cmocka_unit_test(small_slot_buffers),
     };
+    if (test_sample() > 1)
+        print_message("SHMESH_TEST_SAMPLE=%d: every launch runs %d of its 500 random cases (%d "
+                      "of 200 for one op), world_N one seed of 2\n",
+                      test_sample(), CASES, OP_CASES);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
