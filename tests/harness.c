@@ -2,8 +2,13 @@
 
 #include "notify.h"
 
-#include <errno.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +46,24 @@ static char *slurp(int fd)
     buf[got > 0 ? got : 0] = '\0';
     close(fd);
     return buf;
+}
+
+/* A sanitizer's report in what a command printed fails the test, whatever
+ * the test expected of the command (a rank that halts on a report exits 1,
+ * which a test of a failing job would accept). */
+static void sanitizer_check(char *const argv[], struct run *r)
+{
+    static const char *const marks[] = {"runtime error:", "ERROR: AddressSanitizer",
+                                        "ERROR: LeakSanitizer", "WARNING: AddressSanitizer"};
+    const char *texts[] = {r->out, r->err};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t m = 0; m < sizeof marks / sizeof *marks; m++)
+            if (strstr(texts[t], marks[m])) {
+                fprintf(stderr, "%s printed a sanitizer report (\"%s\") on %s:\n%s\n", argv[0],
+                        marks[m], t ? "stderr" : "stdout", texts[t]);
+                run_free(r); /* the test ends here: no leak report for them at exit */
+                fail_msg("sanitizer report from %s", argv[0]);
+            }
 }
 
 int run_cmd_opts(char *const argv[], const struct run_opts *o, struct run *r)
@@ -105,6 +128,7 @@ int run_cmd_opts(char *const argv[], const struct run_opts *o, struct run *r)
     r->err = slurp(err);
     if (unread[0] >= 0)
         close(unread[0]);
+    sanitizer_check(argv, r);
     return 0;
 }
 
@@ -255,4 +279,34 @@ void fake_sysroot_remove(void)
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", sysroot);
     sysroot[0] = '\0';
+}
+
+int test_sample(void)
+{
+    static int n;
+    if (n)
+        return n;
+    const char *v = getenv("SHMESH_TEST_SAMPLE");
+    char *end;
+    long l = v && *v ? strtol(v, &end, 10) : 1;
+    if (v && *v && (*end || l < 1 || l > 1000)) {
+        fprintf(stderr, "SHMESH_TEST_SAMPLE must be a whole number from 1 to 1000, got '%s'\n", v);
+        exit(1);
+    }
+    n = (int)l;
+    return n;
+}
+
+int test_scaled(int count)
+{
+    int n = count / test_sample();
+    return n > 0 ? n : 1;
+}
+
+bool test_sampled(unsigned i) { return i % (unsigned)test_sample() == 0; }
+
+void test_sample_note(const char *what, unsigned ran, unsigned of)
+{
+    if (test_sample() > 1)
+        print_message("SHMESH_TEST_SAMPLE=%d: %u of the %u %s\n", test_sample(), ran, of, what);
 }

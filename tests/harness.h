@@ -75,6 +75,16 @@ bool pid_alive(pid_t pid);
 const char *fake_sysroot(int gpus);
 void fake_sysroot_remove(void);
 
+/* SHMESH_TEST_SAMPLE=N (default 1; the sanitize setup sets it): the suites
+ * built on large matrices run one case in N, and say so. */
+int test_sample(void);
+/* count / N, at least 1. */
+int test_scaled(int count);
+/* Whether entry i of a matrix runs: every N-th, from the first. */
+bool test_sampled(unsigned i);
+/* "SHMESH_TEST_SAMPLE=N: RAN of the OF WHAT" when N > 1. */
+void test_sample_note(const char *what, unsigned ran, unsigned of);
+
 double mono_secs(void);
 void sleep_secs(double s);
 

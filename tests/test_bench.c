@@ -125,7 +125,7 @@ static void assert_clean(const struct run *r)
 
 static void run_bench(struct run *r, char *const env[], int ranks, const char *const *args)
 {
-    char *argv[40], nps[8];
+    char *argv[40], nps[16];
     int n = 0;
     snprintf(nps, sizeof nps, "%d", ranks);
     argv[n++] = (char *)launcher_path();
@@ -186,14 +186,19 @@ static void checked_run(char *const env[], int ranks, const char *op, const char
 static void every_op_every_dtype(void **state)
 {
     (void)state;
+    unsigned runs = 0, ran = 0;
     for (int ranks = 2; ranks <= 3; ranks++)
         for (size_t o = 0; o < NOPS; o++)
             for (int d = 0; d < SHMESH_DTYPE_COUNT; d++) {
                 if ((!strcmp(ops[o], "barrier") && d != SHMESH_FLOAT32) ||
                     (d == SHMESH_BOOL && refuses_bool(ops[o])))
                     continue;
+                if (!test_sampled(runs++))
+                    continue;
+                ran++;
                 checked_run(NULL, ranks, ops[o], shmesh_dtype_name((shmesh_dtype)d), false);
             }
+    test_sample_note("runs of ranks x ops x dtypes", ran, runs);
 }
 
 /* 4 KiB slots: 64 KiB of data crosses 16 staging windows and more. */
@@ -202,11 +207,15 @@ static void many_windows(void **state)
     (void)state;
     char *env[] = {"SHMESH_SLOT_BYTES=4096", NULL};
     static const char *dtypes[] = {"float64", "bfloat16", "int8"};
+    unsigned runs = 0, ran = 0;
     for (int ranks = 2; ranks <= 3; ranks++)
         for (size_t o = 0; o < NOPS; o++)
             for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
-                if (ranks == 3 || d == 0)
+                if ((ranks == 3 || d == 0) && test_sampled(runs++)) {
+                    ran++;
                     checked_run(env, ranks, ops[o], dtypes[d], false);
+                }
+    test_sample_note("runs of ranks x ops x dtypes", ran, runs);
 }
 
 /* The human table: '#' header lines, one row per size; -c 0 says N/A. */

@@ -38,6 +38,7 @@ static void world_sum_all_dtypes(void **state)
                                    "float32", "float64"};
     static const char *counts[] = {"0", "1", "7", "1023", "1024", "1025", "5000"};
     char *env[] = {"SHMESH_SLOT_BYTES=4096", NULL};
+    unsigned runs = 0, ran = 0;
     for (int np = 1; np <= 4; np++) {
         char nps[8];
         snprintf(nps, sizeof nps, "%d", np);
@@ -45,6 +46,9 @@ static void world_sum_all_dtypes(void **state)
             for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
                 if (np != 3 && c % 2 == 1 && d % 3 != 0)
                     continue; /* keep the matrix affordable; 3 ranks get all of it */
+                if (!test_sampled(runs++))
+                    continue;
+                ran++;
                 struct run r;
                 run_launcher(&r, env, 60, "-v", "-n", nps, "--", "@rank", "sum", dtypes[d],
                              counts[c], "3", NULL);
@@ -58,6 +62,7 @@ static void world_sum_all_dtypes(void **state)
                 run_free(&r);
             }
     }
+    test_sample_note("jobs of ranks x dtypes x counts", ran, runs);
 }
 
 /* The default slot size, with a count that needs several chunks. */

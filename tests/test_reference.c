@@ -63,7 +63,8 @@ static void run_ref(const ref_mesh *m, const ref_call *c, shmesh_dtype dt, int n
     for (int d = 0; d < w; d++) {
         in[d] = (shmesh_array){.data = (char *)data + (size_t)(d * n) * esz(dt), .dtype = dt,
                                .ndim = ndim};
-        memcpy(in[d].shape, shape, sizeof(int64_t) * (size_t)ndim);
+        if (ndim) /* a scalar's shape may be NULL: no memcpy from it, even of nothing */
+            memcpy(in[d].shape, shape, sizeof(int64_t) * (size_t)ndim);
     }
     r->rc = ref_out_shape(m, c, &in[0], &r->out[0].dtype, &r->out[0].ndim, r->out[0].shape,
                           r->why, sizeof r->why);

@@ -1,13 +1,15 @@
 /* Description: every argument error of the mesh collectives, made by all 4
  * ranks at once — unknown and repeated axes, bad axis_index_groups, wrong
  * output shapes and dtypes, out-of-range axes, JAX's divisibility rules,
- * bad permutations and sources, bad ragged arrays, bad meshes: each gives
- * SHMESH_ERR_INVALID with a sentence saying what was expected, on every rank,
- * and the job goes on.  Then the errors only the group can see (a ragged
- * slice out of range on one rank, send and receive sizes that disagree:
- * refused by every rank, nothing written) and calls that differ between
- * ranks (SHMESH_ERR_MISMATCH on every rank, naming both calls); a rank that
- * quits after a bad call leaves the others with PEER_DEAD, not a hang. */
+ * bad permutations and sources, bad ragged arrays, bad meshes, output
+ * shapes too large to address: each gives SHMESH_ERR_INVALID with a
+ * sentence saying what was expected, on every rank, and the job goes on.
+ * Then the errors only the group can see (a ragged slice out of range on one
+ * rank, send and receive sizes that disagree, slices adding up to more than
+ * 2^62 bytes: refused by every rank, nothing written) and calls that differ
+ * between ranks (SHMESH_ERR_MISMATCH on every rank, naming both calls); a
+ * rank that quits after a bad call leaves the others with PEER_DEAD, not a
+ * hang.  Empty arrays whose data is NULL are accepted by every op. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +87,20 @@ static const struct {
     {"ragged-rank2-sizes", "send_sizes must be rank 1 with positive dimension size, but got shape int64[2,2]"},
     {"ragged-not-multiple", "3 entries, not a multiple of the group size 4"},
     {"ragged-trailing-dims", "every dimension but the first"},
+    {"gather-tiled-overflow",
+     "out would be int8[2305843009213693952*4] (in int8[2305843009213693952] gathered over 4 "
+     "members along axis 0): more than 2^62 bytes, too large to address"},
+    {"gather-untiled-overflow",
+     "out would be int32[4,576460752303423488] (in int32[576460752303423488] gathered over 4 "
+     "members into new axis 0): more than 2^62 bytes"},
+    {"a2a-tiled-overflow",
+     "out would be int8[0,4611686018427387904*4] (in int8[0,4611686018427387904] split along "
+     "axis 0, concatenated along axis 1 over 4 members): more than 2^62 bytes"},
+    {"pmean-out-too-large",
+     "out float64[2305843009213693952] has more than 2^62 bytes, too large to address"},
+    {"ragged-row-overflow",
+     "a row would be int8[1099511627776,1099511627776] (operand "
+     "int8[0,1099511627776,1099511627776] past its first dimension): more than 2^62 bytes"},
     {"mesh-sizes", "(a=3 x b=2) must multiply to the world size 4"},
     {"mesh-dup-names", "axis name 'a' is given twice"},
     {"mesh-order", "rank 1 appears at positions 1 and 2"},
@@ -130,6 +146,54 @@ static void ragged_slice_out_of_range(void **state)
 static void ragged_sizes_disagree(void **state)
 {
     ragged_refused_by_all("ragged-sizes", "it sends 1 rows but the receiver (rank 2) expects 2");
+}
+
+/* Slices that add up to more than 2^62 bytes: the group's verdict, as for a
+ * slice out of range. */
+static void ragged_too_large(void **state)
+{
+    struct run r;
+    run_mode("ragged-huge", &r);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    expect_case(&r, "ragged-huge", "SHMESH_ERR_INVALID",
+                "rank 0's slices up to entry 1 add up to more than 2^62 bytes (rows of 1 "
+                "bytes), too large to address; nothing was sent",
+                4);
+    assert_int_equal(count_lines(r.out, "afterwards psum -> SHMESH_OK, 6", NULL), 4);
+    run_free(&r);
+}
+
+/* Empty arrays whose data is NULL are accepted by every op, on each path
+ * that a call of no bytes can take; nothing is read or written through
+ * NULL (the sanitize setup reports a memcpy or memset of NULL). */
+static void empty_arrays_with_null_data(void **state)
+{
+    static const char *const ops[] = {
+        "empty-psum",       "empty-psum-bool",   "empty-pmax",         "empty-pmin",
+        "empty-pmean",      "empty-pargmax",     "empty-pargmin",      "empty-all-gather",
+        "empty-all-gather-untiled", "empty-psum-scatter", "empty-all-to-all", "empty-pswapaxes",
+        "empty-ppermute",   "empty-pshuffle",    "empty-pbroadcast",   "empty-ragged"};
+    static char *paths[][3] = {
+        {NULL},
+        {"SHMESH_CMA_MIN=0", NULL},
+        {"SHMESH_RSAG_MIN=0", "SHMESH_CMA=0", NULL},
+    };
+    for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {
+        const char *prog = getenv("SHMESH_TEST_ERRORS");
+        assert_non_null(prog);
+        char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, "empty",
+                        NULL};
+        struct run r;
+        run_cmd(argv, paths[p][0] ? paths[p] : NULL, 60, &r);
+        if (r.timed_out || r.code != 0)
+            fail_msg("%s: exit %d%s\n%s\n%s", paths[p][0] ? paths[p][0] : "default", r.code,
+                     r.timed_out ? " (timed out)" : "", r.out, r.err);
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+            expect_case(&r, ops[i], "SHMESH_OK", NULL, 4);
+        assert_int_equal(count_lines(r.out, "afterwards psum -> SHMESH_OK, 6", NULL), 4);
+        run_free(&r);
+    }
 }
 
 static void mismatch(const char *mode, const char *a, const char *b, int min_in_call)
@@ -220,6 +284,8 @@ int main(void)
         cmocka_unit_test(local_errors_on_every_rank),
         cmocka_unit_test(ragged_slice_out_of_range),
         cmocka_unit_test(ragged_sizes_disagree),
+        cmocka_unit_test(ragged_too_large),
+        cmocka_unit_test(empty_arrays_with_null_data),
         cmocka_unit_test(mismatched_ops),
         cmocka_unit_test(mismatched_shapes),
         cmocka_unit_test(mismatched_groups),

@@ -202,6 +202,9 @@ typedef struct {
  * Arrays: C-contiguous (row-major), owned by the caller.  ndim 0 is a
  * scalar (one element).  Shapes are checked exactly; a wrong output shape
  * or dtype is SHMESH_ERR_INVALID with a message giving the expected one.
+ * An array holds at most 2^62 bytes, and so does the output shape an op
+ * derives from its input's (all_gather's, all_to_all's): a larger one is
+ * SHMESH_ERR_INVALID naming the shape.  An empty array's data may be NULL.
  * ------------------------------------------------------------------------- */
 
 #define SHMESH_MAX_NDIM 8

@@ -1,6 +1,7 @@
 /* all_to_all and pswapaxes: block j of the input along split_axis goes to
  * position j, which places the block from position q at index q along
  * concat_axis. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/context.h"
@@ -35,7 +36,15 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
         in_blk = size / n;
         shape[split] /= n;
         out_blk = shape[concat];
-        shape[concat] *= n;
+        /* The elements stay as many, but when split_axis has size 0 the
+         * concat_axis may be too long to multiply. */
+        if (!shape_scale(in->dtype, in->ndim, shape, concat, n)) {
+            char how[96];
+            snprintf(how, sizeof how, "split along axis %d, concatenated along axis %d over %d "
+                     "members", split, concat, n);
+            return shape_refuse(c, k->name, "out", in->dtype, in->ndim, shape, concat, n, "in",
+                                in, how);
+        }
     } else {
         if (size != n)
             return ctx_fail(c, SHMESH_ERR_INVALID,

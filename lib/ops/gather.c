@@ -1,5 +1,6 @@
 /* all_gather (every member's input lands in block q of every output) and
  * psum_scatter (block p of every input is summed into member p's output). */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/context.h"
@@ -20,10 +21,11 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
     int64_t shape[SHMESH_MAX_NDIM];
     memcpy(shape, in->shape, sizeof *shape * (size_t)in->ndim);
     int out_ndim = in->ndim;
+    int scaled = -1; /* the dimension multiplied by n */
     if (tiled) {
         if ((rc = axis_canon(c, k->name, "axis", axis, in->ndim, &dim)))
             return rc;
-        shape[dim] *= n;
+        scaled = dim;
     } else {
         if (in->ndim == SHMESH_MAX_NDIM)
             return ctx_fail(c, SHMESH_ERR_INVALID,
@@ -34,6 +36,15 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
         memmove(shape + dim + 1, shape + dim, sizeof *shape * (size_t)(in->ndim - dim));
         shape[dim] = n;
         out_ndim++;
+    }
+    /* n times the input's elements may not be addressable, nor its
+     * dimension fit int64. */
+    if (!shape_scale(in->dtype, out_ndim, shape, scaled, n)) {
+        char how[96];
+        snprintf(how, sizeof how, "gathered over %d members %s axis %d", n,
+                 tiled ? "along" : "into new", dim);
+        return shape_refuse(c, k->name, "out", in->dtype, out_ndim, shape, scaled, n, "in", in,
+                            how);
     }
     if ((rc = array_expect(c, k->name, "out", out, in->dtype, out_ndim, shape)))
         return rc;

@@ -3,6 +3,7 @@
  * call against both ends' buffers and reach the same verdict; only then do
  * rows move. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,8 @@ static void row_recv(const struct call *k, int from, uint64_t off, const void *s
 static int check_slices(struct call *k, const struct ragged *r)
 {
     int64_t n_rows = r->operand->shape[0], m_rows = r->output->shape[0];
-    for (int q = 0; q < k->g.n; q++)
+    for (int q = 0; q < k->g.n; q++) {
+        uint64_t sent = 0; /* bytes of q's stream so far: slices may overlap */
         for (int64_t i = 0; i < r->k; i++) {
             int64_t in_off = entry(r, q, IN_OFF)[i], send = entry(r, q, SEND)[i];
             int64_t out_off = entry(r, q, OUT_OFF)[i];
@@ -164,7 +166,17 @@ static int check_slices(struct call *k, const struct ragged *r)
                                 "%s: rank %d's entry %" PRId64 " (to group index %d): %s; nothing "
                                 "was sent",
                                 k->name, k->g.ranks[q], i, to, why);
+            /* Within the operand, a slice has at most 2^62 bytes. */
+            uint64_t bytes = (uint64_t)send * r->row;
+            if (sent > (UINT64_C(1) << 62) - bytes)
+                return ctx_fail(k->c, SHMESH_ERR_INVALID,
+                                "%s: rank %d's slices up to entry %" PRId64 " add up to more than "
+                                "2^62 bytes (rows of %" PRIu64 " bytes), too large to address; "
+                                "nothing was sent",
+                                k->name, k->g.ranks[q], i, r->row);
+            sent += bytes;
         }
+    }
     return 0;
 }
 
@@ -209,8 +221,22 @@ static int check_args(struct call *k, const shmesh_array *operand, shmesh_array 
                         "of the group size %d",
                         k->name, r->k, k->g.n);
     r->per = r->k / k->g.n;
+    /* The table of every member's four arrays (and the exchange of it) in
+     * int64: k entries of any integer type may be 8 times as many bytes. */
+    if ((uint64_t)r->k > SIZE_MAX / sizeof(int64_t) / NPARAM / (uint64_t)k->g.n)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: the offset and size arrays have %" PRId64 " entries; %d members' "
+                        "four arrays as int64 are too large to address",
+                        k->name, r->k, k->g.n);
     r->operand = operand;
     r->output = output;
+    /* A row's bytes: operand's dimensions after the first.  A zero-row
+     * operand passes array_check whatever they are. */
+    int64_t row_shape[SHMESH_MAX_NDIM];
+    memcpy(row_shape, operand->shape + 1, sizeof *row_shape * (size_t)(operand->ndim - 1));
+    if (!shape_scale(operand->dtype, operand->ndim - 1, row_shape, -1, 1))
+        return shape_refuse(c, k->name, "a row", operand->dtype, operand->ndim - 1, row_shape,
+                            -1, 1, "operand", operand, "past its first dimension");
     r->row = dtype_size(operand->dtype);
     for (int d = 1; d < operand->ndim; d++)
         r->row *= (uint64_t)operand->shape[d];

@@ -142,8 +142,11 @@ static int reduce_push(struct call *k)
 }
 
 /* Not mapped, stage 0: this member's share reduced from every input into its
- * own output.  The bounce buffer holds n inputs' blocks and the result, so an
- * output may be its member's input. */
+ * own output.  The bounce buffer holds the result and n inputs' blocks, so an
+ * output may be its member's input.  The result comes first and the inputs
+ * start at the next multiple of 8 bytes: every block is aligned for its
+ * dtype even when the output's elements are wider than the input's (bool
+ * psum gives int32, integer pmean float64, pargmax int32). */
 static int reduce_own_share(struct call *k, const struct peer_access *pa)
 {
     const struct flow *f = &k->f;
@@ -152,13 +155,14 @@ static int reduce_own_share(struct call *k, const struct peer_access *pa)
     size_t esz = f->in_esz > f->out_esz ? f->in_esz : f->out_esz;
     uint64_t count = f->in_bytes / f->in_esz, lo, hi;
     share(count, share_per(count, n), me, &lo, &hi);
-    uint64_t block = BOUNCE_BYTES / (uint64_t)(n + 1) / esz;
-    unsigned char *result = s->bounce + (size_t)n * block * f->in_esz;
+    uint64_t block = (BOUNCE_BYTES - 8) / (uint64_t)(n + 1) / esz;
+    unsigned char *result = s->bounce;
+    unsigned char *inputs = s->bounce + ((size_t)block * f->out_esz + 7) / 8 * 8;
     const unsigned char *in = f->in.data;
     for (uint64_t i = lo; i < hi; i += block) {
         uint64_t cnt = hi - i < block ? hi - i : block;
         for (int q = 0; q < n; q++) {
-            unsigned char *b = s->bounce + (size_t)q * block * f->in_esz;
+            unsigned char *b = inputs + (size_t)q * block * f->in_esz;
             if (q == me) {
                 s->srcs[q] = in + i * f->in_esz;
                 continue;

@@ -20,8 +20,12 @@
  *                  the same mesh, with ranks 2 and 3 giving another device order
  *   lone-bad       rank 1 alone makes a bad call and exits; the others
  *                  must not hang
+ *   ragged-huge    slices that each fit but add up to more than 2^62 bytes:
+ *                  all refuse
+ *   empty          every op with empty arrays whose data is NULL: all OK
  * Exit status 0 when the mode's expectations held on this rank, 4 if not.
  * (After a mismatch the context is poisoned: such a rank exits at once.) */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +159,29 @@ static int mode_local(void)
          shmesh_ragged_all_to_all(line, "i", NULL, ARR(v4, SHMESH_INT32, 2, 2, 2),
                                   ARR(o4, SHMESH_INT32, 2, 1, 4), i4, i4, i4, i4));
 
+    /* Output shapes that overflow: refused with the shape, before any
+     * data is touched (none is there: the arrays are far larger than b). */
+    const int64_t two61 = INT64_C(1) << 61, two59 = INT64_C(1) << 59, two62 = INT64_C(1) << 62;
+    CASE("gather-tiled-overflow",
+         shmesh_all_gather(line, "i", NULL, 0, true, ARR(&b, SHMESH_INT8, 1, two61, 0),
+                           ARR(o16, SHMESH_INT8, 1, 16, 0)));
+    CASE("gather-untiled-overflow",
+         shmesh_all_gather(line, "i", NULL, 0, false, ARR(&s, SHMESH_INT32, 1, two59, 0),
+                           ARR(o16, SHMESH_INT32, 2, 4, 4)));
+    CASE("a2a-tiled-overflow",
+         shmesh_all_to_all(line, "i", NULL, 0, 1, true, ARR(NULL, SHMESH_INT8, 2, 0, two62),
+                           ARR(NULL, SHMESH_INT8, 2, 0, 0)));
+    /* int8 to float64: the output has 8 times the input's bytes. */
+    CASE("pmean-out-too-large",
+         shmesh_pmean(line, "i", NULL, ARR(&b, SHMESH_INT8, 1, two61, 0),
+                      ARR(o16, SHMESH_FLOAT64, 1, two61, 0)));
+    const int64_t two40 = INT64_C(1) << 40;
+    CASE("ragged-row-overflow",
+         shmesh_ragged_all_to_all(line, "i", NULL,
+                                  &(shmesh_array){NULL, SHMESH_INT8, 3, {0, two40, two40}},
+                                  &(shmesh_array){NULL, SHMESH_INT8, 3, {0, two40, two40}}, i4,
+                                  i4, i4, i4));
+
     const char *names2[] = {"a", "b"}, *dupnames[] = {"a", "a"};
     int wrong[] = {3, 2}, ok[] = {2, 2}, order[] = {0, 1, 1, 3};
     shmesh_mesh *m;
@@ -197,6 +224,65 @@ static int mode_ragged(bool sizes_disagree)
         if (output[q] != q * 10 + rank)
             return 4;
     return rc ? 4 : still_works();
+}
+
+/* Slices that each fit but add up to more than 2^62 bytes: ranks 0 and 1
+ * send 2^62 one-byte rows to group indices 0 and 1.  Refused by every rank
+ * after the parameters are exchanged, before any row moves (there are none:
+ * the arrays are far larger than what their data points to). */
+static int mode_ragged_huge(void)
+{
+    const int64_t big = INT64_C(1) << 62;
+    static uint8_t operand[16];
+    int64_t in_off[4] = {0}, send[4] = {0}, out_off[4] = {0}, recv[4] = {0};
+    if (rank < 2)
+        send[0] = send[1] = big;
+    if (rank < 2)
+        recv[0] = recv[1] = big;
+    shmesh_array *op = ARR(operand, SHMESH_UINT8, 1, big, 0);
+    /* out not overlapping op: at op + 2^62 as a number, never dereferenced */
+    shmesh_array *out = ARR((void *)((uintptr_t)operand + (UINT64_C(1) << 62)), SHMESH_UINT8, 1,
+                            big, 0);
+    shmesh_array *a = ARR(in_off, SHMESH_INT64, 1, 4, 0), *b = ARR(send, SHMESH_INT64, 1, 4, 0);
+    shmesh_array *c = ARR(out_off, SHMESH_INT64, 1, 4, 0), *d = ARR(recv, SHMESH_INT64, 1, 4, 0);
+    int rc = CASE("ragged-huge", shmesh_ragged_all_to_all(line, "i", NULL, op, out, a, b, c, d));
+    return rc == SHMESH_ERR_INVALID ? still_works() : 4;
+}
+
+/* Every op with empty arrays whose data is NULL, as array_check allows:
+ * SHMESH_OK, and nothing read or written (a memcpy or memset of NULL, even of
+ * 0 bytes, is undefined behaviour that UBSan reports). */
+static int mode_empty(void)
+{
+    int failed = 0;
+    shmesh_array *e = ARR(NULL, SHMESH_INT32, 1, 0, 0), *eo = ARR(NULL, SHMESH_INT32, 1, 0, 0);
+    shmesh_array *eb = ARR(NULL, SHMESH_BOOL, 1, 0, 0), *ef = ARR(NULL, SHMESH_FLOAT32, 1, 0, 0);
+    shmesh_array *e40 = ARR(NULL, SHMESH_INT32, 2, 4, 0), *e04 = ARR(NULL, SHMESH_INT32, 2, 0, 4);
+    failed |= CASE("empty-psum", shmesh_psum(line, "i", NULL, e, eo));
+    failed |= CASE("empty-psum-bool", shmesh_psum(line, "i", NULL, eb, eo));
+    failed |= CASE("empty-pmax", shmesh_pmax(line, "i", NULL, e, eo));
+    failed |= CASE("empty-pmin", shmesh_pmin(grid, "x", NULL, e, eo));
+    failed |= CASE("empty-pmean", shmesh_pmean(line, "i", NULL, e, ef));
+    failed |= CASE("empty-pargmax", shmesh_pargmax(line, "i", NULL, e, eo));
+    failed |= CASE("empty-pargmin", shmesh_pargmin(grid, "y", NULL, e, eo));
+    failed |= CASE("empty-all-gather", shmesh_all_gather(line, "i", NULL, 0, true, e, eo));
+    failed |= CASE("empty-all-gather-untiled",
+                   shmesh_all_gather(line, "i", NULL, 1, false, e, e04));
+    failed |= CASE("empty-psum-scatter",
+                   shmesh_psum_scatter(line, "i", NULL, 0, false, e40, eo));
+    failed |= CASE("empty-all-to-all", shmesh_all_to_all(line, "i", NULL, 0, 1, false, e40, e04));
+    failed |= CASE("empty-pswapaxes",
+                   shmesh_pswapaxes(grid, "x", NULL, 0, ARR(NULL, SHMESH_INT32, 2, 2, 0),
+                                    ARR(NULL, SHMESH_INT32, 2, 2, 0)));
+    const int pairs[][2] = {{0, 1}, {1, 2}}; /* 0 and 3 get nothing: zeros */
+    failed |= CASE("empty-ppermute", shmesh_ppermute(line, "i", pairs, 2, e, eo));
+    int perm[] = {3, 2, 1, 0};
+    failed |= CASE("empty-pshuffle", shmesh_pshuffle(line, "i", perm, e, eo));
+    failed |= CASE("empty-pbroadcast", shmesh_pbroadcast(line, "i", 2, e, eo));
+    int64_t zeros[4] = {0};
+    shmesh_array *z = ARR(zeros, SHMESH_INT64, 1, 4, 0);
+    failed |= CASE("empty-ragged", shmesh_ragged_all_to_all(line, "i", NULL, e, eo, z, z, z, z));
+    return failed ? 4 : still_works();
 }
 
 static int mode_mismatch(const char *mode)
@@ -296,6 +382,10 @@ int main(int argc, char **argv)
         rc = mode_mismatch(mode);
     else if (!strcmp(mode, "lone-bad"))
         rc = mode_lone_bad();
+    else if (!strcmp(mode, "ragged-huge"))
+        rc = mode_ragged_huge();
+    else if (!strcmp(mode, "empty"))
+        rc = mode_empty();
     else
         rc = 2;
     shmesh_mesh_destroy(line);
