@@ -196,9 +196,10 @@ static int place(struct seg *s, int **nodes_out, char *err, size_t errlen)
         if (!rc && s->lay.heap_share)
             rc = numa_place_bind(seg_heap(s, r), s->lay.heap_share, nodes[r]);
         if (rc < 0) {
+            int node = nodes[r];
             free(nodes);
             return fail(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s", r,
-                        nodes[r], strerror(-rc));
+                        node, strerror(-rc));
         }
     }
     s->hdr->numa_nodes = (uint32_t)nnodes;
