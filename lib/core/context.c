@@ -47,13 +47,15 @@ static void release(shmesh_ctx *c)
     notify_close(c->notify);
     seg_close(c->seg);
     free(c->all_ranks);
+    free(c->pids);
     free(c);
 }
 
 static int alloc_engine(shmesh_ctx *c)
 {
     c->all_ranks = malloc(sizeof *c->all_ranks * (size_t)c->world);
-    if (!c->all_ranks || windows_init(&c->win, c->world))
+    c->pids = calloc((size_t)c->world, sizeof *c->pids);
+    if (!c->all_ranks || !c->pids || windows_init(&c->win, c->world))
         return -1;
     for (int r = 0; r < c->world; r++)
         c->all_ranks[r] = r;
@@ -156,11 +158,13 @@ int shmesh_init(shmesh_ctx **out)
         release(c);
         return rc;
     }
+    for (int j = 0; j < c->world; j++)
+        c->pids[j] = atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
     cma_probe(c, e.cma);
     for (int j = 0; j < c->world; j++) {
         if (j == c->rank)
             continue;
-        int pid = atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
+        int pid = c->pids[j];
         rc = notify_watch(c->notify, j, pid);
         if (rc < 0) {
             init_error("rank %d: cannot watch rank %d (pid %d) for exit: %s", c->rank, j, pid,

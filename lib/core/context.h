@@ -37,6 +37,10 @@ struct shmesh_ctx {
      * yet is spun for in place rather than returned as a wait. */
     bool blocking;
     int *all_ranks;       /* 0..world-1 */
+    /* Every rank's pid, read from the segment once, when all had joined:
+     * what single copy reads from and the notifier watches, whatever is
+     * written into the segment later. */
+    int *pids;
     int next_mesh_id;
     struct heap heap;
     struct mem_backends backends;

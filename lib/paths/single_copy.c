@@ -88,8 +88,9 @@ void cma_probe(shmesh_ctx *c, bool allowed)
         uint64_t got = 0;
         struct iovec local = {&got, sizeof got},
                      remote = {(void *)(uintptr_t)pc->probe_addr, sizeof got};
-        pid_t pid = atomic_load(&pc->pid);
-        c->cma_ok = process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof got &&
+        pid_t pid = c->pids[r];
+        c->cma_ok = pid > 0 &&
+                    process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof got &&
                     got == pc->probe_value;
     }
     if (!c->cma_ok && c->ptracer) {
@@ -103,7 +104,7 @@ void cma_probe(shmesh_ctx *c, bool allowed)
  * 0 or a positive errno. */
 static int readv_all(const shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov, int n)
 {
-    pid_t pid = atomic_load(&seg_ctrl(c->seg, r)->pid);
+    pid_t pid = c->pids[r];
     while (n > 0) {
         uint64_t want = 0;
         for (int i = 0; i < n; i++)
