@@ -6,7 +6,7 @@
 #include "core/error.h"
 
 static _Thread_local char init_err[CTX_ERR_MAX];
-_Thread_local const shmesh_ctx *error_refused_ctx;
+_Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
 
 const char *shmesh_strerror(int err)
 {

@@ -38,7 +38,7 @@ static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg
     }
 }
 
-static _Thread_local int self; /* this thread's id, once looked up */
+static _Thread_local int self CTX_TLS_FAST; /* this thread's id, once looked up */
 
 /* NULL, or another thread inside: SHMESH_ERR_INVALID with its explanation. */
 static int thread_check(shmesh_ctx *c, const char *op)
