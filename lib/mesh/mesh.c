@@ -384,16 +384,24 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
     return 0;
 }
 
-int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
+/* The axes of a local query (shmesh_axis_index, _size), its NULL arguments
+ * explained: `what` names the result argument. */
+static int query_axes(const shmesh_mesh *m, const char *fn, const char *axes, const void *out,
+                      const char *what, struct axes *a)
 {
     if (!m) {
-        init_error("shmesh_axis_index: the mesh is NULL");
+        init_error("%s: the mesh is NULL", fn);
         return SHMESH_ERR_INVALID;
     }
-    if (!index)
-        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "shmesh_axis_index: index must not be NULL");
+    if (!out)
+        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: %s must not be NULL", fn, what);
+    return mesh_axes((shmesh_mesh *)m, fn, axes, a);
+}
+
+int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
+{
     struct axes a;
-    int rc = mesh_axes((shmesh_mesh *)m, "shmesh_axis_index", axes, &a);
+    int rc = query_axes(m, "shmesh_axis_index", axes, index, "index", &a);
     if (rc)
         return rc;
     int idx = 0;
@@ -405,14 +413,8 @@ int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 
 int shmesh_axis_size(const shmesh_mesh *m, const char *axes, int *size)
 {
-    if (!m) {
-        init_error("shmesh_axis_size: the mesh is NULL");
-        return SHMESH_ERR_INVALID;
-    }
-    if (!size)
-        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "shmesh_axis_size: size must not be NULL");
     struct axes a;
-    int rc = mesh_axes((shmesh_mesh *)m, "shmesh_axis_size", axes, &a);
+    int rc = query_axes(m, "shmesh_axis_size", axes, size, "size", &a);
     if (rc)
         return rc;
     *size = a.size;
