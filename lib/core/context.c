@@ -158,13 +158,11 @@ int shmesh_init(shmesh_ctx **out)
         release(c);
         return rc;
     }
-    for (int j = 0; j < c->world; j++)
-        c->pids[j] = atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
-    cma_probe(c, e.cma);
     for (int j = 0; j < c->world; j++) {
+        int pid = c->pids[j] =
+            atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
         if (j == c->rank)
             continue;
-        int pid = c->pids[j];
         rc = notify_watch(c->notify, j, pid);
         if (rc < 0) {
             init_error("rank %d: cannot watch rank %d (pid %d) for exit: %s", c->rank, j, pid,
@@ -173,6 +171,7 @@ int shmesh_init(shmesh_ctx **out)
             return SHMESH_ERR_SYSTEM;
         }
     }
+    cma_probe(c, e.cma);
     *out = c;
     return 0;
 }
