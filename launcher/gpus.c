@@ -38,9 +38,15 @@ static int count_nvidia(const char *sysroot)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/proc/driver/nvidia/gpus", sysroot);
+    int n = dir_entries(path);
+    return n > 0 ? n : 0;
+}
+
+int dir_entries(const char *path)
+{
     DIR *d = opendir(path);
     if (!d)
-        return 0;
+        return -1;
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))

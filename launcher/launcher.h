@@ -87,6 +87,8 @@ int spawn_ranks(struct job *j);
 /* gpus.c */
 void gpus_detect(struct gpu_env *g, const char *sysroot);
 void gpus_free(struct gpu_env *g);
+/* Entries of a directory not starting with a dot: -1 when it cannot be opened. */
+int dir_entries(const char *path);
 /* supervise.c */
 int supervise(struct job *j, int sigfd);
 int64_t now_ns(void);

@@ -1,6 +1,5 @@
 /* shmesh-run: start N ranks of a program around one shared-memory segment,
  * stop them all when one fails, and leave nothing behind. */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -216,16 +215,8 @@ static int check_sizes(const struct options *o)
 
 static int open_fds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return 3;
-    int n = -1; /* the directory's own */
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
+    int n = dir_entries("/proc/self/fd");
+    return n > 0 ? n - 1 : 3; /* less the directory's own descriptor */
 }
 
 /* --tag-output keeps two pipes per rank open.  The soft limit on open files
