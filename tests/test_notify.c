@@ -120,16 +120,26 @@ static void wake_timeout_and_death(enum notify_kind k)
 static void uring_wake_timeout_and_death(void **state) { wake_timeout_and_death(NOTIFY_URING); }
 static void futex_wake_timeout_and_death(void **state) { wake_timeout_and_death(NOTIFY_FUTEX); }
 
+/* Rank 0 of a private segment of 3 ranks, waiting with notifier k: spins
+ * and yields spin_ns each, gives up after timeout_ns (0: never).  Skips the
+ * test when the notifier is missing. */
+static struct seg_waiter rank0_of_3(enum notify_kind k, int64_t spin_ns, int64_t timeout_ns,
+                                    struct seg **s, struct notify **n)
+{
+    if (!(*n = open_kind(k)))
+        skip();
+    char err[256];
+    assert_int_equal(seg_create_private(3, 0, 0, s, err, sizeof err), 0);
+    return (struct seg_waiter){.seg = *s, .notify = *n, .self = 0, .spin_ns = spin_ns,
+                               .yield_ns = spin_ns, .timeout_ns = timeout_ns,
+                               .slice_ns = 100000000};
+}
+
 static void wait_flag_outcomes(enum notify_kind k)
 {
-    struct notify *n = open_kind(k);
-    if (!n)
-        skip();
     struct seg *s;
-    char err[256];
-    assert_int_equal(seg_create_private(3, 0, 0, &s, err, sizeof err), 0);
-    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin_ns = 2000, .yield_ns = 2000,
-                           .timeout_ns = 0, .slice_ns = 100000000};
+    struct notify *n;
+    struct seg_waiter w = rank0_of_3(k, 2000, 0, &s, &n);
     struct seg_progress *f1 = &seg_ctrl(s, 1)->progress, *f2 = &seg_ctrl(s, 2)->progress;
     int culprit = -1;
 
@@ -239,14 +249,9 @@ static void counter_back(struct seg *s) { seg_flag_post(&s->hdr->attached, 1); }
  * goes back (no rank can have written it) ends the wait. */
 static void wait_sees_corruption(enum notify_kind k)
 {
-    struct notify *n = open_kind(k);
-    if (!n)
-        skip();
     struct seg *s;
-    char err[256];
-    assert_int_equal(seg_create_private(3, 0, 0, &s, err, sizeof err), 0);
-    struct seg_waiter w = {.seg = s, .notify = n, .self = 0, .spin_ns = 0, .yield_ns = 0,
-                           .timeout_ns = 5000000000, .slice_ns = 100000000};
+    struct notify *n;
+    struct seg_waiter w = rank0_of_3(k, 0, 5000000000, &s, &n);
     struct seg_progress *p1 = &seg_ctrl(s, 1)->progress;
     int culprit = -1;
 
