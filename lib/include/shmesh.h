@@ -145,11 +145,33 @@ SHMESH_API void *shmesh_alloc(shmesh_ctx *ctx, size_t bytes);
 SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
 
 /* ---------------------------------------------------------------------------
- * Meshes and named axes
+ * Devices
  *
- * A mesh lays the job's devices (one per rank) out on named axes, row-major:
- * with axes ("x", "y") of sizes (2, 3), mesh position (i, j) holds device
- * device_order[i * 3 + j] (rank i * 3 + j when device_order is NULL).
+ * A device is (process, local device).  shmesh-run --devices-per-rank K
+ * gives every rank K devices (SHMESH_LOCAL_DEVICES; a program started
+ * without the launcher holds 1, or SHMESH_LOCAL_DEVICES of them, as
+ * XLA_FLAGS=--xla_force_host_platform_device_count makes one process hold
+ * several CPU devices).  Device ids count them rank by rank: rank r holds
+ * ids r*K .. r*K+K-1, its local devices 0..K-1.  With GPUs, local device l
+ * of rank r is GPU r*K+l (the launcher makes exactly those visible).
+ * ------------------------------------------------------------------------- */
+
+/* Devices this rank holds (K). */
+SHMESH_API int shmesh_local_device_count(const shmesh_ctx *ctx);
+/* Devices in the job: world size times K. */
+SHMESH_API int shmesh_device_count(const shmesh_ctx *ctx);
+/* The id of this rank's local device `local` (0..K-1); -1 when out of range. */
+SHMESH_API int shmesh_device_id(const shmesh_ctx *ctx, int local);
+/* The rank holding device `id`; -1 when the job has no such device. */
+SHMESH_API int shmesh_device_process(const shmesh_ctx *ctx, int id);
+
+/* ---------------------------------------------------------------------------
+ * Meshes and named axes (jax.sharding.Mesh, AbstractMesh)
+ *
+ * A mesh lays the job's devices out on named axes, row-major: with axes
+ * ("x", "y") of sizes (2, 3), mesh position (i, j) holds device
+ * device_order[i * 3 + j] (device i * 3 + j when device_order is NULL).
+ * With one device per rank, device ids are ranks.
  *
  * Collectives name the axes they run over with a string: "x", or "x,y" for
  * several (order matters, as in a JAX tuple of names; spaces are ignored;
@@ -157,6 +179,13 @@ SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
  * coordinates on all the axes not named; its index in the group is
  * row-major over the named axes in the order given.  For "y,x" on the mesh
  * above, index = j * 2 + i, and the group size is 6.
+ *
+ * A mesh is an immutable value: two meshes are equal (shmesh_mesh_equal)
+ * when their axis names, shape and device order are, and then hash alike.
+ * Errors of the local mesh functions are explained by
+ * shmesh_last_error(ctx) of the mesh's context; for abstract meshes (which
+ * have none) and partition specs, by shmesh_last_error(NULL) on the calling
+ * thread.
  * ------------------------------------------------------------------------- */
 
 #define SHMESH_MAX_MESH_DIMS 8
@@ -164,22 +193,85 @@ SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
 
 typedef struct shmesh_mesh shmesh_mesh;
 
-/* Collective (every rank, same arguments): creates a mesh.  Axis names are
- * non-empty, at most SHMESH_MAX_AXIS_NAME characters, without ',' or
- * spaces, and distinct; sizes are positive and multiply to the world size;
- * device_order is NULL or a permutation of the ranks.  The mesh borrows ctx,
- * which must outlive it. */
+/* Collective (every rank, same arguments): creates a mesh of every device
+ * of the job.  Axis names are non-empty, at most SHMESH_MAX_AXIS_NAME
+ * characters, without ',', '(', ')' or spaces, and distinct; sizes are
+ * positive and multiply to the device count; device_order is NULL or a
+ * permutation of the device ids.  The mesh borrows ctx, which must outlive
+ * it. */
 SHMESH_API int shmesh_mesh_create(shmesh_ctx *ctx, int ndim, const char *const axis_names[],
                                   const int sizes[], const int *device_order,
                                   shmesh_mesh **out);
-/* Local: frees the mesh (NULL is accepted). */
+/* Local: an abstract mesh, names and sizes only (jax.sharding.AbstractMesh):
+ * it has a shape and a size, specs and shard shapes work on it, but asking
+ * it for devices, local devices, a local mesh, or running a collective on
+ * it is SHMESH_ERR_INVALID naming what was asked.  Same rules for names and
+ * sizes as shmesh_mesh_create (any positive product). */
+SHMESH_API int shmesh_abstract_mesh_create(int ndim, const char *const axis_names[],
+                                           const int sizes[], shmesh_mesh **out);
+/* Local: the abstract mesh of `mesh` (its shape; itself copied when it is
+ * abstract already). */
+SHMESH_API int shmesh_mesh_abstract(const shmesh_mesh *mesh, shmesh_mesh **out);
+/* Local: the sub-block of `mesh` held by this rank (Mesh.local_mesh): for
+ * each dimension, the smallest range of coordinates that covers every
+ * local device.  When that block holds a device of another rank, this
+ * rank's devices are not a contiguous sub-block of the mesh: SHMESH_ERR_INVALID
+ * naming one such device.  Collectives on a local mesh run inside this
+ * process (no other rank calls them). */
+SHMESH_API int shmesh_mesh_local_mesh(const shmesh_mesh *mesh, shmesh_mesh **out);
+/* Local: frees the mesh (NULL is accepted).  A mesh still pushed
+ * (shmesh_mesh_push) must be popped first. */
 SHMESH_API void shmesh_mesh_destroy(shmesh_mesh *mesh);
 
-/* Local: this device's index in its group over `axes`, and the group size
- * (the product of the named axes' sizes).  Errors: an unknown or repeated
- * axis name (SHMESH_ERR_INVALID, naming it). */
+/* Local accessors.  ndim, name and size of dimension `dim` (NULL / -1 out
+ * of range), and the number of devices (the product of the sizes). */
+SHMESH_API int shmesh_mesh_ndim(const shmesh_mesh *mesh);
+SHMESH_API const char *shmesh_mesh_axis_name(const shmesh_mesh *mesh, int dim);
+SHMESH_API int shmesh_mesh_dim_size(const shmesh_mesh *mesh, int dim);
+SHMESH_API int shmesh_mesh_size(const shmesh_mesh *mesh);
+SHMESH_API bool shmesh_mesh_is_abstract(const shmesh_mesh *mesh);
+/* The device ids in mesh order (row-major), into ids[0..capacity): returns
+ * the mesh's size (only min(size, capacity) written), or an error. */
+SHMESH_API int shmesh_mesh_device_ids(const shmesh_mesh *mesh, int *ids, int capacity);
+/* This rank's devices in the mesh, in mesh order (the order collectives
+ * take their buffers in): returns how many, or an error. */
+SHMESH_API int shmesh_mesh_local_devices(const shmesh_mesh *mesh, int *ids, int capacity);
+/* 1 when the mesh holds devices of more than one rank, 0 when not, or an
+ * error (abstract meshes). */
+SHMESH_API int shmesh_mesh_is_multi_process(const shmesh_mesh *mesh);
+/* Same kind (concrete or abstract), names, shape and (concrete) device
+ * order.  An abstract mesh never equals a concrete one, as in JAX: compare
+ * shmesh_mesh_abstract(concrete) with it, or use shmesh_mesh_same_shape. */
+SHMESH_API bool shmesh_mesh_equal(const shmesh_mesh *a, const shmesh_mesh *b);
+/* Same names and sizes, in order (the shape tuple), of any two meshes. */
+SHMESH_API bool shmesh_mesh_same_shape(const shmesh_mesh *a, const shmesh_mesh *b);
+/* Equal meshes hash alike. */
+SHMESH_API uint64_t shmesh_mesh_hash(const shmesh_mesh *mesh);
+/* "Mesh('x': 2, 'y': 4)" or "AbstractMesh('x': 2, 'y': 4)" into buf (always
+ * terminated when len > 0); returns the length it needed. */
+SHMESH_API int shmesh_mesh_text(const shmesh_mesh *mesh, char *buf, size_t len);
+
+/* The mesh context (`with mesh:`): a stack per thread.  Functions that take
+ * a mesh take the innermost pushed one when given NULL.  push fails for an
+ * abstract mesh and, as the seed's resource environment does, for a mesh
+ * whose axes shadow resource axes the environment has beyond its mesh's
+ * (shmesh's environments have none, so that never happens); pop must be
+ * given the innermost mesh.  Both return 0 or SHMESH_ERR_INVALID (explained
+ * by shmesh_last_error(NULL)).  current is NULL when nothing is pushed. */
+SHMESH_API int shmesh_mesh_push(shmesh_mesh *mesh);
+SHMESH_API int shmesh_mesh_pop(shmesh_mesh *mesh);
+SHMESH_API shmesh_mesh *shmesh_mesh_current(void);
+
+/* Local: this rank's first local device's index in its group over `axes`
+ * (with several local devices, shmesh_axis_index_of gives each one's), and
+ * the group size (the product of the named axes' sizes).  Errors: an
+ * unknown or repeated axis name (SHMESH_ERR_INVALID, naming it). */
 SHMESH_API int shmesh_axis_index(const shmesh_mesh *mesh, const char *axes, int *index);
 SHMESH_API int shmesh_axis_size(const shmesh_mesh *mesh, const char *axes, int *size);
+/* Local: device `device`'s index in its group over `axes` (any device of
+ * the mesh, local or not). */
+SHMESH_API int shmesh_axis_index_of(const shmesh_mesh *mesh, const char *axes, int device,
+                                    int *index);
 
 /* axis_index_groups: subgroups of the axis indices 0..n-1 of each group (n =
  * the group size over `axes`).  `indices` lists the members of group 0, then
@@ -221,7 +313,15 @@ typedef struct {
  *
  * All are collective over the whole job: every rank calls them in the same
  * order with the same axes, groups, parameters, dtypes and shapes (the
- * data differ).  A rank whose call differs gets SHMESH_ERR_MISMATCH, and so
+ * data differ).  The mesh may be NULL: the innermost pushed mesh.
+ *
+ * Several devices per rank: `in` and `out` (and ragged_all_to_all's
+ * arrays) point to one array per local device of the mesh, in
+ * shmesh_mesh_local_devices order, all of the same dtype and shape; with
+ * one device per rank that is one array each, as before.  Results are
+ * exactly those of the same mesh with one device per rank.
+ * ragged_all_to_all takes one device per rank only (SHMESH_ERR_INVALID
+ * otherwise).  A rank whose call differs gets SHMESH_ERR_MISMATCH, and so
  * does every rank it meets; the message names both calls.  Argument errors
  * found locally (shapes, axes, groups, permutations) return
  * SHMESH_ERR_INVALID before anything is shared: the call is not made.
@@ -320,6 +420,148 @@ SHMESH_API int shmesh_pshuffle(shmesh_mesh *mesh, const char *axes, const int *p
 /* Every device of the group gets the input of group index `source`. */
 SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source,
                                  const shmesh_array *in, shmesh_array *out);
+
+/* ---------------------------------------------------------------------------
+ * Partition specs and shardings (jax.sharding.PartitionSpec, NamedSharding)
+ *
+ * A partition spec says, for each dimension of an array, how it is split
+ * over the mesh: not at all (None), over one mesh axis, or over several (a
+ * tuple: the product of their sizes, the first varying slowest).
+ * Dimensions past the spec's entries are not split.  A NamedSharding is a
+ * mesh and a spec; with a global shape it gives the shard shape, and for
+ * every device of the mesh its block of the global array (start/stop per
+ * dimension) and its replica id: 0 for the first device holding that block
+ * in mesh order, counting up.
+ *
+ * Errors name JAX's exception first, then say what was expected and found:
+ * "DuplicateSpecError: ..." (an axis used twice), "IndivisibleError: ..."
+ * (a dimension not divisible by its axes' product), "IndexError: ..." (more
+ * entries than the array has dimensions), "ValueError: ..." (an axis the
+ * mesh does not have, a malformed spec).  All are SHMESH_ERR_INVALID.
+ * ------------------------------------------------------------------------- */
+
+typedef struct {
+    int n; /* entries, at most SHMESH_MAX_NDIM */
+    /* Per entry: how many axes split it (0: None), and their names. */
+    int naxes[SHMESH_MAX_NDIM];
+    char axes[SHMESH_MAX_NDIM][SHMESH_MAX_MESH_DIMS][SHMESH_MAX_AXIS_NAME + 1];
+} shmesh_pspec;
+
+/* Local: parses a spec from text: entries separated by commas, each "-" or
+ * "None" (not split), an axis name, or a tuple "(a,b)" ("()" is None, "(a)"
+ * is a).  "x" is P('x'); "x,y" P('x', 'y'); "(x,y),-" P(('x', 'y'), None);
+ * "" P().  Spaces are ignored.  Errors: shmesh_last_error(NULL). */
+SHMESH_API int shmesh_pspec_parse(const char *text, shmesh_pspec *spec);
+/* "P('x', ('x', 'y'), None)" into buf (terminated when len > 0); returns the
+ * length it needed. */
+SHMESH_API int shmesh_pspec_text(const shmesh_pspec *spec, char *buf, size_t len);
+
+typedef struct shmesh_sharding shmesh_sharding;
+
+/* One device's block of a global array. */
+typedef struct {
+    int device;     /* its id */
+    int replica_id; /* 0 for the first device holding this block in mesh order */
+    int64_t start[SHMESH_MAX_NDIM], stop[SHMESH_MAX_NDIM];
+} shmesh_index;
+
+/* Local: NamedSharding(mesh, spec); mesh NULL: the innermost pushed mesh.
+ * Errors: an axis the mesh does not have, an axis used twice.  The
+ * sharding borrows the mesh (and copies the spec). */
+SHMESH_API int shmesh_sharding_create(shmesh_mesh *mesh, const shmesh_pspec *spec,
+                                      shmesh_sharding **out);
+SHMESH_API void shmesh_sharding_destroy(shmesh_sharding *sharding);
+SHMESH_API shmesh_mesh *shmesh_sharding_mesh(const shmesh_sharding *sharding);
+SHMESH_API const shmesh_pspec *shmesh_sharding_spec(const shmesh_sharding *sharding);
+/* Local: the shape of every shard of an array of `shape`. */
+SHMESH_API int shmesh_sharding_shard_shape(const shmesh_sharding *sharding, int ndim,
+                                           const int64_t *shape, int64_t *shard_shape);
+/* Local: 1 when every shard is the whole array, 0 when not, or an error. */
+SHMESH_API int shmesh_sharding_is_fully_replicated(const shmesh_sharding *sharding, int ndim,
+                                                   const int64_t *shape);
+/* Local: every device's block and replica id, in mesh order (out has
+ * shmesh_mesh_size entries).  Also checks, as JAX does, that the blocks
+ * found are as many as the shard shape implies.  Abstract meshes: an
+ * error. */
+SHMESH_API int shmesh_sharding_indices(const shmesh_sharding *sharding, int ndim,
+                                       const int64_t *shape, shmesh_index *out);
+
+/* ---------------------------------------------------------------------------
+ * Global arrays (jax.Array / GlobalDeviceArray): one logical array of a
+ * global shape, split over a mesh's devices by a sharding.  Each rank holds
+ * the shards of its local devices; it knows every shard's block, but data
+ * only for its own.
+ * ------------------------------------------------------------------------- */
+
+/* A shard: a device's block and, where the device is local, its data (an
+ * array of the shard shape; data.data NULL elsewhere). */
+typedef struct {
+    shmesh_index index;
+    shmesh_array data;
+} shmesh_shard;
+
+typedef struct shmesh_global_array shmesh_global_array;
+
+/* Fills shard->data.data (allocated by the library, of the shard shape)
+ * with the block shard->index names; returns 0, or anything else to fail
+ * the construction (SHMESH_ERR_INVALID naming the device). */
+typedef int (*shmesh_shard_fn)(void *arg, const shmesh_shard *shard);
+/* Fills n shards at once. */
+typedef int (*shmesh_shards_fn)(void *arg, const shmesh_shard *shards, int n);
+
+/* Local: a global array over one caller buffer per local device of the
+ * sharding's mesh (shmesh_mesh_local_devices order), each holding that
+ * device's shard; borrowed: the caller keeps them alive and frees them. */
+SHMESH_API int shmesh_global_array_create(const shmesh_sharding *sharding, shmesh_dtype dtype,
+                                          int ndim, const int64_t *shape,
+                                          void *const *buffers, shmesh_global_array **out);
+/* Local: owned shards filled by fn, called once per local device
+ * (make_array_from_callback). */
+SHMESH_API int shmesh_global_array_from_callback(const shmesh_sharding *sharding,
+                                                 shmesh_dtype dtype, int ndim,
+                                                 const int64_t *shape, shmesh_shard_fn fn,
+                                                 void *arg, shmesh_global_array **out);
+/* Local: fn called once with every local shard (from_batched_callback). */
+SHMESH_API int shmesh_global_array_from_batched_callback(const shmesh_sharding *sharding,
+                                                         shmesh_dtype dtype, int ndim,
+                                                         const int64_t *shape,
+                                                         shmesh_shards_fn fn, void *arg,
+                                                         shmesh_global_array **out);
+/* Local: fn called once per distinct block among the local devices, with
+ * the shards of every local device that holds it (in mesh order): it fills
+ * each (from_batched_callback_with_devices). */
+SHMESH_API int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *sharding,
+                                                              shmesh_dtype dtype, int ndim,
+                                                              const int64_t *shape,
+                                                              shmesh_shards_fn fn, void *arg,
+                                                              shmesh_global_array **out);
+/* Local: frees the array and the shards it owns (NULL is accepted). */
+SHMESH_API void shmesh_global_array_destroy(shmesh_global_array *array);
+
+SHMESH_API const shmesh_sharding *shmesh_global_array_sharding(const shmesh_global_array *array);
+SHMESH_API shmesh_dtype shmesh_global_array_dtype(const shmesh_global_array *array);
+/* Its ndim; the global shape into shape (SHMESH_MAX_NDIM entries) unless NULL. */
+SHMESH_API int shmesh_global_array_shape(const shmesh_global_array *array, int64_t *shape);
+SHMESH_API bool shmesh_global_array_is_fully_replicated(const shmesh_global_array *array);
+/* The local shards (one per local device, mesh order) or every device's
+ * (mesh order; data only where local): *shards points into the array. */
+SHMESH_API int shmesh_global_array_local_shards(const shmesh_global_array *array,
+                                                const shmesh_shard **shards);
+SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *array,
+                                                 const shmesh_shard **shards);
+
+/* Collective over the job: the whole array, row-major, into `out` on rank
+ * `root`, or on every rank when root is -1 (out is ignored elsewhere). */
+SHMESH_API int shmesh_global_array_gather(const shmesh_global_array *array, int root, void *out);
+/* Collective: a global array of `sharding` whose data is rank root's
+ * `data` (the whole array, row-major; ignored elsewhere). */
+SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shmesh_dtype dtype,
+                                           int ndim, const int64_t *shape, int root,
+                                           const void *data, shmesh_global_array **out);
+/* Collective: the same array under another sharding of the same mesh
+ * (device order and all), owned shards. */
+SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
+                                           const shmesh_sharding *to, shmesh_global_array **out);
 
 /* "invalid argument", … for a SHMESH_ERR_* code; "success" for 0. */
 SHMESH_API const char *shmesh_strerror(int err);

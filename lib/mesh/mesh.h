@@ -18,26 +18,50 @@ struct axes {
 };
 
 struct shmesh_mesh {
-    shmesh_ctx *ctx;
+    shmesh_ctx *ctx; /* NULL for an abstract mesh */
+    bool abstract;
+    /* Collectives on it run inside this process (a local mesh): nothing is
+     * exchanged with other ranks. */
+    bool process_local;
     int id;
     int ndim;
     char names[SHMESH_MAX_MESH_DIMS][SHMESH_MAX_AXIS_NAME + 1];
     int sizes[SHMESH_MAX_MESH_DIMS];
-    int coords[SHMESH_MAX_MESH_DIMS]; /* this device's */
-    /* Mesh position (row-major) -> the device there: its rank and local
-     * device index (mesh/device.h). */
-    int *pos_rank, *pos_local;
+    int size;  /* devices: the product of sizes */
+    uint64_t hash; /* shmesh_mesh_hash: names, shape, device order */
+    int pushed; /* times it is on some thread's mesh stack */
+    /* Concrete meshes.  Mesh position (row-major) -> the device there: its
+     * id, rank and local device index (mesh/device.h). */
+    int *ids, *pos_rank, *pos_local;
+    /* This rank's devices in the mesh: how many, and their positions in
+     * mesh order (the order collectives take their buffers in). */
+    int nlocal;
+    int *local_pos;
+    /* The device a collective is being prepared for (mesh_select): its
+     * coordinates. */
+    int cur;
+    int coords[SHMESH_MAX_MESH_DIMS];
     /* The last axes string resolved, and its group (calls mostly repeat). */
     char last_spec[64];
     struct axes last_axes;
     int last_index;  /* this device's index in axis_group for last_axes */
     bool last_valid;
-    /* Scratch, world entries each. */
+    /* Scratch, size entries each. */
     int *axis_group; /* the group over some axes, by axis index */
     int *sub;        /* this device's subgroup, by position */
     int *seen;
 };
 
+/* Records why a mesh function failed: in the mesh's context, or for an
+ * abstract mesh (or NULL) on the calling thread (shmesh_last_error(NULL)).
+ * Returns SHMESH_ERR_INVALID. */
+int mesh_fail(const shmesh_mesh *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The mesh a call was given, or the innermost pushed one when NULL; NULL
+ * (and mesh_fail explaining, naming fn) when there is none. */
+shmesh_mesh *mesh_or_current(shmesh_mesh *m, const char *fn);
+/* Prepares collectives for this rank's local device `l` of the mesh
+ * (0..nlocal-1): the coordinates group resolution uses. */
+void mesh_select(shmesh_mesh *m, int l);
 
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);

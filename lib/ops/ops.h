@@ -42,4 +42,15 @@ int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op);
 int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
                          shmesh_dtype dtype);
 
+/* World-wide data movement for the layers above the collectives (global
+ * arrays, several devices per rank).  `name` is the public function that
+ * asked, for messages; `d`, when not NULL, is the description ranks compare
+ * (else the op's own).
+ * gather: every rank's `bytes` bytes (the same count everywhere) into out,
+ * rank by rank (world * bytes).  broadcast: rank root's buf into every
+ * rank's. */
+int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
+                    uint64_t bytes, void *out);
+int op_world_broadcast(shmesh_ctx *c, const char *name, int root, void *buf, uint64_t bytes);
+
 #endif
