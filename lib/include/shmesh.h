@@ -450,10 +450,17 @@ typedef struct {
 /* Local: parses a spec from text: entries separated by commas, each "-" or
  * "None" (not split), an axis name, or a tuple "(a,b)" ("()" is None, "(a)"
  * is a).  "x" is P('x'); "x,y" P('x', 'y'); "(x,y),-" P(('x', 'y'), None);
- * "" P().  Spaces are ignored.  Errors: shmesh_last_error(NULL). */
+ * "" P().  Spaces around names are ignored.  shmesh_pspec_text's form is
+ * read too: "P('x', ('x', 'y'), None)" (names may be quoted, and a tuple
+ * or P(...) may end with a comma, as in Python).  Errors (a malformed
+ * text, naming the position; more than SHMESH_MAX_NDIM entries or
+ * SHMESH_MAX_MESH_DIMS axes in a tuple; a name longer than
+ * SHMESH_MAX_AXIS_NAME): SHMESH_ERR_INVALID, explained by
+ * shmesh_last_error(NULL); *spec is then unchanged. */
 SHMESH_API int shmesh_pspec_parse(const char *text, shmesh_pspec *spec);
 /* "P('x', ('x', 'y'), None)" into buf (terminated when len > 0); returns the
- * length it needed. */
+ * length it needed, or SHMESH_ERR_INVALID for a spec whose counts or names
+ * are out of range (shmesh_last_error(NULL)). */
 SHMESH_API int shmesh_pspec_text(const shmesh_pspec *spec, char *buf, size_t len);
 
 typedef struct shmesh_sharding shmesh_sharding;

@@ -74,16 +74,17 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
-static const char *spec_text(const shmesh_pspec *s, char *buf, size_t len)
+/* "NamedSharding(Mesh('x': 2), P('x'))": what error messages name. */
+static const char *sharding_text(const shmesh_mesh *m, const shmesh_pspec *s, char *buf,
+                                 size_t len)
 {
     struct text t = {buf, len, 0};
+    put(&t, "NamedSharding(");
+    int k = shmesh_mesh_text(m, t.n < len ? buf + t.n : NULL, t.n < len ? len - t.n : 0);
+    t.n += k > 0 ? (size_t)k : 0;
+    put(&t, ", ");
     spec_put(&t, s);
-    return buf;
-}
-
-static const char *mesh_text(const shmesh_mesh *m, char *buf, size_t len)
-{
-    shmesh_mesh_text(m, buf, len);
+    put(&t, ")");
     return buf;
 }
 
@@ -104,6 +105,7 @@ static bool means_none(const char *s, size_t n)
 
 struct parser {
     const char *text, *p;
+    shmesh_pspec spec;
 };
 
 static void skip_spaces(struct parser *ps)
@@ -131,60 +133,96 @@ static int parse_fail(const struct parser *ps, const char *fmt, ...)
     return SHMESH_ERR_INVALID;
 }
 
-/* One name at ps->p, its length in *n (spaces before it skipped). */
-static int parse_name(struct parser *ps, const char **name, size_t *n, const char *expected)
+/* A name at ps->p, bare or quoted as Python writes it ('x' or "x"); *none
+ * when it is a bare "-" or "None". */
+static int parse_name(struct parser *ps, char *out, bool *none, const char *expected)
 {
-    skip_spaces(ps);
     const char *start = ps->p;
-    while (!delimiter(*ps->p))
+    char quote = *ps->p == '\'' || *ps->p == '"' ? *ps->p++ : 0;
+    const char *name = ps->p;
+    while (!delimiter(*ps->p) && *ps->p != quote)
         ps->p++;
-    *name = start;
-    *n = (size_t)(ps->p - start);
-    if (*n == 0)
-        return parse_fail(ps, "%s", expected);
-    if (*n > SHMESH_MAX_AXIS_NAME) {
+    size_t n = (size_t)(ps->p - name);
+    if (quote && *ps->p != quote)
+        return parse_fail(ps, "a closing %c (the name opened at position %d)", quote,
+                          (int)(start - ps->text));
+    if (n == 0) {
         ps->p = start;
-        init_error("ValueError: partition spec \"%s\": the axis name at position %d has %zu "
-                   "characters, more than %d",
-                   ps->text, (int)(start - ps->text), *n, SHMESH_MAX_AXIS_NAME);
-        return SHMESH_ERR_INVALID;
+        return parse_fail(ps, "%s", expected);
     }
+    if (n > SHMESH_MAX_AXIS_NAME) {
+        ps->p = start;
+        return parse_fail(ps, "an axis name of at most %d characters (it has %zu)",
+                          SHMESH_MAX_AXIS_NAME, n);
+    }
+    ps->p += quote != 0;
+    *none = !quote && means_none(name, n);
+    memcpy(out, name, n);
+    out[n] = 0;
     return 0;
 }
 
-/* "(a,b)" at ps->p (the '(' already read) into entry i. */
-static int parse_tuple(struct parser *ps, shmesh_pspec *spec, int i)
+/* Items separated by commas up to `closer`: '\0' (the end of the text; a
+ * trailing comma is an error there) or ')' (which, as in Python's tuples,
+ * may follow one).  `what` says what an item is. */
+static int parse_list(struct parser *ps, char closer, int (*item)(struct parser *),
+                      const char *what)
 {
     skip_spaces(ps);
-    if (*ps->p == ')') { /* "()": not split */
-        ps->p++;
-        return 0;
-    }
-    for (;;) {
-        const char *name;
-        size_t n;
-        int rc = parse_name(ps, &name, &n, "an axis name");
+    while (*ps->p != closer) {
+        int rc = item(ps);
         if (rc)
             return rc;
-        if (means_none(name, n)) {
-            ps->p = name;
-            return parse_fail(ps, "an axis name (a tuple holds names only)");
-        }
-        if (spec->naxes[i] == SHMESH_MAX_MESH_DIMS) {
-            ps->p = name;
-            return parse_fail(ps, "')' (a tuple holds at most %d axes)", SHMESH_MAX_MESH_DIMS);
-        }
-        memcpy(spec->axes[i][spec->naxes[i]], name, n);
-        spec->axes[i][spec->naxes[i]++][n] = 0;
         skip_spaces(ps);
-        if (*ps->p == ')') {
-            ps->p++;
-            return 0;
-        }
+        if (*ps->p == closer)
+            break;
         if (*ps->p != ',')
-            return parse_fail(ps, "',' or ')'");
+            return parse_fail(ps, closer ? "',' or ')'" : "','");
         ps->p++;
+        skip_spaces(ps);
+        if (!closer && !*ps->p) /* "x,": an entry is missing */
+            return parse_fail(ps, "%s", what);
     }
+    ps->p += closer != 0;
+    return 0;
+}
+
+/* One name of the tuple that is the spec's last entry. */
+static int tuple_item(struct parser *ps)
+{
+    shmesh_pspec *s = &ps->spec;
+    int i = s->n - 1;
+    const char *start = ps->p;
+    if (s->naxes[i] == SHMESH_MAX_MESH_DIMS)
+        return parse_fail(ps, "')' after at most %d axes in a tuple", SHMESH_MAX_MESH_DIMS);
+    bool none;
+    int rc = parse_name(ps, s->axes[i][s->naxes[i]], &none, "an axis name");
+    if (!rc && none) {
+        ps->p = start;
+        return parse_fail(ps, "an axis name (a tuple holds names only)");
+    }
+    s->naxes[i] += !rc;
+    return rc;
+}
+
+static const char entry_what[] = "an axis name, '-', 'None' or '('";
+
+static int entry_item(struct parser *ps)
+{
+    shmesh_pspec *s = &ps->spec;
+    if (s->n == SHMESH_MAX_NDIM)
+        return parse_fail(ps, "at most %d entries", SHMESH_MAX_NDIM);
+    int i = s->n++;
+    if (*ps->p == '(') {
+        ps->p++;
+        return parse_list(ps, ')', tuple_item, "an axis name");
+    }
+    bool none;
+    int rc = parse_name(ps, s->axes[i][0], &none, entry_what);
+    s->naxes[i] = !rc && !none;
+    if (!s->naxes[i]) /* equal specs are equal bytes: nothing left behind */
+        memset(s->axes[i][0], 0, sizeof s->axes[i][0]);
+    return rc;
 }
 
 int shmesh_pspec_parse(const char *text, shmesh_pspec *spec)
@@ -193,42 +231,27 @@ int shmesh_pspec_parse(const char *text, shmesh_pspec *spec)
         init_error("shmesh_pspec_parse: text and spec must not be NULL");
         return SHMESH_ERR_INVALID;
     }
-    shmesh_pspec s;
-    memset(&s, 0, sizeof s);
-    struct parser ps = {text, text};
+    struct parser ps = {.text = text, .p = text};
+    memset(&ps.spec, 0, sizeof ps.spec);
     skip_spaces(&ps);
-    while (*ps.p) {
-        if (s.n == SHMESH_MAX_NDIM)
-            return parse_fail(&ps, "the end (a spec has at most %d entries)", SHMESH_MAX_NDIM);
-        int i = s.n++;
-        int rc;
-        if (*ps.p == '(') {
-            ps.p++;
-            rc = parse_tuple(&ps, &s, i);
-        } else {
-            const char *name;
-            size_t n;
-            rc = parse_name(&ps, &name, &n, "an axis name, '-', 'None' or '('");
-            if (!rc && !means_none(name, n)) {
-                memcpy(s.axes[i][0], name, n);
-                s.axes[i][0][n] = 0;
-                s.naxes[i] = 1;
-            }
-        }
-        if (rc)
-            return rc;
+    /* shmesh_pspec_text's form, "P('x', ('y', 'z'), None)": a bare name is
+     * never followed by '(', so "P(" can only start it. */
+    const char *after = ps.p + (*ps.p == 'P');
+    while (isspace((unsigned char)*after))
+        after++;
+    int rc;
+    if (*ps.p == 'P' && *after == '(') {
+        ps.p = after + 1;
+        rc = parse_list(&ps, ')', entry_item, entry_what);
         skip_spaces(&ps);
-        if (!*ps.p)
-            break;
-        if (*ps.p != ',')
-            return parse_fail(&ps, "','");
-        ps.p++;
-        skip_spaces(&ps);
-        if (!*ps.p) /* "x,": an entry is missing */
-            return parse_fail(&ps, "an axis name, '-', 'None' or '('");
+        if (!rc && *ps.p)
+            rc = parse_fail(&ps, "the end");
+    } else {
+        rc = parse_list(&ps, 0, entry_item, entry_what);
     }
-    *spec = s;
-    return 0;
+    if (!rc)
+        *spec = ps.spec;
+    return rc;
 }
 
 /* A spec built by hand: counts in range, names as mesh axis names are.
@@ -304,7 +327,7 @@ static int resolve(struct shmesh_sharding *sh)
 {
     const shmesh_pspec *s = &sh->spec;
     const shmesh_mesh *m = sh->mesh;
-    char st[TEXT_MAX], mt[TEXT_MAX];
+    char nt[TEXT_MAX];
     int first, second;
     const char *twice = repeated_axis(s, &first, &second);
     if (twice) {
@@ -313,9 +336,9 @@ static int resolve(struct shmesh_sharding *sh)
             snprintf(where, sizeof where, "twice in entry %d", first);
         else
             snprintf(where, sizeof where, "in entries %d and %d", first, second);
-        return mesh_fail(m, "DuplicateSpecError: a mesh axis may split at most one dimension of "
-                            "an array, but %s uses '%s' %s (mesh %s)",
-                         spec_text(s, st, sizeof st), twice, where, mesh_text(m, mt, sizeof mt));
+        return mesh_fail(m, "DuplicateSpecError: %s: a mesh axis may split at most one "
+                            "dimension of an array, but the spec uses '%s' %s",
+                         sharding_text(m, s, nt, sizeof nt), twice, where);
     }
     for (int i = 0; i < s->n; i++) {
         struct axes *a = &sh->entry[i];
@@ -327,10 +350,9 @@ static int resolve(struct shmesh_sharding *sh)
                 if (same_name(m->names[d], s->axes[i][k]))
                     dim = d;
             if (dim < 0)
-                return mesh_fail(m, "ValueError: the partition spec %s names axis '%s' (entry "
-                                    "%d), which %s does not have",
-                                 spec_text(s, st, sizeof st), s->axes[i][k], i,
-                                 mesh_text(m, mt, sizeof mt));
+                return mesh_fail(m, "ValueError: %s: entry %d of the spec names axis '%s', "
+                                    "which the mesh does not have",
+                                 sharding_text(m, s, nt, sizeof nt), i, s->axes[i][k]);
             a->dim[k] = dim;
             a->size *= m->sizes[dim];
         }
@@ -397,23 +419,22 @@ static int shard_shape(const shmesh_sharding *sh, const char *fn, int ndim, cons
         return mesh_fail(m, "%s: ndim must be 0..%d, got %d", fn, SHMESH_MAX_NDIM, ndim);
     if (!shape && ndim > 0)
         return mesh_fail(m, "%s: shape must not be NULL", fn);
-    char st[TEXT_MAX], mt[TEXT_MAX], sht[TEXT_MAX];
+    char nt[TEXT_MAX], sht[TEXT_MAX];
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0)
             return mesh_fail(m, "ValueError: %s: the shape %s has a negative dimension (%d)", fn,
                              shape_text(ndim, shape, sht, sizeof sht), d);
     if (s->n > ndim)
-        return mesh_fail(m, "IndexError: the partition spec %s has %d entr%s, but the array has "
-                            "%d dimension%s (shape %s): at most one entry per dimension",
-                         spec_text(s, st, sizeof st), s->n, s->n == 1 ? "y" : "ies", ndim,
+        return mesh_fail(m, "IndexError: %s: the spec has %d entr%s, but the array has %d "
+                            "dimension%s (shape %s): at most one entry per dimension",
+                         sharding_text(m, s, nt, sizeof nt), s->n, s->n == 1 ? "y" : "ies", ndim,
                          ndim == 1 ? "" : "s", shape_text(ndim, shape, sht, sizeof sht));
     for (int d = 0; d < ndim; d++) {
         int64_t ways = d < s->n ? sh->entry[d].size : 1;
         if (shape[d] % ways)
-            return mesh_fail(m, "IndivisibleError: %s over %s splits dimension %d of the shape "
-                                "%s %" PRId64 " ways, but its size %" PRId64
-                                " is not a multiple of %" PRId64,
-                             spec_text(s, st, sizeof st), mesh_text(m, mt, sizeof mt), d,
+            return mesh_fail(m, "IndivisibleError: %s splits dimension %d of the shape %s %" PRId64
+                                " ways, but its size %" PRId64 " is not a multiple of %" PRId64,
+                             sharding_text(m, s, nt, sizeof nt), d,
                              shape_text(ndim, shape, sht, sizeof sht), ways, shape[d], ways);
         if (shard)
             shard[d] = shape[d] / ways;
@@ -459,11 +480,11 @@ int shmesh_sharding_indices(const shmesh_sharding *sharding, int ndim, const int
         return rc;
     const shmesh_mesh *m = sharding->mesh;
     const shmesh_pspec *s = &sharding->spec;
-    char mt[TEXT_MAX];
+    char nt[TEXT_MAX];
     if (m->abstract)
         return mesh_fail(m, "ValueError: AbstractMesh has no devices: %s needs a concrete mesh, "
                             "got %s",
-                         fn, mesh_text(m, mt, sizeof mt));
+                         fn, sharding_text(m, s, nt, sizeof nt));
     if (!out)
         return mesh_fail(m, "%s: out must not be NULL", fn);
 
