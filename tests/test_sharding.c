@@ -27,32 +27,41 @@
  * Helpers
  * ---------------------------------------------------------------------- */
 
-/* A mesh as mesh.c makes one, as far as shardings look: names, sizes and,
- * when concrete, the device at each position (order, or the identity). */
+/* An abstract mesh from the library, or a concrete one as mesh.c makes
+ * one, as far as shardings look (no context): names, sizes and the device
+ * at each position (order, or the identity). */
 static shmesh_mesh *make_mesh(int ndim, const char *const names[], const int sizes[],
                               bool abstract, const int *order)
 {
-    shmesh_mesh *m = calloc(1, sizeof *m);
+    shmesh_mesh *m;
+    if (abstract) {
+        int rc = shmesh_abstract_mesh_create(ndim, names, sizes, &m);
+        if (rc)
+            fail_msg("shmesh_abstract_mesh_create: %s", shmesh_last_error(NULL));
+        return m;
+    }
+    m = calloc(1, sizeof *m);
     assert_non_null(m);
     m->ndim = ndim;
-    m->abstract = abstract;
     m->size = 1;
     for (int d = 0; d < ndim; d++) {
         snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
         m->sizes[d] = sizes[d];
         m->size *= sizes[d];
     }
-    if (!abstract) {
-        m->ids = malloc(sizeof *m->ids * (size_t)m->size);
-        assert_non_null(m->ids);
-        for (int p = 0; p < m->size; p++)
-            m->ids[p] = order ? order[p] : p;
-    }
+    m->ids = malloc(sizeof *m->ids * (size_t)m->size);
+    assert_non_null(m->ids);
+    for (int p = 0; p < m->size; p++)
+        m->ids[p] = order ? order[p] : p;
     return m;
 }
 
 static void free_mesh(shmesh_mesh *m)
 {
+    if (m->abstract) {
+        shmesh_mesh_destroy(m);
+        return;
+    }
     free(m->ids);
     free(m);
 }
