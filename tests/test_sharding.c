@@ -404,8 +404,17 @@ static void shape_errors(void **state)
     expect_error(shmesh_sharding_is_fully_replicated(sh, 3, three), "IndivisibleError: ",
                  "dimension 1", NULL);
     expect_error(shmesh_sharding_shard_shape(sh, 1, (const int64_t[]){8}, shard), "IndexError: ",
-                 "P('x', 'z')", "2 entries", "1 dimension", "(8,)", NULL);
+                 "P('x', 'z')", "2 entries", "1 dimension", "(8,)", "entry 1 splits 8 ways",
+                 NULL);
     expect_error(shmesh_sharding_shard_shape(sh, 0, NULL, shard), "IndexError: ", "()", NULL);
+    shmesh_sharding_destroy(sh);
+    /* Entries past the array's dimensions that split nothing are accepted,
+     * as JAX does: None, and axes of size 1. */
+    sh = sharding(m, "z,-,x");
+    expect_shard_shape(sh, 1, (const int64_t[]){16}, (const int64_t[]){2});
+    assert_int_equal(shmesh_sharding_shard_shape(sh, 0, NULL, shard), SHMESH_ERR_INVALID);
+    shmesh_sharding_destroy(sh);
+    sh = sharding(m, "x,z");
     expect_error(shmesh_sharding_shard_shape(sh, 2, (const int64_t[]){4, -8}, shard),
                  "ValueError: ", "(4, -8)", "negative", NULL);
     expect_error(shmesh_sharding_shard_shape(sh, SHMESH_MAX_NDIM + 1, three, shard),

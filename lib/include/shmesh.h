@@ -435,9 +435,10 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
  *
  * Errors name JAX's exception first, then say what was expected and found:
  * "DuplicateSpecError: ..." (an axis used twice), "IndivisibleError: ..."
- * (a dimension not divisible by its axes' product), "IndexError: ..." (more
- * entries than the array has dimensions), "ValueError: ..." (an axis the
- * mesh does not have, a malformed spec).  All are SHMESH_ERR_INVALID.
+ * (a dimension not divisible by its axes' product), "IndexError: ..." (an
+ * entry past the array's dimensions that splits), "ValueError: ..." (an
+ * axis the mesh does not have, a malformed spec).  All are
+ * SHMESH_ERR_INVALID.
  * ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -480,7 +481,9 @@ SHMESH_API int shmesh_sharding_create(shmesh_mesh *mesh, const shmesh_pspec *spe
 SHMESH_API void shmesh_sharding_destroy(shmesh_sharding *sharding);
 SHMESH_API shmesh_mesh *shmesh_sharding_mesh(const shmesh_sharding *sharding);
 SHMESH_API const shmesh_pspec *shmesh_sharding_spec(const shmesh_sharding *sharding);
-/* Local: the shape of every shard of an array of `shape`. */
+/* Local: the shape of every shard of an array of `shape`.  Entries past
+ * the array's dimensions may not split anything (None, or axes of size 1,
+ * which JAX accepts): IndexError otherwise. */
 SHMESH_API int shmesh_sharding_shard_shape(const shmesh_sharding *sharding, int ndim,
                                            const int64_t *shape, int64_t *shard_shape);
 /* Local: 1 when every shard is the whole array, 0 when not, or an error. */
