@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "golden_read.h"
 #include "shmesh.h"
 
 #define MAX_DEVICES 64
@@ -51,22 +52,6 @@ struct gcase {
 /* ------------------------------------------------------------------------
  * Reading the file
  * ---------------------------------------------------------------------- */
-
-static const char *path;
-static long lineno;
-static char parse_err[512];
-
-static bool bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static bool bad(const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(parse_err, sizeof parse_err, "%s:%ld: %s", path, lineno, msg);
-    return false;
-}
 
 /* A whole decimal integer in [lo, hi]. */
 static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)

@@ -497,6 +497,18 @@ static unsigned rnd(unsigned n)
     return (unsigned)(rng_state >> 33) % n;
 }
 
+/* a[0..n): 0..n-1 in a random order. */
+static void shuffled(int *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        a[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rnd((unsigned)i + 1), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
 static bool same_block(const shmesh_index *a, const shmesh_index *b, int ndim)
 {
     for (int d = 0; d < ndim; d++)
@@ -528,13 +540,7 @@ static void random_case(int iter)
         size *= sizes[d];
     }
     int order[MAX_DEVICES];
-    for (int p = 0; p < size; p++)
-        order[p] = p;
-    for (int p = size - 1; p > 0; p--) {
-        int q = (int)rnd((unsigned)p + 1), t = order[p];
-        order[p] = order[q];
-        order[q] = t;
-    }
+    shuffled(order, size);
     shmesh_mesh *am = make_mesh(ndim_mesh, names, sizes, true, NULL);
     shmesh_mesh *cm = make_mesh(ndim_mesh, names, sizes, false, order);
 
@@ -544,13 +550,7 @@ static void random_case(int iter)
     memset(&spec, 0, sizeof spec);
     spec.n = (int)rnd((unsigned)ndim + 1);
     int perm[4];
-    for (int d = 0; d < ndim_mesh; d++)
-        perm[d] = d;
-    for (int d = ndim_mesh - 1; d > 0; d--) {
-        int q = (int)rnd((unsigned)d + 1), t = perm[d];
-        perm[d] = perm[q];
-        perm[q] = t;
-    }
+    shuffled(perm, ndim_mesh);
     int64_t ways[SHMESH_MAX_NDIM] = {1, 1, 1, 1, 1, 1, 1, 1};
     for (int k = 0; k < ndim_mesh && spec.n; k++) {
         int e = (int)rnd((unsigned)spec.n + 1);
