@@ -376,9 +376,16 @@ static void create_errors(void **state)
     expect_error(shmesh_sharding_create(m, NULL, &sh), "shmesh_sharding_create: ", NULL);
     s = parse("x");
     expect_error(shmesh_sharding_create(m, &s, NULL), "shmesh_sharding_create: ", NULL);
-    /* No mesh and none pushed. */
+    /* No mesh: the innermost pushed one, and an error when none is. */
     assert_int_equal(shmesh_sharding_create(NULL, &s, &sh), SHMESH_ERR_INVALID);
     assert_null(sh);
+    shmesh_mesh *cm = make_mesh(2, XY, (const int[]){2, 4}, false, NULL);
+    assert_int_equal(shmesh_mesh_push(cm), 0);
+    assert_int_equal(shmesh_sharding_create(NULL, &s, &sh), 0);
+    assert_ptr_equal(shmesh_sharding_mesh(sh), cm);
+    shmesh_sharding_destroy(sh);
+    assert_int_equal(shmesh_mesh_pop(cm), 0);
+    free_mesh(cm);
     /* The spec is copied: the caller's may change. */
     assert_int_equal(shmesh_sharding_create(m, &s, &sh), 0);
     strcpy(s.axes[0][0], "y");
