@@ -104,7 +104,9 @@ static void values(void)
     rc = shmesh_psum(abs_a, "x", NULL, &in, &out);
     check_refused(rc, shmesh_last_error(NULL), "collectives need a concrete mesh",
                   "a collective on an abstract mesh");
+    shmesh_mesh_destroy(abs_n);
     rc = shmesh_abstract_mesh_create(2, xy, (int[]){4, 0}, &abs_n);
+    check(!abs_n, "a refused mesh is NULL");
     check_refused(rc, shmesh_last_error(NULL), "sizes must be positive", "a size of 0");
 
     /* The stack: NULL is the innermost pushed mesh. */
