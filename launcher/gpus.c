@@ -1,5 +1,6 @@
-/* One GPU per rank: count the node's GPUs and hand each rank one device id
- * through a single visibility variable. */
+/* GPUs for the ranks: count the node's GPUs and hand each rank the ids of
+ * its devices (one, or --devices-per-rank of them) through a single
+ * visibility variable. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,4 +103,22 @@ void gpus_free(struct gpu_env *g)
         free(g->ids[i]);
     free(g->ids);
     memset(g, 0, sizeof *g);
+}
+
+/* Local device l of the rank: round-robin when the job has more devices
+ * than there are GPUs (main() has made sure k of them are distinct). */
+static const char *gpu_id(const struct gpu_env *g, int rank, int k, int l)
+{
+    return g->ids[((size_t)rank * k + l) % (size_t)g->count];
+}
+
+char *gpus_of_rank(const struct gpu_env *g, int rank, int k)
+{
+    size_t len = 1;
+    for (int l = 0; l < k; l++)
+        len += strlen(gpu_id(g, rank, k, l)) + 1;
+    char *list = malloc(len), *p = list;
+    for (int l = 0; list && l < k; l++)
+        p += sprintf(p, "%s%s", l ? "," : "", gpu_id(g, rank, k, l));
+    return list;
 }

@@ -16,6 +16,7 @@ enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NUMA, BIND_NONE };
 
 struct options {
     int np;               /* ranks; 0 until chosen */
+    int devices;          /* --devices-per-rank: devices each rank holds (K) */
     const char *shm_size_from; /* "--shm-size X" or "SHMESH_SHM_SIZE (N bytes)", or NULL */
     bool tag_output;
     bool verbose;
@@ -87,6 +88,10 @@ int spawn_ranks(struct job *j);
 /* gpus.c */
 void gpus_detect(struct gpu_env *g, const char *sysroot);
 void gpus_free(struct gpu_env *g);
+/* The visibility list of a rank holding k devices: the ids of GPUs
+ * rank*k .. rank*k+k-1 (round-robin over the GPUs), comma-separated;
+ * allocated, NULL without memory. */
+char *gpus_of_rank(const struct gpu_env *g, int rank, int k);
 /* Entries of a directory not starting with a dot: -1 when it cannot be opened. */
 int dir_entries(const char *path);
 /* supervise.c */

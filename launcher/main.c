@@ -24,8 +24,11 @@ static void usage(FILE *f)
             "Usage: " PROG " [-n N] [options] [--] PROGRAM [ARGS...]\n"
             "Start N processes (ranks) of PROGRAM sharing one shmesh segment.\n"
             "\n"
-            "  -n, --np N            number of ranks (default: one per GPU found, else one per\n"
-            "                        online CPU)\n"
+            "  -n, --np N            number of ranks (default: one per GPU found, or per K\n"
+            "                        GPUs with --devices-per-rank K; else one per online CPU)\n"
+            "      --devices-per-rank K  devices each rank holds, 1 to %d (default 1): with\n"
+            "                        GPUs, rank r sees GPUs r*K .. r*K+K-1; without, K CPU\n"
+            "                        devices\n"
             "      --tag-output      prefix each line of each rank's output with [rank]\n"
             "      --timeout SECS    stop the job after SECS seconds; exit status 124\n"
             "      --grace SECS      after a failure, how long ranks get to exit before\n"
@@ -41,9 +44,11 @@ static void usage(FILE *f)
             "  -V, --version         show the version\n"
             "\n"
             "Each rank gets SHMESH_SEGMENT, SHMESH_RANK, SHMESH_WORLD_SIZE, SHMESH_LOCAL_RANK,\n"
-            "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE.  When a rank exits non-zero or\n"
+            "SHMESH_LOCAL_DEVICES, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, and with\n"
+            "GPUs HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES.  When a rank exits non-zero or\n"
             "by a signal the others are told, given --grace seconds, then killed; " PROG "\n"
-            "exits with that rank's status (128+N for signal N).  See shmesh-run(1).\n");
+            "exits with that rank's status (128+N for signal N).  See shmesh-run(1).\n",
+            SETTINGS_MAX_LOCAL_DEVICES);
 }
 
 static int parse_seconds(const char *opt, const char *s, double *out)
@@ -59,11 +64,27 @@ static int parse_seconds(const char *opt, const char *s, double *out)
     return 0;
 }
 
+/* A count from 1 to max: "-n expects a number of ranks from 1 to 4096". */
+static int parse_count(const char *opt, const char *what, const char *s, int max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 1 || v > max) {
+        fprintf(stderr, PROG ": %s expects a number of %s from 1 to %d, got '%s'\n", opt, what,
+                max, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE };
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE, OPT_DEVICES };
     static const struct option longs[] = {
         {"np", required_argument, NULL, 'n'},
+        {"devices-per-rank", required_argument, NULL, OPT_DEVICES},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
@@ -74,24 +95,21 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){.grace = 5.0, .bind = BIND_AUTO};
+    *o = (struct options){.devices = 1, .grace = 5.0, .bind = BIND_AUTO};
     int c;
     opterr = 0;
     /* '+': stop at the program name, so its own options stay its own. */
     while ((c = getopt_long(argc, argv, "+:n:vhV", longs, NULL)) != -1) {
         switch (c) {
-        case 'n': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || *end || end == optarg || v < 1 || v > SEG_MAX_WORLD) {
-                fprintf(stderr, PROG ": -n expects a number of ranks from 1 to %d, got '%s'\n",
-                        SEG_MAX_WORLD, optarg);
+        case 'n':
+            if (parse_count("-n", "ranks", optarg, SEG_MAX_WORLD, &o->np))
                 return -1;
-            }
-            o->np = (int)v;
             break;
-        }
+        case OPT_DEVICES:
+            if (parse_count("--devices-per-rank", "devices", optarg, SETTINGS_MAX_LOCAL_DEVICES,
+                            &o->devices))
+                return -1;
+            break;
         case OPT_TAG:
             o->tag_output = true;
             break;
@@ -213,6 +231,38 @@ static int check_sizes(const struct options *o)
     return 0;
 }
 
+/* The number of ranks when -n is not given, and whether the GPUs can hold
+ * the devices.  A rank's K devices are K different GPUs; ranks share GPUs
+ * round-robin when the job has more devices than the node has GPUs. */
+static int place_devices(struct job *j)
+{
+    struct options *o = &j->o;
+    int gpus = j->gpus.count;
+    if (o->np == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        o->np = gpus > 0 ? gpus / o->devices : (cpus > 0 ? (int)cpus : 1);
+        o->np = o->np < 1 ? 1 : o->np > SEG_MAX_WORLD ? SEG_MAX_WORLD : o->np;
+    }
+    if (gpus == 0)
+        return 0;
+    if (o->devices > gpus) {
+        fprintf(stderr,
+                PROG ": --devices-per-rank %d with %d rank%s: each rank needs %d different GPUs, "
+                "and %d GPU%s found (%s); a rank cannot hold one GPU twice\n",
+                o->devices, o->np, o->np == 1 ? "" : "s", o->devices, gpus,
+                gpus == 1 ? " was" : "s were", j->gpus.var);
+        return -1;
+    }
+    if ((int64_t)o->np * o->devices > gpus) {
+        char ranks[64];
+        snprintf(ranks, sizeof ranks, o->devices == 1 ? "%d ranks" : "%d ranks of %d devices each",
+                 o->np, o->devices);
+        fprintf(stderr, PROG ": note: %s share %d GPU%s (%s is given round-robin)\n", ranks, gpus,
+                gpus == 1 ? "" : "s", j->gpus.var);
+    }
+    return 0;
+}
+
 static int open_fds(void)
 {
     int n = dir_entries("/proc/self/fd");
@@ -253,17 +303,8 @@ int main(int argc, char **argv)
         return 2;
 
     gpus_detect(&j.gpus, j.o.sysroot);
-    if (j.o.np == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        j.o.np = j.gpus.count > 0 ? j.gpus.count : (cpus > 0 ? (int)cpus : 1);
-        if (j.o.np > SEG_MAX_WORLD)
-            j.o.np = SEG_MAX_WORLD;
-    }
-    if (check_sizes(&j.o))
+    if (place_devices(&j) || check_sizes(&j.o))
         return 2;
-    if (j.gpus.count > 0 && j.o.np > j.gpus.count)
-        fprintf(stderr, PROG ": note: %d ranks share %d GPU%s (%s is given round-robin)\n", j.o.np,
-                j.gpus.count, j.gpus.count == 1 ? "" : "s", j.gpus.var);
 
     /* Not a core per rank by default, unlike mpirun: on a shared machine a
      * rank pinned beside a busy process cannot move away from it (measured:
@@ -310,8 +351,10 @@ int main(int argc, char **argv)
     }
     if (j.o.verbose)
         fprintf(stderr,
-                PROG ": starting %d rank%s of '%s'; segment %s (%.1f MiB, heap %.1f MiB per rank)%s\n",
-                j.o.np, j.o.np == 1 ? "" : "s", j.o.argv[0], j.seg->name,
+                PROG ": starting %d rank%s of '%s', %d %s device%s each; segment %s (%.1f MiB, "
+                "heap %.1f MiB per rank)%s\n",
+                j.o.np, j.o.np == 1 ? "" : "s", j.o.argv[0], j.o.devices,
+                j.gpus.count > 0 ? "GPU" : "CPU", j.o.devices == 1 ? "" : "s", j.seg->name,
                 (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
     if (watchdog_start(&j) < 0)

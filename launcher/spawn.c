@@ -62,8 +62,14 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
     set_env_int("WORLD_SIZE", j->o.np);
     set_env_int("LOCAL_RANK", rank);
     set_env_int("LOCAL_WORLD_SIZE", j->o.np);
-    if (j->gpus.count > 0)
-        setenv(j->gpus.var, j->gpus.ids[rank % j->gpus.count], 1);
+    set_env_int("SHMESH_LOCAL_DEVICES", j->o.devices);
+    if (j->gpus.count > 0) {
+        char *gpus = gpus_of_rank(&j->gpus, rank, j->o.devices);
+        if (!gpus) /* never a rank that sees every GPU */
+            child_fail(errfd, ENOMEM);
+        setenv(j->gpus.var, gpus, 1);
+        free(gpus);
+    }
     int node = seg_ctrl(j->seg, rank)->numa_node;
     if (node >= 0)
         set_env_int("SHMESH_NUMA_NODE", node);

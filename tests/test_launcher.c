@@ -1,6 +1,7 @@
 /* Description: shmesh-run end to end — exit statuses, fail-fast with grace,
  * a rank killed inside a barrier, signals, --timeout, --tag-output (long
  * lines whole, a reader that never reads), the environment, GPUs (faked),
+ * --devices-per-rank (SHMESH_LOCAL_DEVICES, K GPUs per rank, refusals),
  * exec failures, usage errors, the open-file limit; nothing left in
  * /dev/shm or in the process table afterwards, also when the launcher is
  * killed with SIGKILL or a rank leaves children behind. */
@@ -373,6 +374,125 @@ static void more_ranks_than_gpus(void **state)
     run_free(&r);
 }
 
+/* shmesh-run with the options `opts` (NULL-terminated) over `gpus` fake
+ * NVIDIA GPUs (0: none), every rank printing its devices. */
+static void devices_job(struct run *r, int gpus, const char *const *opts)
+{
+    char env_root[128];
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(gpus));
+    char *env[] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "SHMESH_LOCAL_DEVICES",
+                   NULL};
+    char *argv[24];
+    int n = 0;
+    argv[n++] = (char *)launcher_path();
+    while (*opts && n < 19)
+        argv[n++] = (char *)*opts++;
+    argv[n++] = "--";
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = "echo \"rank $RANK of $WORLD_SIZE devices ${SHMESH_LOCAL_DEVICES:-unset} "
+                "gpus ${CUDA_VISIBLE_DEVICES:-unset}\"";
+    argv[n] = NULL;
+    run_cmd(argv, env, 30, r);
+    fake_sysroot_remove();
+}
+
+/* Each of the job's `lines` ("rank 1 of 2 devices 2 gpus 2,3") is printed
+ * by exactly one rank, after a clean exit. */
+static void expect_ranks(const struct run *r, const char *const *lines)
+{
+    if (r->code != 0)
+        fail_msg("exit %d; stderr:\n%s", r->code, r->err);
+    for (; *lines; lines++)
+        if (count_lines(r->out, *lines, NULL) != 1)
+            fail_msg("no line '%s' in:\n%s\nstderr:\n%s", *lines, r->out, r->err);
+}
+
+/* --devices-per-rank K without GPUs: K CPU devices, said in
+ * SHMESH_LOCAL_DEVICES; 1 without the option. */
+static void devices_per_rank_cpu(void **state)
+{
+    struct run r;
+    devices_job(&r, 0, (const char *[]){"-v", "-n", "2", "--devices-per-rank", "3", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 3 gpus unset",
+                                      "rank 1 of 2 devices 3 gpus unset", NULL});
+    assert_int_equal(count_lines(r.err, "starting 2 ranks of '/bin/sh', 3 CPU devices each",
+                                 NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 0, (const char *[]){"-v", "-n", "2", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 1 gpus unset",
+                                      "rank 1 of 2 devices 1 gpus unset", NULL});
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* With 4 (fake) GPUs and K = 2, rank r sees GPUs 2r and 2r+1; without -n
+ * there is a rank per K GPUs; more devices than GPUs are shared
+ * round-robin with a note, as more ranks than GPUs are. */
+static void devices_per_rank_gpus(void **state)
+{
+    static const char *const two_ranks[] = {"rank 0 of 2 devices 2 gpus 0,1",
+                                            "rank 1 of 2 devices 2 gpus 2,3", NULL};
+    struct run r;
+    devices_job(&r, 4, (const char *[]){"-v", "-n", "2", "--devices-per-rank", "2", NULL});
+    expect_ranks(&r, two_ranks);
+    if (strstr(r.err, "note:"))
+        fail_msg("a note for a job that fits its GPUs:\n%s", r.err);
+    assert_int_equal(count_lines(r.err, "starting 2 ranks of '/bin/sh', 2 GPU devices each",
+                                 NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 4, (const char *[]){"-v", "--devices-per-rank=2", NULL});
+    expect_ranks(&r, two_ranks);
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 4, (const char *[]){"-v", "-n", "3", "--devices-per-rank", "2", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 3 devices 2 gpus 0,1",
+                                      "rank 1 of 3 devices 2 gpus 2,3",
+                                      "rank 2 of 3 devices 2 gpus 0,1", NULL});
+    assert_int_equal(count_lines(r.err, "note: 3 ranks of 2 devices each share 4 GPUs "
+                                        "(CUDA_VISIBLE_DEVICES is given round-robin)", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* A rank cannot hold one GPU twice, and K is 1 to 64: exit 2 before
+ * anything starts, saying what was expected and found. */
+static void devices_per_rank_refused(void **state)
+{
+    static const struct {
+        int gpus;
+        const char *opts[5];
+        const char *message;
+    } cases[] = {
+        {4, {"-n", "2", "--devices-per-rank", "5"},
+         "shmesh-run: --devices-per-rank 5 with 2 ranks: each rank needs 5 different GPUs, and 4 "
+         "GPUs were found (CUDA_VISIBLE_DEVICES); a rank cannot hold one GPU twice"},
+        {1, {"--devices-per-rank", "2"},
+         "shmesh-run: --devices-per-rank 2 with 1 rank: each rank needs 2 different GPUs, and 1 "
+         "GPU was found (CUDA_VISIBLE_DEVICES); a rank cannot hold one GPU twice"},
+        {0, {"--devices-per-rank", "0"},
+         "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got '0'"},
+        {0, {"--devices-per-rank", "-1"},
+         "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got '-1'"},
+        {0, {"--devices-per-rank=abc"},
+         "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got 'abc'"},
+        {0, {"--devices-per-rank", "65"},
+         "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got '65'"},
+        {0, {"--devices-per-rank="},
+         "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got ''"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct run r;
+        devices_job(&r, cases[i].gpus, cases[i].opts);
+        if (r.code != 2 || count_lines(r.err, cases[i].message, NULL) != 1 || r.out[0])
+            fail_msg("case %zu: exit %d, expected 2, no rank started and '%s'; stdout:\n%s\n"
+                     "stderr:\n%s", i, r.code, cases[i].message, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 /* Options and settings that cannot make a job are usage errors (2), like
  * any other bad option; the message names what was wrong. */
 static void bad_sizes_exit_2(void **state)
@@ -706,6 +826,9 @@ int main(void)
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
         cmocka_unit_test(more_ranks_than_gpus),
+        cmocka_unit_test(devices_per_rank_cpu),
+        cmocka_unit_test(devices_per_rank_gpus),
+        cmocka_unit_test(devices_per_rank_refused),
         cmocka_unit_test(bad_sizes_exit_2),
         cmocka_unit_test(open_file_limit),
         cmocka_unit_test(stalled_stdout),

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "core/context.h"
 #include "core/settings.h"
 #include "harness.h"
 #include "shm/segment.h"
@@ -86,6 +87,7 @@ static void every_type(void **state)
     assert_null(d.segment);
     assert_int_equal(d.world, 1);
     assert_int_equal(d.rank, 0);
+    assert_int_equal(d.local_devices, 1);
     assert_int_equal(d.notify, NOTIFY_AUTO);
     assert_int_equal(d.timeout_ns, 0);
     assert_int_equal(d.spin_ns, -1);
@@ -115,6 +117,11 @@ static void every_type(void **state)
     assert_int_equal(s.rank, 1);
     assert_int_equal(settings_parse(&s, SETTING_RANK, "2", err, sizeof err), -1);
     assert_string_equal(err, "SHMESH_RANK must be an integer in [0, 1], found '2'");
+    assert_int_equal(parsed(SETTING_LOCAL_DEVICES, "64").local_devices, 64);
+    refuses(SETTING_LOCAL_DEVICES, "0",
+            "SHMESH_LOCAL_DEVICES must be an integer in [1, 64], found '0'");
+    refuses(SETTING_LOCAL_DEVICES, "65",
+            "SHMESH_LOCAL_DEVICES must be an integer in [1, 64], found '65'");
     assert_int_equal(parsed(SETTING_CPU, "3").cpu, 3);
     refuses(SETTING_CPU, "-1", "SHMESH_CPU must be an integer in [0, 2147483647], found '-1'");
 
@@ -224,6 +231,20 @@ static int init_with(const char *name, const char *value, const char *words)
     return rc;
 }
 
+/* The context's devices after shmesh_init with SHMESH_LOCAL_DEVICES at
+ * `value` (NULL: unset); -1 when it fails. */
+static int local_devices_of_init(const char *value)
+{
+    if (value)
+        setenv("SHMESH_LOCAL_DEVICES", value, 1);
+    shmesh_ctx *ctx;
+    int rc = shmesh_init(&ctx), k = rc ? -1 : ctx->local_devices;
+    unsetenv("SHMESH_LOCAL_DEVICES");
+    if (!rc)
+        shmesh_finalize(ctx);
+    return k;
+}
+
 static void what_shmesh_init_reads(void **state)
 {
     (void)state;
@@ -242,6 +263,13 @@ static void what_shmesh_init_reads(void **state)
                                "found '-3'"),
                      SHMESH_ERR_INVALID);
     assert_int_equal(init_with("SHMESH_CMA", "0", NULL), 0);
+    assert_int_equal(init_with("SHMESH_LOCAL_DEVICES", "two",
+                               "rank 0: SHMESH_LOCAL_DEVICES must be an integer in [1, 64], "
+                               "found 'two'"),
+                     SHMESH_ERR_INVALID);
+    /* A process started alone holds the devices it is told to. */
+    assert_int_equal(local_devices_of_init(NULL), 1);
+    assert_int_equal(local_devices_of_init("3"), 3);
     /* Not the library's: the launcher's. */
     assert_int_equal(init_with("SHMESH_SLOT_BYTES", "5000", NULL), 0);
     assert_int_equal(init_with("SHMESH_CPU", "x", NULL), 0);
@@ -254,7 +282,9 @@ static void what_shmesh_init_reads(void **state)
     setenv("SHMESH_SHM_SIZE", "nonsense", 1); /* a job's segment is the launcher's */
     setenv("SHMESH_RSAG_MIN", "1K", 1);
     setenv("SHMESH_DEBUG", "waits", 1);
+    setenv("SHMESH_LOCAL_DEVICES", "2", 1);
     assert_int_equal(settings_read_library(&s, err, sizeof err), 0);
+    assert_int_equal(s.local_devices, 2);
     assert_string_equal(s.segment, "/shmesh-none");
     assert_int_equal(s.world, 4);
     assert_int_equal(s.rank, 3);
@@ -277,6 +307,7 @@ static void what_shmesh_init_reads(void **state)
     unsetenv("SHMESH_SHM_SIZE");
     unsetenv("SHMESH_RSAG_MIN");
     unsetenv("SHMESH_DEBUG");
+    unsetenv("SHMESH_LOCAL_DEVICES");
 }
 
 /* shmesh-run refuses its own variables' bad values, exit 2, and --shm-size

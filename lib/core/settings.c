@@ -12,7 +12,7 @@
 #include "shm/layout.h"
 #include "shm/segment.h"
 
-enum type { T_TEXT, T_WORLD, T_RANK, T_INDEX, T_NOTIFY, T_SECONDS, T_SIZE, T_BYTES, T_PAGES,
+enum type { T_TEXT, T_WORLD, T_DEVICES, T_RANK, T_INDEX, T_NOTIFY, T_SECONDS, T_SIZE, T_BYTES, T_PAGES,
             T_NS, T_SWITCH, T_DEBUG };
 
 const struct setting_info settings_table[SETTING_COUNT] = {
@@ -126,11 +126,14 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
         *(const char **)member = v;
         return 0;
     case T_WORLD:
-        if (!parse_long(v, 1, SEG_MAX_WORLD, &l))
-            return fail(err, errlen, "%s must be an integer in [1, %d], found '%s'", name,
-                        SEG_MAX_WORLD, v);
+    case T_DEVICES: {
+        int max = members[id].type == T_WORLD ? SEG_MAX_WORLD : SETTINGS_MAX_LOCAL_DEVICES;
+        if (!parse_long(v, 1, max, &l))
+            return fail(err, errlen, "%s must be an integer in [1, %d], found '%s'", name, max,
+                        v);
         *(int *)member = (int)l;
         return 0;
+    }
     case T_RANK:
         if (!parse_long(v, 0, s->world - 1, &l))
             return fail(err, errlen, "%s must be an integer in [0, %d], found '%s'", name,
@@ -240,9 +243,9 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
     }
     /* The rest in table order; from here on the rank is known. */
     for (int id = 0; id < SETTING_COUNT; id++) {
-        unsigned who = settings_table[id].who;
-        if (!(who & SETTINGS_LIBRARY) || (who & SETTINGS_RANKS))
-            continue;
+        if (!(settings_table[id].who & SETTINGS_LIBRARY) || id == SETTING_SEGMENT ||
+            id == SETTING_WORLD_SIZE || id == SETTING_RANK)
+            continue; /* not the library's, or read above */
         if (id == SETTING_SHM_SIZE && s->segment)
             continue; /* the launcher sized the job's segment */
         char why[256];

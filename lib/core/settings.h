@@ -9,6 +9,7 @@
  *   type     how a value is parsed, and the member's C type:
  *              TEXT     any string (NULL when unset or empty)
  *              WORLD    ranks, 1 to SEG_MAX_WORLD
+ *              DEVICES  devices per rank, 1 to SETTINGS_MAX_LOCAL_DEVICES
  *              RANK     0 to the world size - 1 (read SHMESH_WORLD_SIZE first)
  *              INDEX    an integer >= 0
  *              NOTIFY   uring, futex or auto
@@ -40,6 +41,11 @@
 
 #include "shm/notify.h"
 
+/* The most devices one rank may hold (SHMESH_LOCAL_DEVICES,
+ * shmesh-run --devices-per-rank): a node's GPUs, or CPU devices batched in
+ * one process, are far fewer. */
+#define SETTINGS_MAX_LOCAL_DEVICES 64
+
 enum settings_who {
     SETTINGS_LIBRARY = 1,
     SETTINGS_LAUNCHER = 2,
@@ -60,6 +66,8 @@ enum settings_debug {
     X(WORLD_SIZE, world, WORLD, 1, "1", SETTINGS_RANKS | SETTINGS_LIBRARY, 0,                  \
       "number of ranks")                                                                       \
     X(RANK, rank, RANK, 0, "0", SETTINGS_RANKS | SETTINGS_LIBRARY, 0, "this rank")             \
+    X(LOCAL_DEVICES, local_devices, DEVICES, 1, "1", SETTINGS_RANKS | SETTINGS_LIBRARY, 0,     \
+      "devices each rank holds (shmesh-run --devices-per-rank)")                               \
     X(LOCAL_RANK, local_rank, INDEX, -1, "unset", SETTINGS_RANKS, 0, "rank on this node")      \
     X(NUMA_NODE, numa_node, INDEX, -1, "unset", SETTINGS_RANKS, 0,                             \
       "the NUMA node holding the rank's slots")                                                \
@@ -91,6 +99,7 @@ enum settings_debug {
 
 #define SETTINGS_CTYPE_TEXT const char *
 #define SETTINGS_CTYPE_WORLD int
+#define SETTINGS_CTYPE_DEVICES int
 #define SETTINGS_CTYPE_RANK int
 #define SETTINGS_CTYPE_INDEX int
 #define SETTINGS_CTYPE_NOTIFY enum notify_kind

@@ -77,13 +77,21 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     return 0;
 }
 
-void call_group(struct call *k, int n, int me, const int *ranks)
+void call_group(struct call *k, int n, int me, const int *ids)
 {
-    for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
-        k->s->ranks[p] = ranks[p];
+    int per = k->c->local_devices;
+    if (per == 1) {
+        for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
+            k->s->ranks[p] = ids[p];
+        /* Every member's local device is 0: the array is zeroed once and
+         * never written while the context has one device per rank. */
+    } else {
+        for (int p = 0; p < n; p++) {
+            k->s->ranks[p] = ids[p] / per;
+            k->s->locals[p] = ids[p] % per;
+        }
+    }
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
-    /* One device per rank for now: every member's local device is 0 (the
-     * array is zeroed once and never written otherwise). */
 }
 
 void call_group_world(struct call *k)

@@ -121,8 +121,9 @@ struct call {
 /* Starts a call of `op` on context c: scratch from the context's pool.  The
  * op then fills group, flow and description.  Fails only for memory. */
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op);
-/* The group: n members, this device at `me`, their ranks (copied). */
-void call_group(struct call *k, int n, int me, const int *ranks);
+/* The group: n members, this device at `me`, their device ids (copied as
+ * ranks and local devices). */
+void call_group(struct call *k, int n, int me, const int *ids);
 /* The world: every rank, in rank order. */
 void call_group_world(struct call *k);
 /* Classifies the flow's arrays (host, shared heap, device) and refuses

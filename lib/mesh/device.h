@@ -1,8 +1,6 @@
 /* Devices.  A device is (process, local device): rank r holds
  * local_devices of them, and device ids count them rank by rank,
- * id = r * local_devices + local.  The launcher gives every rank one device
- * today; meshes, groups and the engine carry the local index so that ranks
- * holding several (and batched axes) need no change to the paths. */
+ * id = r * local_devices + local (shmesh-run --devices-per-rank). */
 #ifndef SHMESH_MESH_DEVICE_H
 #define SHMESH_MESH_DEVICE_H
 

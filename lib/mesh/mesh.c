@@ -1,11 +1,13 @@
 /* Meshes, axis names, and the groups a collective runs in. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/context.h"
+#include "core/error.h"
 #include "core/fail.h"
 #include "core/hash.h"
 #include "mesh/device.h"
@@ -18,76 +20,170 @@ static bool name_ok(const char *s)
     if (n == 0 || n > SHMESH_MAX_AXIS_NAME)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (s[i] == ',' || isspace((unsigned char)s[i]))
+        if (s[i] == ',' || s[i] == '(' || s[i] == ')' || isspace((unsigned char)s[i]))
             return false;
     return true;
 }
 
-static int check_mesh(shmesh_ctx *c, int ndim, const char *const names[], const int sizes[],
-                      const int *order)
+/* "x=2 x y=3", for messages. */
+static void shape_text(int ndim, const char *const names[], const int sizes[], char *buf,
+                       size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < ndim && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", d ? " x " : "", names[d], sizes[d]);
+}
+
+/* Names and sizes: the rules every mesh follows.  *size gets the product
+ * (capped just past max). */
+static int check_shape(const shmesh_mesh *err_to, const char *fn, int ndim,
+                       const char *const names[], const int sizes[], int64_t max, int64_t *size)
 {
     if (ndim < 1 || ndim > SHMESH_MAX_MESH_DIMS)
-        return ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_mesh_create: ndim must be 1..%d, got %d",
-                        SHMESH_MAX_MESH_DIMS, ndim);
+        return mesh_fail(err_to, "%s: ndim must be 1..%d, got %d", fn, SHMESH_MAX_MESH_DIMS,
+                         ndim);
     if (!names || !sizes)
-        return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "shmesh_mesh_create: axis_names and sizes must not be NULL");
+        return mesh_fail(err_to, "%s: axis_names and sizes must not be NULL", fn);
     int64_t prod = 1;
     for (int d = 0; d < ndim; d++) {
         if (!name_ok(names[d]))
-            return ctx_fail(c, SHMESH_ERR_INVALID,
-                            "shmesh_mesh_create: axis %d's name must be 1..%d characters without "
-                            "',' or spaces, got '%s'",
-                            d, SHMESH_MAX_AXIS_NAME, names[d] ? names[d] : "(null)");
+            return mesh_fail(err_to,
+                             "%s: axis %d's name must be 1..%d characters without ',', '(', ')' "
+                             "or spaces, got '%s'",
+                             fn, d, SHMESH_MAX_AXIS_NAME, names[d] ? names[d] : "(null)");
         for (int e = 0; e < d; e++)
             if (!strcmp(names[d], names[e]))
-                return ctx_fail(c, SHMESH_ERR_INVALID,
-                                "shmesh_mesh_create: axis name '%s' is given twice (axes %d and %d)",
-                                names[d], e, d);
+                return mesh_fail(err_to, "%s: axis name '%s' is given twice (axes %d and %d)", fn,
+                                 names[d], e, d);
         if (sizes[d] < 1)
-            return ctx_fail(c, SHMESH_ERR_INVALID,
-                            "shmesh_mesh_create: axis '%s' has size %d; sizes must be positive",
-                            names[d], sizes[d]);
-        prod *= sizes[d];
-        if (prod > c->world)
-            break;
+            return mesh_fail(err_to, "%s: axis '%s' has size %d; sizes must be positive", fn,
+                             names[d], sizes[d]);
+        if (prod <= max)
+            prod *= sizes[d];
     }
-    if (prod != c->world) {
-        char shape[128];
-        int n = 0;
-        for (int d = 0; d < ndim && n < (int)sizeof shape; d++)
-            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%s=%d", d ? " x " : "",
-                          names[d], sizes[d]);
+    *size = prod;
+    return 0;
+}
+
+static int check_mesh(shmesh_ctx *c, const shmesh_mesh *err_to, int ndim,
+                      const char *const names[], const int sizes[], const int *order)
+{
+    int ndev = device_count(c);
+    int64_t prod;
+    int rc = check_shape(err_to, "shmesh_mesh_create", ndim, names, sizes, ndev, &prod);
+    if (rc)
+        return rc;
+    if (prod != ndev) {
+        char shape[SHMESH_MAX_MESH_DIMS * 48];
+        shape_text(ndim, names, sizes, shape, sizeof shape);
         return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "shmesh_mesh_create: the axis sizes (%s) must multiply to the world size "
-                        "%d",
-                        shape, c->world);
+                        "shmesh_mesh_create: the axis sizes (%s) must multiply to the job's "
+                        "device count %d (%d ranks x %d devices each)",
+                        shape, ndev, c->world, c->local_devices);
     }
     if (!order)
         return 0;
-    /* A permutation of the ranks: each exactly once. */
-    int *at = malloc(sizeof *at * (size_t)c->world);
+    /* A permutation of the device ids: each exactly once. */
+    int *at = malloc(sizeof *at * (size_t)ndev);
     if (!at)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "shmesh_mesh_create: out of memory");
-    for (int i = 0; i < c->world; i++)
+    for (int i = 0; i < ndev; i++)
         at[i] = -1;
-    int rc = 0;
-    for (int i = 0; i < c->world && !rc; i++) {
+    for (int i = 0; i < ndev && !rc; i++) {
         int r = order[i];
-        if (r < 0 || r >= c->world)
+        if (r < 0 || r >= ndev)
             rc = ctx_fail(c, SHMESH_ERR_INVALID,
-                          "shmesh_mesh_create: device_order[%d] = %d is not a rank (0..%d)", i, r,
-                          c->world - 1);
+                          "shmesh_mesh_create: device_order[%d] = %d is not a device id (0..%d)",
+                          i, r, ndev - 1);
         else if (at[r] >= 0)
             rc = ctx_fail(c, SHMESH_ERR_INVALID,
-                          "shmesh_mesh_create: device_order must be a permutation of the ranks, "
-                          "but rank %d appears at positions %d and %d",
+                          "shmesh_mesh_create: device_order must be a permutation of the device "
+                          "ids, but device %d appears at positions %d and %d",
                           r, at[r], i);
         else
             at[r] = i;
     }
     free(at);
     return rc;
+}
+
+/* A mesh value: names and sizes (checked), and for a concrete mesh (c not
+ * NULL) the device id at each position (ids NULL: in order). */
+static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
+                             const int sizes[], int size, const int *ids)
+{
+    shmesh_mesh *m = calloc(1, sizeof *m);
+    int *buf = NULL;
+    if (m && c && !(buf = calloc((size_t)size * 7, sizeof *buf))) {
+        free(m);
+        return NULL;
+    }
+    if (!m)
+        return NULL;
+    m->ctx = c;
+    m->abstract = !c;
+    m->ndim = ndim;
+    m->size = size;
+    m->id = -1;
+    uint64_t h = m->abstract ? 7 : 5;
+    for (int d = 0; d < ndim; d++) {
+        snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
+        m->sizes[d] = sizes[d];
+        h = hash_bytes(m->names[d], strlen(m->names[d]) + 1, h);
+    }
+    h = hash_bytes(m->sizes, sizeof *m->sizes * (size_t)ndim, h);
+    if (!c) {
+        m->hash = h;
+        return m;
+    }
+    size_t n = (size_t)size;
+    m->ids = buf;
+    m->pos_rank = buf + n;
+    m->pos_local = buf + 2 * n;
+    m->axis_group = buf + 3 * n;
+    m->sub = buf + 4 * n;
+    m->seen = buf + 5 * n;
+    m->local_pos = buf + 6 * n;
+    for (int i = 0; i < size; i++) {
+        int id = ids ? ids[i] : i;
+        struct device dev = device_of(c, id);
+        m->ids[i] = id;
+        m->pos_rank[i] = dev.rank;
+        m->pos_local[i] = dev.local;
+        if (dev.rank == c->rank)
+            m->local_pos[m->nlocal++] = i;
+    }
+    m->hash = hash_bytes(m->ids, sizeof *m->ids * n, h);
+    m->cur = -1;
+    mesh_select(m, 0);
+    return m;
+}
+
+void mesh_select(shmesh_mesh *m, int l)
+{
+    if (m->cur == l || l >= m->nlocal)
+        return;
+    int pos = m->local_pos[l];
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        m->coords[d] = pos % m->sizes[d];
+        pos /= m->sizes[d];
+    }
+    m->cur = l;
+    m->last_valid = false; /* the cached group was the previous device's */
+}
+
+int mesh_fail(const shmesh_mesh *m, const char *fmt, ...)
+{
+    char msg[CTX_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (m && m->ctx)
+        return mesh_fail(m, "%s", msg);
+    init_error("%s", msg);
+    return SHMESH_ERR_INVALID;
 }
 
 int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const int sizes[],
@@ -99,40 +195,13 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
     if (!out)
         return ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_mesh_create: out must not be NULL");
     *out = NULL;
-    rc = check_mesh(c, ndim, names, sizes, order);
+    shmesh_mesh err_to = {.ctx = c};
+    rc = check_mesh(c, &err_to, ndim, names, sizes, order);
     if (rc)
         return rc;
-
-    shmesh_mesh *m = calloc(1, sizeof *m);
-    int ndev = device_count(c);
-    int *buf = m ? calloc((size_t)ndev * 5, sizeof *buf) : NULL;
-    if (!buf) {
-        free(m);
+    shmesh_mesh *m = mesh_new(c, ndim, names, sizes, device_count(c), order);
+    if (!m)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "shmesh_mesh_create: out of memory");
-    }
-    m->ctx = c;
-    m->ndim = ndim;
-    m->pos_rank = buf;
-    m->pos_local = buf + ndev;
-    m->axis_group = buf + 2 * (size_t)ndev;
-    m->sub = buf + 3 * (size_t)ndev;
-    m->seen = buf + 4 * (size_t)ndev;
-    for (int d = 0; d < ndim; d++) {
-        snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
-        m->sizes[d] = sizes[d];
-    }
-    int my_pos = 0;
-    for (int i = 0; i < ndev; i++) {
-        struct device dev = device_of(c, order ? order[i] : i);
-        m->pos_rank[i] = dev.rank;
-        m->pos_local[i] = dev.local;
-        if (dev.rank == c->rank && dev.local == 0)
-            my_pos = i;
-    }
-    for (int d = ndim - 1; d >= 0; d--) {
-        m->coords[d] = my_pos % sizes[d];
-        my_pos /= sizes[d];
-    }
 
     /* Every rank must describe the same mesh: names, sizes and order. */
     struct call k;
@@ -144,15 +213,12 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
         /* Every name in full (the text has room for all of them), hashed
          * whole with the sizes (in the shape) and the devices' order. */
         struct axes all = {.n = ndim};
-        uint64_t h = 1;
         for (int i = 0; i < ndim; i++) {
             k.d.shape[i] = sizes[i];
             all.dim[i] = i;
-            h = hash_bytes(m->names[i], strlen(m->names[i]) + 1, h);
         }
         mesh_axes_text(m, &all, k.d.axes, sizeof k.d.axes);
-        h = hash_bytes(m->pos_rank, sizeof *m->pos_rank * (size_t)ndev, h);
-        k.d.extra_hash = hash_bytes(m->pos_local, sizeof *m->pos_local * (size_t)ndev, h);
+        k.d.extra_hash = m->hash;
     }
     rc = call_finish(&k, rc);
     if (rc) {
@@ -163,12 +229,180 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
     return 0;
 }
 
+int shmesh_abstract_mesh_create(int ndim, const char *const names[], const int sizes[],
+                                shmesh_mesh **out)
+{
+    const char *fn = "shmesh_abstract_mesh_create";
+    if (!out)
+        return mesh_fail(NULL, "%s: out must not be NULL", fn);
+    *out = NULL;
+    int64_t size;
+    int rc = check_shape(NULL, fn, ndim, names, sizes, INT32_MAX, &size);
+    if (rc)
+        return rc;
+    if (size > INT32_MAX)
+        return mesh_fail(NULL, "%s: the sizes multiply to more than %d devices", fn, INT32_MAX);
+    if (!(*out = mesh_new(NULL, ndim, names, sizes, (int)size, NULL))) {
+        init_error("%s: out of memory", fn);
+        return SHMESH_ERR_NOMEM;
+    }
+    return 0;
+}
+
+/* The mesh's names as an array of pointers, for mesh_new. */
+static void name_ptrs(const shmesh_mesh *m, const char *names[SHMESH_MAX_MESH_DIMS])
+{
+    for (int d = 0; d < m->ndim; d++)
+        names[d] = m->names[d];
+}
+
+int shmesh_mesh_abstract(const shmesh_mesh *m, shmesh_mesh **out)
+{
+    if (!m || !out)
+        return mesh_fail(m, "shmesh_mesh_abstract: %s must not be NULL", m ? "out" : "the mesh");
+    const char *names[SHMESH_MAX_MESH_DIMS];
+    name_ptrs(m, names);
+    if (!(*out = mesh_new(NULL, m->ndim, names, m->sizes, m->size, NULL))) {
+        init_error("shmesh_mesh_abstract: out of memory");
+        return SHMESH_ERR_NOMEM;
+    }
+    return 0;
+}
+
+/* The sub-block of m's positions [lo[d], hi[d]] as a mesh of the same
+ * context, its devices in row-major order. */
+shmesh_mesh *mesh_block(const shmesh_mesh *m, const int *lo, const int *hi)
+{
+    int sizes[SHMESH_MAX_MESH_DIMS], n = 1;
+    for (int d = 0; d < m->ndim; d++) {
+        sizes[d] = hi[d] - lo[d] + 1;
+        n *= sizes[d];
+    }
+    int *ids = malloc(sizeof *ids * (size_t)n);
+    if (!ids)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        int rem = i, lin = 0, mul = 1;
+        for (int d = m->ndim - 1; d >= 0; d--) {
+            lin += (lo[d] + rem % sizes[d]) * mul;
+            rem /= sizes[d];
+            mul *= m->sizes[d];
+        }
+        ids[i] = m->ids[lin];
+    }
+    const char *names[SHMESH_MAX_MESH_DIMS];
+    name_ptrs(m, names);
+    shmesh_mesh *b = mesh_new(m->ctx, m->ndim, names, sizes, n, ids);
+    free(ids);
+    return b;
+}
+
 void shmesh_mesh_destroy(shmesh_mesh *m)
 {
     if (!m)
         return;
-    free(m->pos_rank);
+    free(m->ids);
     free(m);
+}
+
+int shmesh_mesh_ndim(const shmesh_mesh *m) { return m ? m->ndim : 0; }
+
+const char *shmesh_mesh_axis_name(const shmesh_mesh *m, int dim)
+{
+    return m && dim >= 0 && dim < m->ndim ? m->names[dim] : NULL;
+}
+
+int shmesh_mesh_dim_size(const shmesh_mesh *m, int dim)
+{
+    return m && dim >= 0 && dim < m->ndim ? m->sizes[dim] : -1;
+}
+
+int shmesh_mesh_size(const shmesh_mesh *m) { return m ? m->size : 0; }
+
+bool shmesh_mesh_is_abstract(const shmesh_mesh *m) { return m && m->abstract; }
+
+/* What an abstract mesh cannot answer (JAX: "AbstractMesh does not
+ * implement ..."). */
+static int concrete(const shmesh_mesh *m, const char *fn, const char *what)
+{
+    if (!m)
+        return mesh_fail(NULL, "%s: the mesh is NULL", fn);
+    if (m->abstract) {
+        char text[SHMESH_MAX_MESH_DIMS * 48];
+        shmesh_mesh_text(m, text, sizeof text);
+        return mesh_fail(m, "%s: %s is abstract (names and sizes only) and has no %s", fn, text,
+                         what);
+    }
+    return 0;
+}
+
+static int copy_ids(const shmesh_mesh *m, const int *pos, int n, int *ids, int capacity)
+{
+    for (int i = 0; i < n && i < capacity; i++)
+        ids[i] = m->ids[pos ? pos[i] : i];
+    return n;
+}
+
+int shmesh_mesh_device_ids(const shmesh_mesh *m, int *ids, int capacity)
+{
+    int rc = concrete(m, "shmesh_mesh_device_ids", "device ids");
+    if (!rc && !ids && capacity > 0)
+        rc = mesh_fail(m, "shmesh_mesh_device_ids: ids is NULL but capacity is %d", capacity);
+    return rc ? rc : copy_ids(m, NULL, m->size, ids, capacity);
+}
+
+int shmesh_mesh_local_devices(const shmesh_mesh *m, int *ids, int capacity)
+{
+    int rc = concrete(m, "shmesh_mesh_local_devices", "local devices");
+    if (!rc && !ids && capacity > 0)
+        rc = mesh_fail(m, "shmesh_mesh_local_devices: ids is NULL but capacity is %d", capacity);
+    return rc ? rc : copy_ids(m, m->local_pos, m->nlocal, ids, capacity);
+}
+
+int shmesh_mesh_is_multi_process(const shmesh_mesh *m)
+{
+    int rc = concrete(m, "shmesh_mesh_is_multi_process", "processes");
+    return rc ? rc : m->nlocal != m->size;
+}
+
+bool shmesh_mesh_same_shape(const shmesh_mesh *a, const shmesh_mesh *b)
+{
+    if (!a || !b || a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d] || strcmp(a->names[d], b->names[d]))
+            return false;
+    return true;
+}
+
+bool shmesh_mesh_equal(const shmesh_mesh *a, const shmesh_mesh *b)
+{
+    if (a == b)
+        return a != NULL;
+    if (!shmesh_mesh_same_shape(a, b) || a->abstract != b->abstract || a->hash != b->hash)
+        return false;
+    return a->abstract || !memcmp(a->ids, b->ids, sizeof *a->ids * (size_t)a->size);
+}
+
+uint64_t shmesh_mesh_hash(const shmesh_mesh *m) { return m ? m->hash : 0; }
+
+int shmesh_mesh_text(const shmesh_mesh *m, char *buf, size_t len)
+{
+    char tmp[SHMESH_MAX_MESH_DIMS * 48];
+    size_t n = 0;
+    if (!m)
+        n = (size_t)snprintf(tmp, sizeof tmp, "(no mesh)");
+    else {
+        n = (size_t)snprintf(tmp, sizeof tmp, "%s(", m->abstract ? "AbstractMesh" : "Mesh");
+        for (int d = 0; d < m->ndim && n < sizeof tmp; d++)
+            n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%s'%s': %d", d ? ", " : "",
+                                  m->names[d], m->sizes[d]);
+        if (n < sizeof tmp)
+            n += (size_t)snprintf(tmp + n, sizeof tmp - n, ")");
+    }
+    if (len)
+        snprintf(buf, len, "%s", tmp);
+    return (int)n;
 }
 
 static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
@@ -181,7 +415,7 @@ int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a)
     }
     int rc = parse_axes(m, op, spec, a);
     /* The cache holds the spec, its axes, and their group in axis_group. */
-    m->last_valid = !rc && strlen(spec) < sizeof m->last_spec;
+    m->last_valid = !rc && !m->abstract && strlen(spec) < sizeof m->last_spec;
     if (m->last_valid) {
         strcpy(m->last_spec, spec);
         m->last_axes = *a;
@@ -194,7 +428,7 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
 {
     memset(a, 0, sizeof *a);
     if (!spec)
-        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: axes must not be NULL (\"\" names none)",
+        return mesh_fail(m, "%s: axes must not be NULL (\"\" names none)",
                         op);
     const char *p = spec;
     while (isspace((unsigned char)*p))
@@ -209,10 +443,10 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
         while (isspace((unsigned char)*p))
             p++;
         if (len == 0)
-            return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: empty axis name in \"%s\"", op,
+            return mesh_fail(m, "%s: empty axis name in \"%s\"", op,
                             spec);
         if (*p && *p != ',')
-            return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
+            return mesh_fail(m,
                             "%s: axis names in \"%s\" must be separated by commas", op, spec);
         int dim = -1;
         for (int d = 0; d < m->ndim; d++)
@@ -224,13 +458,13 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
             for (int d = 0; d < m->ndim; d++)
                 n += snprintf(known + n, sizeof known - (size_t)n, "%s%s", d ? ", " : "",
                               m->names[d]);
-            return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
+            return mesh_fail(m,
                             "%s: unbound axis name '%.*s' (the mesh's axes are %s)", op,
                             (int)len, start, known);
         }
         for (int k = 0; k < a->n; k++)
             if (a->dim[k] == dim)
-                return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
+                return mesh_fail(m,
                                 "%s: axis '%s' is named twice in \"%s\"", op, m->names[dim], spec);
         a->dim[a->n++] = dim;
         if (*p == ',')
@@ -238,7 +472,7 @@ static int parse_axes(shmesh_mesh *m, const char *op, const char *spec, struct a
         else
             break;
         if (!*p) /* a trailing comma */
-            return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: empty axis name in \"%s\"", op,
+            return mesh_fail(m, "%s: empty axis name in \"%s\"", op,
                             spec);
     }
     a->size = 1;
@@ -273,7 +507,7 @@ static const char *axes_msg(const shmesh_mesh *m, const struct axes *a, char *bu
     return buf;
 }
 
-int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks)
+int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ids)
 {
     int cc[SHMESH_MAX_MESH_DIMS];
     memcpy(cc, m->coords, sizeof cc);
@@ -287,7 +521,7 @@ int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks)
         int lin = 0;
         for (int d = 0; d < m->ndim; d++)
             lin = lin * m->sizes[d] + cc[d];
-        ranks[p] = m->pos_rank[lin];
+        ids[p] = m->ids[lin];
     }
     int idx = 0;
     for (int k = 0; k < a->n; k++)
@@ -309,7 +543,7 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
     }
     *groups_hash = 0;
     if (!gs) {
-        *g = (struct group){.n = n, .me = idx, .ranks = m->axis_group};
+        *g = (struct group){.n = n, .me = idx, .ranks = m->axis_group}; /* device ids */
         return 0;
     }
     char text[SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1)]; /* for messages */
@@ -389,26 +623,55 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
 static int query_axes(const shmesh_mesh *m, const char *fn, const char *axes, const void *out,
                       const char *what, struct axes *a)
 {
-    if (!m) {
-        init_error("%s: the mesh is NULL", fn);
-        return SHMESH_ERR_INVALID;
-    }
+    if (!m)
+        return mesh_fail(NULL, "%s: the mesh is NULL", fn);
     if (!out)
-        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s: %s must not be NULL", fn, what);
+        return mesh_fail(m, "%s: %s must not be NULL", fn, what);
     return mesh_axes((shmesh_mesh *)m, fn, axes, a);
+}
+
+/* Device at position pos: its index over `a`. */
+static int index_at(const shmesh_mesh *m, const struct axes *a, int pos)
+{
+    int cc[SHMESH_MAX_MESH_DIMS];
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        cc[d] = pos % m->sizes[d];
+        pos /= m->sizes[d];
+    }
+    int idx = 0;
+    for (int k = 0; k < a->n; k++)
+        idx = idx * m->sizes[a->dim[k]] + cc[a->dim[k]];
+    return idx;
 }
 
 int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 {
     struct axes a;
     int rc = query_axes(m, "shmesh_axis_index", axes, index, "index", &a);
+    if (!rc)
+        rc = concrete(m, "shmesh_axis_index", "devices to index");
     if (rc)
         return rc;
-    int idx = 0;
-    for (int k = 0; k < a.n; k++)
-        idx = idx * m->sizes[a.dim[k]] + m->coords[a.dim[k]];
-    *index = idx;
+    *index = index_at(m, &a, m->local_pos[0]);
     return 0;
+}
+
+int shmesh_axis_index_of(const shmesh_mesh *m, const char *axes, int device, int *index)
+{
+    struct axes a;
+    int rc = query_axes(m, "shmesh_axis_index_of", axes, index, "index", &a);
+    if (!rc)
+        rc = concrete(m, "shmesh_axis_index_of", "devices to index");
+    if (rc)
+        return rc;
+    for (int p = 0; p < m->size; p++)
+        if (m->ids[p] == device) {
+            *index = index_at(m, &a, p);
+            return 0;
+        }
+    char text[SHMESH_MAX_MESH_DIMS * 48];
+    shmesh_mesh_text(m, text, sizeof text);
+    return mesh_fail(m, "shmesh_axis_index_of: device %d is not in %s", device, text);
 }
 
 int shmesh_axis_size(const shmesh_mesh *m, const char *axes, int *size)

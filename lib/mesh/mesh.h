@@ -59,6 +59,9 @@ int mesh_fail(const shmesh_mesh *m, const char *fmt, ...) __attribute__((format(
 /* The mesh a call was given, or the innermost pushed one when NULL; NULL
  * (and mesh_fail explaining, naming fn) when there is none. */
 shmesh_mesh *mesh_or_current(shmesh_mesh *m, const char *fn);
+/* The sub-block [lo[d], hi[d]] of m's positions, as a mesh of the same
+ * context (its devices row-major); NULL when out of memory. */
+shmesh_mesh *mesh_block(const shmesh_mesh *m, const int *lo, const int *hi);
 /* Prepares collectives for this rank's local device `l` of the mesh
  * (0..nlocal-1): the coordinates group resolution uses. */
 void mesh_select(shmesh_mesh *m, int l);
@@ -68,12 +71,14 @@ int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
 /* The canonical text of `a`: its names, in order, joined by commas; every
  * name in full when len >= SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1). */
 void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len);
-/* Fills ranks[0..a->size) with the ranks of the group over `a`, by axis
+/* Fills ids[0..a->size) with the device ids of the group over `a`, by axis
  * index; returns this device's axis index. */
-int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ranks);
+int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ids);
 /* The (sub)group this device runs `op` in, after validating axis_index_groups
- * (`equal_sizes`: all subgroups the same size).  *groups_hash identifies the
- * subgrouping for call descriptions (0 without one). */
+ * (`equal_sizes`: all subgroups the same size): g->ranks holds the members'
+ * device ids (call_group turns them into ranks and local devices).
+ * *groups_hash identifies the subgrouping for call descriptions (0 without
+ * one). */
 int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmesh_groups *gs,
                bool equal_sizes, struct group *g, uint64_t *groups_hash);
 

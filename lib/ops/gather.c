@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "engine/devices.h"
 #include "ops/args.h"
 #include "ops/ops.h"
 #include "ops/prologue.h"
@@ -62,8 +63,7 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
 int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                       bool tiled, const shmesh_array *in, shmesh_array *out)
 {
-    struct call k;
-    return call_finish(&k, op_all_gather_prepare(&k, m, axes, gs, axis, tiled, in, out));
+    DEVICES_RUN(m, k, l, op_all_gather_prepare(k, m, axes, gs, axis, tiled, in + l, out + l));
 }
 
 int op_psum_scatter_prepare(struct call *k, shmesh_mesh *m, const char *axes,
@@ -122,7 +122,7 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
                         int scatter_dimension, bool tiled, const shmesh_array *in,
                         shmesh_array *out)
 {
-    struct call k;
-    return call_finish(
-        &k, op_psum_scatter_prepare(&k, m, axes, gs, scatter_dimension, tiled, in, out));
+    DEVICES_RUN(m, k, l,
+                op_psum_scatter_prepare(k, m, axes, gs, scatter_dimension, tiled, in + l,
+                                        out + l));
 }

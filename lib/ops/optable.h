@@ -23,6 +23,8 @@
     X(WORLD_SUM, world_sum, WORLD, ALLREDUCE, 0, "count")                                   \
     X(FINALIZE, finalize, WORLD, NONE, 1, "")                                               \
     X(MESH_CREATE, mesh_create, WORLD, NONE, 1, "")                                         \
+    X(WORLD_GATHER, world_gather, WORLD, NONE, 1, "bytes")                                  \
+    X(WORLD_BROADCAST, world_broadcast, WORLD, NONE, 1, "bytes root")                       \
     X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMAX, pmax, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMIN, pmin, MESH, ALLREDUCE, 1, "")                                                   \

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "engine/devices.h"
 #include "core/hash.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -71,8 +72,7 @@ int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
 int shmesh_ppermute(shmesh_mesh *m, const char *axes, const int (*perm)[2], int npairs,
                     const shmesh_array *in, shmesh_array *out)
 {
-    struct call k;
-    return call_finish(&k, op_ppermute_prepare(&k, m, axes, perm, npairs, in, out));
+    DEVICES_RUN(m, k, l, op_ppermute_prepare(k, m, axes, perm, npairs, in + l, out + l));
 }
 
 int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const int *perm,
@@ -107,8 +107,7 @@ int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
 int shmesh_pshuffle(shmesh_mesh *m, const char *axes, const int *perm, const shmesh_array *in,
                     shmesh_array *out)
 {
-    struct call k;
-    return call_finish(&k, op_pshuffle_prepare(&k, m, axes, perm, in, out));
+    DEVICES_RUN(m, k, l, op_pshuffle_prepare(k, m, axes, perm, in + l, out + l));
 }
 
 int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int source,
@@ -130,6 +129,5 @@ int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int 
 int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh_array *in,
                       shmesh_array *out)
 {
-    struct call k;
-    return call_finish(&k, op_pbroadcast_prepare(&k, m, axes, source, in, out));
+    DEVICES_RUN(m, k, l, op_pbroadcast_prepare(k, m, axes, source, in + l, out + l));
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -340,8 +341,8 @@ int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_grou
                              const shmesh_array *input_offsets, const shmesh_array *send_sizes,
                              const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
 {
-    struct call k;
-    return call_finish(&k, op_ragged_all_to_all_prepare(&k, m, axes, gs, operand, output,
-                                                        input_offsets, send_sizes,
-                                                        output_offsets, recv_sizes));
+    DEVICES_RUN(m, k, l,
+                op_ragged_all_to_all_prepare(k, m, axes, gs, operand + l, output + l,
+                                             input_offsets + l, send_sizes + l,
+                                             output_offsets + l, recv_sizes + l));
 }

@@ -1,6 +1,7 @@
 /* psum, pmax, pmin, pmean, pargmax, pargmin: every member's output is the
  * reduction of every member's whole input, combined in group order. */
 #include "core/context.h"
+#include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -66,8 +67,7 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
     int shmesh_##name(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,               \
                       const shmesh_array *in, shmesh_array *out)                               \
     {                                                                                          \
-        struct call k;                                                                         \
-        return call_finish(&k, op_reduce_prepare(&k, m, OP, axes, gs, in, out));               \
+        DEVICES_RUN(m, k, l, op_reduce_prepare(k, m, OP, axes, gs, in + l, out + l));          \
     }
 
 REDUCTION(psum, OP_PSUM)

@@ -1,5 +1,9 @@
-/* World-wide calls: barrier, the in-place world_sum, and the data-less step
- * that finalize and mesh creation take. */
+/* World-wide calls: barrier, the in-place world_sum, the data-less step
+ * that finalize and mesh creation take, and the gather and broadcast of
+ * bytes that the layers above the collectives move data with. */
+#include <inttypes.h>
+#include <stdlib.h>
+
 #include "core/context.h"
 #include "core/dtype.h"
 #include "ops/ops.h"
@@ -57,4 +61,60 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
 {
     struct call k;
     return call_finish(&k, op_world_sum_prepare(&k, c, buf, count, dtype));
+}
+
+/* A world-wide move of bytes: `in` (in_n bytes) and `out` (world rows of
+ * out_n bytes, or out_n bytes) on every rank. */
+static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const struct call_desc *d,
+                      const void *in, uint64_t in_n, void *out, uint64_t out_rows, uint64_t out_n,
+                      int root)
+{
+    struct call k;
+    int rc = call_init(&k, c, op);
+    if (rc)
+        return call_finish(&k, rc);
+    k.name = name;
+    call_group_world(&k);
+    shmesh_array a = {(void *)in, SHMESH_UINT8, 1, {(int64_t)in_n}};
+    shmesh_array o = {out, SHMESH_UINT8, 2, {(int64_t)out_rows, (int64_t)out_n}};
+    flow_init(&k.f, FLOW_MOVE, &a, &o);
+    if (root >= 0) {
+        k.f.source = root;
+    } else {
+        k.f.out_dim = 0; /* rank q's bytes land in row q */
+        k.f.out_blk = 1;
+    }
+    if (d) { /* the caller's call is what ranks compare and messages name */
+        k.d = *d;
+    } else {
+        k.d.dtype = k.d.out_dtype = SHMESH_UINT8;
+        k.d.param[0] = (int64_t)in_n;
+        k.d.param[1] = root;
+    }
+    return call_finish(&k, call_buffers(&k));
+}
+
+int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
+                    uint64_t bytes, void *out)
+{
+    return world_move(c, OP_WORLD_GATHER, name, d, in, bytes, out, c ? (uint64_t)c->world : 0,
+                      bytes, -1);
+}
+
+int op_world_broadcast(shmesh_ctx *c, const char *name, int root, void *buf, uint64_t bytes)
+{
+    if (c && (root < 0 || root >= c->world))
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
+                        c->world - 1, root);
+    if (!c || c->rank != root)
+        return world_move(c, OP_WORLD_BROADCAST, name, NULL, buf, bytes, buf, 1, bytes, root);
+    /* The root's copy to itself would be a copy onto itself: it writes a
+     * scratch output. */
+    void *scratch = bytes ? malloc(bytes) : NULL;
+    if (bytes && !scratch)
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %" PRIu64 " bytes", name,
+                        bytes);
+    int rc = world_move(c, OP_WORLD_BROADCAST, name, NULL, buf, bytes, scratch, 1, bytes, root);
+    free(scratch);
+    return rc;
 }

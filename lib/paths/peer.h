@@ -40,8 +40,16 @@ struct peer_access {
                     void *dst);
 };
 
+/* Members' buffers mapped here: read in place (zero copy). */
+extern const struct peer_access peer_mapped;
+
 /* The step function of a peer path. */
 int peer_step(struct call *k, const struct peer_access *pa);
+/* Every member's input mapped here (k->s->zin; this member's own may be
+ * its caller's): this member's output computed alone, without windows, by
+ * the same algorithms and in the same order, so with the same bits (FLOW_MOVE
+ * and FLOW_REDUCE flows; several devices per rank, engine/devices.c). */
+int peer_local(struct call *k);
 /* Candidate of both peer paths: a flow they can carry. */
 bool peer_flow(const struct call *k);
 

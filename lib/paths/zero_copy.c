@@ -1,30 +1,8 @@
 /* Zero copy: every member's buffers lie in the shared heap, mapped in every
  * process, so members read (and reductions write) them in place. */
-#include <string.h>
-
 #include "core/context.h"
 #include "paths/zero_copy.h"
 #include "paths/peer.h"
-
-static int mapped_read(struct call *k, int q, bool output, uint64_t off, void *dst, uint64_t len)
-{
-    memcpy(dst, (output ? k->s->zout[q] : k->s->zin[q]) + off, len);
-    return 0;
-}
-
-static int mapped_read_box(struct call *k, int q, const struct box *b, uint64_t first,
-                           uint64_t count, void *dst)
-{
-    box_read(b, k->s->zin[q], first, count, dst);
-    return 0;
-}
-
-static const struct peer_access mapped = {
-    .how = "shared-heap mapping",
-    .mapped = true,
-    .read = mapped_read,
-    .read_box = mapped_read_box,
-};
 
 static bool zc_candidate(const struct call *k)
 {
@@ -41,7 +19,7 @@ static bool zc_eligible(const struct call *k)
     return true;
 }
 
-static int zc_step(struct call *k) { return peer_step(k, &mapped); }
+static int zc_step(struct call *k) { return peer_step(k, &peer_mapped); }
 
 const struct path path_zero_copy = {
     .name = "zero-copy",

@@ -1,0 +1,106 @@
+/* Several devices per rank (see devices.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/fail.h"
+#include "engine/devices.h"
+#include "mesh/device.h"
+#include "ops/ops.h"
+#include "paths/peer.h"
+
+struct call *devices_calls(shmesh_mesh **m)
+{
+    if (!*m)
+        *m = shmesh_mesh_current();
+    return calloc((size_t)(*m)->nlocal, sizeof(struct call));
+}
+
+/* Where device `id`'s input sits in the gathered buffer: by device id, or on
+ * a local mesh (every device here) by local device. */
+static uint64_t slot_of(const shmesh_mesh *m, int id)
+{
+    return m->process_local ? (uint64_t)(id % m->ctx->local_devices) : (uint64_t)id;
+}
+
+/* Every local device's call must be the same call (its arrays' shapes and
+ * dtypes, its parameters): they share one exchange. */
+static int same_calls(shmesh_mesh *m, struct call *ks)
+{
+    uint64_t h = call_hash(&ks[0].d);
+    for (int l = 1; l < m->nlocal; l++) {
+        if (call_hash(&ks[l].d) == h)
+            continue;
+        char a[300], b[300];
+        call_describe(&ks[0].d, 0, a, sizeof a);
+        call_describe(&ks[l].d, 0, b, sizeof b);
+        return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
+                        "rank %d: the arrays of local device %d (device %d) must match local "
+                        "device 0's: got %s and %s",
+                        m->ctx->rank, l, m->ids[m->local_pos[l]], b, a);
+    }
+    return 0;
+}
+
+static int run(shmesh_mesh *m, struct call *ks)
+{
+    shmesh_ctx *c = m->ctx;
+    struct call *k0 = &ks[0];
+    int rc = same_calls(m, ks);
+    if (rc)
+        return rc;
+    if (k0->then)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s takes one device per rank, but rank %d holds %d devices of this "
+                        "mesh%s",
+                        k0->name, c->rank, m->nlocal, m->process_local ? " (a local mesh)" : "");
+    uint64_t each = k0->f.in_bytes, per = (uint64_t)c->local_devices;
+    uint64_t slots = m->process_local ? per : (uint64_t)device_count(c);
+    unsigned char *mine = malloc(per * each + 1);
+    unsigned char *all = m->process_local ? mine : malloc(slots * each + 1);
+    if (!mine || !all) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %" PRIu64 " inputs of %" PRIu64
+                      " bytes", k0->name, slots, each);
+        goto out;
+    }
+    for (int l = 0; l < m->nlocal; l++)
+        if (each)
+            memcpy(mine + (m->ids[m->local_pos[l]] % per) * each, ks[l].f.in.data, each);
+    if (!m->process_local &&
+        (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
+        goto out;
+    for (int l = 0; l < m->nlocal && !rc; l++) {
+        struct call *k = &ks[l];
+        for (int q = 0; q < k->g.n; q++)
+            k->s->zin[q] = all + slot_of(m, k->g.ranks[q] * (int)per + k->g.locals[q]) * each;
+        rc = peer_local(k);
+    }
+out:
+    if (all != mine)
+        free(all);
+    free(mine);
+    return rc;
+}
+
+int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
+{
+    if (!ks) {
+        if (m && m->ctx)
+            return ctx_fail(m->ctx, SHMESH_ERR_NOMEM, "out of memory for %d local devices' calls",
+                            m->nlocal);
+        return SHMESH_ERR_NOMEM;
+    }
+    if (!rc)
+        rc = run(m, ks);
+    shmesh_ctx *c = NULL;
+    for (int l = 0; l < prepared; l++)
+        if (ks[l].c) {
+            c = ks[l].c;
+            call_release(&ks[l]);
+        }
+    if (c)
+        ctx_leave(c);
+    free(ks);
+    return rc;
+}
