@@ -5,7 +5,8 @@
  * dtypes checked against the test's own slicing (every constructor,
  * gather, scatter, reshard there and back) with 1 to 4 processes of 1 to 4
  * devices; refused arguments and failing callbacks, which leave nothing
- * behind and the job usable. */
+ * behind and the job usable; arrays over a process-local mesh, which
+ * involve no other rank; ranks gathering different arrays. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,7 +111,7 @@ static void random_arrays(void **state)
             ran++;
             char seed[16], cases[16];
             snprintf(seed, sizeof seed, "%d", 100 + np * 10 + k);
-            snprintf(cases, sizeof cases, "%d", np * k > 8 ? 6 : 10);
+            snprintf(cases, sizeof cases, "%d", np * k > 8 ? 15 : 25);
             struct run r;
             run_job(&r, np, k, 60, "prop", seed, cases);
             char want[96];
@@ -125,7 +126,7 @@ static void random_arrays(void **state)
 static void random_arrays_8_processes(void **state)
 {
     struct run r;
-    run_job(&r, 8, 1, 120, "prop", "801", "3");
+    run_job(&r, 8, 1, 120, "prop", "801", "8");
     expect_lines(&r, "cases ok (8 ranks, 8 devices)", NULL, 8);
     run_free(&r);
 }
@@ -152,34 +153,58 @@ static void refusals(void **state)
         int np = splits[i][0];
         struct run r;
         run_job(&r, np, splits[i][1], 30, "errors", NULL, NULL);
-        expect_lines(&r, "abstract -> SHMESH_ERR_INVALID", "must be concrete", np);
-        expect_lines(&r, "callback -> SHMESH_ERR_INVALID", "the callback returned 7 for device ",
+        expect_lines(&r, ": abstract -> SHMESH_ERR_INVALID", "must be concrete", np);
+        expect_lines(&r, ": callback -> SHMESH_ERR_INVALID", "the callback returned 7 for device ",
                      np);
-        expect_lines(&r, "batched-callback -> SHMESH_ERR_INVALID", "returned -2 for device", np);
-        expect_lines(&r, "with-devices-callback -> SHMESH_ERR_INVALID", "returned 5 for device",
+        expect_lines(&r, ": batched-callback -> SHMESH_ERR_INVALID", "returned -2 for device", np);
+        expect_lines(&r, ": with-devices-callback -> SHMESH_ERR_INVALID", "returned 5 for device",
                      np);
-        expect_lines(&r, "null-callback -> SHMESH_ERR_INVALID", "the callback is NULL", np);
-        expect_lines(&r, "indivisible -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "negative -> SHMESH_ERR_INVALID", "sizes must be >= 0", np);
-        expect_lines(&r, "ndim -> SHMESH_ERR_INVALID", "ndim 9", np);
-        expect_lines(&r, "dtype -> SHMESH_ERR_INVALID", "dtype 99", np);
-        expect_lines(&r, "too-large -> SHMESH_ERR_INVALID", "more than 2^62 bytes", np);
-        expect_lines(&r, "null-shape -> SHMESH_ERR_INVALID", "shape is NULL but ndim is 2", np);
-        expect_lines(&r, "null-out -> SHMESH_ERR_INVALID", "out must not be NULL", np);
-        expect_lines(&r, "null-sharding -> SHMESH_ERR_INVALID", "the sharding is NULL", np);
-        expect_lines(&r, "null-buffers -> SHMESH_ERR_INVALID", "buffers is NULL", np);
-        expect_lines(&r, "scatter-root -> SHMESH_ERR_INVALID", "root must be a rank 0..", np);
-        expect_lines(&r, "gather-root -> SHMESH_ERR_INVALID",
+        expect_lines(&r, ": null-callback -> SHMESH_ERR_INVALID", "the callback is NULL", np);
+        expect_lines(&r, ": indivisible -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, ": negative -> SHMESH_ERR_INVALID", "sizes must be >= 0", np);
+        expect_lines(&r, ": ndim -> SHMESH_ERR_INVALID", "ndim 9", np);
+        expect_lines(&r, ": dtype -> SHMESH_ERR_INVALID", "dtype 99", np);
+        expect_lines(&r, ": too-large -> SHMESH_ERR_INVALID", "more than 2^62 bytes", np);
+        expect_lines(&r, ": null-shape -> SHMESH_ERR_INVALID", "shape is NULL but ndim is 2", np);
+        expect_lines(&r, ": null-out -> SHMESH_ERR_INVALID", "out must not be NULL", np);
+        expect_lines(&r, ": null-sharding -> SHMESH_ERR_INVALID", "the sharding is NULL", np);
+        expect_lines(&r, ": null-buffers -> SHMESH_ERR_INVALID", "buffers is NULL", np);
+        expect_lines(&r, ": scatter-root -> SHMESH_ERR_INVALID", "root must be a rank 0..", np);
+        expect_lines(&r, ": gather-root -> SHMESH_ERR_INVALID",
                      "root must be -1 (every rank) or a rank 0..", np);
-        expect_lines(&r, "gather-null-out -> SHMESH_ERR_INVALID", "out is NULL", np);
-        expect_lines(&r, "reshard-null -> SHMESH_ERR_INVALID", "the sharding is NULL", np);
-        expect_lines(&r, "accessor-null -> SHMESH_ERR_INVALID", "the array is NULL", np);
+        expect_lines(&r, ": gather-null-out -> SHMESH_ERR_INVALID", "out is NULL", np);
+        expect_lines(&r, ": reshard-null -> SHMESH_ERR_INVALID", "the sharding is NULL", np);
+        expect_lines(&r, ": accessor-null -> SHMESH_ERR_INVALID", "the array is NULL", np);
         expect_lines(&r, "errors: job usable", NULL, np);
         if (np == 1)
-            expect_lines(&r, "scatter-null-data -> SHMESH_ERR_INVALID", "data is NULL on the root",
+            expect_lines(&r, ": scatter-null-data -> SHMESH_ERR_INVALID", "data is NULL on the root",
                          1);
         run_free(&r);
     }
+}
+
+/* Arrays over a process-local mesh move nothing between ranks: rank 0
+ * gathers, scatters and reshards alone, then meets the others. */
+static void local_mesh_arrays(void **state)
+{
+    struct run r;
+    run_job(&r, 3, 2, 30, "local-mesh", NULL, NULL);
+    expect_lines(&r, "rank 0: local mesh: gather, scatter and reshard without the other ranks ok",
+                 NULL, 1);
+    expect_lines(&r, ": local-scatter-root -> SHMESH_ERR_INVALID", "root must be this rank", 1);
+    expect_lines(&r, ": local-reshard-to-job -> SHMESH_ERR_INVALID", "expected both", 1);
+    run_free(&r);
+}
+
+/* Ranks gathering different arrays of the same bytes: every one fails,
+ * naming both arrays. */
+static void mismatched_gather(void **state)
+{
+    struct run r;
+    run_job(&r, 3, 2, 30, "mismatch", NULL, NULL);
+    expect_lines(&r, ": gather -> SHMESH_ERR_MISMATCH", "int32[6,2]", 3);
+    expect_lines(&r, ": gather -> SHMESH_ERR_MISMATCH", "float32[6,2]", 3);
+    run_free(&r);
 }
 
 int main(void)
@@ -188,6 +213,8 @@ int main(void)
         cmocka_unit_test(docstring_examples),
         cmocka_unit_test(with_devices_groups_blocks),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(local_mesh_arrays),
+        cmocka_unit_test(mismatched_gather),
         cmocka_unit_test(one_process_without_launcher),
         cmocka_unit_test(random_arrays),
         cmocka_unit_test(random_arrays_8_processes),

@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"
+#include "core/hash.h"
 #include "kernels/box.h"
 #include "mesh/mesh.h"
 #include "ops/args.h"
@@ -29,6 +30,9 @@ struct shmesh_global_array {
     uint64_t bytes;       /* the whole array's */
     uint64_t shard_bytes; /* every shard's */
     bool owned;           /* the shards' data is ours to free */
+    /* A process-local mesh (shmesh_mesh_local_mesh): every device is here,
+     * and gather, scatter and reshard run inside this process. */
+    bool local_only;
     bool replicated;
     int nlocal, ndev;
     shmesh_shard *local;  /* nlocal: this rank's devices, mesh order */
@@ -163,6 +167,7 @@ static int layout(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, 
     }
     a->sharding = s;
     a->ctx = c;
+    a->local_only = m->process_local;
     a->dtype = dtype;
     a->ndim = ndim;
     memcpy(a->shape, whole.shape, sizeof a->shape);
@@ -473,72 +478,97 @@ int shmesh_global_array_global_shards(const shmesh_global_array *a, const shmesh
                      a ? a->ndev : 0);
 }
 
-/* The whole array into out (NULL: this rank only helps), collective.
- * Every rank sends the blocks it holds with replica id 0 (each block is
- * held so by exactly one device), packed in mesh order, in a buffer of the
- * same size everywhere: the most any rank holds, which every rank works
- * out alike from the sharding. */
-static int gather_into(const shmesh_global_array *a, const char *fn, void *out)
+/* What ranks compare for a gather: the array (its mesh, spec, dtype and
+ * shape), the bytes each sends and the root, so that ranks gathering
+ * different arrays fail with SHMESH_ERR_MISMATCH naming both. */
+static void gather_desc(const shmesh_global_array *a, uint64_t per, int root, struct call_desc *d)
+{
+    call_desc_clear(d);
+    d->op = OP_WORLD_GATHER;
+    d->mesh = shmesh_sharding_mesh(a->sharding)->id;
+    d->dtype = d->out_dtype = (uint32_t)a->dtype;
+    d->ndim = d->out_ndim = a->ndim;
+    memcpy(d->shape, a->shape, sizeof d->shape);
+    memcpy(d->out_shape, a->shape, sizeof d->out_shape);
+    d->param[0] = (int64_t)per;
+    d->param[1] = root;
+    char spec[512] = "";
+    shmesh_pspec_text(shmesh_sharding_spec(a->sharding), spec, sizeof spec);
+    d->extra_hash = hash_bytes(spec, strlen(spec), 0);
+}
+
+/* Shard `p`'s block (its data at `src`) into the whole array `out`. */
+static void place(const shmesh_global_array *a, int p, const void *src, void *out)
+{
+    shmesh_shard sh = a->global[p];
+    sh.data.data = (void *)src;
+    shard_copy(a, &sh, out, true);
+}
+
+/* The whole array into out (NULL: this rank only helps), collective
+ * (except on a process-local mesh, whose devices are all here).  Every rank
+ * sends the blocks it holds with replica id 0 (each block is held so by
+ * exactly one device), packed in mesh order, in a buffer of the same size
+ * everywhere: the most any rank holds, which every rank works out alike
+ * from the sharding. */
+static int gather_into(const shmesh_global_array *a, const char *fn, int root, void *out)
 {
     shmesh_ctx *c = a->ctx;
     int world = shmesh_world_size(c), me = shmesh_rank(c);
-    uint64_t *held = calloc((size_t)world, sizeof *held);
+    uint64_t *at = calloc((size_t)world, sizeof *at); /* where rank r's next block is */
     int *owner = calloc((size_t)a->ndev + 1, sizeof *owner);
-    if (!held || !owner) {
-        free(held);
-        free(owner);
-        return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    unsigned char *send = NULL, *recv = NULL;
+    int rc = 0;
+    if (!at || !owner) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+        goto out;
     }
     uint64_t per = 0;
     for (int p = 0; p < a->ndev; p++) {
         owner[p] = shmesh_device_process(c, a->global[p].index.device);
         if (a->global[p].index.replica_id == 0 && owner[p] >= 0) {
-            held[owner[p]] += a->shard_bytes;
-            if (held[owner[p]] > per)
-                per = held[owner[p]];
+            at[owner[p]] += a->shard_bytes;
+            if (at[owner[p]] > per)
+                per = at[owner[p]];
         }
     }
-    free(held);
-    int rc = 0;
-    unsigned char *send = NULL, *recv = NULL;
-    if (per > SIZE_MAX / (uint64_t)world)
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM,
-                      "%s: %d ranks times %" PRIu64 " bytes each overflow the address space", fn,
-                      world, per);
-    else if (!(send = malloc(per ? per : 1)) || !(recv = malloc(per ? per * world : 1)))
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM,
-                      "%s: out of memory for %" PRIu64 " bytes to send and %" PRIu64
-                      " to receive",
-                      fn, per, per * (uint64_t)world);
-    if (rc)
-        goto out;
-    uint64_t off = 0;
-    for (int p = 0; p < a->ndev; p++)
-        if (owner[p] == me && a->global[p].index.replica_id == 0 && a->shard_bytes) {
-            memcpy(send + off, a->global[p].data.data, (size_t)a->shard_bytes);
-            off += a->shard_bytes;
-        }
-    rc = op_world_gather(c, fn, NULL, send, per, recv);
-    if (rc || !out)
-        goto out;
-    /* Rank r's blocks are at r * per, in mesh order. */
-    uint64_t *at = calloc((size_t)world, sizeof *at);
-    if (!at) {
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
-        goto out;
+    if (!a->local_only) {
+        if (per > SIZE_MAX / (uint64_t)world)
+            rc = ctx_fail(c, SHMESH_ERR_NOMEM,
+                          "%s: %d ranks times %" PRIu64 " bytes each overflow the address space",
+                          fn, world, per);
+        else if (!(send = malloc(per ? per : 1)) || !(recv = malloc(per ? per * world : 1)))
+            rc = ctx_fail(c, SHMESH_ERR_NOMEM,
+                          "%s: out of memory for %" PRIu64 " bytes to send and %" PRIu64
+                          " to receive",
+                          fn, per, per * (uint64_t)world);
+        if (rc)
+            goto out;
+        uint64_t off = 0;
+        for (int p = 0; p < a->ndev; p++)
+            if (owner[p] == me && a->global[p].index.replica_id == 0 && a->shard_bytes) {
+                memcpy(send + off, a->global[p].data.data, (size_t)a->shard_bytes);
+                off += a->shard_bytes;
+            }
+        struct call_desc d;
+        gather_desc(a, per, root, &d);
+        if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
+            goto out;
     }
+    if (!out)
+        goto out;
+    /* Rank r's blocks are at r * per, in mesh order; this rank's own are
+     * read from its shards. */
     for (int r = 0; r < world; r++)
         at[r] = (uint64_t)r * per;
     for (int p = 0; p < a->ndev; p++) {
         if (a->global[p].index.replica_id != 0 || owner[p] < 0 || !a->shard_bytes)
             continue;
-        shmesh_shard sh = a->global[p];
-        sh.data.data = recv + at[owner[p]];
+        place(a, p, owner[p] == me ? a->global[p].data.data : recv + at[owner[p]], out);
         at[owner[p]] += a->shard_bytes;
-        shard_copy(a, &sh, out, true);
     }
-    free(at);
 out:
+    free(at);
     free(owner);
     free(send);
     free(recv);
@@ -572,7 +602,7 @@ int shmesh_global_array_gather(const shmesh_global_array *a, int root, void *out
                         "%s: out is NULL, but this rank receives the whole array (%" PRIu64
                         " bytes) with root %d",
                         fn, a->bytes, root);
-    return gather_into(a, fn, receives ? out : NULL);
+    return gather_into(a, fn, root, receives ? out : NULL);
 }
 
 /* Every local shard of `a` cut from the whole array `global`. */
@@ -595,6 +625,14 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
     bool is_root = root == shmesh_rank(c);
     if ((rc = ctx_check(c, fn)) || (rc = check_root(c, fn, root, false)))
         goto fail;
+    if (a->local_only && !is_root) {
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "%s: the sharding's mesh is process-local (its devices are all this "
+                      "rank's), so nothing moves between ranks: root must be this rank, %d; got "
+                      "%d",
+                      fn, shmesh_rank(c), root);
+        goto fail;
+    }
     if (is_root && !data && a->bytes) {
         rc = ctx_fail(c, SHMESH_ERR_INVALID,
                       "%s: data is NULL on the root; expected the whole array (%" PRIu64
@@ -604,6 +642,11 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
     }
     if ((rc = alloc_shards(a, fn)))
         goto fail;
+    if (a->local_only) {
+        slice_all(a, data);
+        *out = a;
+        return 0;
+    }
     /* The root's data is only read (the movers never write a root's
      * buffer); the others receive into scratch. */
     unsigned char none;
@@ -648,6 +691,14 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       fn);
         goto fail;
     }
+    if (b->local_only != a->local_only) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                      "%s: the array's mesh is %s but the target's is %s; expected both "
+                      "process-local (shmesh_mesh_local_mesh) or both of the whole job",
+                      fn, a->local_only ? "process-local" : "of the whole job",
+                      b->local_only ? "process-local" : "of the whole job");
+        goto fail;
+    }
     if ((rc = alloc_shards(b, fn)))
         goto fail;
     /* The whole array on every rank, then each new shard cut from it. */
@@ -657,7 +708,7 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       "%s: out of memory for the whole array (%" PRIu64 " bytes)", fn, a->bytes);
         goto fail;
     }
-    rc = gather_into(a, fn, whole);
+    rc = gather_into(a, fn, -1, whole);
     if (!rc)
         slice_all(b, whole);
     free(whole);

@@ -14,6 +14,8 @@
  *                  reshard there and back
  *   errors         refused arguments and failing callbacks, each reported;
  *                  then the job must still work
+ *   local-mesh     arrays over a process-local mesh: nothing collective
+ *   mismatch       ranks gathering different arrays: SHMESH_ERR_MISMATCH
  *
  * Every rank prints "rank R: ..." lines the suite reads.  Every rank makes
  * the same random draws (same seed), so collective calls match.  Exit
@@ -620,7 +622,8 @@ static void prop_case(int k)
 {
     char what[512];
     shmesh_dtype dt = (shmesh_dtype)rnd(SHMESH_DTYPE_COUNT);
-    int ndim = (int)rnd(4) + (rnd(8) == 0);
+    unsigned r = rnd(8); /* scalars and 4 dimensions one case in 8 each */
+    int ndim = r == 0 ? 0 : r == 7 ? 4 : 1 + (int)(r - 1) % 3;
     shmesh_mesh *m1 = random_mesh(), *m2 = random_mesh();
     char spec1[128], spec2[128];
     int64_t f1[SHMESH_MAX_NDIM], f2[SHMESH_MAX_NDIM], shape[SHMESH_MAX_NDIM];
@@ -862,11 +865,88 @@ static int mode_errors(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * local-mesh: arrays over this rank's local mesh move nothing between
+ * ranks: only rank 0 gathers, scatters and reshards them, then every rank
+ * meets in a barrier (which a stray collective would not match).
+ * ---------------------------------------------------------------------- */
+
+static int mode_local_mesh(void)
+{
+    int k = shmesh_local_device_count(ctx);
+    shmesh_mesh *m = mesh_of(2, (int[]){world, k}, NULL), *lm;
+    MUST(shmesh_mesh_local_mesh(m, &lm));
+    if (rank == 0) {
+        shmesh_sharding *rows = sharding_of(lm, "y,-"), *cols = sharding_of(lm, "-,y");
+        shmesh_sharding *whole = sharding_of(m, "-"); /* replicated over the job */
+        int64_t shape[] = {2 * k, 3 * k};
+        struct host h;
+        host_init(&h, SHMESH_UINT16, 2, shape, 11, false);
+        struct src src = {.h = &h, .fail_at = -1};
+        shmesh_global_array *a, *b, *c;
+        MUST(shmesh_global_array_from_callback(rows, SHMESH_UINT16, 2, shape, cb_one, &src, &a));
+        check_array(a, &h, "local mesh");
+        check_gather(a, &h, 0, "local mesh");
+        MUST(shmesh_global_array_scatter(cols, SHMESH_UINT16, 2, shape, 0, h.data, &b));
+        check_array(b, &h, "local mesh scatter");
+        MUST(shmesh_global_array_reshard(b, rows, &c));
+        check_array(c, &h, "local mesh reshard");
+        shmesh_global_array_destroy(c);
+        c = (shmesh_global_array *)&c;
+        if (world > 1)
+            expect("local-scatter-root",
+                   shmesh_global_array_scatter(cols, SHMESH_UINT16, 2, shape, 1, h.data, &c),
+                   SHMESH_ERR_INVALID, false);
+        expect("local-reshard-to-job", shmesh_global_array_reshard(a, whole, &c),
+               SHMESH_ERR_INVALID, false);
+        if (c)
+            wrong("a refused reshard left out set");
+        shmesh_global_array_destroy(b);
+        shmesh_global_array_destroy(a);
+        shmesh_sharding_destroy(whole);
+        shmesh_sharding_destroy(cols);
+        shmesh_sharding_destroy(rows);
+        free(h.data);
+        printf("rank 0: local mesh: gather, scatter and reshard without the other ranks ok\n");
+    }
+    MUST(shmesh_barrier(ctx));
+    shmesh_mesh_destroy(lm);
+    shmesh_mesh_destroy(m);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * mismatch: rank 0 gathers an int32 array, the others a float32 one of the
+ * same bytes: every rank fails, naming both calls.
+ * ---------------------------------------------------------------------- */
+
+static int mode_mismatch(void)
+{
+    int ndev = shmesh_device_count(ctx);
+    shmesh_mesh *m = mesh_of(1, (int[]){ndev}, NULL);
+    shmesh_sharding *s = sharding_of(m, "x");
+    shmesh_dtype dt = rank == 0 ? SHMESH_INT32 : SHMESH_FLOAT32;
+    int64_t shape[] = {ndev, 2};
+    struct host h;
+    host_init(&h, dt, 2, shape, 5, false);
+    struct src src = {.h = &h, .fail_at = -1};
+    shmesh_global_array *a;
+    MUST(shmesh_global_array_from_callback(s, dt, 2, shape, cb_one, &src, &a));
+    unsigned char *out = xcalloc(h.bytes, 1);
+    expect("gather", shmesh_global_array_gather(a, -1, out), SHMESH_ERR_MISMATCH, false);
+    free(out);
+    shmesh_global_array_destroy(a);
+    shmesh_sharding_destroy(s);
+    shmesh_mesh_destroy(m);
+    free(h.data);
+    return -1; /* the context is poisoned: finalize only releases it */
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s examples|with-devices|prop SEED N|errors\n", argv[0]);
+        fprintf(stderr, "usage: %s examples|with-devices|prop SEED N|errors|local-mesh|mismatch\n", argv[0]);
         return 2;
     }
     int rc = shmesh_init(&ctx);
@@ -885,14 +965,19 @@ int main(int argc, char **argv)
         rc = mode_prop(argc, argv);
     else if (!strcmp(mode, "errors"))
         rc = mode_errors();
+    else if (!strcmp(mode, "local-mesh"))
+        rc = mode_local_mesh();
+    else if (!strcmp(mode, "mismatch"))
+        rc = mode_mismatch();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         rc = 2;
     }
-    if (rc)
+    if (rc > 0)
         return rc;
+    bool poisoned = rc < 0;
     rc = shmesh_finalize(ctx);
-    if (rc) {
+    if (rc && !poisoned) {
         printf("rank %d: shmesh_finalize -> %s: %s\n", rank, shmesh_error_name(rc),
                shmesh_last_error(NULL));
         return 3;
