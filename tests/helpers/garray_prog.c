@@ -620,7 +620,7 @@ static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
 static void prop_case(int k)
 {
-    char what[512];
+    char what[1024];
     shmesh_dtype dt = (shmesh_dtype)rnd(SHMESH_DTYPE_COUNT);
     unsigned r = rnd(8); /* scalars and 4 dimensions one case in 8 each */
     int ndim = r == 0 ? 0 : r == 7 ? 4 : 1 + (int)(r - 1) % 3;
