@@ -80,17 +80,20 @@ static void first_lines(const char *text, const char *word, char *buf, size_t le
     }
 }
 
-/* Runs `shmesh-run -v -n W -- shmesh-test-diff -q [-o OP] SEED COUNT` and
- * checks that every rank agreed with the model on every case and that the
- * segment is gone. */
-static void launch_env(char *const env[], int world, const char *op, unsigned long seed,
+/* Runs `shmesh-run -v -n W [--devices-per-rank K] -- shmesh-test-diff -q
+ * [-o OP] SEED COUNT` and checks that every rank agreed with the model on
+ * every case and that the segment is gone. */
+static void launch_env(char *const env[], int world, int per, const char *op, unsigned long seed,
                        int count)
 {
     bool heap = env == heap_always || env == heap_from_4k;
     char pre[160];
     env_prefix(env, pre, sizeof pre);
-    char ws[16], ss[32], cs[16];
+    char ws[16], ss[32], cs[16], ks[32], dev[48] = "";
     snprintf(ws, sizeof ws, "%d", world);
+    snprintf(ks, sizeof ks, "--devices-per-rank=%d", per);
+    if (per > 1)
+        snprintf(dev, sizeof dev, "%s ", ks);
     snprintf(ss, sizeof ss, "%lu", seed);
     snprintf(cs, sizeof cs, "%d", count);
     char *argv[16];
@@ -99,6 +102,8 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
     argv[n++] = "-v";
     argv[n++] = "-n";
     argv[n++] = ws;
+    if (per > 1)
+        argv[n++] = ks;
     argv[n++] = "--";
     argv[n++] = (char *)diff_path();
     argv[n++] = "-q";
@@ -115,8 +120,9 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
     struct run r;
     assert_int_equal(run_cmd(argv, env, DEADLINE, &r), 0);
     char repro[320];
-    snprintf(repro, sizeof repro, "%sshmesh-run -n %d -- shmesh-test-diff %s%s%s%s%lu %d", pre,
-             world, heap ? "-H " : "", op ? "-o " : "", op ? op : "", op ? " " : "", seed, count);
+    snprintf(repro, sizeof repro, "%sshmesh-run -n %d %s-- shmesh-test-diff %s%s%s%s%lu %d", pre,
+             world, dev, heap ? "-H " : "", op ? "-o " : "", op ? op : "", op ? " " : "", seed,
+             count);
     /* cmocka cuts long messages: the details go to stderr first. */
     if (r.timed_out) {
         fprintf(stderr, "%s: still running after %.0f s\nstdout:\n%.4000s\nstderr:\n%.4000s\n",
@@ -133,9 +139,9 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
             first_lines(r.out, "FAIL", bad, sizeof bad);
         fprintf(stderr,
                 "%s: exit %d, %d of %d ranks agreed on all %d cases\n%s\nstderr:\n%.3000s\n"
-                "replay one case with: %sshmesh-run -n %d -- shmesh-test-diff %s%s%s%s-f INDEX "
+                "replay one case with: %sshmesh-run -n %d %s-- shmesh-test-diff %s%s%s%s-f INDEX "
                 "%lu 1\n",
-                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err, pre, world,
+                repro, r.code, agreed, world, count, bad[0] ? bad : r.out, r.err, pre, world, dev,
                 heap ? "-H " : "", op ? "-o " : "", op ? op : "", op ? " " : "", seed);
         fail_msg("%s: exit %d, %d of %d ranks agreed (details above)", repro, r.code, agreed,
                  world);
@@ -148,8 +154,20 @@ static void launch_env(char *const env[], int world, const char *op, unsigned lo
 
 static void launch(int world, const char *op, unsigned long seed, int count)
 {
-    launch_env(env_vars, world, op, seed, count);
+    launch_env(env_vars, world, 1, op, seed, count);
 }
+
+/* Several devices per rank: every rank calls for its K devices, and each
+ * device's output must be the model's (the bits of one device per rank). */
+static void devices(int world, int per)
+{
+    launch_env(env_vars, world, per, NULL, 2000 + 10 * (unsigned long)(world * per) + per,
+               CASES);
+}
+static void devices_1x4(void **state) { devices(1, 4); }
+static void devices_2x2(void **state) { devices(2, 2); }
+static void devices_3x2(void **state) { devices(3, 2); }
+static void devices_2x3(void **state) { devices(2, 3); }
 
 /* Random cases over every collective, two seeds per world size (one under
  * SHMESH_TEST_SAMPLE). */
@@ -186,7 +204,7 @@ static void small_slot_buffers(void **state)
 {
     static const int worlds[] = {2, 3, 4, 5, 8};
     for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++)
-        launch_env(small_slots, worlds[i], NULL, 5000 + i, CASES);
+        launch_env(small_slots, worlds[i], 1, NULL, 5000 + i, CASES);
 }
 
 /* Zero-copy through the shared heap, forced and around its threshold. */
@@ -194,13 +212,13 @@ static void heap_buffers(void **state)
 {
     static const int worlds[] = {1, 2, 3, 4, 8};
     for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
-        launch_env(heap_always, worlds[i], NULL, 7000 + i, CASES);
-        launch_env(heap_from_4k, worlds[i], NULL, 7100 + i, CASES);
+        launch_env(heap_always, worlds[i], 1, NULL, 7000 + i, CASES);
+        launch_env(heap_from_4k, worlds[i], 1, NULL, 7100 + i, CASES);
     }
     static const char *const zc_ops[] = {"psum", "pmean", "pargmax", "all_gather",
                                          "psum_scatter", "all_to_all", "ppermute", "pbroadcast"};
     for (size_t i = 0; i < sizeof zc_ops / sizeof *zc_ops; i++)
-        launch_env(heap_always, 2 + (int)(i % 3) * 2, zc_ops[i], 7200 + i, OP_CASES);
+        launch_env(heap_always, 2 + (int)(i % 3) * 2, 1, zc_ops[i], 7200 + i, OP_CASES);
 }
 
 static void staged_reductions(void **state)
@@ -208,19 +226,19 @@ static void staged_reductions(void **state)
     static const int worlds[] = {2, 3, 5, 8};
     static const char *const red_ops[] = {"psum", "pmax", "pmin", "pmean", "pargmax", "pargmin"};
     for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
-        launch_env(rsag_always, worlds[i], NULL, 8000 + i, CASES);
-        launch_env(rsag_from_4k, worlds[i], NULL, 8100 + i, CASES);
+        launch_env(rsag_always, worlds[i], 1, NULL, 8000 + i, CASES);
+        launch_env(rsag_from_4k, worlds[i], 1, NULL, 8100 + i, CASES);
     }
     for (size_t i = 0; i < sizeof red_ops / sizeof *red_ops; i++)
-        launch_env(rsag_from_4k, 2 + (int)i, red_ops[i], 8200 + i, OP_CASES);
+        launch_env(rsag_from_4k, 2 + (int)i, 1, red_ops[i], 8200 + i, OP_CASES);
 }
 
 static void single_copy(void **state)
 {
     static const int worlds[] = {2, 3, 4, 8};
     for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
-        launch_env(cma_always, worlds[i], NULL, 9000 + i, CASES);
-        launch_env(cma_from_4k, worlds[i], NULL, 9100 + i, CASES);
+        launch_env(cma_always, worlds[i], 1, NULL, 9000 + i, CASES);
+        launch_env(cma_from_4k, worlds[i], 1, NULL, 9100 + i, CASES);
     }
     /* Reductions whose output elements are wider than their input's (bool
      * psum gives int32, integer pmean float32 or float64, pargmax int32), in
@@ -230,7 +248,7 @@ static void single_copy(void **state)
     static const char *const widening[] = {"psum", "pmean", "pargmax", "pargmin"};
     for (size_t i = 0; i < sizeof widening / sizeof *widening; i++)
         for (int w = 2; w <= 5; w += 1 + (w == 3))
-            launch_env(cma_always, w, widening[i], 9300 + i * 10 + (unsigned long)w, OP_CASES);
+            launch_env(cma_always, w, 1, widening[i], 9300 + i * 10 + (unsigned long)w, OP_CASES);
 }
 
 /* One rank refuses single copy (SHMESH_CMA=0): every member must see it in
@@ -304,6 +322,10 @@ int main(void)
         cmocka_unit_test(world_8),
         cmocka_unit_test(each_op),
         cmocka_unit_test(small_slot_buffers),
+        cmocka_unit_test(devices_1x4),
+        cmocka_unit_test(devices_2x2),
+        cmocka_unit_test(devices_3x2),
+        cmocka_unit_test(devices_2x3),
     };
     if (test_sample() > 1)
         print_message("SHMESH_TEST_SAMPLE=%d: every launch runs %d of its 500 random cases (%d "

@@ -101,10 +101,10 @@ static const struct {
     {"ragged-row-overflow",
      "a row would be int8[1099511627776,1099511627776] (operand "
      "int8[0,1099511627776,1099511627776] past its first dimension): more than 2^62 bytes"},
-    {"mesh-sizes", "(a=3 x b=2) must multiply to the world size 4"},
+    {"mesh-sizes", "(a=3 x b=2) must multiply to the job's device count 4 (4 ranks x 1 devices each)"},
     {"mesh-dup-names", "axis name 'a' is given twice"},
-    {"mesh-order", "rank 1 appears at positions 1 and 2"},
-    {"mesh-name-comma", "without ',' or spaces, got 'a,b'"},
+    {"mesh-order", "device 1 appears at positions 1 and 2"},
+    {"mesh-name-comma", "without ',', '(', ')' or spaces, got 'a,b'"},
 };
 
 static void local_errors_on_every_rank(void **state)

@@ -71,7 +71,7 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     if (c->spare) {
         k->s = c->spare;
         c->spare = k->s->next;
-    } else if (!(k->s = scratch_new(c->world))) {
+    } else if (!(k->s = scratch_new(c->world * c->local_devices))) {
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for a call's scratch", k->name);
     }
     return 0;

@@ -44,7 +44,8 @@ struct wait_for {
     int64_t t0; /* SHMESH_DEBUG=waits: when the wait began */
 };
 
-/* Per-call scratch, sized for the whole world, recycled through the context. */
+/* Per-call scratch, sized for every device of the job, recycled through the
+ * context. */
 #define BOUNCE_BYTES (64u << 10)
 struct call_scratch {
     struct call_scratch *next;

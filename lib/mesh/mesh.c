@@ -181,7 +181,7 @@ int mesh_fail(const shmesh_mesh *m, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (m && m->ctx)
-        return mesh_fail(m, "%s", msg);
+        return ctx_fail(m->ctx, SHMESH_ERR_INVALID, "%s", msg);
     init_error("%s", msg);
     return SHMESH_ERR_INVALID;
 }

@@ -9,7 +9,10 @@
  * Usage: shmesh-test-diff [-f FIRST] [-o OP] [-q] SEED COUNT
  *   runs cases FIRST .. FIRST+COUNT-1 of SEED (FIRST defaults to 0), only
  *   collective OP when given.  A case is named SEED/INDEX and depends only on
- *   those and the world size, so `-f INDEX SEED 1` replays one.
+ *   those and the device count, so `-f INDEX SEED 1` replays one.
+ *   Under shmesh-run --devices-per-rank K, every rank runs the call for its
+ *   K devices (one array each) and checks each of them; ragged_all_to_all,
+ *   which takes one device per rank, must then be refused on every rank.
  *
  * Output, one line per rank and case:
  *   rank R: case SEED/INDEX W=.. mesh .. op .. -> ok
@@ -34,7 +37,9 @@
 #define MAXK (MAXW * 3 + 1)
 #define SENTINEL 0xA5
 
-static int rank, world;
+/* world: the job's devices (every rank's local devices), which the cases
+ * lay out; per_rank: this rank's share. */
+static int rank, world, per_rank;
 static bool quiet;
 static shmesh_ctx *heap_ctx; /* -H: buffers come from the shared heap */
 static void *heap_bufs[8];    /* the ones that did */
@@ -802,7 +807,8 @@ static void describe(const struct tcase *c, char *buf, size_t len)
         if (o < len)                                                                           \
             o += (size_t)snprintf(buf + o, len - o, __VA_ARGS__);                              \
     } while (0)
-    PUT("case %" PRIu64 "/%ld W=%d mesh ", c->seed, c->index, world);
+    PUT("case %" PRIu64 "/%ld W=%d%s mesh ", c->seed, c->index, world,
+        per_rank > 1 ? " (devices)" : "");
     for (int k = 0; k < c->mndim; k++)
         PUT("%s%s=%d", k ? "," : "", c->names[k], c->sizes[k]);
     if (c->has_order) {
@@ -940,32 +946,37 @@ static void free_arrays(struct dev_arrays *a)
         free(a->off_buf[w]);
 }
 
-static int call_library(shmesh_mesh *m, const struct tcase *c, struct dev_arrays *a)
+/* The call with one array per local device (in, out, and ragged's offsets). */
+static int call_library(shmesh_mesh *m, const struct tcase *c, shmesh_array *in,
+                        shmesh_array *out, shmesh_array off[4][MAXW])
 {
     const ref_call *k = &c->call;
     const shmesh_groups *g = c->has_groups ? &c->groups : NULL;
+    struct {
+        shmesh_array *in, *out, *off[4];
+    } arrays = {in, out, {off[0], off[1], off[2], off[3]}}, *a = &arrays;
     switch (k->op) {
-    case REF_PSUM: return shmesh_psum(m, c->axes, g, &a->in, &a->out);
-    case REF_PMAX: return shmesh_pmax(m, c->axes, g, &a->in, &a->out);
-    case REF_PMIN: return shmesh_pmin(m, c->axes, g, &a->in, &a->out);
-    case REF_PMEAN: return shmesh_pmean(m, c->axes, g, &a->in, &a->out);
-    case REF_PARGMAX: return shmesh_pargmax(m, c->axes, g, &a->in, &a->out);
-    case REF_PARGMIN: return shmesh_pargmin(m, c->axes, g, &a->in, &a->out);
+    case REF_PSUM: return shmesh_psum(m, c->axes, g, a->in, a->out);
+    case REF_PMAX: return shmesh_pmax(m, c->axes, g, a->in, a->out);
+    case REF_PMIN: return shmesh_pmin(m, c->axes, g, a->in, a->out);
+    case REF_PMEAN: return shmesh_pmean(m, c->axes, g, a->in, a->out);
+    case REF_PARGMAX: return shmesh_pargmax(m, c->axes, g, a->in, a->out);
+    case REF_PARGMIN: return shmesh_pargmin(m, c->axes, g, a->in, a->out);
     case REF_ALL_GATHER:
-        return shmesh_all_gather(m, c->axes, g, k->axis, k->tiled, &a->in, &a->out);
+        return shmesh_all_gather(m, c->axes, g, k->axis, k->tiled, a->in, a->out);
     case REF_PSUM_SCATTER:
-        return shmesh_psum_scatter(m, c->axes, g, k->axis, k->tiled, &a->in, &a->out);
+        return shmesh_psum_scatter(m, c->axes, g, k->axis, k->tiled, a->in, a->out);
     case REF_ALL_TO_ALL:
-        return shmesh_all_to_all(m, c->axes, g, k->axis, k->concat_axis, k->tiled, &a->in,
-                                 &a->out);
-    case REF_PSWAPAXES: return shmesh_pswapaxes(m, c->axes, g, k->axis, &a->in, &a->out);
+        return shmesh_all_to_all(m, c->axes, g, k->axis, k->concat_axis, k->tiled, a->in,
+                                 a->out);
+    case REF_PSWAPAXES: return shmesh_pswapaxes(m, c->axes, g, k->axis, a->in, a->out);
     case REF_RAGGED_ALL_TO_ALL:
-        return shmesh_ragged_all_to_all(m, c->axes, g, &a->in, &a->out, &a->off[0], &a->off[1],
-                                        &a->off[2], &a->off[3]);
+        return shmesh_ragged_all_to_all(m, c->axes, g, a->in, a->out, a->off[0], a->off[1],
+                                        a->off[2], a->off[3]);
     case REF_PPERMUTE:
-        return shmesh_ppermute(m, c->axes, k->pairs, k->npairs, &a->in, &a->out);
-    case REF_PSHUFFLE: return shmesh_pshuffle(m, c->axes, k->perm, &a->in, &a->out);
-    case REF_PBROADCAST: return shmesh_pbroadcast(m, c->axes, k->source, &a->in, &a->out);
+        return shmesh_ppermute(m, c->axes, k->pairs, k->npairs, a->in, a->out);
+    case REF_PSHUFFLE: return shmesh_pshuffle(m, c->axes, k->perm, a->in, a->out);
+    case REF_PBROADCAST: return shmesh_pbroadcast(m, c->axes, k->source, a->in, a->out);
     default: return SHMESH_ERR_INVALID;
     }
 }
@@ -1047,24 +1058,8 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
         return 3;
     }
 
-    /* axis_index and axis_size, local. */
-    char why[512];
-    int want_idx = -1, want_size = -1, idx = -1, size = -1;
-    int ref_rc = ref_axis_index(&c->mesh, c->axes, rank, &want_idx, &want_size, why, sizeof why);
-    int rc1 = shmesh_axis_index(mesh, c->axes, &idx);
-    int rc2 = shmesh_axis_size(mesh, c->axes, &size);
-    if (ref_rc == 0 && (rc1 || rc2 || idx != want_idx || size != want_size)) {
-        printf("rank %d: %s -> MISMATCH axis_index/axis_size gave %s %d / %s %d, expected %d / "
-               "%d\n", rank, desc, shmesh_error_name(rc1), idx, shmesh_error_name(rc2), size,
-               want_idx, want_size);
-        status = 4;
-    } else if (ref_rc && (rc1 != SHMESH_ERR_INVALID || rc2 != SHMESH_ERR_INVALID)) {
-        printf("rank %d: %s -> MISMATCH axis_index/axis_size gave %s / %s for refused axes (%s)\n",
-               rank, desc, shmesh_error_name(rc1), shmesh_error_name(rc2), why);
-        status = 4;
-    }
-
     /* The model, for every device. */
+    char why[512];
     struct dev_arrays *ref = calloc((size_t)world, sizeof *ref);
     ref_dev *devs = calloc((size_t)world, sizeof *devs);
     for (int d = 0; d < world; d++) {
@@ -1073,18 +1068,60 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
                             &ref[d].off[2], &ref[d].off[3], 0};
     }
     ref_collective(&c->mesh, &c->call, devs, why, sizeof why);
-    ref_rc = devs[rank].rc; /* ragged can refuse for some groups only */
 
-    /* The library, for this rank. */
-    struct dev_arrays lib;
-    make_arrays(c, rank, &lib);
-    if (ref_rc) {
-        /* keep the untouched buffer for the "nothing written" check */
-        memcpy(ref[rank].out_buf, lib.out_buf, (size_t)c->out_room * 8);
+    /* The library, for this rank's devices in mesh order. */
+    int ids[MAXW];
+    int nl = shmesh_mesh_local_devices(mesh, ids, MAXW);
+    struct dev_arrays lib[MAXW];
+    shmesh_array ins[MAXW], outs[MAXW], offs[4][MAXW];
+    int ref_rc = 0;
+    for (int l = 0; l < nl; l++) {
+        make_arrays(c, ids[l], &lib[l]);
+        ins[l] = lib[l].in;
+        outs[l] = lib[l].out;
+        for (int w = 0; w < 4; w++)
+            offs[w][l] = lib[l].off[w];
+        if (devs[ids[l]].rc) {
+            /* ragged can refuse for some groups only; keep the untouched
+             * buffer for the "nothing written" check */
+            ref_rc = devs[ids[l]].rc;
+            memcpy(ref[ids[l]].out_buf, lib[l].out_buf, (size_t)c->out_room * 8);
+        }
     }
-    rc = call_library(mesh, c, &lib);
 
-    if (ref_rc == 0 && rc != 0) {
+    /* axis_index and axis_size, local: every local device's index. */
+    for (int l = 0; l < nl && !status; l++) {
+        int want_idx = -1, want_size = -1, idx = -1, size = -1;
+        int mrc = ref_axis_index(&c->mesh, c->axes, ids[l], &want_idx, &want_size, why,
+                                 sizeof why);
+        int rc1 = l ? shmesh_axis_index_of(mesh, c->axes, ids[l], &idx)
+                    : shmesh_axis_index(mesh, c->axes, &idx);
+        int rc2 = shmesh_axis_size(mesh, c->axes, &size);
+        if (mrc == 0 && (rc1 || rc2 || idx != want_idx || size != want_size)) {
+            printf("rank %d: %s -> MISMATCH device %d: axis_index/axis_size gave %s %d / %s %d, "
+                   "expected %d / %d\n", rank, desc, ids[l], shmesh_error_name(rc1), idx,
+                   shmesh_error_name(rc2), size, want_idx, want_size);
+            status = 4;
+        } else if (mrc && (rc1 != SHMESH_ERR_INVALID || rc2 != SHMESH_ERR_INVALID)) {
+            printf("rank %d: %s -> MISMATCH axis_index/axis_size gave %s / %s for refused axes "
+                   "(%s)\n", rank, desc, shmesh_error_name(rc1), shmesh_error_name(rc2), why);
+            status = 4;
+        }
+    }
+
+    rc = call_library(mesh, c, ins, outs, offs);
+
+    if (per_rank > 1 && c->call.op == REF_RAGGED_ALL_TO_ALL) {
+        /* Refused alike on every rank, before anything moves. */
+        if (rc != SHMESH_ERR_INVALID ||
+            (!ref_rc && !strstr(shmesh_last_error(ctx), "one device per rank"))) {
+            printf("rank %d: %s -> FAIL ragged_all_to_all with %d devices per rank gave %s: %s\n",
+                   rank, desc, per_rank, shmesh_error_name(rc), shmesh_last_error(ctx));
+            status = 3;
+        } else if (!quiet && !status) {
+            printf("rank %d: %s -> ok (refused: %s)\n", rank, desc, shmesh_last_error(ctx));
+        }
+    } else if (ref_rc == 0 && rc != 0) {
         printf("rank %d: %s -> FAIL the library returned %s: %s\n", rank, desc,
                shmesh_error_name(rc), shmesh_last_error(ctx));
         status = 3;
@@ -1094,7 +1131,9 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
                rc ? shmesh_last_error(ctx) : "");
         status = 5;
     } else {
-        long bad = compare(c, desc, &lib, &ref[rank], ref_rc != 0);
+        long bad = 0;
+        for (int l = 0; l < nl; l++)
+            bad += compare(c, desc, &lib[l], &ref[ids[l]], ref_rc != 0);
         if (bad)
             status = status ? status : 4;
         else if (!quiet && !status) {
@@ -1105,7 +1144,8 @@ static int run_case(shmesh_ctx *ctx, const struct tcase *c)
         }
     }
     fflush(stdout);
-    free_arrays(&lib);
+    for (int l = 0; l < nl; l++)
+        free_arrays(&lib[l]);
     for (int d = 0; d < world; d++)
         free_arrays(&ref[d]);
     free(ref);
@@ -1161,11 +1201,12 @@ int main(int argc, char **argv)
         return 3;
     }
     rank = shmesh_rank(ctx);
-    world = shmesh_world_size(ctx);
+    world = shmesh_device_count(ctx);
+    per_rank = shmesh_local_device_count(ctx);
     if (use_heap)
         heap_ctx = ctx;
     if (world > MAXW) {
-        fprintf(stderr, "rank %d: at most %d ranks\n", rank, MAXW);
+        fprintf(stderr, "rank %d: at most %d devices\n", rank, MAXW);
         return 2;
     }
     int worst = 0;
