@@ -34,7 +34,12 @@ struct shmesh_global_array {
      * and gather, scatter and reshard run inside this process. */
     bool local_only;
     bool replicated;
+    /* Every rank's devices hold every block (a fully replicated array, or
+     * one split only over axes inside each rank): gathers need no
+     * exchange. */
+    bool everywhere;
     int nlocal, ndev;
+    int *block_of;        /* ndev: the position of the replica 0 of each's block */
     shmesh_shard *local;  /* nlocal: this rank's devices, mesh order */
     shmesh_shard *global; /* ndev: every device, mesh order */
 };
@@ -85,6 +90,7 @@ void shmesh_global_array_destroy(shmesh_global_array *a)
             free(a->local[l].data.data);
     free(a->local);
     free(a->global);
+    free(a->block_of);
     free(a);
 }
 
@@ -127,6 +133,46 @@ static int check_index(const shmesh_global_array *a, const char *fn, const shmes
                     fn, ix->device, ix->replica_id, block, id, want);
 }
 
+static bool same_block(const shmesh_global_array *a, const shmesh_index *x, const shmesh_index *y)
+{
+    for (int d = 0; d < a->ndim; d++)
+        if (x->start[d] != y->start[d] || x->stop[d] != y->stop[d])
+            return false;
+    return true;
+}
+
+/* Which positions share a block (block_of), and whether every rank holds
+ * every block (everywhere). */
+static int find_blocks(shmesh_global_array *a, const char *fn)
+{
+    int world = shmesh_world_size(a->ctx);
+    int *seen = calloc((size_t)world, sizeof *seen); /* the last block rank r was seen with */
+    if (!seen)
+        return ctx_fail(a->ctx, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    a->everywhere = !a->local_only;
+    for (int p = 0; p < a->ndev; p++) {
+        int q = 0;
+        while (q < p && !same_block(a, &a->global[q].index, &a->global[p].index))
+            q++;
+        a->block_of[p] = q;
+    }
+    for (int b = 0; b < a->ndev && a->everywhere; b++) {
+        if (a->block_of[b] != b)
+            continue;
+        int ranks = 0;
+        for (int p = b; p < a->ndev; p++) {
+            int r = shmesh_device_process(a->ctx, a->global[p].index.device);
+            if (a->block_of[p] == b && r >= 0 && seen[r] != b + 1) {
+                seen[r] = b + 1;
+                ranks++;
+            }
+        }
+        a->everywhere = ranks == world;
+    }
+    free(seen);
+    return 0;
+}
+
 /* Validates the arguments every constructor takes and lays the array out:
  * every shard's block, replica id and shape, no data yet.  On failure *out
  * is NULL and the error explained. */
@@ -160,8 +206,9 @@ static int layout(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, 
     if (a) {
         a->global = calloc((size_t)ndev, sizeof *a->global);
         a->local = calloc((size_t)ndev, sizeof *a->local);
+        a->block_of = calloc((size_t)ndev, sizeof *a->block_of);
     }
-    if (!a || !ids || !ix || !a->global || !a->local) {
+    if (!a || !ids || !ix || !a->global || !a->local || !a->block_of) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory laying out %d shards", fn, ndev);
         goto fail;
     }
@@ -208,6 +255,9 @@ static int layout(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, 
         }
         a->local[l] = a->global[p];
     }
+    rc = find_blocks(a, fn);
+    if (rc)
+        goto fail;
     free(ids);
     free(ix);
     *out = a;
@@ -375,14 +425,6 @@ int shmesh_global_array_from_batched_callback(const shmesh_sharding *s, shmesh_d
     return 0;
 }
 
-static bool same_block(const shmesh_global_array *a, const shmesh_index *x, const shmesh_index *y)
-{
-    for (int d = 0; d < a->ndim; d++)
-        if (x->start[d] != y->start[d] || x->stop[d] != y->stop[d])
-            return false;
-    return true;
-}
-
 int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *s, shmesh_dtype dtype,
                                                    int ndim, const int64_t *shape,
                                                    shmesh_shards_fn fn, void *arg,
@@ -505,21 +547,24 @@ static void place(const shmesh_global_array *a, int p, const void *src, void *ou
     shard_copy(a, &sh, out, true);
 }
 
-/* The whole array into out (NULL: this rank only helps), collective
- * (except on a process-local mesh, whose devices are all here).  Every rank
- * sends the blocks it holds with replica id 0 (each block is held so by
- * exactly one device), packed in mesh order, in a buffer of the same size
- * everywhere: the most any rank holds, which every rank works out alike
- * from the sharding. */
+/* The whole array into out (NULL: this rank only helps).  Collective,
+ * except where every rank holds every block already (a->everywhere) or the
+ * mesh is process-local: then each block is copied from a local shard.
+ * Otherwise every rank sends the blocks it holds with replica id 0 (each
+ * block is held so by exactly one device), packed in mesh order, in a
+ * buffer of the same size everywhere: the most any rank holds, which every
+ * rank works out alike from the sharding. */
 static int gather_into(const shmesh_global_array *a, const char *fn, int root, void *out)
 {
     shmesh_ctx *c = a->ctx;
     int world = shmesh_world_size(c), me = shmesh_rank(c);
+    bool exchange = !a->local_only && !a->everywhere;
     uint64_t *at = calloc((size_t)world, sizeof *at); /* where rank r's next block is */
-    int *owner = calloc((size_t)a->ndev + 1, sizeof *owner);
+    int *owner = calloc((size_t)a->ndev, sizeof *owner);
+    bool *placed = calloc((size_t)a->ndev, sizeof *placed);
     unsigned char *send = NULL, *recv = NULL;
     int rc = 0;
-    if (!at || !owner) {
+    if (!at || !owner || !placed) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
@@ -532,7 +577,7 @@ static int gather_into(const shmesh_global_array *a, const char *fn, int root, v
                 per = at[owner[p]];
         }
     }
-    if (!a->local_only) {
+    if (exchange) {
         if (per > SIZE_MAX / (uint64_t)world)
             rc = ctx_fail(c, SHMESH_ERR_NOMEM,
                           "%s: %d ranks times %" PRIu64 " bytes each overflow the address space",
@@ -555,21 +600,26 @@ static int gather_into(const shmesh_global_array *a, const char *fn, int root, v
         if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
             goto out;
     }
-    if (!out)
+    if (!out || !a->shard_bytes)
         goto out;
-    /* Rank r's blocks are at r * per, in mesh order; this rank's own are
-     * read from its shards. */
+    /* Exchanged: rank r's blocks are at r * per, in mesh order (this rank's
+     * own are read from its shards).  Not: every block from a local shard
+     * holding it. */
     for (int r = 0; r < world; r++)
         at[r] = (uint64_t)r * per;
     for (int p = 0; p < a->ndev; p++) {
-        if (a->global[p].index.replica_id != 0 || owner[p] < 0 || !a->shard_bytes)
-            continue;
-        place(a, p, owner[p] == me ? a->global[p].data.data : recv + at[owner[p]], out);
-        at[owner[p]] += a->shard_bytes;
+        if (exchange && a->global[p].index.replica_id == 0) {
+            place(a, p, owner[p] == me ? a->global[p].data.data : recv + at[owner[p]], out);
+            at[owner[p]] += a->shard_bytes;
+        } else if (!exchange && owner[p] == me && !placed[a->block_of[p]]) {
+            place(a, p, a->global[p].data.data, out);
+            placed[a->block_of[p]] = true;
+        }
     }
 out:
     free(at);
     free(owner);
+    free(placed);
     free(send);
     free(recv);
     return rc;
