@@ -375,75 +375,42 @@ static int callback_failed(const shmesh_global_array *a, const char *fn, int got
                     n == 1 ? "" : "s", n ? devs : "(none)", what);
 }
 
-int shmesh_global_array_from_callback(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
-                                      const int64_t *shape, shmesh_shard_fn fn, void *arg,
-                                      shmesh_global_array **out)
+/* A caller's callback: per shard (one) or per batch of shards (many). */
+struct callback {
+    shmesh_shard_fn one;
+    shmesh_shards_fn many;
+    void *arg;
+};
+
+/* make_array_from_callback: once per local device. */
+static int fill_each(shmesh_global_array *a, const char *fn, const struct callback *cb)
 {
-    static const char name[] = "shmesh_global_array_from_callback";
-    shmesh_global_array *a;
-    int rc = check_out(name, out);
-    if (rc || (rc = owned_array(name, s, dtype, ndim, shape, &a)))
-        return rc;
-    if (!fn) {
-        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: the callback is NULL", name);
-        goto fail;
-    }
     for (int l = 0; l < a->nlocal; l++) {
-        int got = fn(arg, &a->local[l]);
-        if (got) {
-            rc = callback_failed(a, name, got, &a->local[l], 1, true);
-            goto fail;
-        }
+        int got = cb->one(cb->arg, &a->local[l]);
+        if (got)
+            return callback_failed(a, fn, got, &a->local[l], 1, true);
     }
-    *out = a;
-    return 0;
-fail:
-    shmesh_global_array_destroy(a);
-    return rc;
-}
-
-int shmesh_global_array_from_batched_callback(const shmesh_sharding *s, shmesh_dtype dtype,
-                                              int ndim, const int64_t *shape,
-                                              shmesh_shards_fn fn, void *arg,
-                                              shmesh_global_array **out)
-{
-    static const char name[] = "shmesh_global_array_from_batched_callback";
-    shmesh_global_array *a;
-    int rc = check_out(name, out);
-    if (rc || (rc = owned_array(name, s, dtype, ndim, shape, &a)))
-        return rc;
-    int got;
-    if (!fn)
-        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: the callback is NULL", name);
-    else if ((got = fn(arg, a->local, a->nlocal)))
-        rc = callback_failed(a, name, got, a->local, a->nlocal, false);
-    if (rc) {
-        shmesh_global_array_destroy(a);
-        return rc;
-    }
-    *out = a;
     return 0;
 }
 
-int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *s, shmesh_dtype dtype,
-                                                   int ndim, const int64_t *shape,
-                                                   shmesh_shards_fn fn, void *arg,
-                                                   shmesh_global_array **out)
+/* from_batched_callback: once, every local shard. */
+static int fill_batch(shmesh_global_array *a, const char *fn, const struct callback *cb)
 {
-    static const char name[] = "shmesh_global_array_from_callback_with_devices";
-    shmesh_global_array *a;
-    int rc = check_out(name, out);
-    if (rc || (rc = owned_array(name, s, dtype, ndim, shape, &a)))
-        return rc;
-    /* One call per distinct block, in the mesh order of its first local
-     * device, with the shards of every local device holding it. */
+    int got = cb->many(cb->arg, a->local, a->nlocal);
+    return got ? callback_failed(a, fn, got, a->local, a->nlocal, false) : 0;
+}
+
+/* from_batched_callback_with_devices: once per distinct block, in the mesh
+ * order of its first local device, with the shards of every local device
+ * holding it. */
+static int fill_blocks(shmesh_global_array *a, const char *fn, const struct callback *cb)
+{
     shmesh_shard *batch = calloc((size_t)a->nlocal + 1, sizeof *batch);
     bool *done = calloc((size_t)a->nlocal + 1, sizeof *done);
+    int rc = 0;
     if (!batch || !done)
         rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM, "%s: out of memory grouping %d local devices",
-                      name, a->nlocal);
-    else if (!fn)
-        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: the callback is NULL", name);
+                      fn, a->nlocal);
     for (int l = 0; !rc && l < a->nlocal; l++) {
         if (done[l])
             continue;
@@ -453,18 +420,62 @@ int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *s, shm
                 done[k] = true;
                 batch[n++] = a->local[k];
             }
-        int got = fn(arg, batch, n);
+        int got = cb->many(cb->arg, batch, n);
         if (got)
-            rc = callback_failed(a, name, got, batch, n, true);
+            rc = callback_failed(a, fn, got, batch, n, true);
     }
     free(batch);
     free(done);
+    return rc;
+}
+
+/* The callback constructors: owned shards that `fill` has the caller's
+ * callback fill; on any failure nothing is left. */
+static int from_callback(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                         const int64_t *shape, const struct callback *cb,
+                         int (*fill)(shmesh_global_array *, const char *, const struct callback *),
+                         shmesh_global_array **out)
+{
+    shmesh_global_array *a;
+    int rc = check_out(fn, out);
+    if (rc || (rc = owned_array(fn, s, dtype, ndim, shape, &a)))
+        return rc;
+    if (!cb->one && !cb->many)
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: the callback is NULL", fn);
+    else
+        rc = fill(a, fn, cb);
     if (rc) {
         shmesh_global_array_destroy(a);
         return rc;
     }
     *out = a;
     return 0;
+}
+
+int shmesh_global_array_from_callback(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                                      const int64_t *shape, shmesh_shard_fn fn, void *arg,
+                                      shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_callback", s, dtype, ndim, shape,
+                         &(struct callback){.one = fn, .arg = arg}, fill_each, out);
+}
+
+int shmesh_global_array_from_batched_callback(const shmesh_sharding *s, shmesh_dtype dtype,
+                                              int ndim, const int64_t *shape,
+                                              shmesh_shards_fn fn, void *arg,
+                                              shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_batched_callback", s, dtype, ndim, shape,
+                         &(struct callback){.many = fn, .arg = arg}, fill_batch, out);
+}
+
+int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *s, shmesh_dtype dtype,
+                                                   int ndim, const int64_t *shape,
+                                                   shmesh_shards_fn fn, void *arg,
+                                                   shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_callback_with_devices", s, dtype, ndim, shape,
+                         &(struct callback){.many = fn, .arg = arg}, fill_blocks, out);
 }
 
 const shmesh_sharding *shmesh_global_array_sharding(const shmesh_global_array *a)
