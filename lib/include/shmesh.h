@@ -580,10 +580,11 @@ SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *arra
 /* Collective over the job (device_get, process_allgather): the whole
  * array, row-major, into `out` on rank `root`, or on every rank when root
  * is -1 (out is ignored elsewhere and may be NULL).  Each block travels
- * once, from the device holding it with replica id 0.  Ranks gathering
- * different arrays (mesh, spec, dtype, shape) or roots get
- * SHMESH_ERR_MISMATCH naming both.  Over a process-local mesh
- * (shmesh_mesh_local_mesh) it is local: no other rank takes part. */
+ * once, from the device holding it with replica id 0; ranks gathering
+ * different arrays (mesh, spec, dtype, shape) or roots then get
+ * SHMESH_ERR_MISMATCH naming both.  Nothing moves where every rank holds
+ * every block already (a fully replicated array), nor over a
+ * process-local mesh (shmesh_mesh_local_mesh): no other rank takes part. */
 SHMESH_API int shmesh_global_array_gather(const shmesh_global_array *array, int root, void *out);
 /* Collective (device_put of a host array): a global array of `sharding`
  * (owned shards) whose data is rank root's `data` (the whole array,
