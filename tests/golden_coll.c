@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "golden_read.h"
 #include "shmesh.h"
 
 #define MAX_RANKS 16 /* the files hold 8 */
@@ -78,22 +79,6 @@ static int ncases, nranks_file;
 /* ------------------------------------------------------------------------
  * Reading the file
  * ---------------------------------------------------------------------- */
-
-static const char *path;
-static long lineno;
-static char parse_err[512];
-
-static bool bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static bool bad(const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(parse_err, sizeof parse_err, "%s:%ld: %s", path, lineno, msg);
-    return false;
-}
 
 static void *xalloc(size_t n)
 {

@@ -435,9 +435,10 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
  *
  * Errors name JAX's exception first, then say what was expected and found:
  * "DuplicateSpecError: ..." (an axis used twice), "IndivisibleError: ..."
- * (a dimension not divisible by its axes' product), "IndexError: ..." (more
- * entries than the array has dimensions), "ValueError: ..." (an axis the
- * mesh does not have, a malformed spec).  All are SHMESH_ERR_INVALID.
+ * (a dimension not divisible by its axes' product), "IndexError: ..." (an
+ * entry past the array's dimensions that splits), "ValueError: ..." (an
+ * axis the mesh does not have, a malformed spec).  All are
+ * SHMESH_ERR_INVALID.
  * ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -450,10 +451,17 @@ typedef struct {
 /* Local: parses a spec from text: entries separated by commas, each "-" or
  * "None" (not split), an axis name, or a tuple "(a,b)" ("()" is None, "(a)"
  * is a).  "x" is P('x'); "x,y" P('x', 'y'); "(x,y),-" P(('x', 'y'), None);
- * "" P().  Spaces are ignored.  Errors: shmesh_last_error(NULL). */
+ * "" P().  Spaces around names are ignored.  shmesh_pspec_text's form is
+ * read too: "P('x', ('x', 'y'), None)" (names may be quoted, and a tuple
+ * or P(...) may end with a comma, as in Python).  Errors (a malformed
+ * text, naming the position; more than SHMESH_MAX_NDIM entries or
+ * SHMESH_MAX_MESH_DIMS axes in a tuple; a name longer than
+ * SHMESH_MAX_AXIS_NAME): SHMESH_ERR_INVALID, explained by
+ * shmesh_last_error(NULL); *spec is then unchanged. */
 SHMESH_API int shmesh_pspec_parse(const char *text, shmesh_pspec *spec);
 /* "P('x', ('x', 'y'), None)" into buf (terminated when len > 0); returns the
- * length it needed. */
+ * length it needed, or SHMESH_ERR_INVALID for a spec whose counts or names
+ * are out of range (shmesh_last_error(NULL)). */
 SHMESH_API int shmesh_pspec_text(const shmesh_pspec *spec, char *buf, size_t len);
 
 typedef struct shmesh_sharding shmesh_sharding;
@@ -473,7 +481,9 @@ SHMESH_API int shmesh_sharding_create(shmesh_mesh *mesh, const shmesh_pspec *spe
 SHMESH_API void shmesh_sharding_destroy(shmesh_sharding *sharding);
 SHMESH_API shmesh_mesh *shmesh_sharding_mesh(const shmesh_sharding *sharding);
 SHMESH_API const shmesh_pspec *shmesh_sharding_spec(const shmesh_sharding *sharding);
-/* Local: the shape of every shard of an array of `shape`. */
+/* Local: the shape of every shard of an array of `shape`.  Entries past
+ * the array's dimensions may not split anything (None, or axes of size 1,
+ * which JAX accepts): IndexError otherwise. */
 SHMESH_API int shmesh_sharding_shard_shape(const shmesh_sharding *sharding, int ndim,
                                            const int64_t *shape, int64_t *shard_shape);
 /* Local: 1 when every shard is the whole array, 0 when not, or an error. */
