@@ -34,6 +34,23 @@ static void expect_lines(const struct run *r, const char *a, const char *b, int 
                  b ? " and " : "", b ? b : "", n, r->out, r->err);
 }
 
+/* SHMESH_SYSROOT naming a tree without GPUs: the devices are CPU ones, as
+ * many per rank as asked, whatever GPUs the machine has (global arrays
+ * live in host memory). */
+static char sysroot_env[128];
+
+static int no_gpus(void **state)
+{
+    snprintf(sysroot_env, sizeof sysroot_env, "SHMESH_SYSROOT=%s", fake_sysroot(0));
+    return 0;
+}
+
+static int remove_sysroot(void **state)
+{
+    fake_sysroot_remove();
+    return 0;
+}
+
 /* Runs the helper under shmesh-run: `np` processes of `k` devices each.
  * It must exit 0 and leave no segment behind. */
 static void run_job(struct run *r, int np, int k, double timeout, const char *mode,
@@ -42,7 +59,8 @@ static void run_job(struct run *r, int np, int k, double timeout, const char *mo
     char nps[16], ks[16];
     snprintf(nps, sizeof nps, "%d", np);
     snprintf(ks, sizeof ks, "%d", k);
-    run_launcher(r, NULL, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--",
+    char *env[] = {sysroot_env, NULL};
+    run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--",
                  garray_path(), mode, arg1, arg2, NULL);
     if (r->timed_out || r->code != 0)
         fail_msg("%d processes x %d devices, %s %s %s: exit %d%s\nstdout:\n%s\nstderr:\n%s", np,
@@ -219,5 +237,5 @@ int main(void)
         cmocka_unit_test(random_arrays),
         cmocka_unit_test(random_arrays_8_processes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);
 }
