@@ -6,7 +6,9 @@
  * Moving whole arrays between ranks (gather, scatter, reshard) goes
  * through the world-wide movers of ops/ops.h: the simplest thing that is
  * right for any pair of shardings, at the price of the whole array passing
- * through every rank (docs/arrays.md gives the costs). */
+ * through every rank (docs/arrays.md gives the costs).  Nothing moves
+ * where every rank holds every block already, nor over a process-local
+ * mesh. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@ struct shmesh_global_array {
      * exchange. */
     bool everywhere;
     int nlocal, ndev;
-    int *block_of;        /* ndev: the position of the replica 0 of each's block */
+    int *block_of;        /* ndev: per position, where its block's replica 0 is */
     shmesh_shard *local;  /* nlocal: this rank's devices, mesh order */
     shmesh_shard *global; /* ndev: every device, mesh order */
 };
