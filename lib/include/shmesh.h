@@ -498,13 +498,25 @@ SHMESH_API int shmesh_sharding_indices(const shmesh_sharding *sharding, int ndim
 
 /* ---------------------------------------------------------------------------
  * Global arrays (jax.Array / GlobalDeviceArray): one logical array of a
- * global shape, split over a mesh's devices by a sharding.  Each rank holds
- * the shards of its local devices; it knows every shard's block, but data
- * only for its own.
+ * global shape, split over a concrete mesh's devices by a sharding.  Each
+ * rank holds the shards of its local devices; it knows every shard's block,
+ * but has data only for its own.  An array borrows its sharding (which
+ * must outlive it) and is used by one thread at a time, as its context is.
+ *
+ * The constructors are local: each rank builds its own view, and every rank
+ * should build the same array (same sharding, dtype and shape) before the
+ * collective ones (gather, reshard) meet.  Errors are explained by
+ * shmesh_last_error(ctx) of the mesh's context; those found before there is
+ * one (a NULL sharding or out, an abstract mesh, a NULL array) by
+ * shmesh_last_error(NULL) on the calling thread.  On failure *out is NULL
+ * and nothing is left allocated.  Memory and data movement of each call:
+ * docs/arrays.md.
  * ------------------------------------------------------------------------- */
 
-/* A shard: a device's block and, where the device is local, its data (an
- * array of the shard shape; data.data NULL elsewhere). */
+/* A shard: a device's block (index: device id, replica id, start/stop per
+ * dimension) and its data, an array of the shard shape whose data.data is
+ * the device's buffer where the device is local, NULL elsewhere (and NULL
+ * also for a shard with no elements). */
 typedef struct {
     shmesh_index index;
     shmesh_array data;
@@ -512,21 +524,28 @@ typedef struct {
 
 typedef struct shmesh_global_array shmesh_global_array;
 
-/* Fills shard->data.data (allocated by the library, of the shard shape)
- * with the block shard->index names; returns 0, or anything else to fail
- * the construction (SHMESH_ERR_INVALID naming the device). */
+/* Fills shard->data.data (owned by the array: zeroed, 64-byte aligned, of
+ * the shard shape) with the block shard->index names; returns 0, or
+ * anything else to fail the construction: SHMESH_ERR_INVALID naming the
+ * device, the block and the value, with everything made so far freed.  It
+ * runs on the calling thread and may call local shmesh functions. */
 typedef int (*shmesh_shard_fn)(void *arg, const shmesh_shard *shard);
-/* Fills n shards at once. */
+/* Fills n shards at once (the same contract, for all n). */
 typedef int (*shmesh_shards_fn)(void *arg, const shmesh_shard *shards, int n);
 
 /* Local: a global array over one caller buffer per local device of the
  * sharding's mesh (shmesh_mesh_local_devices order), each holding that
- * device's shard; borrowed: the caller keeps them alive and frees them. */
+ * device's shard; borrowed: the caller keeps them alive and frees them.
+ * buffers (or an entry) may be NULL only where the shards are empty.
+ * Errors: dtype, ndim (0..SHMESH_MAX_NDIM), a negative dimension, more
+ * than 2^62 bytes, a shape the sharding cannot split (IndivisibleError,
+ * IndexError from the sharding), NULL arguments. */
 SHMESH_API int shmesh_global_array_create(const shmesh_sharding *sharding, shmesh_dtype dtype,
                                           int ndim, const int64_t *shape,
                                           void *const *buffers, shmesh_global_array **out);
-/* Local: owned shards filled by fn, called once per local device
- * (make_array_from_callback). */
+/* Local: owned shards filled by fn, called once per local device in
+ * shmesh_mesh_local_devices order (make_array_from_callback,
+ * GlobalDeviceArray.from_callback). */
 SHMESH_API int shmesh_global_array_from_callback(const shmesh_sharding *sharding,
                                                  shmesh_dtype dtype, int ndim,
                                                  const int64_t *shape, shmesh_shard_fn fn,
@@ -537,39 +556,57 @@ SHMESH_API int shmesh_global_array_from_batched_callback(const shmesh_sharding *
                                                          const int64_t *shape,
                                                          shmesh_shards_fn fn, void *arg,
                                                          shmesh_global_array **out);
-/* Local: fn called once per distinct block among the local devices, with
- * the shards of every local device that holds it (in mesh order): it fills
- * each (from_batched_callback_with_devices). */
+/* Local: fn called once per distinct block among the local devices (in the
+ * mesh order of the first local device holding it), with the shards of
+ * every local device that holds it (in mesh order): it fills each
+ * (from_batched_callback_with_devices). */
 SHMESH_API int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *sharding,
                                                               shmesh_dtype dtype, int ndim,
                                                               const int64_t *shape,
                                                               shmesh_shards_fn fn, void *arg,
                                                               shmesh_global_array **out);
-/* Local: frees the array and the shards it owns (NULL is accepted). */
+/* Local: frees the array and the shards it owns (never borrowed buffers;
+ * NULL is accepted). */
 SHMESH_API void shmesh_global_array_destroy(shmesh_global_array *array);
 
+/* Local accessors.  The sharding (NULL for a NULL array), the dtype
+ * (SHMESH_DTYPE_COUNT for a NULL array). */
 SHMESH_API const shmesh_sharding *shmesh_global_array_sharding(const shmesh_global_array *array);
 SHMESH_API shmesh_dtype shmesh_global_array_dtype(const shmesh_global_array *array);
-/* Its ndim; the global shape into shape (SHMESH_MAX_NDIM entries) unless NULL. */
+/* Its ndim; the global shape into shape[0..ndim) (room for SHMESH_MAX_NDIM
+ * is enough) unless NULL. */
 SHMESH_API int shmesh_global_array_shape(const shmesh_global_array *array, int64_t *shape);
+/* Whether every shard is the whole array (the sharding's answer). */
 SHMESH_API bool shmesh_global_array_is_fully_replicated(const shmesh_global_array *array);
 /* The local shards (one per local device, mesh order) or every device's
- * (mesh order; data only where local): *shards points into the array. */
+ * (mesh order; data only where local, the same buffers as the local
+ * shards'): returns how many; *shards points into the array, valid until
+ * it is destroyed. */
 SHMESH_API int shmesh_global_array_local_shards(const shmesh_global_array *array,
                                                 const shmesh_shard **shards);
 SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *array,
                                                  const shmesh_shard **shards);
 
-/* Collective over the job: the whole array, row-major, into `out` on rank
- * `root`, or on every rank when root is -1 (out is ignored elsewhere). */
+/* Collective over the job (device_get, process_allgather): the whole
+ * array, row-major, into `out` on rank `root`, or on every rank when root
+ * is -1 (out is ignored elsewhere and may be NULL).  Each block travels
+ * once, from the device holding it with replica id 0; ranks gathering
+ * different arrays (mesh, spec, dtype, shape) or roots then get
+ * SHMESH_ERR_MISMATCH naming both.  Nothing moves where every rank holds
+ * every block already (a fully replicated array), nor over a
+ * process-local mesh (shmesh_mesh_local_mesh): no other rank takes part. */
 SHMESH_API int shmesh_global_array_gather(const shmesh_global_array *array, int root, void *out);
-/* Collective: a global array of `sharding` whose data is rank root's
- * `data` (the whole array, row-major; ignored elsewhere). */
+/* Collective (device_put of a host array): a global array of `sharding`
+ * (owned shards) whose data is rank root's `data` (the whole array,
+ * row-major; only read, and ignored elsewhere).  Over a process-local mesh
+ * it is local, and root must be this rank. */
 SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shmesh_dtype dtype,
                                            int ndim, const int64_t *shape, int root,
                                            const void *data, shmesh_global_array **out);
-/* Collective: the same array under another sharding of the same mesh
- * (device order and all), owned shards. */
+/* Collective (jax.device_put(x, new_sharding)): the same array under
+ * sharding `to`, whose mesh is any concrete mesh of the same job (another
+ * device order, other axes), process-local exactly when the array's is;
+ * owned shards, bit for bit the same values. */
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
 

@@ -1,0 +1,785 @@
+/* Global arrays (jax.Array, GlobalDeviceArray): a global shape split over
+ * a concrete mesh's devices by a sharding.  Every rank knows every
+ * device's block (the sharding says it); it holds data only for its own
+ * devices, one shard each.
+ *
+ * Moving whole arrays between ranks (gather, scatter, reshard) goes
+ * through the world-wide movers of ops/ops.h: the simplest thing that is
+ * right for any pair of shardings, at the price of the whole array passing
+ * through every rank (docs/arrays.md gives the costs).  Nothing moves
+ * where every rank holds every block already, nor over a process-local
+ * mesh. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/fail.h"
+#include "core/hash.h"
+#include "kernels/box.h"
+#include "mesh/mesh.h"
+#include "ops/args.h"
+#include "ops/ops.h"
+
+struct shmesh_global_array {
+    const shmesh_sharding *sharding; /* borrowed */
+    shmesh_ctx *ctx;                 /* the mesh's */
+    shmesh_dtype dtype;
+    int ndim;
+    int64_t shape[SHMESH_MAX_NDIM];
+    uint64_t bytes;       /* the whole array's */
+    uint64_t shard_bytes; /* every shard's */
+    bool owned;           /* the shards' data is ours to free */
+    /* A process-local mesh (shmesh_mesh_local_mesh): every device is here,
+     * and gather, scatter and reshard run inside this process. */
+    bool local_only;
+    bool replicated;
+    /* Every rank's devices hold every block (a fully replicated array, or
+     * one split only over axes inside each rank): gathers need no
+     * exchange. */
+    bool everywhere;
+    int nlocal, ndev;
+    int *block_of;        /* ndev: per position, where its block's replica 0 is */
+    shmesh_shard *local;  /* nlocal: this rank's devices, mesh order */
+    shmesh_shard *global; /* ndev: every device, mesh order */
+};
+
+/* "[0:2, 0:1]": a block as Python slices ("[]" for a scalar's). */
+static void block_text(char *buf, size_t len, int ndim, const shmesh_index *ix)
+{
+    int n = snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%" PRId64 ":%" PRId64, d ? ", " : "",
+                      ix->start[d], ix->stop[d]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+/* The block of `ix` inside the global array, for box_read/box_write. */
+static void block_box(const shmesh_global_array *a, const shmesh_index *ix, struct box *b)
+{
+    box_whole(b, a->ndim, a->shape, dtype_size(a->dtype));
+    for (int d = 0; d < a->ndim; d++) {
+        b->start[d] = ix->start[d];
+        b->ext[d] = ix->stop[d] - ix->start[d];
+    }
+    box_simplify(b);
+}
+
+/* Copies shard `sh`'s block out of (to_global false) or into the whole
+ * array `global`, row-major. */
+static void shard_copy(const shmesh_global_array *a, const shmesh_shard *sh, void *global,
+                       bool to_global)
+{
+    if (!a->shard_bytes)
+        return;
+    struct box b;
+    block_box(a, &sh->index, &b);
+    if (to_global)
+        box_write(&b, global, 0, box_elems(&b), sh->data.data);
+    else
+        box_read(&b, global, 0, box_elems(&b), sh->data.data);
+}
+
+void shmesh_global_array_destroy(shmesh_global_array *a)
+{
+    if (!a)
+        return;
+    if (a->owned && a->local)
+        for (int l = 0; l < a->nlocal; l++)
+            free(a->local[l].data.data);
+    free(a->local);
+    free(a->global);
+    free(a->block_of);
+    free(a);
+}
+
+/* The concrete mesh of sharding `s` and its context, or SHMESH_ERR_INVALID
+ * explained on this thread (there is no context to explain it in). */
+static int sharding_ctx(const char *fn, const shmesh_sharding *s, shmesh_ctx **c)
+{
+    if (!s) {
+        init_error("%s: the sharding is NULL", fn);
+        return SHMESH_ERR_INVALID;
+    }
+    shmesh_mesh *m = shmesh_sharding_mesh(s);
+    if (!m || shmesh_mesh_is_abstract(m) || !m->ctx) {
+        init_error("%s: the sharding's mesh must be concrete (shmesh_mesh_create), since a global "
+                   "array's shards live on its devices; got an abstract mesh",
+                   fn);
+        return SHMESH_ERR_INVALID;
+    }
+    *c = m->ctx;
+    return 0;
+}
+
+/* The sharding's blocks must be what the array's shards can hold: the
+ * device of that mesh position, the shard shape, inside the array. */
+static int check_index(const shmesh_global_array *a, const char *fn, const shmesh_index *ix,
+                       int id, const int64_t *shard_shape)
+{
+    bool ok = ix->device == id && ix->replica_id >= 0 && ix->replica_id < a->ndev;
+    for (int d = 0; ok && d < a->ndim; d++)
+        ok = ix->start[d] >= 0 && ix->stop[d] - ix->start[d] == shard_shape[d] &&
+             ix->stop[d] <= a->shape[d];
+    if (ok)
+        return 0;
+    char block[256], want[160];
+    block_text(block, sizeof block, a->ndim, ix);
+    shape_format(want, sizeof want, a->dtype, a->ndim, shard_shape);
+    return ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                    "%s: the sharding gave device %d (replica %d) the block %s; expected device "
+                    "%d with a block of the shard shape %s inside the array",
+                    fn, ix->device, ix->replica_id, block, id, want);
+}
+
+static bool same_block(const shmesh_global_array *a, const shmesh_index *x, const shmesh_index *y)
+{
+    for (int d = 0; d < a->ndim; d++)
+        if (x->start[d] != y->start[d] || x->stop[d] != y->stop[d])
+            return false;
+    return true;
+}
+
+/* Which positions share a block (block_of), and whether every rank holds
+ * every block (everywhere). */
+static int find_blocks(shmesh_global_array *a, const char *fn)
+{
+    int world = shmesh_world_size(a->ctx);
+    int *seen = calloc((size_t)world, sizeof *seen); /* the last block rank r was seen with */
+    if (!seen)
+        return ctx_fail(a->ctx, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    a->everywhere = !a->local_only;
+    for (int p = 0; p < a->ndev; p++) {
+        int q = 0;
+        while (q < p && !same_block(a, &a->global[q].index, &a->global[p].index))
+            q++;
+        a->block_of[p] = q;
+    }
+    for (int b = 0; b < a->ndev && a->everywhere; b++) {
+        if (a->block_of[b] != b)
+            continue;
+        int ranks = 0;
+        for (int p = b; p < a->ndev; p++) {
+            int r = shmesh_device_process(a->ctx, a->global[p].index.device);
+            if (a->block_of[p] == b && r >= 0 && seen[r] != b + 1) {
+                seen[r] = b + 1;
+                ranks++;
+            }
+        }
+        a->everywhere = ranks == world;
+    }
+    free(seen);
+    return 0;
+}
+
+/* Validates the arguments every constructor takes and lays the array out:
+ * every shard's block, replica id and shape, no data yet.  On failure *out
+ * is NULL and the error explained. */
+static int layout(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                  const int64_t *shape, shmesh_global_array **out)
+{
+    *out = NULL;
+    shmesh_ctx *c;
+    int rc = sharding_ctx(fn, s, &c);
+    if (rc)
+        return rc;
+    if (ndim > 0 && !shape)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: shape is NULL but ndim is %d", fn, ndim);
+    /* The global shape, checked as any array's (dtype, ndim, sizes, 2^62
+     * bytes); data is not ours to check, so it is given as present. */
+    shmesh_array whole = {.data = &whole, .dtype = dtype, .ndim = ndim};
+    if (ndim > 0 && ndim <= SHMESH_MAX_NDIM)
+        memcpy(whole.shape, shape, sizeof *shape * (size_t)ndim);
+    uint64_t elems;
+    if ((rc = array_check(c, fn, "the global array", &whole, &elems)))
+        return rc;
+    int64_t shard_shape[SHMESH_MAX_NDIM] = {0};
+    if ((rc = shmesh_sharding_shard_shape(s, ndim, whole.shape, shard_shape)))
+        return rc;
+
+    shmesh_mesh *m = shmesh_sharding_mesh(s);
+    int ndev = shmesh_mesh_size(m);
+    shmesh_global_array *a = calloc(1, sizeof *a);
+    int *ids = calloc((size_t)ndev * 2, sizeof *ids);
+    shmesh_index *ix = calloc((size_t)ndev, sizeof *ix);
+    if (a) {
+        a->global = calloc((size_t)ndev, sizeof *a->global);
+        a->local = calloc((size_t)ndev, sizeof *a->local);
+        a->block_of = calloc((size_t)ndev, sizeof *a->block_of);
+    }
+    if (!a || !ids || !ix || !a->global || !a->local || !a->block_of) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory laying out %d shards", fn, ndev);
+        goto fail;
+    }
+    a->sharding = s;
+    a->ctx = c;
+    a->local_only = m->process_local;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    memcpy(a->shape, whole.shape, sizeof a->shape);
+    a->ndev = ndev;
+    a->bytes = elems * dtype_size(dtype);
+    a->shard_bytes = dtype_size(dtype);
+    for (int d = 0; d < ndim; d++)
+        a->shard_bytes *= (uint64_t)shard_shape[d];
+
+    int *mesh_ids = ids, *local_ids = ids + ndev;
+    if ((rc = shmesh_mesh_device_ids(m, mesh_ids, ndev)) < 0)
+        goto fail;
+    if ((rc = shmesh_mesh_local_devices(m, local_ids, ndev)) < 0)
+        goto fail;
+    a->nlocal = rc;
+    if ((rc = shmesh_sharding_indices(s, ndim, whole.shape, ix)))
+        goto fail;
+    if ((rc = shmesh_sharding_is_fully_replicated(s, ndim, whole.shape)) < 0)
+        goto fail;
+    a->replicated = rc == 1;
+    rc = 0;
+    for (int p = 0; p < ndev; p++) {
+        if ((rc = check_index(a, fn, &ix[p], mesh_ids[p], shard_shape)))
+            goto fail;
+        a->global[p] = (shmesh_shard){.index = ix[p], .data = {NULL, dtype, ndim, {0}}};
+        memcpy(a->global[p].data.shape, shard_shape, sizeof shard_shape);
+    }
+    /* Local shards in shmesh_mesh_local_devices order (mesh order). */
+    for (int l = 0; l < a->nlocal; l++) {
+        int p = 0;
+        while (p < ndev && mesh_ids[p] != local_ids[l])
+            p++;
+        if (p == ndev) {
+            rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                          "%s: local device %d (id %d) is not among the mesh's %d devices", fn, l,
+                          local_ids[l], ndev);
+            goto fail;
+        }
+        a->local[l] = a->global[p];
+    }
+    rc = find_blocks(a, fn);
+    if (rc)
+        goto fail;
+    free(ids);
+    free(ix);
+    *out = a;
+    return 0;
+fail:
+    free(ids);
+    free(ix);
+    shmesh_global_array_destroy(a);
+    return rc;
+}
+
+/* Global shards show the local shards' data: the same buffers. */
+static void link_global(shmesh_global_array *a)
+{
+    for (int l = 0; l < a->nlocal; l++)
+        for (int p = 0; p < a->ndev; p++)
+            if (a->global[p].index.device == a->local[l].index.device)
+                a->global[p].data.data = a->local[l].data.data;
+}
+
+/* Owned, zeroed data for every local shard (none for empty shards: their
+ * data stays NULL), 64-byte aligned. */
+static int alloc_shards(shmesh_global_array *a, const char *fn)
+{
+    a->owned = true;
+    size_t bytes = (size_t)((a->shard_bytes + 63) & ~(uint64_t)63);
+    for (int l = 0; l < a->nlocal && a->shard_bytes; l++) {
+        void *p = aligned_alloc(64, bytes);
+        if (!p)
+            return ctx_fail(a->ctx, SHMESH_ERR_NOMEM,
+                            "%s: out of memory for local shard %d (%" PRIu64 " bytes)", fn, l,
+                            a->shard_bytes);
+        memset(p, 0, (size_t)a->shard_bytes);
+        a->local[l].data.data = p;
+    }
+    link_global(a);
+    return 0;
+}
+
+/* A layout with owned shards: what every constructor but create starts from. */
+static int owned_array(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                       const int64_t *shape, shmesh_global_array **out)
+{
+    int rc = layout(fn, s, dtype, ndim, shape, out);
+    if (!rc && (rc = alloc_shards(*out, fn))) {
+        shmesh_global_array_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* `out` must not be NULL; it is cleared before anything can fail.  With no
+ * context to blame yet, the explanation is this thread's. */
+static int check_out(const char *fn, shmesh_global_array **out)
+{
+    if (out) {
+        *out = NULL;
+        return 0;
+    }
+    init_error("%s: out must not be NULL", fn);
+    return SHMESH_ERR_INVALID;
+}
+
+int shmesh_global_array_create(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                               const int64_t *shape, void *const *buffers,
+                               shmesh_global_array **out)
+{
+    static const char fn[] = "shmesh_global_array_create";
+    shmesh_global_array *a;
+    int rc = check_out(fn, out);
+    if (rc || (rc = layout(fn, s, dtype, ndim, shape, &a)))
+        return rc;
+    if (!buffers && a->nlocal && a->shard_bytes) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                      "%s: buffers is NULL; expected %d buffers (one per local device) of %" PRIu64
+                      " bytes",
+                      fn, a->nlocal, a->shard_bytes);
+        goto fail;
+    }
+    for (int l = 0; l < a->nlocal && a->shard_bytes; l++) {
+        if (!buffers[l]) {
+            rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                          "%s: buffers[%d] (device %d) is NULL; expected its shard of %" PRIu64
+                          " bytes",
+                          fn, l, a->local[l].index.device, a->shard_bytes);
+            goto fail;
+        }
+        a->local[l].data.data = buffers[l];
+    }
+    link_global(a);
+    *out = a;
+    return 0;
+fail:
+    shmesh_global_array_destroy(a);
+    return rc;
+}
+
+/* A callback's non-zero result for `shards` (n of them, sharing one block
+ * when one_block): the construction fails, naming their devices. */
+static int callback_failed(const shmesh_global_array *a, const char *fn, int got,
+                           const shmesh_shard *shards, int n, bool one_block)
+{
+    char devs[160] = "", what[300] = "every local shard";
+    int len = 0;
+    for (int i = 0; i < n && len >= 0 && (size_t)len < sizeof devs; i++)
+        len += snprintf(devs + len, sizeof devs - (size_t)len, "%s%d", i ? ", " : "",
+                        shards[i].index.device);
+    if (one_block) {
+        char block[256];
+        block_text(block, sizeof block, a->ndim, &shards[0].index);
+        snprintf(what, sizeof what, "block %s", block);
+    }
+    return ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                    "%s: the callback returned %d for device%s %s (%s); expected 0", fn, got,
+                    n == 1 ? "" : "s", n ? devs : "(none)", what);
+}
+
+/* A caller's callback: per shard (one) or per batch of shards (many). */
+struct callback {
+    shmesh_shard_fn one;
+    shmesh_shards_fn many;
+    void *arg;
+};
+
+/* make_array_from_callback: once per local device. */
+static int fill_each(shmesh_global_array *a, const char *fn, const struct callback *cb)
+{
+    for (int l = 0; l < a->nlocal; l++) {
+        int got = cb->one(cb->arg, &a->local[l]);
+        if (got)
+            return callback_failed(a, fn, got, &a->local[l], 1, true);
+    }
+    return 0;
+}
+
+/* from_batched_callback: once, every local shard. */
+static int fill_batch(shmesh_global_array *a, const char *fn, const struct callback *cb)
+{
+    int got = cb->many(cb->arg, a->local, a->nlocal);
+    return got ? callback_failed(a, fn, got, a->local, a->nlocal, false) : 0;
+}
+
+/* from_batched_callback_with_devices: once per distinct block, in the mesh
+ * order of its first local device, with the shards of every local device
+ * holding it. */
+static int fill_blocks(shmesh_global_array *a, const char *fn, const struct callback *cb)
+{
+    shmesh_shard *batch = calloc((size_t)a->nlocal + 1, sizeof *batch);
+    bool *done = calloc((size_t)a->nlocal + 1, sizeof *done);
+    int rc = 0;
+    if (!batch || !done)
+        rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM, "%s: out of memory grouping %d local devices",
+                      fn, a->nlocal);
+    for (int l = 0; !rc && l < a->nlocal; l++) {
+        if (done[l])
+            continue;
+        int n = 0;
+        for (int k = l; k < a->nlocal; k++)
+            if (!done[k] && same_block(a, &a->local[l].index, &a->local[k].index)) {
+                done[k] = true;
+                batch[n++] = a->local[k];
+            }
+        int got = cb->many(cb->arg, batch, n);
+        if (got)
+            rc = callback_failed(a, fn, got, batch, n, true);
+    }
+    free(batch);
+    free(done);
+    return rc;
+}
+
+/* The callback constructors: owned shards that `fill` has the caller's
+ * callback fill; on any failure nothing is left. */
+static int from_callback(const char *fn, const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                         const int64_t *shape, const struct callback *cb,
+                         int (*fill)(shmesh_global_array *, const char *, const struct callback *),
+                         shmesh_global_array **out)
+{
+    shmesh_global_array *a;
+    int rc = check_out(fn, out);
+    if (rc || (rc = owned_array(fn, s, dtype, ndim, shape, &a)))
+        return rc;
+    if (!cb->one && !cb->many)
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: the callback is NULL", fn);
+    else
+        rc = fill(a, fn, cb);
+    if (rc) {
+        shmesh_global_array_destroy(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+int shmesh_global_array_from_callback(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                                      const int64_t *shape, shmesh_shard_fn fn, void *arg,
+                                      shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_callback", s, dtype, ndim, shape,
+                         &(struct callback){.one = fn, .arg = arg}, fill_each, out);
+}
+
+int shmesh_global_array_from_batched_callback(const shmesh_sharding *s, shmesh_dtype dtype,
+                                              int ndim, const int64_t *shape,
+                                              shmesh_shards_fn fn, void *arg,
+                                              shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_batched_callback", s, dtype, ndim, shape,
+                         &(struct callback){.many = fn, .arg = arg}, fill_batch, out);
+}
+
+int shmesh_global_array_from_callback_with_devices(const shmesh_sharding *s, shmesh_dtype dtype,
+                                                   int ndim, const int64_t *shape,
+                                                   shmesh_shards_fn fn, void *arg,
+                                                   shmesh_global_array **out)
+{
+    return from_callback("shmesh_global_array_from_callback_with_devices", s, dtype, ndim, shape,
+                         &(struct callback){.many = fn, .arg = arg}, fill_blocks, out);
+}
+
+const shmesh_sharding *shmesh_global_array_sharding(const shmesh_global_array *a)
+{
+    return a ? a->sharding : NULL;
+}
+
+shmesh_dtype shmesh_global_array_dtype(const shmesh_global_array *a)
+{
+    return a ? a->dtype : SHMESH_DTYPE_COUNT;
+}
+
+int shmesh_global_array_shape(const shmesh_global_array *a, int64_t *shape)
+{
+    if (!a) {
+        init_error("shmesh_global_array_shape: the array is NULL");
+        return SHMESH_ERR_INVALID;
+    }
+    if (shape)
+        memcpy(shape, a->shape, sizeof *shape * (size_t)a->ndim);
+    return a->ndim;
+}
+
+bool shmesh_global_array_is_fully_replicated(const shmesh_global_array *a)
+{
+    return a && a->replicated;
+}
+
+/* The shards accessors' checks: NULL arguments explained on this thread
+ * (shmesh_last_error(NULL)) when the array is missing. */
+static int shards_of(const shmesh_global_array *a, const char *fn, const shmesh_shard **shards,
+                     const shmesh_shard *list, int n)
+{
+    if (!a) {
+        init_error("%s: the array is NULL", fn);
+        return SHMESH_ERR_INVALID;
+    }
+    if (!shards)
+        return ctx_fail(a->ctx, SHMESH_ERR_INVALID, "%s: shards must not be NULL", fn);
+    *shards = list;
+    return n;
+}
+
+int shmesh_global_array_local_shards(const shmesh_global_array *a, const shmesh_shard **shards)
+{
+    return shards_of(a, "shmesh_global_array_local_shards", shards, a ? a->local : NULL,
+                     a ? a->nlocal : 0);
+}
+
+int shmesh_global_array_global_shards(const shmesh_global_array *a, const shmesh_shard **shards)
+{
+    return shards_of(a, "shmesh_global_array_global_shards", shards, a ? a->global : NULL,
+                     a ? a->ndev : 0);
+}
+
+/* What ranks compare for a gather: the array (its mesh, spec, dtype and
+ * shape), the bytes each sends and the root, so that ranks gathering
+ * different arrays fail with SHMESH_ERR_MISMATCH naming both. */
+static void gather_desc(const shmesh_global_array *a, uint64_t per, int root, struct call_desc *d)
+{
+    call_desc_clear(d);
+    d->op = OP_WORLD_GATHER;
+    d->mesh = shmesh_sharding_mesh(a->sharding)->id;
+    d->dtype = d->out_dtype = (uint32_t)a->dtype;
+    d->ndim = d->out_ndim = a->ndim;
+    memcpy(d->shape, a->shape, sizeof d->shape);
+    memcpy(d->out_shape, a->shape, sizeof d->out_shape);
+    d->param[0] = (int64_t)per;
+    d->param[1] = root;
+    char spec[512] = "";
+    shmesh_pspec_text(shmesh_sharding_spec(a->sharding), spec, sizeof spec);
+    d->extra_hash = hash_bytes(spec, strlen(spec), 0);
+}
+
+/* Shard `p`'s block (its data at `src`) into the whole array `out`. */
+static void place(const shmesh_global_array *a, int p, const void *src, void *out)
+{
+    shmesh_shard sh = a->global[p];
+    sh.data.data = (void *)src;
+    shard_copy(a, &sh, out, true);
+}
+
+/* The whole array into out (NULL: this rank only helps).  Collective,
+ * except where every rank holds every block already (a->everywhere) or the
+ * mesh is process-local: then each block is copied from a local shard.
+ * Otherwise every rank sends the blocks it holds with replica id 0 (each
+ * block is held so by exactly one device), packed in mesh order, in a
+ * buffer of the same size everywhere: the most any rank holds, which every
+ * rank works out alike from the sharding. */
+static int gather_into(const shmesh_global_array *a, const char *fn, int root, void *out)
+{
+    shmesh_ctx *c = a->ctx;
+    int world = shmesh_world_size(c), me = shmesh_rank(c);
+    bool exchange = !a->local_only && !a->everywhere;
+    uint64_t *at = calloc((size_t)world, sizeof *at); /* where rank r's next block is */
+    int *owner = calloc((size_t)a->ndev, sizeof *owner);
+    bool *placed = calloc((size_t)a->ndev, sizeof *placed);
+    unsigned char *send = NULL, *recv = NULL;
+    int rc = 0;
+    if (!at || !owner || !placed) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+        goto out;
+    }
+    uint64_t per = 0;
+    for (int p = 0; p < a->ndev; p++) {
+        owner[p] = shmesh_device_process(c, a->global[p].index.device);
+        if (a->global[p].index.replica_id == 0 && owner[p] >= 0) {
+            at[owner[p]] += a->shard_bytes;
+            if (at[owner[p]] > per)
+                per = at[owner[p]];
+        }
+    }
+    if (exchange) {
+        if (per > SIZE_MAX / (uint64_t)world)
+            rc = ctx_fail(c, SHMESH_ERR_NOMEM,
+                          "%s: %d ranks times %" PRIu64 " bytes each overflow the address space",
+                          fn, world, per);
+        else if (!(send = malloc(per ? per : 1)) || !(recv = malloc(per ? per * world : 1)))
+            rc = ctx_fail(c, SHMESH_ERR_NOMEM,
+                          "%s: out of memory for %" PRIu64 " bytes to send and %" PRIu64
+                          " to receive",
+                          fn, per, per * (uint64_t)world);
+        if (rc)
+            goto out;
+        uint64_t off = 0;
+        for (int p = 0; p < a->ndev; p++)
+            if (owner[p] == me && a->global[p].index.replica_id == 0 && a->shard_bytes) {
+                memcpy(send + off, a->global[p].data.data, (size_t)a->shard_bytes);
+                off += a->shard_bytes;
+            }
+        struct call_desc d;
+        gather_desc(a, per, root, &d);
+        if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
+            goto out;
+    }
+    if (!out || !a->shard_bytes)
+        goto out;
+    /* Exchanged: rank r's blocks are at r * per, in mesh order (this rank's
+     * own are read from its shards).  Not: every block from a local shard
+     * holding it. */
+    for (int r = 0; r < world; r++)
+        at[r] = (uint64_t)r * per;
+    for (int p = 0; p < a->ndev; p++) {
+        if (exchange && a->global[p].index.replica_id == 0) {
+            place(a, p, owner[p] == me ? a->global[p].data.data : recv + at[owner[p]], out);
+            at[owner[p]] += a->shard_bytes;
+        } else if (!exchange && owner[p] == me && !placed[a->block_of[p]]) {
+            place(a, p, a->global[p].data.data, out);
+            placed[a->block_of[p]] = true;
+        }
+    }
+out:
+    free(at);
+    free(owner);
+    free(placed);
+    free(send);
+    free(recv);
+    return rc;
+}
+
+/* A collective's root: -1 (every rank) where allowed, or a rank. */
+static int check_root(shmesh_ctx *c, const char *fn, int root, bool every)
+{
+    int world = shmesh_world_size(c);
+    if (root >= (every ? -1 : 0) && root < world)
+        return 0;
+    return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be %sa rank 0..%d, got %d", fn,
+                    every ? "-1 (every rank) or " : "", world - 1, root);
+}
+
+int shmesh_global_array_gather(const shmesh_global_array *a, int root, void *out)
+{
+    static const char fn[] = "shmesh_global_array_gather";
+    if (!a) {
+        init_error("%s: the array is NULL", fn);
+        return SHMESH_ERR_INVALID;
+    }
+    shmesh_ctx *c = a->ctx;
+    int rc = ctx_check(c, fn);
+    if (rc || (rc = check_root(c, fn, root, true)))
+        return rc;
+    bool receives = root == -1 || root == shmesh_rank(c);
+    if (receives && !out && a->bytes)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: out is NULL, but this rank receives the whole array (%" PRIu64
+                        " bytes) with root %d",
+                        fn, a->bytes, root);
+    return gather_into(a, fn, root, receives ? out : NULL);
+}
+
+/* Every local shard of `a` cut from the whole array `global`. */
+static void slice_all(shmesh_global_array *a, const void *global)
+{
+    for (int l = 0; l < a->nlocal; l++)
+        shard_copy(a, &a->local[l], (void *)global, false);
+}
+
+int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
+                                const int64_t *shape, int root, const void *data,
+                                shmesh_global_array **out)
+{
+    static const char fn[] = "shmesh_global_array_scatter";
+    shmesh_global_array *a;
+    int rc = check_out(fn, out);
+    if (rc || (rc = layout(fn, s, dtype, ndim, shape, &a)))
+        return rc;
+    shmesh_ctx *c = a->ctx;
+    bool is_root = root == shmesh_rank(c);
+    if ((rc = ctx_check(c, fn)) || (rc = check_root(c, fn, root, false)))
+        goto fail;
+    if (a->local_only && !is_root) {
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "%s: the sharding's mesh is process-local (its devices are all this "
+                      "rank's), so nothing moves between ranks: root must be this rank, %d; got "
+                      "%d",
+                      fn, shmesh_rank(c), root);
+        goto fail;
+    }
+    if (is_root && !data && a->bytes) {
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "%s: data is NULL on the root; expected the whole array (%" PRIu64
+                      " bytes)",
+                      fn, a->bytes);
+        goto fail;
+    }
+    if ((rc = alloc_shards(a, fn)))
+        goto fail;
+    if (a->local_only) {
+        slice_all(a, data);
+        *out = a;
+        return 0;
+    }
+    /* The root's data is only read (the movers never write a root's
+     * buffer); the others receive into scratch. */
+    unsigned char none;
+    void *buf = is_root ? (void *)data : a->bytes ? malloc((size_t)a->bytes) : NULL;
+    if (!buf && a->bytes) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for the whole array (%" PRIu64
+                      " bytes)", fn, a->bytes);
+        goto fail;
+    }
+    rc = op_world_broadcast(c, fn, root, buf ? buf : &none, a->bytes);
+    if (!rc)
+        slice_all(a, buf);
+    if (!is_root)
+        free(buf);
+    if (rc)
+        goto fail;
+    *out = a;
+    return 0;
+fail:
+    shmesh_global_array_destroy(a);
+    return rc;
+}
+
+int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_sharding *to,
+                                shmesh_global_array **out)
+{
+    static const char fn[] = "shmesh_global_array_reshard";
+    shmesh_global_array *b;
+    int rc = check_out(fn, out);
+    if (rc)
+        return rc;
+    if (!a) {
+        init_error("%s: the array is NULL", fn);
+        return SHMESH_ERR_INVALID;
+    }
+    if ((rc = ctx_check(a->ctx, fn)) || (rc = layout(fn, to, a->dtype, a->ndim, a->shape, &b)))
+        return rc;
+    if (b->ctx != a->ctx) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                      "%s: the target sharding's mesh belongs to another context than the "
+                      "array's; expected a mesh of the array's job and context",
+                      fn);
+        goto fail;
+    }
+    if (b->local_only != a->local_only) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_INVALID,
+                      "%s: the array's mesh is %s but the target's is %s; expected both "
+                      "process-local (shmesh_mesh_local_mesh) or both of the whole job",
+                      fn, a->local_only ? "process-local" : "of the whole job",
+                      b->local_only ? "process-local" : "of the whole job");
+        goto fail;
+    }
+    if ((rc = alloc_shards(b, fn)))
+        goto fail;
+    /* The whole array on every rank, then each new shard cut from it. */
+    void *whole = a->bytes ? malloc((size_t)a->bytes) : NULL;
+    if (!whole && a->bytes) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM,
+                      "%s: out of memory for the whole array (%" PRIu64 " bytes)", fn, a->bytes);
+        goto fail;
+    }
+    rc = gather_into(a, fn, -1, whole);
+    if (!rc)
+        slice_all(b, whole);
+    free(whole);
+    if (rc)
+        goto fail;
+    *out = b;
+    return 0;
+fail:
+    shmesh_global_array_destroy(b);
+    return rc;
+}
