@@ -2,7 +2,8 @@
  * pmean, all_gather, psum_scatter, axis_index, ragged_all_to_all), each run
  * as a job of shmesh-test-examples under shmesh-run, its printed result
  * compared with the output the docstring shows; and the numpy-style printer
- * those programs use, compared with what numpy prints.
+ * those programs use, compared with what numpy prints; and the trainer
+ * (examples/train.c), whose loss must fall.
  *
  * About the expected texts.  The seed is a web mirror of JAX's source: it
  * lost every line's leading indentation, collapsed each run of spaces into
@@ -273,6 +274,60 @@ static void printer_matches_numpy(void **state)
     }
 }
 
+/* The trainer (examples/train.c): its loss lines, "step N  loss X". */
+static int losses(const char *out, double *loss, int max)
+{
+    int n = 0;
+    for (const char *p = strstr(out, "step "); p && n < max; p = strstr(p + 1, "\nstep ")) {
+        int step;
+        double l;
+        if (sscanf(p + (*p == '\n'), "step %d loss %lf", &step, &l) == 2)
+            loss[n++] = l;
+    }
+    return n;
+}
+
+static char *train(const char *ranks, const char *per)
+{
+    const char *prog = getenv("SHMESH_TRAIN");
+    if (!prog || !*prog)
+        fail_msg("SHMESH_TRAIN is not set (run through meson test)");
+    char *argv[] = {(char *)launcher_path(), "-n", (char *)ranks, "--devices-per-rank",
+                    (char *)per, "--", (char *)prog, "100", NULL};
+    struct run r;
+    assert_int_equal(run_cmd(argv, NULL, 120, &r), 0);
+    if (r.code != 0 || r.timed_out)
+        fail_msg("shmesh-train -n %s --devices-per-rank %s: exit %d\n%s\n%s", ranks, per, r.code,
+                 r.out, r.err);
+    char *out = strdup(r.out);
+    run_free(&r);
+    return out;
+}
+
+/* The loss falls at every printed step, by far, and the same mesh gives the
+ * same losses whether its devices are 4 ranks of 1, 2 of 2 or 1 of 4. */
+static void trainer_learns(void **state)
+{
+    char *a = train("4", "1"), *b = train("2", "2"), *c = train("1", "4");
+    double la[16], lb[16], lc[16];
+    int n = losses(a, la, 16);
+    if (n != 11)
+        fail_msg("expected 11 loss lines, found %d:\n%s", n, a);
+    for (int i = 1; i < n; i++)
+        if (!(la[i] < la[i - 1]))
+            fail_msg("the loss went up at line %d:\n%s", i, a);
+    if (!(la[n - 1] < la[0] / 100))
+        fail_msg("the loss fell only from %g to %g:\n%s", la[0], la[n - 1], a);
+    assert_int_equal(losses(b, lb, 16), n);
+    assert_int_equal(losses(c, lc, 16), n);
+    for (int i = 0; i < n; i++)
+        if (la[i] != lb[i] || la[i] != lc[i])
+            fail_msg("line %d: losses %.6f (4x1), %.6f (2x2), %.6f (1x4)", i, la[i], lb[i], lc[i]);
+    free(a);
+    free(b);
+    free(c);
+}
+
 static void normalize_rules(void **state)
 {
     char *s = normalize("[[ 4  6  8 10]\n [20 22 24 26]]\n\n  x   \n");
@@ -290,6 +345,7 @@ int main(void)
     struct CMUnitTest tests[] = {
         cmocka_unit_test(normalize_rules),
         cmocka_unit_test(printer_matches_numpy),
+        cmocka_unit_test(trainer_learns),
         EXAMPLE(0),  EXAMPLE(1),  EXAMPLE(2),  EXAMPLE(3),  EXAMPLE(4),  EXAMPLE(5),
         EXAMPLE(6),  EXAMPLE(7),  EXAMPLE(8),  EXAMPLE(9),  EXAMPLE(10), EXAMPLE(11),
         EXAMPLE(12), EXAMPLE(13), EXAMPLE(14), EXAMPLE(15), EXAMPLE(16),
@@ -299,7 +355,7 @@ int main(void)
     static char names[17][64];
     for (size_t k = 0; k < 17; k++) {
         snprintf(names[k], sizeof names[k], "%s (-n %s)", examples[k].name, examples[k].ranks);
-        tests[k + 2].name = names[k];
+        tests[k + 3].name = names[k];
     }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
