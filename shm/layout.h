@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
-#define SEG_LAYOUT_VERSION 4u
+/* Bumped whenever what ranks exchange changes meaning: 5, the op table
+ * gained the world-wide gather and broadcast (op numbers moved). */
+#define SEG_LAYOUT_VERSION 5u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
