@@ -216,12 +216,17 @@ static void local_mesh_arrays(void **state)
 
 /* Ranks gathering different arrays of the same bytes: every one fails,
  * naming both arrays. */
-static void mismatched_gather(void **state)
+static void mismatched_gather_and_scatter(void **state)
 {
     struct run r;
     run_job(&r, 3, 2, 30, "mismatch", NULL, NULL);
     expect_lines(&r, ": gather -> SHMESH_ERR_MISMATCH", "int32[6,2]", 3);
     expect_lines(&r, ": gather -> SHMESH_ERR_MISMATCH", "float32[6,2]", 3);
+    expect_lines(&r, ": gather -> SHMESH_ERR_MISMATCH", "shmesh_global_array_gather", 3);
+    run_free(&r);
+    run_job(&r, 3, 2, 30, "mismatch-scatter", NULL, NULL);
+    expect_lines(&r, ": scatter -> SHMESH_ERR_MISMATCH", "int32[6,2]", 3);
+    expect_lines(&r, ": scatter -> SHMESH_ERR_MISMATCH", "shmesh_global_array_scatter", 3);
     run_free(&r);
 }
 
@@ -232,7 +237,7 @@ int main(void)
         cmocka_unit_test(with_devices_groups_blocks),
         cmocka_unit_test(refusals),
         cmocka_unit_test(local_mesh_arrays),
-        cmocka_unit_test(mismatched_gather),
+        cmocka_unit_test(mismatched_gather_and_scatter),
         cmocka_unit_test(one_process_without_launcher),
         cmocka_unit_test(random_arrays),
         cmocka_unit_test(random_arrays_8_processes),

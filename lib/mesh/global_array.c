@@ -533,13 +533,15 @@ int shmesh_global_array_global_shards(const shmesh_global_array *a, const shmesh
                      a ? a->ndev : 0);
 }
 
-/* What ranks compare for a gather: the array (its mesh, spec, dtype and
- * shape), the bytes each sends and the root, so that ranks gathering
- * different arrays fail with SHMESH_ERR_MISMATCH naming both. */
-static void gather_desc(const shmesh_global_array *a, uint64_t per, int root, struct call_desc *d)
+/* What ranks compare for a gather, scatter or reshard (op): the array (its
+ * mesh, spec, dtype and shape), the bytes each sends and the root, so that
+ * ranks moving different arrays fail with SHMESH_ERR_MISMATCH naming both
+ * calls. */
+static void array_desc(const shmesh_global_array *a, enum call_op op, uint64_t per, int root,
+                       struct call_desc *d)
 {
     call_desc_clear(d);
-    d->op = OP_WORLD_GATHER;
+    d->op = op;
     d->mesh = shmesh_sharding_mesh(a->sharding)->id;
     d->dtype = d->out_dtype = (uint32_t)a->dtype;
     d->ndim = d->out_ndim = a->ndim;
@@ -567,7 +569,8 @@ static void place(const shmesh_global_array *a, int p, const void *src, void *ou
  * block is held so by exactly one device), packed in mesh order, in a
  * buffer of the same size everywhere: the most any rank holds, which every
  * rank works out alike from the sharding. */
-static int gather_into(const shmesh_global_array *a, const char *fn, int root, void *out)
+static int gather_into(const shmesh_global_array *a, const char *fn, enum call_op op, int root,
+                       void *out)
 {
     shmesh_ctx *c = a->ctx;
     int world = shmesh_world_size(c), me = shmesh_rank(c);
@@ -609,7 +612,7 @@ static int gather_into(const shmesh_global_array *a, const char *fn, int root, v
                 off += a->shard_bytes;
             }
         struct call_desc d;
-        gather_desc(a, per, root, &d);
+        array_desc(a, op, per, root, &d);
         if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
             goto out;
     }
@@ -665,7 +668,7 @@ int shmesh_global_array_gather(const shmesh_global_array *a, int root, void *out
                         "%s: out is NULL, but this rank receives the whole array (%" PRIu64
                         " bytes) with root %d",
                         fn, a->bytes, root);
-    return gather_into(a, fn, root, receives ? out : NULL);
+    return gather_into(a, fn, OP_GLOBAL_ARRAY_GATHER, root, receives ? out : NULL);
 }
 
 /* Every local shard of `a` cut from the whole array `global`. */
@@ -719,7 +722,9 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
                       " bytes)", fn, a->bytes);
         goto fail;
     }
-    rc = op_world_broadcast(c, fn, root, buf ? buf : &none, a->bytes);
+    struct call_desc d;
+    array_desc(a, OP_GLOBAL_ARRAY_SCATTER, a->bytes, root, &d);
+    rc = op_world_broadcast(c, fn, &d, root, buf ? buf : &none, a->bytes);
     if (!rc)
         slice_all(a, buf);
     if (!is_root)
@@ -771,7 +776,7 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       "%s: out of memory for the whole array (%" PRIu64 " bytes)", fn, a->bytes);
         goto fail;
     }
-    rc = gather_into(a, fn, -1, whole);
+    rc = gather_into(a, fn, OP_GLOBAL_ARRAY_RESHARD, -1, whole);
     if (!rc)
         slice_all(b, whole);
     free(whole);

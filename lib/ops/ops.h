@@ -51,6 +51,7 @@ int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
  * rank's. */
 int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
                     uint64_t bytes, void *out);
-int op_world_broadcast(shmesh_ctx *c, const char *name, int root, void *buf, uint64_t bytes);
+int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
+                       void *buf, uint64_t bytes);
 
 #endif

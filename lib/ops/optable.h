@@ -25,6 +25,9 @@
     X(MESH_CREATE, mesh_create, WORLD, NONE, 1, "")                                         \
     X(WORLD_GATHER, world_gather, WORLD, NONE, 1, "bytes")                                  \
     X(WORLD_BROADCAST, world_broadcast, WORLD, NONE, 1, "bytes root")                       \
+    X(GLOBAL_ARRAY_GATHER, global_array_gather, WORLD, NONE, 1, "bytes root")               \
+    X(GLOBAL_ARRAY_SCATTER, global_array_scatter, WORLD, NONE, 1, "bytes root")             \
+    X(GLOBAL_ARRAY_RESHARD, global_array_reshard, WORLD, NONE, 1, "bytes")                  \
     X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMAX, pmax, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMIN, pmin, MESH, ALLREDUCE, 1, "")                                                   \

@@ -101,20 +101,21 @@ int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, 
                       bytes, -1);
 }
 
-int op_world_broadcast(shmesh_ctx *c, const char *name, int root, void *buf, uint64_t bytes)
+int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
+                       void *buf, uint64_t bytes)
 {
     if (c && (root < 0 || root >= c->world))
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
                         c->world - 1, root);
     if (!c || c->rank != root)
-        return world_move(c, OP_WORLD_BROADCAST, name, NULL, buf, bytes, buf, 1, bytes, root);
+        return world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, buf, 1, bytes, root);
     /* The root's copy to itself would be a copy onto itself: it writes a
      * scratch output. */
     void *scratch = bytes ? malloc(bytes) : NULL;
     if (bytes && !scratch)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %" PRIu64 " bytes", name,
                         bytes);
-    int rc = world_move(c, OP_WORLD_BROADCAST, name, NULL, buf, bytes, scratch, 1, bytes, root);
+    int rc = world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, scratch, 1, bytes, root);
     free(scratch);
     return rc;
 }

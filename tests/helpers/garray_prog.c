@@ -16,6 +16,7 @@
  *                  then the job must still work
  *   local-mesh     arrays over a process-local mesh: nothing collective
  *   mismatch       ranks gathering different arrays: SHMESH_ERR_MISMATCH
+ *   mismatch-scatter  ranks scattering different arrays: the same
  *
  * Every rank prints "rank R: ..." lines the suite reads.  Every rank makes
  * the same random draws (same seed), so collective calls match.  Exit
@@ -920,7 +921,7 @@ static int mode_local_mesh(void)
  * same bytes: every rank fails, naming both calls.
  * ---------------------------------------------------------------------- */
 
-static int mode_mismatch(void)
+static int mode_mismatch(bool scatter)
 {
     int ndev = shmesh_device_count(ctx);
     shmesh_mesh *m = mesh_of(1, (int[]){ndev}, NULL);
@@ -931,9 +932,15 @@ static int mode_mismatch(void)
     host_init(&h, dt, 2, shape, 5, false);
     struct src src = {.h = &h, .fail_at = -1};
     shmesh_global_array *a;
-    MUST(shmesh_global_array_from_callback(s, dt, 2, shape, cb_one, &src, &a));
     unsigned char *out = xcalloc(h.bytes, 1);
-    expect("gather", shmesh_global_array_gather(a, -1, out), SHMESH_ERR_MISMATCH, false);
+    if (scatter) {
+        a = NULL;
+        expect("scatter", shmesh_global_array_scatter(s, dt, 2, shape, 0, h.data, &a),
+               SHMESH_ERR_MISMATCH, false);
+    } else {
+        MUST(shmesh_global_array_from_callback(s, dt, 2, shape, cb_one, &src, &a));
+        expect("gather", shmesh_global_array_gather(a, -1, out), SHMESH_ERR_MISMATCH, false);
+    }
     free(out);
     shmesh_global_array_destroy(a);
     shmesh_sharding_destroy(s);
@@ -946,7 +953,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s examples|with-devices|prop SEED N|errors|local-mesh|mismatch\n", argv[0]);
+        fprintf(stderr, "usage: %s examples|with-devices|prop SEED N|errors|local-mesh|mismatch|mismatch-scatter\n", argv[0]);
         return 2;
     }
     int rc = shmesh_init(&ctx);
@@ -968,7 +975,9 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "local-mesh"))
         rc = mode_local_mesh();
     else if (!strcmp(mode, "mismatch"))
-        rc = mode_mismatch();
+        rc = mode_mismatch(false);
+    else if (!strcmp(mode, "mismatch-scatter"))
+        rc = mode_mismatch(true);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         rc = 2;
