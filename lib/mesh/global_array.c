@@ -552,6 +552,10 @@ static void array_desc(const shmesh_global_array *a, enum call_op op, uint64_t p
     char spec[512] = "";
     shmesh_pspec_text(shmesh_sharding_spec(a->sharding), spec, sizeof spec);
     d->extra_hash = hash_bytes(spec, strlen(spec), 0);
+    /* Shown where a collective shows its axes; cut with a mark when long. */
+    if (strlen(spec) >= sizeof d->axes)
+        memcpy(spec + sizeof d->axes - 4, "...", 4);
+    snprintf(d->axes, sizeof d->axes, "%s", spec);
 }
 
 /* Shard `p`'s block (its data at `src`) into the whole array `out`. */
