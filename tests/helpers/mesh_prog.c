@@ -13,6 +13,7 @@
  * "rank R: N checks ok".  Exit status 0 when all held, 1 when not, 2 for bad
  * usage or a failed shmesh_init. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,66 @@ static void local_case(const char *name, const int *order, int lx, int ly, const
     shmesh_mesh_destroy(m);
 }
 
+/* Random device orders on meshes of 8 devices: the local mesh exists
+ * exactly when this rank's devices fill the box their coordinates span
+ * (counted here, not searched for as the library does), and then holds
+ * them in mesh order. */
+static void local_random(void)
+{
+    static const int shapes[][4] = {{1, 8}, {2, 4, 2}, {2, 2, 4}, {3, 2, 2, 2}};
+    uint64_t x = 12345;
+    int formed = 0, refused = 0;
+    for (int t = 0; t < 200; t++) {
+        const int *sh = shapes[t % 4];
+        int nd = sh[0], order[8], ids[8];
+        const char *names[] = {"a", "b", "c"};
+        for (int i = 0; i < 8; i++)
+            order[i] = i;
+        for (int i = 7; i > 0; i--) { /* the same shuffle on every rank */
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            int j = (int)((x >> 33) % (uint64_t)(i + 1)), tmp = order[i];
+            order[i] = order[j];
+            order[j] = tmp;
+        }
+        shmesh_mesh *m, *lm = NULL;
+        check(!shmesh_mesh_create(ctx, nd, names, sh + 1, order, &m), "random mesh %d", t);
+        int lo[3] = {8, 8, 8}, hi[3] = {-1, -1, -1}, mine = 0;
+        for (int p = 0; p < 8; p++) {
+            if (shmesh_device_process(ctx, order[p]) != rank)
+                continue;
+            mine++;
+            for (int d = nd - 1, rem = p; d >= 0; d--) {
+                int c = rem % sh[1 + d];
+                rem /= sh[1 + d];
+                lo[d] = c < lo[d] ? c : lo[d];
+                hi[d] = c > hi[d] ? c : hi[d];
+            }
+        }
+        int volume = 1;
+        for (int d = 0; d < nd; d++)
+            volume *= hi[d] - lo[d] + 1;
+        int rc = shmesh_mesh_local_mesh(m, &lm);
+        check((rc == 0) == (volume == mine), "random mesh %d: local mesh %s, box %d for %d devices",
+              t, rc ? "refused" : "made", volume, mine);
+        if (!rc && volume == mine) {
+            int want[8], n = 0;
+            for (int p = 0; p < 8; p++)
+                if (shmesh_device_process(ctx, order[p]) == rank)
+                    want[n++] = order[p];
+            check(shmesh_mesh_device_ids(lm, ids, 8) == n && !memcmp(ids, want, sizeof *ids * (size_t)n),
+                  "random mesh %d: the local mesh's devices", t);
+            for (int d = 0; d < nd; d++)
+                check(shmesh_mesh_dim_size(lm, d) == hi[d] - lo[d] + 1, "random mesh %d: size", t);
+        }
+        formed += !rc;
+        refused += rc != 0;
+        shmesh_mesh_destroy(lm);
+        shmesh_mesh_destroy(m);
+    }
+    printf("rank %d: random orders: %d local meshes, %d refused\n", rank, formed, refused);
+    check(formed > 0 && refused > 0, "random orders give both outcomes");
+}
+
 static void local(void)
 {
     /* Rank 0 holds devices 0-3, rank 1 devices 4-7. */
@@ -204,6 +265,7 @@ static void local(void)
     /* Rank 0 at positions 0, 1, 2 and 5: the block x 0:3 holds device 4. */
     static const int ragged[] = {0, 1, 2, 4, 5, 3, 6, 7};
     local_case("not a block", ragged, 0, 0, NULL, "must form a contiguous sub-block");
+    local_random();
 }
 
 int main(int argc, char **argv)
