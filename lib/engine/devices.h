@@ -36,22 +36,25 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc);
 
 /* The body of every public collective: one call on a mesh with one device
  * here, a call per local device otherwise.  PREPARE prepares call K for
- * local device L (in + L, out + L). */
+ * local device L (in + L, out + L); it is written once, so that the
+ * compiler can inline it into the public function as before. */
 #define DEVICES_RUN(m, K, L, PREPARE)                                                          \
     do {                                                                                       \
-        if (!devices_needed(m)) {                                                              \
-            struct call K[1];                                                                  \
-            const int L = 0;                                                                   \
-            return call_finish(K, (PREPARE));                                                  \
+        struct call one_[1], *K##s_ = one_;                                                    \
+        bool multi_ = devices_needed(m);                                                       \
+        int n_ = 1, rc_ = 0, prepared_ = 0;                                                    \
+        if (multi_) {                                                                          \
+            K##s_ = devices_calls(&m);                                                         \
+            n_ = K##s_ ? m->nlocal : 0;                                                        \
+            rc_ = K##s_ ? 0 : SHMESH_ERR_NOMEM;                                                \
         }                                                                                      \
-        struct call *K##s_ = devices_calls(&m);                                                \
-        int rc_ = K##s_ ? 0 : SHMESH_ERR_NOMEM, n_ = 0;                                        \
-        for (int L = 0; K##s_ && !rc_ && L < m->nlocal; L++, n_++) {                            \
+        for (int L = 0; L < n_ && !rc_; L++, prepared_++) {                                    \
             struct call *K = K##s_ + L;                                                        \
-            mesh_select(m, L);                                                                 \
+            if (multi_)                                                                        \
+                mesh_select(m, L);                                                             \
             rc_ = (PREPARE);                                                                   \
         }                                                                                      \
-        return devices_finish(m, K##s_, n_, rc_);                                              \
+        return multi_ ? devices_finish(m, K##s_, prepared_, rc_) : call_finish(one_, rc_);     \
     } while (0)
 
 #endif
