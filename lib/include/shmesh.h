@@ -153,7 +153,8 @@ SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
  * XLA_FLAGS=--xla_force_host_platform_device_count makes one process hold
  * several CPU devices).  Device ids count them rank by rank: rank r holds
  * ids r*K .. r*K+K-1, its local devices 0..K-1.  With GPUs, local device l
- * of rank r is GPU r*K+l (the launcher makes exactly those visible).
+ * of rank r is GPU r*K+l, its entry in the one visibility variable the
+ * launcher sets (shared round-robin when the machine has fewer GPUs).
  * ------------------------------------------------------------------------- */
 
 /* Devices this rank holds (K). */
