@@ -303,8 +303,10 @@ int main(int argc, char **argv)
         return 2;
 
     gpus_detect(&j.gpus, j.o.sysroot);
-    if (place_devices(&j) || check_sizes(&j.o))
+    if (place_devices(&j) || check_sizes(&j.o)) {
+        gpus_free(&j.gpus);
         return 2;
+    }
 
     /* Not a core per rank by default, unlike mpirun: on a shared machine a
      * rank pinned beside a busy process cannot move away from it (measured:
