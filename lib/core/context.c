@@ -42,6 +42,7 @@ static int seg_error_code(int rc)
 static void release(shmesh_ctx *c)
 {
     call_scratch_free_all(c);
+    free(c->dev_buf);
     windows_fini(&c->win);
     heap_fini(&c->heap);
     notify_close(c->notify);

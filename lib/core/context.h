@@ -33,6 +33,10 @@ struct shmesh_ctx {
      * moving through the segment. */
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
+    /* Several devices per rank (engine/devices.c): the gathered inputs of
+     * the last such call, kept for the next (calls mostly repeat). */
+    unsigned char *dev_buf;
+    size_t dev_buf_bytes;
     /* Someone blocks until a call is done (call_wait): a window not there
      * yet is spun for in place rather than returned as a wait. */
     bool blocking;

@@ -55,31 +55,34 @@ static int run(shmesh_mesh *m, struct call *ks)
                         "%s takes one device per rank, but rank %d holds %d devices of this "
                         "mesh%s",
                         k0->name, c->rank, m->nlocal, m->process_local ? " (a local mesh)" : "");
+    /* Every device's input, by slot: this rank's own at its devices' slots
+     * (all of them on a local mesh, or with one rank), the others' from
+     * the gather, which puts rank r's devices at r * per. */
     uint64_t each = k0->f.in_bytes, per = (uint64_t)c->local_devices;
-    uint64_t slots = m->process_local ? per : (uint64_t)device_count(c);
-    unsigned char *mine = malloc(per * each + 1);
-    unsigned char *all = m->process_local ? mine : malloc(slots * each + 1);
-    if (!mine || !all) {
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %" PRIu64 " inputs of %" PRIu64
-                      " bytes", k0->name, slots, each);
-        goto out;
+    bool alone = m->process_local || c->world == 1;
+    uint64_t slots = alone ? per : (uint64_t)device_count(c);
+    uint64_t need = (alone ? slots : slots + per) * each;
+    if (need > c->dev_buf_bytes) {
+        unsigned char *b = need <= SIZE_MAX ? realloc(c->dev_buf, (size_t)need) : NULL;
+        if (!b)
+            return ctx_fail(c, SHMESH_ERR_NOMEM,
+                            "%s: out of memory for %" PRIu64 " inputs of %" PRIu64 " bytes",
+                            k0->name, slots, each);
+        c->dev_buf = b;
+        c->dev_buf_bytes = (size_t)need;
     }
+    unsigned char *all = c->dev_buf, *mine = alone ? all : all + slots * each;
     for (int l = 0; l < m->nlocal; l++)
         if (each)
             memcpy(mine + (m->ids[m->local_pos[l]] % per) * each, ks[l].f.in.data, each);
-    if (!m->process_local &&
-        (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
-        goto out;
+    if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
+        return rc;
     for (int l = 0; l < m->nlocal && !rc; l++) {
         struct call *k = &ks[l];
         for (int q = 0; q < k->g.n; q++)
             k->s->zin[q] = all + slot_of(m, k->g.ranks[q] * (int)per + k->g.locals[q]) * each;
         rc = peer_local(k);
     }
-out:
-    if (all != mine)
-        free(all);
-    free(mine);
     return rc;
 }
 
