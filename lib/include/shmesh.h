@@ -263,7 +263,8 @@ SHMESH_API int shmesh_mesh_push(shmesh_mesh *mesh);
 SHMESH_API int shmesh_mesh_pop(shmesh_mesh *mesh);
 SHMESH_API shmesh_mesh *shmesh_mesh_current(void);
 
-/* Local: this rank's first local device's index in its group over `axes`
+/* Local (mesh NULL: the innermost pushed one): this rank's first local
+ * device's index in its group over `axes`
  * (with several local devices, shmesh_axis_index_of gives each one's), and
  * the group size (the product of the named axes' sizes).  Errors: an
  * unknown or repeated axis name (SHMESH_ERR_INVALID, naming it). */

@@ -620,11 +620,12 @@ int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmes
 
 /* The axes of a local query (shmesh_axis_index, _size), its NULL arguments
  * explained: `what` names the result argument. */
-static int query_axes(const shmesh_mesh *m, const char *fn, const char *axes, const void *out,
+static int query_axes(const shmesh_mesh **mp, const char *fn, const char *axes, const void *out,
                       const char *what, struct axes *a)
 {
+    const shmesh_mesh *m = *mp ? *mp : (*mp = mesh_or_current(NULL, fn));
     if (!m)
-        return mesh_fail(NULL, "%s: the mesh is NULL", fn);
+        return SHMESH_ERR_INVALID; /* explained by mesh_or_current */
     if (!out)
         return mesh_fail(m, "%s: %s must not be NULL", fn, what);
     return mesh_axes((shmesh_mesh *)m, fn, axes, a);
@@ -647,7 +648,7 @@ static int index_at(const shmesh_mesh *m, const struct axes *a, int pos)
 int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 {
     struct axes a;
-    int rc = query_axes(m, "shmesh_axis_index", axes, index, "index", &a);
+    int rc = query_axes(&m, "shmesh_axis_index", axes, index, "index", &a);
     if (!rc)
         rc = concrete(m, "shmesh_axis_index", "devices to index");
     if (rc)
@@ -659,7 +660,7 @@ int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 int shmesh_axis_index_of(const shmesh_mesh *m, const char *axes, int device, int *index)
 {
     struct axes a;
-    int rc = query_axes(m, "shmesh_axis_index_of", axes, index, "index", &a);
+    int rc = query_axes(&m, "shmesh_axis_index_of", axes, index, "index", &a);
     if (!rc)
         rc = concrete(m, "shmesh_axis_index_of", "devices to index");
     if (rc)
@@ -677,7 +678,7 @@ int shmesh_axis_index_of(const shmesh_mesh *m, const char *axes, int device, int
 int shmesh_axis_size(const shmesh_mesh *m, const char *axes, int *size)
 {
     struct axes a;
-    int rc = query_axes(m, "shmesh_axis_size", axes, size, "size", &a);
+    int rc = query_axes(&m, "shmesh_axis_size", axes, size, "size", &a);
     if (rc)
         return rc;
     *size = a.size;

@@ -114,7 +114,14 @@ static void values(void)
     rc = shmesh_psum(NULL, "x", NULL, &in, &out);
     check_refused(rc, shmesh_last_error(NULL), "none is pushed", "a NULL mesh with none pushed");
     check(!shmesh_mesh_current(), "nothing pushed");
+    int idx = -1;
+    rc = shmesh_axis_index(NULL, "x", &idx);
+    check_refused(rc, shmesh_last_error(NULL), "none is pushed", "axis_index with none pushed");
     check(!shmesh_mesh_push(a) && !shmesh_mesh_push(c) && shmesh_mesh_current() == c, "push");
+    /* On c, this process's first device in mesh order is 7, at (0, 0). */
+    check(!shmesh_axis_index(NULL, "x,y", &idx) && idx == 0 && !shmesh_axis_size(NULL, "x", &size) &&
+              size == 4,
+          "axis_index and axis_size on the current mesh: %d, %d", idx, size);
     rc = shmesh_mesh_pop(a);
     check_refused(rc, shmesh_last_error(NULL), "pops must match pushes", "popping out of order");
     float in8[8], out8[8];
@@ -134,7 +141,6 @@ static void values(void)
         check(out8[l] == (float)(8 - 2 * i + 7 - 2 * i), "device %d: psum over y %g", ids[l],
               out8[l]);
     }
-    int idx = -1;
     check(!shmesh_axis_index_of(c, "y,x", 4, &idx) && idx == 5,
           "axis_index_of device 4 over (y,x): %d", idx); /* device 4 is at (1, 1) */
     check(!shmesh_mesh_pop(c) && shmesh_mesh_current() == a && !shmesh_mesh_pop(a) &&
