@@ -319,8 +319,9 @@ typedef struct {
  *
  * Several devices per rank: `in` and `out` (and ragged_all_to_all's
  * arrays) point to one array per local device of the mesh, in
- * shmesh_mesh_local_devices order, all of the same dtype and shape; with
- * one device per rank that is one array each, as before.  Results are
+ * shmesh_mesh_local_devices order, all of the same dtype and shape, no two
+ * devices' buffers overlapping; with one device per rank that is one array
+ * each, as before.  Results are
  * exactly those of the same mesh with one device per rank.
  * ragged_all_to_all takes one device per rank only (SHMESH_ERR_INVALID
  * otherwise).  A rank whose call differs gets SHMESH_ERR_MISMATCH, and so
