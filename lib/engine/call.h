@@ -86,6 +86,15 @@ struct call {
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
+    /* Several devices per rank (engine/devices.c), for an op whose data is
+     * more than its input (ragged: the offsets too): the bytes this device
+     * publishes to its group, and this member's part of the call computed
+     * from every member's publication (k->s->zin[q]): with `write` false it
+     * only checks, then with `write` true it writes the output.  NULL: the
+     * input is published and paths/peer.c computes (peer_local). */
+    uint64_t pub_bytes;
+    void (*pub_pack)(const struct call *k, void *dst);
+    int (*local)(struct call *k, bool write);
     /* Position in the protocol. */
     enum call_state state;
     int rc;

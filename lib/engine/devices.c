@@ -50,7 +50,7 @@ static int run(shmesh_mesh *m, struct call *ks)
     int rc = same_calls(m, ks);
     if (rc)
         return rc;
-    if (k0->then)
+    if (k0->then && !k0->local)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s takes one device per rank, but rank %d holds %d devices of this "
                         "mesh%s",
@@ -58,7 +58,8 @@ static int run(shmesh_mesh *m, struct call *ks)
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */
-    uint64_t each = k0->f.in_bytes, per = (uint64_t)c->local_devices;
+    uint64_t each = k0->local ? k0->pub_bytes : k0->f.in_bytes;
+    uint64_t per = (uint64_t)c->local_devices;
     bool alone = m->process_local || c->world == 1;
     uint64_t slots = alone ? per : (uint64_t)device_count(c);
     uint64_t need = (alone ? slots : slots + per) * each;
@@ -72,17 +73,27 @@ static int run(shmesh_mesh *m, struct call *ks)
         c->dev_buf_bytes = (size_t)need;
     }
     unsigned char *all = c->dev_buf, *mine = alone ? all : all + slots * each;
-    for (int l = 0; l < m->nlocal; l++)
-        if (each)
-            memcpy(mine + (m->ids[m->local_pos[l]] % per) * each, ks[l].f.in.data, each);
+    for (int l = 0; l < m->nlocal; l++) {
+        unsigned char *at = mine + (m->ids[m->local_pos[l]] % per) * each;
+        if (ks[l].local)
+            ks[l].pub_pack(&ks[l], at);
+        else if (each)
+            memcpy(at, ks[l].f.in.data, each);
+    }
     if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
         return rc;
-    for (int l = 0; l < m->nlocal && !rc; l++) {
+    for (int l = 0; l < m->nlocal; l++) {
         struct call *k = &ks[l];
         for (int q = 0; q < k->g.n; q++)
             k->s->zin[q] = all + slot_of(m, k->g.ranks[q] * (int)per + k->g.locals[q]) * each;
-        rc = peer_local(k);
     }
+    /* Every device's checks before any writes: a call refused for one
+     * device writes nothing for any. */
+    for (int l = 0; l < m->nlocal && !rc; l++)
+        if (ks[l].local)
+            rc = ks[l].local(&ks[l], false);
+    for (int l = 0; l < m->nlocal && !rc; l++)
+        rc = ks[l].local ? ks[l].local(&ks[l], true) : peer_local(&ks[l]);
     return rc;
 }
 

@@ -8,7 +8,10 @@
  * description, so ranks still compare their calls), and each local device's
  * output is computed here from its members' inputs by the peer algorithms
  * (paths/peer.h: peer_local), in group order: the bits are those of the same
- * mesh with one device per rank.  A local mesh needs no gather.
+ * mesh with one device per rank.  An op whose data is more than its input
+ * publishes its own bytes and computes its own part (struct call's
+ * pub_bytes, pub_pack, local: ragged_all_to_all).  A local mesh needs no
+ * gather.
  *
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call); a device-level engine is future

@@ -315,23 +315,23 @@ typedef struct {
  *
  * All are collective over the whole job: every rank calls them in the same
  * order with the same axes, groups, parameters, dtypes and shapes (the
- * data differ).  The mesh may be NULL: the innermost pushed mesh.
+ * data differ).  The mesh may be NULL: the innermost pushed mesh.  A rank
+ * whose call differs gets SHMESH_ERR_MISMATCH, and so does every rank it
+ * meets; the message names both calls.  Argument errors found locally
+ * (shapes, axes, groups, permutations) return SHMESH_ERR_INVALID before
+ * anything is shared: the call is not made.  Every rank of a group gets
+ * bitwise-identical results, run after run: reductions combine the
+ * members' values in group order (index 0 first).  `in` and `out` must not
+ * overlap, except where noted.  Axis arguments may be negative (counted
+ * from the end, as in Python).
  *
  * Several devices per rank: `in` and `out` (and ragged_all_to_all's
  * arrays) point to one array per local device of the mesh, in
  * shmesh_mesh_local_devices order, all of the same dtype and shape, no two
  * devices' buffers overlapping; with one device per rank that is one array
- * each, as before.  Results are
- * exactly those of the same mesh with one device per rank.
- * ragged_all_to_all takes one device per rank only (SHMESH_ERR_INVALID
- * otherwise).  A rank whose call differs gets SHMESH_ERR_MISMATCH, and so
- * does every rank it meets; the message names both calls.  Argument errors
- * found locally (shapes, axes, groups, permutations) return
- * SHMESH_ERR_INVALID before anything is shared: the call is not made.
- * Every rank of a group gets bitwise-identical results, run after run:
- * reductions combine the members' values in group order (index 0 first).
- * `in` and `out` must not overlap, except where noted.  Axis arguments may
- * be negative (counted from the end, as in Python).
+ * each, as before.  Results are exactly those of the same mesh with one
+ * device per rank; a call refused for one of a rank's devices (a bad
+ * ragged slice) writes nothing for any of them.
  * ------------------------------------------------------------------------- */
 
 /* out = sum over the group of in.  out has in's shape and dtype, except that

@@ -117,6 +117,16 @@ static void unpack_piece(const struct ragged *r, int64_t in_row, int64_t out_row
            (const unsigned char *)src + at, bytes);
 }
 
+/* A piece straight from the sender's operand to its rows of the output. */
+static void pack_piece_to_output(const struct ragged *r, int64_t in_row, int64_t out_row,
+                                 uint64_t skip, uint64_t at, uint64_t bytes, void *unused)
+{
+    (void)at;
+    (void)unused;
+    memcpy((unsigned char *)r->output->data + (uint64_t)out_row * r->row + skip,
+           (const unsigned char *)r->operand->data + (uint64_t)in_row * r->row + skip, bytes);
+}
+
 static void row_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
 {
     walk_slices(k->op_state, k->g.me, to, off, len, pack_piece, dst);
@@ -277,6 +287,46 @@ static int ragged_then(struct call *k)
     return 1;
 }
 
+/* Several devices per rank (engine/devices.c): a device publishes its
+ * row of the table, then its operand; every member's publication is mapped
+ * here (k->s->zin), and this device checks every slice as the members do,
+ * then takes its rows out of the senders' operands. */
+static uint64_t table_row_bytes(const struct ragged *r)
+{
+    return (uint64_t)NPARAM * (uint64_t)r->k * sizeof(int64_t);
+}
+
+static void ragged_pub_pack(const struct call *k, void *dst)
+{
+    const struct ragged *r = k->op_state;
+    uint64_t t = table_row_bytes(r);
+    memcpy(dst, entry(r, k->g.me, 0), (size_t)t);
+    if (k->f.in_bytes)
+        memcpy((unsigned char *)dst + t, k->f.in.data, (size_t)k->f.in_bytes);
+}
+
+static int ragged_local(struct call *k, bool write)
+{
+    struct ragged *r = k->op_state;
+    uint64_t t = table_row_bytes(r);
+    if (!write) {
+        for (int q = 0; q < k->g.n; q++)
+            memcpy(entry(r, q, 0), k->s->zin[q], (size_t)t);
+        return check_slices(k, r);
+    }
+    /* The pieces read the sender's operand through r->operand: point it at
+     * each sender's publication in turn (the table is shared). */
+    const shmesh_array *own = r->operand;
+    shmesh_array operand = *own;
+    r->operand = &operand;
+    for (int q = 0; q < k->g.n; q++) {
+        operand.data = k->s->zin[q] + t;
+        walk_slices(r, q, k->g.me, 0, row_bytes(k, q, k->g.me), pack_piece_to_output, NULL);
+    }
+    r->operand = own;
+    return 0;
+}
+
 static void ragged_free(struct call *k)
 {
     free(k->op_state);
@@ -330,6 +380,9 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
     k->op_state = r;
     k->op_free = ragged_free;
     k->then = ragged_then;
+    k->pub_bytes = table_row_bytes(r) + k->f.in_bytes;
+    k->pub_pack = ragged_pub_pack;
+    k->local = ragged_local;
     k->d.param[0] = r->k;
     for (int p = 0; p < NPARAM; p++)
         k->d.param[1] = k->d.param[1] * SHMESH_DTYPE_COUNT + param[p]->dtype;
