@@ -1,0 +1,90 @@
+/* devices_psum: the time of one psum over every device of the job, for
+ * comparing layouts of the same devices (ranks x devices per rank):
+ *
+ *   shmesh-run -n 4 -- build/bench/devices-psum [FLOATS]
+ *   shmesh-run -n 2 --devices-per-rank 2 -- build/bench/devices-psum [FLOATS]
+ *   shmesh-run -n 1 --devices-per-rank 4 -- build/bench/devices-psum [FLOATS]
+ *
+ * A 1-D mesh "i" over every device; each device's input holds FLOATS
+ * float32 (default 2).  Three repetitions of 2000 calls after 100 warm-up
+ * calls; rank 0 prints the median repetition's time per call and checks
+ * the sums of the last call (every device's input is its id + 1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "shmesh.h"
+
+#define CALLS 2000
+#define MAXLOCAL 64
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int fail(shmesh_ctx *ctx, const char *what, int rc)
+{
+    fprintf(stderr, "devices-psum: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
+            shmesh_strerror(rc), shmesh_last_error(ctx));
+    shmesh_abort(ctx, 1, "devices-psum failed");
+}
+
+int main(int argc, char **argv)
+{
+    long count = argc > 1 ? atol(argv[1]) : 2;
+    shmesh_ctx *ctx;
+    if (count < 1 || shmesh_init(&ctx)) {
+        fprintf(stderr, "usage: shmesh-run ... -- %s [FLOATS >= 1] (%s)\n", argv[0],
+                shmesh_last_error(NULL));
+        return 2;
+    }
+    int devices = shmesh_device_count(ctx), k = shmesh_local_device_count(ctx), rc;
+    const char *names[] = {"i"};
+    shmesh_mesh *mesh;
+    if (k > MAXLOCAL || (rc = shmesh_mesh_create(ctx, 1, names, &devices, NULL, &mesh)))
+        return fail(ctx, "shmesh_mesh_create", k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
+    int ids[MAXLOCAL];
+    shmesh_mesh_local_devices(mesh, ids, MAXLOCAL);
+    float *in = malloc(sizeof *in * (size_t)count * (size_t)k);
+    float *out = malloc(sizeof *out * (size_t)count * (size_t)k);
+    if (!in || !out)
+        return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
+    shmesh_array a_in[MAXLOCAL], a_out[MAXLOCAL];
+    for (int l = 0; l < k; l++) {
+        for (long i = 0; i < count; i++)
+            in[l * count + i] = (float)(ids[l] + 1);
+        a_in[l] = (shmesh_array){in + l * count, SHMESH_FLOAT32, 1, {count}};
+        a_out[l] = (shmesh_array){out + l * count, SHMESH_FLOAT32, 1, {count}};
+    }
+    for (int i = 0; i < 100; i++)
+        if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
+            return fail(ctx, "shmesh_psum", rc);
+    double t[3];
+    for (int rep = 0; rep < 3; rep++) {
+        if ((rc = shmesh_barrier(ctx)))
+            return fail(ctx, "shmesh_barrier", rc);
+        double t0 = now_s();
+        for (int i = 0; i < CALLS; i++)
+            if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
+                return fail(ctx, "shmesh_psum", rc);
+        t[rep] = (now_s() - t0) / CALLS * 1e6;
+    }
+    float want = (float)devices * (float)(devices + 1) / 2;
+    long wrong = 0;
+    for (long i = 0; i < count * k; i++)
+        wrong += out[i] != want;
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+    if (shmesh_rank(ctx) == 0)
+        printf("devices %d (%d ranks x %d), %ld float32: psum %.2f us per call (median of 3 x "
+               "%d)%s\n",
+               devices, shmesh_world_size(ctx), k, count, median, CALLS,
+               wrong ? ", WRONG SUMS" : "");
+    free(in);
+    free(out);
+    shmesh_mesh_destroy(mesh);
+    return shmesh_finalize(ctx) || wrong ? 1 : 0;
+}
