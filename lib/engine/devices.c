@@ -10,11 +10,9 @@
 #include "ops/ops.h"
 #include "paths/peer.h"
 
-struct call *devices_calls(shmesh_mesh **m)
+struct call *devices_calls(const shmesh_mesh *m)
 {
-    if (!*m)
-        *m = shmesh_mesh_current();
-    return calloc((size_t)(*m)->nlocal, sizeof(struct call));
+    return calloc((size_t)m->nlocal, sizeof(struct call));
 }
 
 /* Where device `id`'s input sits in the gathered buffer: by device id, or on

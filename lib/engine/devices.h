@@ -22,17 +22,15 @@
 #include "engine/call.h"
 #include "mesh/mesh.h"
 
-/* Whether a call on m takes the devices path (m NULL: the current mesh). */
+/* Whether a call on m takes the devices path. */
 static inline bool devices_needed(const shmesh_mesh *m)
 {
-    if (!m)
-        m = shmesh_mesh_current();
     return m && !m->abstract && (m->nlocal != 1 || m->process_local);
 }
 
-/* Room for a call per local device of m (the current mesh when NULL): NULL
- * when out of memory (then devices_finish reports it). */
-struct call *devices_calls(shmesh_mesh **m);
+/* Room for a call per local device of m: NULL when out of memory (then
+ * devices_finish reports it). */
+struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
  * stops there), frees them, and returns the result. */
 int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc);
@@ -44,10 +42,12 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc);
 #define DEVICES_RUN(m, K, L, PREPARE)                                                          \
     do {                                                                                       \
         struct call one_[1], *K##s_ = one_;                                                    \
+        if (!m) /* the innermost pushed mesh, looked up once */                                \
+            m = shmesh_mesh_current();                                                         \
         bool multi_ = devices_needed(m);                                                       \
         int n_ = 1, rc_ = 0, prepared_ = 0;                                                    \
         if (multi_) {                                                                          \
-            K##s_ = devices_calls(&m);                                                         \
+            K##s_ = devices_calls(m);                                                          \
             n_ = K##s_ ? m->nlocal : 0;                                                        \
             rc_ = K##s_ ? 0 : SHMESH_ERR_NOMEM;                                                \
         }                                                                                      \

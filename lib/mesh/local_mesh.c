@@ -12,10 +12,11 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
     if (!m || !out)
         return mesh_fail(m, "%s: %s must not be NULL", fn, m ? "out" : "the mesh");
     *out = NULL;
+    int rc = mesh_concrete(m, fn, "local mesh");
+    if (rc)
+        return rc;
     char text[SHMESH_MAX_MESH_DIMS * 48];
     shmesh_mesh_text(m, text, sizeof text);
-    if (m->abstract)
-        return mesh_fail(m, "%s: %s is abstract and has no local mesh", fn, text);
     /* Per dimension, the smallest range of coordinates covering every local
      * device. */
     int lo[SHMESH_MAX_MESH_DIMS], hi[SHMESH_MAX_MESH_DIMS];
@@ -23,13 +24,12 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
         lo[d] = m->sizes[d];
         hi[d] = -1;
     }
+    int cc[SHMESH_MAX_MESH_DIMS];
     for (int l = 0; l < m->nlocal; l++) {
-        int pos = m->local_pos[l];
-        for (int d = m->ndim - 1; d >= 0; d--) {
-            int c = pos % m->sizes[d];
-            pos /= m->sizes[d];
-            lo[d] = c < lo[d] ? c : lo[d];
-            hi[d] = c > hi[d] ? c : hi[d];
+        mesh_coords(m, m->local_pos[l], cc);
+        for (int d = 0; d < m->ndim; d++) {
+            lo[d] = cc[d] < lo[d] ? cc[d] : lo[d];
+            hi[d] = cc[d] > hi[d] ? cc[d] : hi[d];
         }
     }
     int rank = m->ctx->rank;
@@ -40,12 +40,10 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
     for (int p = 0; p < m->size; p++) {
         if (m->pos_rank[p] == rank)
             continue;
-        int pos = p, inside = 1;
-        for (int d = m->ndim - 1; d >= 0; d--) {
-            int c = pos % m->sizes[d];
-            pos /= m->sizes[d];
-            inside &= c >= lo[d] && c <= hi[d];
-        }
+        int inside = 1;
+        mesh_coords(m, p, cc);
+        for (int d = 0; d < m->ndim; d++)
+            inside &= cc[d] >= lo[d] && cc[d] <= hi[d];
         if (!inside)
             continue;
         char block[SHMESH_MAX_MESH_DIMS * 48];

@@ -160,15 +160,19 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
     return m;
 }
 
+void mesh_coords(const shmesh_mesh *m, int pos, int *coords)
+{
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        coords[d] = pos % m->sizes[d];
+        pos /= m->sizes[d];
+    }
+}
+
 void mesh_select(shmesh_mesh *m, int l)
 {
     if (m->cur == l || l >= m->nlocal)
         return;
-    int pos = m->local_pos[l];
-    for (int d = m->ndim - 1; d >= 0; d--) {
-        m->coords[d] = pos % m->sizes[d];
-        pos /= m->sizes[d];
-    }
+    mesh_coords(m, m->local_pos[l], m->coords);
     m->cur = l;
     m->last_valid = false; /* the cached group was the previous device's */
 }
@@ -323,7 +327,7 @@ bool shmesh_mesh_is_abstract(const shmesh_mesh *m) { return m && m->abstract; }
 
 /* What an abstract mesh cannot answer (JAX: "AbstractMesh does not
  * implement ..."). */
-static int concrete(const shmesh_mesh *m, const char *fn, const char *what)
+int mesh_concrete(const shmesh_mesh *m, const char *fn, const char *what)
 {
     if (!m)
         return mesh_fail(NULL, "%s: the mesh is NULL", fn);
@@ -345,7 +349,7 @@ static int copy_ids(const shmesh_mesh *m, const int *pos, int n, int *ids, int c
 
 int shmesh_mesh_device_ids(const shmesh_mesh *m, int *ids, int capacity)
 {
-    int rc = concrete(m, "shmesh_mesh_device_ids", "device ids");
+    int rc = mesh_concrete(m, "shmesh_mesh_device_ids", "device ids");
     if (!rc && !ids && capacity > 0)
         rc = mesh_fail(m, "shmesh_mesh_device_ids: ids is NULL but capacity is %d", capacity);
     return rc ? rc : copy_ids(m, NULL, m->size, ids, capacity);
@@ -353,7 +357,7 @@ int shmesh_mesh_device_ids(const shmesh_mesh *m, int *ids, int capacity)
 
 int shmesh_mesh_local_devices(const shmesh_mesh *m, int *ids, int capacity)
 {
-    int rc = concrete(m, "shmesh_mesh_local_devices", "local devices");
+    int rc = mesh_concrete(m, "shmesh_mesh_local_devices", "local devices");
     if (!rc && !ids && capacity > 0)
         rc = mesh_fail(m, "shmesh_mesh_local_devices: ids is NULL but capacity is %d", capacity);
     return rc ? rc : copy_ids(m, m->local_pos, m->nlocal, ids, capacity);
@@ -361,7 +365,7 @@ int shmesh_mesh_local_devices(const shmesh_mesh *m, int *ids, int capacity)
 
 int shmesh_mesh_is_multi_process(const shmesh_mesh *m)
 {
-    int rc = concrete(m, "shmesh_mesh_is_multi_process", "processes");
+    int rc = mesh_concrete(m, "shmesh_mesh_is_multi_process", "processes");
     return rc ? rc : m->nlocal != m->size;
 }
 
@@ -635,22 +639,25 @@ static int query_axes(const shmesh_mesh **mp, const char *fn, const char *axes, 
 static int index_at(const shmesh_mesh *m, const struct axes *a, int pos)
 {
     int cc[SHMESH_MAX_MESH_DIMS];
-    for (int d = m->ndim - 1; d >= 0; d--) {
-        cc[d] = pos % m->sizes[d];
-        pos /= m->sizes[d];
-    }
+    mesh_coords(m, pos, cc);
     int idx = 0;
     for (int k = 0; k < a->n; k++)
         idx = idx * m->sizes[a->dim[k]] + cc[a->dim[k]];
     return idx;
 }
 
+/* query_axes for an index: the mesh must have devices. */
+static int index_query(const shmesh_mesh **mp, const char *fn, const char *axes, int *index,
+                       struct axes *a)
+{
+    int rc = query_axes(mp, fn, axes, index, "index", a);
+    return rc ? rc : mesh_concrete(*mp, fn, "devices to index");
+}
+
 int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 {
     struct axes a;
-    int rc = query_axes(&m, "shmesh_axis_index", axes, index, "index", &a);
-    if (!rc)
-        rc = concrete(m, "shmesh_axis_index", "devices to index");
+    int rc = index_query(&m, "shmesh_axis_index", axes, index, &a);
     if (rc)
         return rc;
     *index = index_at(m, &a, m->local_pos[0]);
@@ -660,9 +667,7 @@ int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
 int shmesh_axis_index_of(const shmesh_mesh *m, const char *axes, int device, int *index)
 {
     struct axes a;
-    int rc = query_axes(&m, "shmesh_axis_index_of", axes, index, "index", &a);
-    if (!rc)
-        rc = concrete(m, "shmesh_axis_index_of", "devices to index");
+    int rc = index_query(&m, "shmesh_axis_index_of", axes, index, &a);
     if (rc)
         return rc;
     for (int p = 0; p < m->size; p++)

@@ -29,7 +29,6 @@ struct shmesh_mesh {
     int sizes[SHMESH_MAX_MESH_DIMS];
     int size;  /* devices: the product of sizes */
     uint64_t hash; /* shmesh_mesh_hash: names, shape, device order */
-    int pushed; /* times it is on some thread's mesh stack */
     /* Concrete meshes.  Mesh position (row-major) -> the device there: its
      * id, rank and local device index (mesh/device.h). */
     int *ids, *pos_rank, *pos_local;
@@ -56,6 +55,15 @@ struct shmesh_mesh {
  * abstract mesh (or NULL) on the calling thread (shmesh_last_error(NULL)).
  * Returns SHMESH_ERR_INVALID. */
 int mesh_fail(const shmesh_mesh *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The coordinates of mesh position `pos` (row-major), into coords[ndim]. */
+void mesh_coords(const shmesh_mesh *m, int pos, int *coords);
+/* 0 for a concrete mesh; SHMESH_ERR_INVALID for NULL or an abstract mesh,
+ * explained as "fn: ... is abstract (names and sizes only) and has no
+ * <what>". */
+int mesh_concrete(const shmesh_mesh *m, const char *fn, const char *what);
+/* Explains on this thread that fn was given a NULL mesh with none pushed;
+ * returns SHMESH_ERR_INVALID. */
+int mesh_none_pushed(const char *fn);
 /* The mesh a call was given, or the innermost pushed one when NULL; NULL
  * (and mesh_fail explaining, naming fn) when there is none. */
 shmesh_mesh *mesh_or_current(shmesh_mesh *m, const char *fn);

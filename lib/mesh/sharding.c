@@ -508,10 +508,7 @@ int shmesh_sharding_indices(const shmesh_sharding *sharding, int ndim, const int
     int64_t unique = 0;
     for (int p = 0; p < m->size; p++) {
         int coords[SHMESH_MAX_MESH_DIMS];
-        for (int d = m->ndim - 1, rem = p; d >= 0; d--) {
-            coords[d] = rem % m->sizes[d];
-            rem /= m->sizes[d];
-        }
+        mesh_coords(m, p, coords);
         shmesh_index *ix = &out[p];
         memset(ix, 0, sizeof *ix);
         ix->device = m->ids[p];

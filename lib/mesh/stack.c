@@ -34,7 +34,6 @@ int shmesh_mesh_push(shmesh_mesh *m)
         return mesh_fail(NULL, "shmesh_mesh_push: this thread already has %d meshes pushed",
                          STACK_MAX);
     stack[depth++] = m;
-    m->pushed++;
     return 0;
 }
 
@@ -52,7 +51,6 @@ int shmesh_mesh_pop(shmesh_mesh *m)
                          want, depth, got);
     }
     stack[--depth] = NULL;
-    m->pushed--;
     return 0;
 }
 
@@ -64,6 +62,12 @@ shmesh_mesh *mesh_or_current(shmesh_mesh *m, const char *fn)
         return m;
     if (depth)
         return stack[depth - 1];
-    init_error("%s: the mesh is NULL and none is pushed on this thread (shmesh_mesh_push)", fn);
+    mesh_none_pushed(fn);
     return NULL;
+}
+
+int mesh_none_pushed(const char *fn)
+{
+    init_error("%s: the mesh is NULL and none is pushed on this thread (shmesh_mesh_push)", fn);
+    return SHMESH_ERR_INVALID;
 }

@@ -34,18 +34,17 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
     if (!m)
         m = shmesh_mesh_current();
     int rc = call_init(k, m ? m->ctx : NULL, op);
-    if (rc) {
+    if (rc && !m)
+        mesh_none_pushed(op_name(op));
+    else if (rc && m->abstract) {
         char text[SHMESH_MAX_MESH_DIMS * 48];
-        if (!m)
-            init_error("%s: the mesh is NULL and none is pushed on this thread "
-                       "(shmesh_mesh_push)",
-                       op_name(op));
-        else if (m->abstract && shmesh_mesh_text(m, text, sizeof text))
-            init_error("%s: %s is abstract (names and sizes only): collectives need a concrete "
-                       "mesh (shmesh_mesh_create)",
-                       op_name(op), text);
-        return rc;
+        shmesh_mesh_text(m, text, sizeof text);
+        init_error("%s: %s is abstract (names and sizes only): collectives need a concrete "
+                   "mesh (shmesh_mesh_create)",
+                   op_name(op), text);
     }
+    if (rc)
+        return rc;
     rc = mesh_axes(m, k->name, axes, a);
     if (!rc) {
         /* The axes as the mesh's dimensions (hashed), and their names (shown). */
