@@ -613,6 +613,173 @@ SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shme
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
 
+/* ---------------------------------------------------------------------------
+ * Asynchronous dispatch, tokens and effects (docs/effects.md; JAX's async
+ * dispatch, RuntimeToken, ordered effects and jax.barrier).
+ *
+ * The stream.  Every context has one stream: work is executed in the order
+ * it was dispatched (collectives and host callbacks alike), as on a CUDA
+ * stream.  An `_async` function checks its arguments on the calling thread
+ * (an error returns at once and nothing is dispatched), queues the work and
+ * returns; the context's progress thread, started by the first async
+ * dispatch, executes the queue while the caller computes.  Once the thread
+ * runs, the blocking functions are dispatch + wait on the same stream, so
+ * program order is kept.  Buffers (and ragged_all_to_all's offset arrays)
+ * belong to the library until the work's token is done: do not touch them
+ * (inputs may be read, outputs written, until then).  A mesh may be freed
+ * after dispatch.
+ *
+ * Tokens.  A token names a position in a context's stream; it is a value
+ * (copy it, wait on it twice, drop it: nothing to free).  It is done once
+ * the work at that position and everything dispatched before it on the
+ * context finished: the context's count of finished work is a word of the
+ * segment, waited on with the collectives' notifier, so a token wait ends
+ * on completion, on a peer's death or an abort (the error), or after
+ * SHMESH_TIMEOUT.  A failed dispatch sets the token to {NULL, 0}, which is
+ * done.  Work that fails has its token fail with the error and explanation
+ * (shmesh_last_error); after a peer's death, an abort or a mismatch every
+ * pending token fails with that error, and output buffers of failed work
+ * hold unspecified values.
+ * ------------------------------------------------------------------------- */
+
+typedef struct {
+    shmesh_ctx *ctx; /* NULL: no work (done) */
+    uint64_t seq;    /* position in ctx's stream, from 1 */
+} shmesh_token;
+
+/* Blocks until `token` is done: 0, or the error of its work (the
+ * explanation in shmesh_last_error(token.ctx)). */
+SHMESH_API int shmesh_token_wait(shmesh_token token);
+/* Never blocks: 1 when done (and succeeded), 0 when not yet, or the error
+ * its work failed with. */
+SHMESH_API int shmesh_token_test(shmesh_token token);
+/* Waits for all n tokens (of one context, or done ones): 0, or the error of
+ * the first failed one in stream order. */
+SHMESH_API int shmesh_token_wait_all(int n, const shmesh_token tokens[]);
+/* Waits until one of the n tokens (of one context) is done; *index is its
+ * position in tokens[] (the earliest in stream order, as work finishes in
+ * order); returns its result. */
+SHMESH_API int shmesh_token_wait_any(int n, const shmesh_token tokens[], int *index);
+/* The token of everything this thread dispatched on ctx so far (JAX's
+ * RuntimeToken): {ctx, 0}-like (done) when it dispatched nothing. */
+SHMESH_API shmesh_token shmesh_runtime_token(shmesh_ctx *ctx);
+
+/* The non-blocking forms: the same arguments and checks as the blocking
+ * function, plus the token.  Collective as their blocking forms: every
+ * rank dispatches the same calls in the same order (a rank that dispatches
+ * a different one gets SHMESH_ERR_MISMATCH from its token, naming both). */
+SHMESH_API int shmesh_barrier_async(shmesh_ctx *ctx, shmesh_token *token);
+SHMESH_API int shmesh_world_sum_async(shmesh_ctx *ctx, void *buf, size_t count,
+                                      shmesh_dtype dtype, shmesh_token *token);
+SHMESH_API int shmesh_psum_async(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
+                                 const shmesh_array *in, shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pmax_async(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
+                                 const shmesh_array *in, shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pmin_async(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
+                                 const shmesh_array *in, shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pmean_async(shmesh_mesh *mesh, const char *axes,
+                                  const shmesh_groups *groups, const shmesh_array *in,
+                                  shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pargmax_async(shmesh_mesh *mesh, const char *axes,
+                                    const shmesh_groups *groups, const shmesh_array *in,
+                                    shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pargmin_async(shmesh_mesh *mesh, const char *axes,
+                                    const shmesh_groups *groups, const shmesh_array *in,
+                                    shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_all_gather_async(shmesh_mesh *mesh, const char *axes,
+                                       const shmesh_groups *groups, int axis, bool tiled,
+                                       const shmesh_array *in, shmesh_array *out,
+                                       shmesh_token *token);
+SHMESH_API int shmesh_psum_scatter_async(shmesh_mesh *mesh, const char *axes,
+                                         const shmesh_groups *groups, int scatter_dimension,
+                                         bool tiled, const shmesh_array *in, shmesh_array *out,
+                                         shmesh_token *token);
+SHMESH_API int shmesh_all_to_all_async(shmesh_mesh *mesh, const char *axes,
+                                       const shmesh_groups *groups, int split_axis,
+                                       int concat_axis, bool tiled, const shmesh_array *in,
+                                       shmesh_array *out, shmesh_token *token);
+SHMESH_API int shmesh_pswapaxes_async(shmesh_mesh *mesh, const char *axes,
+                                      const shmesh_groups *groups, int axis,
+                                      const shmesh_array *in, shmesh_array *out,
+                                      shmesh_token *token);
+SHMESH_API int shmesh_ragged_all_to_all_async(
+    shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups, const shmesh_array *operand,
+    shmesh_array *output, const shmesh_array *input_offsets, const shmesh_array *send_sizes,
+    const shmesh_array *output_offsets, const shmesh_array *recv_sizes, shmesh_token *token);
+SHMESH_API int shmesh_ppermute_async(shmesh_mesh *mesh, const char *axes, const int (*perm)[2],
+                                     int npairs, const shmesh_array *in, shmesh_array *out,
+                                     shmesh_token *token);
+SHMESH_API int shmesh_pshuffle_async(shmesh_mesh *mesh, const char *axes, const int *perm,
+                                     const shmesh_array *in, shmesh_array *out,
+                                     shmesh_token *token);
+SHMESH_API int shmesh_pbroadcast_async(shmesh_mesh *mesh, const char *axes, int source,
+                                       const shmesh_array *in, shmesh_array *out,
+                                       shmesh_token *token);
+
+/* Effects (JAX's effect sets).  An effect is registered with a kind:
+ *   UNORDERED          no order among its executions beyond the stream's
+ *   ORDERED            its executions happen one after the other in program
+ *                      order; work with it may not span several devices
+ *                      (there would be no total order), unless placed on
+ *                      exactly one ("maximal sharding")
+ *   ORDERED_SHARDABLE  every device runs its part; all parts of program
+ *                      point k, on every rank, finish before any part of
+ *                      point k+1 starts on any rank; no order among the
+ *                      parts of one point
+ * Each dispatch with an effect takes the effect's current token and
+ * replaces it with its own.  Across ranks, an effect's progress is a word
+ * per rank in the segment (the program points it passed), which the other
+ * ranks wait on with the notifier. */
+typedef enum {
+    SHMESH_EFFECT_UNORDERED = 0,
+    SHMESH_EFFECT_ORDERED,
+    SHMESH_EFFECT_ORDERED_SHARDABLE,
+} shmesh_effect_kind;
+
+typedef struct shmesh_effect shmesh_effect;
+
+#define SHMESH_MAX_EFFECTS 32
+#define SHMESH_MAX_EFFECT_NAME 31
+
+/* Collective (every rank, same name and kind, in the same order): registers
+ * an effect; at most SHMESH_MAX_EFFECTS per context.  The name (1 to
+ * SHMESH_MAX_EFFECT_NAME characters) appears in messages.  The context owns
+ * the effect: it is freed by shmesh_finalize. */
+SHMESH_API int shmesh_effect_create(shmesh_ctx *ctx, const char *name, shmesh_effect_kind kind,
+                                    shmesh_effect **out);
+SHMESH_API const char *shmesh_effect_name(const shmesh_effect *effect);
+SHMESH_API shmesh_effect_kind shmesh_effect_kind_of(const shmesh_effect *effect);
+/* The token of the effect's last dispatch on this rank (done when none). */
+SHMESH_API shmesh_token shmesh_effect_token(const shmesh_effect *effect);
+
+/* Where a callback runs: every device of the job (each rank dispatches it;
+ * fn runs once per local device), one device id (each rank dispatches it;
+ * it runs once, on the rank holding that device, and the other ranks'
+ * tokens are done when it has), or this rank's devices alone (only this
+ * rank dispatches it: work of this process, ordered by its stream). */
+#define SHMESH_PLACE_ALL (-1)
+#define SHMESH_PLACE_SELF (-2)
+
+/* A host callback: `device` is the id of the device whose part this is. */
+typedef void (*shmesh_callback_fn)(void *arg, int device);
+
+/* Dispatches fn(arg, device) as work with `effect` (NULL: unordered, no
+ * effect) at `placement` (a device id, SHMESH_PLACE_ALL or
+ * SHMESH_PLACE_SELF); *token (may be NULL) is done once this rank's part
+ * is, or for work placed on another rank's device, once that rank ran it.
+ * ALL and device placements are collective: every rank dispatches them in
+ * the same order as its other collective work.  An ORDERED effect placed
+ * on more than one device is SHMESH_ERR_INVALID on every rank (nothing is
+ * dispatched).  fn runs on the progress thread, after every earlier work of
+ * the stream; it must not call shmesh with this context. */
+SHMESH_API int shmesh_callback(shmesh_ctx *ctx, shmesh_effect *effect, int placement,
+                               shmesh_callback_fn fn, void *arg, shmesh_token *token);
+
+/* Local (jax.barrier): waits until the runtime token of this thread and
+ * every ordered effect's current token are done, on every rank for a
+ * sharded one (every rank's part of its last program point). */
+SHMESH_API int shmesh_effects_barrier(shmesh_ctx *ctx);
+
 /* "invalid argument", … for a SHMESH_ERR_* code; "success" for 0. */
 SHMESH_API const char *shmesh_strerror(int err);
 /* "SHMESH_ERR_INVALID", … ; "SHMESH_OK" for 0. */
