@@ -1,0 +1,1228 @@
+/* shmesh-test-effects: asynchronous dispatch, tokens and effects as a job
+ * sees them, through the public library only.
+ *
+ *   shmesh-run -n P [--devices-per-rank K] -- shmesh-test-effects MODE [ARGS]
+ *
+ * Modes:
+ *   basics            tokens (test, wait, wait_all, wait_any, the runtime
+ *                     token, the done token), async results bit for bit
+ *                     those of the blocking calls, program order between
+ *                     async work, callbacks and blocking calls, refused
+ *                     arguments (effects, placements, async calls)
+ *   ordered-log [N]   N (10 000) ORDERED callbacks placed on this rank,
+ *                     dispatched asynchronously among psums, append to a
+ *                     log: it must read 0..N-1
+ *   shardable SEED [POINTS]  an ORDERED_SHARDABLE effect on every device,
+ *                     each part sleeping 0-2 ms: no part of point k+1 may
+ *                     start before every part of point k finished
+ *   ordered-all       an ORDERED effect on every device is refused (2+
+ *                     devices); placed on one device it runs once, there,
+ *                     and every rank's token waits for it
+ *   peer-death        (3 ranks) rank 2 kills itself while ranks 0 and 1
+ *                     wait on tokens: every wait ends with PEER_DEAD
+ *   timeout           (2 ranks, SHMESH_TIMEOUT=1) rank 1 sleeps 3 s; rank
+ *                     0's token wait ends with TIMEOUT after about 1 s
+ *   mismatch WHAT     rank 0 dispatches psum_async, the others pmax_async
+ *                     (WHAT "async"), a blocking pmax ("blocking"), or a
+ *                     callback on every device ("callback"): MISMATCH
+ *   effect-mismatch WHAT  rank 0 registers effect "alpha", the others
+ *                     "beta" (WHAT "name"), or the same name of another
+ *                     kind ("kind"): MISMATCH
+ *
+ * Every rank prints "rank R: ..." lines the suite reads, and a line with
+ * "FAIL:" for each check that does not hold.  Exit status: 0 when every
+ * check held on this rank, 3 when a call failed that should not have, 4
+ * when a check failed, 2 for bad usage. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shmesh.h"
+
+static shmesh_ctx *ctx;
+static int rank, world, ndev, nlocal;
+static int failures;
+static pthread_t main_thread;
+
+static const char *why(void)
+{
+    const char *m = shmesh_last_error(ctx);
+    return m && *m ? m : shmesh_last_error(NULL);
+}
+
+/* A call that must succeed. */
+#define MUST(call)                                                                             \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_ < 0) {                                                                         \
+            printf("rank %d: FAIL: %s (line %d) -> %s: %s\n", rank, #call, __LINE__,           \
+                   shmesh_error_name(rc_), why());                                             \
+            exit(3);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bad(const char *fmt, ...)
+{
+    va_list ap;
+    printf("rank %d: FAIL: ", rank);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    failures++;
+}
+
+/* Prints "rank R: what -> NAME: message" and counts a failure when rc is
+ * not `want`. */
+static int expect(const char *what, int rc, int want)
+{
+    printf("rank %d: %s -> %s: %s\n", rank, what, shmesh_error_name(rc), rc ? why() : "");
+    if (rc != want)
+        bad("%s returned %s, expected %s", what, shmesh_error_name(rc), shmesh_error_name(want));
+    return rc;
+}
+
+static void expect_in_message(const char *what, const char *needle)
+{
+    if (!strstr(why(), needle))
+        bad("%s: the message does not name '%s': %s", what, needle, why());
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double ms_since(int64_t t0) { return (double)(now_ns() - t0) / 1e6; }
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) {
+        printf("rank %d: FAIL: out of memory\n", rank);
+        exit(3);
+    }
+    return p;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static bool token_is_none(shmesh_token t) { return t.ctx == NULL && t.seq == 0; }
+
+/* ------------------------------------------------------------------------
+ * The board: counters every rank reads and writes, in the job's shared
+ * heap.  Rank 0 allocates it and sends its offset in the segment (found
+ * through /proc/self/maps: the segment is one shared file mapping, and a
+ * page's file offset is the same in every process); each rank finds that
+ * offset in its own mapping of the same file.
+ * ---------------------------------------------------------------------- */
+
+#define MAXDEV 64
+#define BOARD_LOG 256
+
+struct board {
+    _Atomic int64_t started[MAXDEV];  /* per device: points whose part began */
+    _Atomic int64_t finished[MAXDEV]; /* per device: points whose part ended */
+    _Atomic int64_t violations;
+    _Atomic int64_t runs;       /* how many times the placed callback ran */
+    _Atomic int64_t ran_rank;   /* where */
+    _Atomic int64_t ran_device; /* with which device argument */
+    _Atomic int64_t flag;
+    _Atomic int64_t kill_ns; /* CLOCK_MONOTONIC when rank 2 killed itself */
+    _Atomic int64_t log_n;
+    int64_t log[BOARD_LOG];
+};
+
+static struct board *board;
+
+struct vma {
+    uintptr_t lo, hi;
+    uint64_t pgoff, ino;
+    unsigned maj, min;
+};
+
+/* The mapping holding p (want_p), or the mapping of file (maj, min, ino)
+ * holding file offset off. */
+static bool find_vma(const void *p, const struct vma *file, uint64_t off, struct vma *out)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        struct vma v;
+        unsigned long lo, hi;
+        unsigned long long pgoff, ino;
+        if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu", &lo, &hi, &pgoff, &v.maj, &v.min, &ino) !=
+            6)
+            continue;
+        v.lo = lo;
+        v.hi = hi;
+        v.pgoff = pgoff;
+        v.ino = ino;
+        if (p)
+            found = (uintptr_t)p >= v.lo && (uintptr_t)p < v.hi;
+        else
+            found = v.ino == file->ino && v.maj == file->maj && v.min == file->min &&
+                    off >= v.pgoff && off < v.pgoff + (v.hi - v.lo);
+        if (found)
+            *out = v;
+    }
+    fclose(f);
+    return found;
+}
+
+static void board_setup(void)
+{
+    void *probe = shmesh_alloc(ctx, 64);
+    if (!probe) {
+        printf("rank %d: FAIL: shmesh_alloc(64): %s\n", rank, why());
+        exit(3);
+    }
+    struct vma mine;
+    int64_t off = 0;
+    if (world > 1 && !find_vma(probe, NULL, 0, &mine)) {
+        printf("rank %d: FAIL: heap block %p is in no mapping of /proc/self/maps\n", rank, probe);
+        exit(3);
+    }
+    if (rank == 0) {
+        board = shmesh_alloc(ctx, sizeof *board);
+        if (!board) {
+            printf("rank 0: FAIL: shmesh_alloc(%zu): %s\n", sizeof *board, why());
+            exit(3);
+        }
+        memset(board, 0, sizeof *board);
+        if (world > 1) {
+            struct vma v;
+            if (!find_vma(board, NULL, 0, &v) || v.ino != mine.ino ||
+                (uintptr_t)board + sizeof *board > v.hi) {
+                printf("rank 0: FAIL: the board is not in the segment's mapping\n");
+                exit(3);
+            }
+            off = (int64_t)((uintptr_t)board - v.lo + v.pgoff);
+        }
+    }
+    MUST(shmesh_world_sum(ctx, &off, 1, SHMESH_INT64));
+    if (rank != 0) {
+        struct vma v;
+        if (!find_vma(NULL, &mine, (uint64_t)off, &v)) {
+            printf("rank %d: FAIL: segment offset %" PRId64 " is not mapped here\n", rank, off);
+            exit(3);
+        }
+        board = (struct board *)(v.lo + ((uint64_t)off - v.pgoff));
+    }
+    shmesh_free(ctx, probe);
+}
+
+/* Rank 0 clears the board; everyone sees it cleared. */
+static void board_reset(void)
+{
+    if (rank == 0)
+        memset(board, 0, sizeof *board);
+    MUST(shmesh_barrier(ctx));
+}
+
+/* A mesh of every device on one axis "i". */
+static shmesh_mesh *line_mesh(void)
+{
+    static const char *const names[] = {"i"};
+    int sizes[] = {ndev};
+    shmesh_mesh *m;
+    MUST(shmesh_mesh_create(ctx, 1, names, sizes, NULL, &m));
+    return m;
+}
+
+static shmesh_array arr1(void *data, shmesh_dtype dt, int64_t n)
+{
+    shmesh_array a = {data, dt, 1, {n}};
+    return a;
+}
+
+/* ------------------------------------------------------------------------
+ * ordered-log: 10 000 ORDERED callbacks on this rank among psums.
+ * ---------------------------------------------------------------------- */
+
+struct logstate {
+    int *log;
+    int cap;
+    atomic_int n, inside, overlaps;
+};
+static struct logstate lg;
+
+static void log_cb(void *arg, int device)
+{
+    (void)device;
+    if (atomic_fetch_add(&lg.inside, 1) != 0)
+        atomic_fetch_add(&lg.overlaps, 1);
+    int n = atomic_load(&lg.n);
+    if (n < lg.cap)
+        lg.log[n] = *(const int *)arg;
+    atomic_store(&lg.n, n + 1);
+    atomic_fetch_sub(&lg.inside, 1);
+}
+
+static int mode_ordered_log(int argc, char **argv)
+{
+    int n = argc > 2 ? atoi(argv[2]) : 10000;
+    const int every = 100;
+    if (n <= 0)
+        return 2;
+    shmesh_effect *e;
+    MUST(shmesh_effect_create(ctx, "log", SHMESH_EFFECT_ORDERED, &e));
+    shmesh_mesh *m = line_mesh();
+    int *idx = xcalloc((size_t)n, sizeof *idx);
+    lg.log = xcalloc((size_t)n, sizeof *lg.log);
+    lg.cap = n;
+    int npsum = (n + every - 1) / every;
+    int32_t(*pin)[4] = xcalloc((size_t)npsum, sizeof *pin);
+    int32_t(*pout)[4] = xcalloc((size_t)npsum, sizeof *pout);
+    shmesh_token *ptok = xcalloc((size_t)npsum, sizeof *ptok);
+    shmesh_token prev = {NULL, 0};
+    int p = 0;
+    int64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        if (i % every == 0) {
+            for (int j = 0; j < 4; j++)
+                pin[p][j] = rank + 1 + j * p;
+            shmesh_array in = arr1(pin[p], SHMESH_INT32, 4), out = arr1(pout[p], SHMESH_INT32, 4);
+            MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &ptok[p]));
+            p++;
+        }
+        idx[i] = i;
+        shmesh_token tok;
+        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_SELF, log_cb, &idx[i], &tok));
+        if (tok.ctx != ctx || tok.seq <= prev.seq) {
+            bad("callback %d: token {%p, %" PRIu64 "} after {%p, %" PRIu64 "}: expected a "
+                "later position of this context's stream",
+                i, (void *)tok.ctx, tok.seq, (void *)prev.ctx, prev.seq);
+            break;
+        }
+        shmesh_token et = shmesh_effect_token(e);
+        if (et.ctx != tok.ctx || et.seq != tok.seq) {
+            bad("after callback %d the effect's token is {%p, %" PRIu64 "}, expected the "
+                "callback's {%p, %" PRIu64 "}",
+                i, (void *)et.ctx, et.seq, (void *)tok.ctx, tok.seq);
+            break;
+        }
+        prev = tok;
+    }
+    double dispatch_ms = ms_since(t0);
+    MUST(shmesh_effects_barrier(ctx));
+    double total_ms = ms_since(t0);
+    int got = atomic_load(&lg.n);
+    if (got != n)
+        bad("the log has %d entries after shmesh_effects_barrier, expected %d", got, n);
+    for (int i = 0; i < n && i < got; i++)
+        if (lg.log[i] != i) {
+            bad("log[%d] = %d: not in program order", i, lg.log[i]);
+            break;
+        }
+    if (atomic_load(&lg.overlaps))
+        bad("%d callbacks of the ordered effect ran while another was running",
+            atomic_load(&lg.overlaps));
+    int t = shmesh_token_test(shmesh_effect_token(e));
+    if (t != 1)
+        bad("the effect's token after shmesh_effects_barrier: test -> %d, expected 1 (done)", t);
+    t = shmesh_token_test(shmesh_runtime_token(ctx));
+    if (t != 1)
+        bad("the runtime token after shmesh_effects_barrier: test -> %d, expected 1 (done)", t);
+    t = shmesh_token_test(prev);
+    if (t != 1)
+        bad("the last callback's token after shmesh_effects_barrier: test -> %d", t);
+    for (int q = 0; q < p; q++) {
+        t = shmesh_token_test(ptok[q]);
+        if (t != 1)
+            bad("psum %d's token after shmesh_effects_barrier: test -> %d", q, t);
+        for (int j = 0; j < 4; j++) {
+            int32_t want = 0;
+            for (int r = 0; r < world; r++)
+                want += r + 1 + j * q;
+            if (pout[q][j] != want) {
+                bad("psum %d element %d = %d, expected %d", q, j, pout[q][j], want);
+                break;
+            }
+        }
+    }
+    printf("rank %d: ordered log of %d callbacks with %d psums: %s (dispatch %.0f ms, "
+           "total %.0f ms)\n",
+           rank, n, p, failures ? "WRONG" : "in program order", dispatch_ms, total_ms);
+    shmesh_mesh_destroy(m);
+    free(idx);
+    free(lg.log);
+    free(pin);
+    free(pout);
+    free(ptok);
+    return failures ? 4 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * shardable: point k+1 starts nowhere before point k finished everywhere.
+ * ---------------------------------------------------------------------- */
+
+static uint64_t rng_state[MAXDEV];
+static atomic_int shard_local_violations;
+static char first_violation[256];
+
+static void note_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note_violation(const char *fmt, ...)
+{
+    atomic_fetch_add(&board->violations, 1);
+    if (atomic_fetch_add(&shard_local_violations, 1) == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_violation, sizeof first_violation, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void shard_cb(void *arg, int device)
+{
+    int64_t k = *(const int *)arg;
+    if (device < 0 || device >= ndev || shmesh_device_process(ctx, device) != rank) {
+        note_violation("point %" PRId64 " ran with device %d, not one of this rank's", k,
+                       device);
+        return;
+    }
+    for (int d = 0; d < ndev; d++) {
+        int64_t f = atomic_load(&board->finished[d]);
+        if (f < k)
+            note_violation("device %d began point %" PRId64 " while device %d had finished "
+                           "only %" PRId64 " points",
+                           device, k, d, f);
+    }
+    atomic_store(&board->started[device], k + 1);
+    rng_state[device] = mix(rng_state[device]);
+    sleep_us((long)(rng_state[device] % 2001));
+    for (int d = 0; d < ndev; d++) {
+        int64_t s = atomic_load(&board->started[d]);
+        if (s > k + 1)
+            note_violation("device %d began point %" PRId64 " while device %d was still "
+                           "in point %" PRId64,
+                           d, s - 1, device, k);
+    }
+    atomic_store(&board->finished[device], k + 1);
+}
+
+static int mode_shardable(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    uint64_t seed = strtoull(argv[2], NULL, 10);
+    int points = argc > 3 ? atoi(argv[3]) : 200;
+    if (ndev > MAXDEV || points <= 0) {
+        printf("rank %d: FAIL: at most %d devices\n", rank, MAXDEV);
+        return 2;
+    }
+    for (int d = 0; d < MAXDEV; d++)
+        rng_state[d] = mix(seed * 1000003u + (uint64_t)d);
+    board_reset();
+    shmesh_effect *e;
+    MUST(shmesh_effect_create(ctx, "steps", SHMESH_EFFECT_ORDERED_SHARDABLE, &e));
+    if (shmesh_effect_kind_of(e) != SHMESH_EFFECT_ORDERED_SHARDABLE ||
+        strcmp(shmesh_effect_name(e), "steps"))
+        bad("the effect reads back as '%s' of kind %d", shmesh_effect_name(e),
+            (int)shmesh_effect_kind_of(e));
+    shmesh_mesh *m = line_mesh();
+    int *ks = xcalloc((size_t)points, sizeof *ks);
+    int npsum = points / 50 + 1;
+    float *pin = xcalloc((size_t)npsum * (size_t)nlocal, sizeof *pin);
+    float *pout = xcalloc((size_t)npsum * (size_t)nlocal, sizeof *pout);
+    shmesh_token last = {NULL, 0};
+    int p = 0;
+    int64_t t0 = now_ns();
+    for (int k = 0; k < points; k++) {
+        if (k % 50 == 25) {
+            shmesh_array in[MAXDEV], out[MAXDEV];
+            for (int l = 0; l < nlocal; l++) {
+                pin[p * nlocal + l] = 1.0f;
+                in[l] = (shmesh_array){&pin[p * nlocal + l], SHMESH_FLOAT32, 0, {0}};
+                out[l] = (shmesh_array){&pout[p * nlocal + l], SHMESH_FLOAT32, 0, {0}};
+            }
+            MUST(shmesh_psum_async(m, "i", NULL, in, out, NULL));
+            p++;
+        }
+        ks[k] = k;
+        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_ALL, shard_cb, &ks[k], &last));
+    }
+    double dispatch_ms = ms_since(t0);
+    MUST(shmesh_effects_barrier(ctx));
+    double total_ms = ms_since(t0);
+    /* After the barrier every device's part of the last point is done. */
+    for (int d = 0; d < ndev; d++) {
+        int64_t f = atomic_load(&board->finished[d]);
+        if (f != points)
+            bad("after shmesh_effects_barrier device %d finished %" PRId64
+                " points, expected %d",
+                d, f, points);
+    }
+    if (shmesh_token_test(last) != 1)
+        bad("the last callback's token is not done after shmesh_effects_barrier");
+    for (int i = 0; i < p * nlocal; i++)
+        if (pout[i] != (float)ndev) {
+            bad("psum %d = %g, expected %d", i / nlocal, pout[i], ndev);
+            break;
+        }
+    int mine = atomic_load(&shard_local_violations);
+    if (mine)
+        bad("%d ordering violations seen here; the first: %s", mine, first_violation);
+    MUST(shmesh_barrier(ctx));
+    int64_t all = atomic_load(&board->violations);
+    printf("rank %d: shardable seed %" PRIu64 ": %d points x %d devices, %" PRId64
+           " violations in the job (dispatch %.0f ms, total %.0f ms)\n",
+           rank, seed, points, ndev, all, dispatch_ms, total_ms);
+    shmesh_mesh_destroy(m);
+    free(ks);
+    free(pin);
+    free(pout);
+    return failures ? 4 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * ordered-all: refused on several devices; placed on one it runs once.
+ * ---------------------------------------------------------------------- */
+
+static atomic_int never_runs;
+
+static void count_cb(void *arg, int device)
+{
+    (void)arg;
+    (void)device;
+    atomic_fetch_add(&never_runs, 1);
+}
+
+static void placed_cb(void *arg, int device)
+{
+    (void)arg;
+    atomic_fetch_add(&board->runs, 1);
+    atomic_store(&board->ran_rank, rank);
+    atomic_store(&board->ran_device, device);
+    sleep_us(50000);
+    atomic_store(&board->flag, 1);
+}
+
+static void placed_log_cb(void *arg, int device)
+{
+    (void)device;
+    int64_t n = atomic_load(&board->log_n);
+    if (n < BOARD_LOG)
+        board->log[n] = *(const int *)arg;
+    sleep_us(1000);
+    atomic_store(&board->log_n, n + 1);
+}
+
+static void placed_once(shmesh_effect *e, int target)
+{
+    board_reset();
+    int owner = shmesh_device_process(ctx, target);
+    shmesh_token tok;
+    char what[96];
+    snprintf(what, sizeof what, "ordered on device %d", target);
+    MUST(shmesh_callback(ctx, e, target, placed_cb, NULL, &tok));
+    MUST(shmesh_token_wait(tok));
+    if (atomic_load(&board->flag) != 1)
+        bad("%s: the token is done but the callback (on rank %d) has not finished", what, owner);
+    /* Twenty more in a row: they run there in program order, and the last
+     * token means all of them ran. */
+    int idx[20];
+    for (int i = 0; i < 20; i++) {
+        idx[i] = i;
+        MUST(shmesh_callback(ctx, e, target, placed_log_cb, &idx[i], &tok));
+    }
+    MUST(shmesh_token_wait(tok));
+    int64_t n = atomic_load(&board->log_n);
+    if (n != 20)
+        bad("%s: after the last token, %" PRId64 " of 20 callbacks had run", what, n);
+    for (int i = 0; i < n && i < 20; i++)
+        if (board->log[i] != i) {
+            bad("%s: log[%d] = %" PRId64 ": not in program order", what, i, board->log[i]);
+            break;
+        }
+    MUST(shmesh_effects_barrier(ctx));
+    MUST(shmesh_barrier(ctx));
+    int64_t runs = atomic_load(&board->runs), where = atomic_load(&board->ran_rank),
+            dev = atomic_load(&board->ran_device);
+    if (runs != 1 || where != owner || dev != target)
+        bad("%s: ran %" PRId64 " times, on rank %" PRId64 " with device %" PRId64
+            "; expected once, on rank %d with device %d",
+            what, runs, where, dev, owner, target);
+    else
+        printf("rank %d: %s: ran once, on rank %d, token done after it ran\n", rank, what,
+               owner);
+    MUST(shmesh_barrier(ctx)); /* nobody resets the board before all have read it */
+}
+
+static int mode_ordered_all(void)
+{
+    board_setup();
+    shmesh_effect *e;
+    MUST(shmesh_effect_create(ctx, "metrics", SHMESH_EFFECT_ORDERED, &e));
+    shmesh_token tok = {ctx, 12345};
+    int rc = shmesh_callback(ctx, e, SHMESH_PLACE_ALL, count_cb, NULL, &tok);
+    if (ndev > 1) {
+        expect("ordered on every device", rc, SHMESH_ERR_INVALID);
+        if (rc == SHMESH_ERR_INVALID)
+            expect_in_message("ordered on every device", "metrics");
+        if (!token_is_none(tok))
+            bad("a refused dispatch left the token {%p, %" PRIu64 "}, expected {NULL, 0}",
+                (void *)tok.ctx, tok.seq);
+    } else {
+        expect("ordered on the only device", rc, 0);
+    }
+    /* The context is usable: a barrier and an async one. */
+    MUST(shmesh_barrier(ctx));
+    shmesh_token bt;
+    MUST(shmesh_barrier_async(ctx, &bt));
+    MUST(shmesh_token_wait(bt));
+    MUST(shmesh_effects_barrier(ctx));
+    int ran = atomic_load(&never_runs);
+    if (ran != (ndev > 1 ? 0 : 1))
+        bad("the callback on every device ran %d times, expected %d", ran, ndev > 1 ? 0 : 1);
+    printf("rank %d: usable after the refusal\n", rank);
+
+    placed_once(e, ndev > 1 ? 1 : 0);
+    if (ndev - 1 > 1)
+        placed_once(e, ndev - 1);
+    /* An unordered effect on every device runs once per device. */
+    atomic_store(&never_runs, 0);
+    shmesh_effect *u;
+    MUST(shmesh_effect_create(ctx, "free", SHMESH_EFFECT_UNORDERED, &u));
+    MUST(shmesh_callback(ctx, u, SHMESH_PLACE_ALL, count_cb, NULL, &tok));
+    MUST(shmesh_token_wait(tok));
+    if (atomic_load(&never_runs) != nlocal)
+        bad("an unordered callback on every device ran %d times here, expected %d",
+            atomic_load(&never_runs), nlocal);
+    return failures ? 4 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * peer-death: rank 2 dies while ranks 0 and 1 wait on tokens.
+ * ---------------------------------------------------------------------- */
+
+static void noop_cb(void *arg, int device)
+{
+    (void)arg;
+    (void)device;
+}
+
+static int mode_peer_death(void)
+{
+    if (world != 3) {
+        printf("rank %d: FAIL: peer-death needs 3 ranks\n", rank);
+        return 2;
+    }
+    board_setup();
+    shmesh_effect *e;
+    MUST(shmesh_effect_create(ctx, "journal", SHMESH_EFFECT_ORDERED, &e));
+    shmesh_mesh *m = line_mesh();
+    /* One async psum that completes: the progress thread is running. */
+    float one = 1.0f, sum = 0;
+    shmesh_array in = {&one, SHMESH_FLOAT32, 0, {0}}, out = {&sum, SHMESH_FLOAT32, 0, {0}};
+    shmesh_token tok;
+    MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
+    MUST(shmesh_token_wait(tok));
+    if (sum != 3.0f)
+        bad("warm-up psum = %g, expected 3", sum);
+    if (rank == 2) {
+        sleep_us(300000); /* the others are waiting now */
+        atomic_store(&board->kill_ns, now_ns());
+        raise(SIGKILL);
+    }
+    enum { NT = 5 };
+    static float bins[3][256], bouts[3][256];
+    shmesh_token toks[NT];
+    const char *names[NT] = {"psum #1", "psum #2", "psum #3", "barrier", "callback"};
+    for (int i = 0; i < 3; i++) {
+        shmesh_array a = arr1(bins[i], SHMESH_FLOAT32, 256), b = arr1(bouts[i], SHMESH_FLOAT32, 256);
+        MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &toks[i]));
+    }
+    MUST(shmesh_barrier_async(ctx, &toks[3]));
+    MUST(shmesh_callback(ctx, e, SHMESH_PLACE_SELF, noop_cb, NULL, &toks[4]));
+    for (int i = 0; i < NT; i++) {
+        int rc = shmesh_token_wait(toks[i]);
+        int64_t kill = atomic_load(&board->kill_ns);
+        double after = kill ? (double)(now_ns() - kill) / 1e6 : -1;
+        printf("rank %d: wait %s -> %s after %.0f ms: %s\n", rank, names[i],
+               shmesh_error_name(rc), after, rc ? why() : "");
+        if (rc != SHMESH_ERR_PEER_DEAD)
+            bad("wait %s returned %s, expected SHMESH_ERR_PEER_DEAD", names[i],
+                shmesh_error_name(rc));
+        else if (!strstr(why(), "rank 2"))
+            bad("wait %s: the message does not name rank 2: %s", names[i], why());
+        if (after < 0 || after > 2000)
+            bad("wait %s ended %.0f ms after rank 2 died, expected within 2000", names[i],
+                after);
+    }
+    /* Poisoned: everything fails at once with the same error. */
+    int64_t t0 = now_ns();
+    int rc = shmesh_token_test(toks[0]);
+    if (rc != SHMESH_ERR_PEER_DEAD)
+        bad("token_test after the death -> %s", shmesh_error_name(rc));
+    rc = shmesh_effects_barrier(ctx);
+    if (rc != SHMESH_ERR_PEER_DEAD)
+        bad("shmesh_effects_barrier after the death -> %s", shmesh_error_name(rc));
+    rc = shmesh_psum_async(m, "i", NULL, &in, &out, &tok);
+    if (rc == 0)
+        rc = shmesh_token_wait(tok);
+    if (rc != SHMESH_ERR_PEER_DEAD)
+        bad("an async psum after the death -> %s", shmesh_error_name(rc));
+    double ms = ms_since(t0);
+    if (ms > 500)
+        bad("calls after the death took %.0f ms: they waited", ms);
+    printf("rank %d: peer death seen by every wait%s\n", rank, failures ? " (with failures)" : "");
+    shmesh_mesh_destroy(m);
+    return failures ? 4 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * timeout: a token wait ends after SHMESH_TIMEOUT.
+ * ---------------------------------------------------------------------- */
+
+static int mode_timeout(void)
+{
+    if (world != 2) {
+        printf("rank %d: FAIL: timeout needs 2 ranks\n", rank);
+        return 2;
+    }
+    if (rank == 1) {
+        sleep_us(3000000); /* outside any call */
+        printf("rank 1: slept 3 s\n");
+        return -1; /* finalize only releases what it can */
+    }
+    shmesh_mesh *m = line_mesh();
+    float v[16] = {0}, w[16];
+    shmesh_array in = arr1(v, SHMESH_FLOAT32, 16), out = arr1(w, SHMESH_FLOAT32, 16);
+    shmesh_token tok;
+    int64_t t0 = now_ns();
+    MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
+    int rc = shmesh_token_wait(tok);
+    double ms = ms_since(t0);
+    printf("rank 0: wait psum -> %s after %.0f ms: %s\n", shmesh_error_name(rc), ms,
+           rc ? why() : "");
+    if (rc != SHMESH_ERR_TIMEOUT)
+        bad("the wait returned %s, expected SHMESH_ERR_TIMEOUT", shmesh_error_name(rc));
+    if (ms < 900 || ms > 2500)
+        bad("the wait ended after %.0f ms; SHMESH_TIMEOUT is 1 s", ms);
+    shmesh_mesh_destroy(m);
+    return failures ? 4 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * mismatch: different async calls meet.
+ * ---------------------------------------------------------------------- */
+
+static int mode_mismatch(int argc, char **argv)
+{
+    const char *what = argc > 2 ? argv[2] : "async";
+    shmesh_mesh *m = line_mesh();
+    float v[8], w[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = (float)(rank * 8 + i);
+    shmesh_array in = arr1(v, SHMESH_FLOAT32, 8), out = arr1(w, SHMESH_FLOAT32, 8);
+    shmesh_token tok;
+    int rc;
+    const char *other = "pmax";
+    if (rank == 0) {
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
+        rc = expect("wait psum_async", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
+    } else if (!strcmp(what, "async")) {
+        MUST(shmesh_pmax_async(m, "i", NULL, &in, &out, &tok));
+        rc = expect("wait pmax_async", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
+    } else if (!strcmp(what, "blocking")) {
+        rc = expect("pmax", shmesh_pmax(m, "i", NULL, &in, &out), SHMESH_ERR_MISMATCH);
+    } else if (!strcmp(what, "callback")) {
+        other = NULL;
+        MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_ALL, noop_cb, NULL, &tok));
+        rc = expect("wait callback", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
+    } else {
+        return 2;
+    }
+    if (rc == SHMESH_ERR_MISMATCH) {
+        expect_in_message("the mismatch", "psum");
+        if (other)
+            expect_in_message("the mismatch", other);
+    }
+    /* Poisoned: a later wait fails at once, with the same error. */
+    rc = shmesh_effects_barrier(ctx);
+    if (rc != SHMESH_ERR_MISMATCH)
+        bad("shmesh_effects_barrier after the mismatch -> %s", shmesh_error_name(rc));
+    shmesh_mesh_destroy(m);
+    return failures ? 4 : -1;
+}
+
+static int mode_effect_mismatch(int argc, char **argv)
+{
+    const char *what = argc > 2 ? argv[2] : "name";
+    shmesh_effect *e = NULL;
+    int rc;
+    if (!strcmp(what, "name"))
+        rc = shmesh_effect_create(ctx, rank == 0 ? "alpha" : "beta", SHMESH_EFFECT_ORDERED, &e);
+    else if (!strcmp(what, "kind"))
+        rc = shmesh_effect_create(ctx, "gamma",
+                                  rank == 0 ? SHMESH_EFFECT_ORDERED : SHMESH_EFFECT_UNORDERED,
+                                  &e);
+    else
+        return 2;
+    expect("effect_create", rc, SHMESH_ERR_MISMATCH);
+    if (rc == SHMESH_ERR_MISMATCH) {
+        if (!strcmp(what, "name")) {
+            expect_in_message("effect_create", "alpha");
+            expect_in_message("effect_create", "beta");
+        } else {
+            expect_in_message("effect_create", "gamma");
+        }
+    }
+    return failures ? 4 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * basics
+ * ---------------------------------------------------------------------- */
+
+struct sleeper {
+    long us;
+    atomic_int done;
+    pthread_t thread;
+};
+
+static void sleep_cb(void *arg, int device)
+{
+    (void)device;
+    struct sleeper *s = arg;
+    s->thread = pthread_self();
+    sleep_us(s->us);
+    atomic_store(&s->done, 1);
+}
+
+/* Checks, when it runs, that a psum's output is there. */
+struct reader {
+    const int32_t *out;
+    int n;
+    int32_t want0; /* out[i] must be want0 + i * world */
+    atomic_int ran, ok;
+};
+
+static void reader_cb(void *arg, int device)
+{
+    (void)device;
+    struct reader *r = arg;
+    bool ok = true;
+    for (int i = 0; i < r->n; i++)
+        if (r->out[i] != r->want0 + i * world)
+            ok = false;
+    atomic_store(&r->ok, ok);
+    atomic_store(&r->ran, 1);
+}
+
+static void fill_random(float *x, size_t n, uint64_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)(mix(salt * 7919u + i) >> 11) / 9007199254740992.0 * 200.0 - 100.0);
+}
+
+static void same_bits(const char *what, const void *a, const void *b, size_t bytes)
+{
+    if (memcmp(a, b, bytes))
+        bad("%s: the async result differs from the blocking one", what);
+}
+
+static void basics_tokens(shmesh_mesh *m)
+{
+    /* The done token, and nothing dispatched yet. */
+    shmesh_token none = {NULL, 0};
+    if (shmesh_token_test(none) != 1 || shmesh_token_wait(none) != 0)
+        bad("the token {NULL, 0} is not done");
+    if (shmesh_token_test(shmesh_runtime_token(ctx)) != 1)
+        bad("the runtime token before any dispatch is not done");
+    shmesh_effect *ord;
+    MUST(shmesh_effect_create(ctx, "ord", SHMESH_EFFECT_ORDERED, &ord));
+    if (shmesh_token_test(shmesh_effect_token(ord)) != 1)
+        bad("a new effect's token is not done");
+    if (strcmp(shmesh_effect_name(ord), "ord") || shmesh_effect_kind_of(ord) != SHMESH_EFFECT_ORDERED)
+        bad("the effect reads back as '%s' of kind %d", shmesh_effect_name(ord),
+            (int)shmesh_effect_kind_of(ord));
+
+    /* test before and after; dispatch does not wait for the work. */
+    struct sleeper s = {.us = 300000};
+    shmesh_token a;
+    int64_t t0 = now_ns();
+    MUST(shmesh_callback(ctx, ord, SHMESH_PLACE_SELF, sleep_cb, &s, &a));
+    double ms = ms_since(t0);
+    if (ms > 150)
+        bad("dispatching a callback that sleeps 300 ms took %.0f ms", ms);
+    int t = shmesh_token_test(a);
+    if (t != 0)
+        bad("token_test on a callback still sleeping -> %d, expected 0", t);
+    /* A psum behind it: wait_any over {psum, callback} names the callback
+     * (it is earlier in the stream). */
+    int32_t pin[4], pout[4];
+    for (int i = 0; i < 4; i++)
+        pin[i] = rank + i;
+    shmesh_array in = arr1(pin, SHMESH_INT32, 4), out = arr1(pout, SHMESH_INT32, 4);
+    shmesh_token b;
+    MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &b));
+    if (b.seq <= a.seq || b.ctx != ctx)
+        bad("the psum's token {%p, %" PRIu64 "} is not after the callback's {%p, %" PRIu64 "}",
+            (void *)b.ctx, b.seq, (void *)a.ctx, a.seq);
+    shmesh_token pair[2] = {b, a};
+    int index = -1;
+    int rc = shmesh_token_wait_any(2, pair, &index);
+    if (rc != 0 || index != 1)
+        bad("wait_any({psum, sleeping callback}) -> %s, index %d; expected 0, index 1",
+            shmesh_error_name(rc), index);
+    if (!atomic_load(&s.done))
+        bad("wait_any returned before the callback finished");
+    if (pthread_equal(s.thread, main_thread))
+        bad("the callback ran on the dispatching thread, not the progress thread");
+    MUST(shmesh_token_wait(b));
+    if (shmesh_token_test(a) != 1 || shmesh_token_test(b) != 1)
+        bad("token_test after the waits is not 1");
+    for (int i = 0; i < 4; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < world; r++)
+            want += r + i;
+        if (pout[i] != want) {
+            bad("async psum element %d = %d, expected %d", i, pout[i], want);
+            break;
+        }
+    }
+    /* Waiting twice is fine: a token is a value. */
+    if (shmesh_token_wait(a) != 0 || shmesh_token_wait(b) != 0)
+        bad("a second wait on a done token failed");
+
+    /* wait_all over callbacks, psums and the done token; the runtime token
+     * covers everything dispatched. */
+    enum { N = 8 };
+    shmesh_token toks[N + 1];
+    int32_t ins[N][16], outs[N][16];
+    struct sleeper ss[N];
+    for (int k = 0; k < N; k++) {
+        if (k % 2) {
+            ss[k] = (struct sleeper){.us = 2000};
+            MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, sleep_cb, &ss[k], &toks[k]));
+        } else {
+            for (int i = 0; i < 16; i++)
+                ins[k][i] = k * 100 + i + rank;
+            shmesh_array ki = arr1(ins[k], SHMESH_INT32, 16), ko = arr1(outs[k], SHMESH_INT32, 16);
+            MUST(shmesh_psum_async(m, "i", NULL, &ki, &ko, &toks[k]));
+        }
+    }
+    toks[N] = none;
+    shmesh_token rt = shmesh_runtime_token(ctx);
+    if (rt.ctx != ctx || rt.seq < toks[N - 1].seq)
+        bad("the runtime token {%p, %" PRIu64 "} does not cover the last dispatch's %" PRIu64,
+            (void *)rt.ctx, rt.seq, toks[N - 1].seq);
+    MUST(shmesh_token_wait(rt));
+    for (int k = 0; k < N; k++)
+        if (shmesh_token_test(toks[k]) != 1) {
+            bad("token %d is not done after the runtime token's wait", k);
+            break;
+        }
+    MUST(shmesh_token_wait_all(N + 1, toks));
+    for (int k = 0; k < N; k += 2)
+        for (int i = 0; i < 16; i++) {
+            int32_t want = 0;
+            for (int r = 0; r < world; r++)
+                want += k * 100 + i + r;
+            if (outs[k][i] != want) {
+                bad("psum %d element %d = %d, expected %d", k, i, outs[k][i], want);
+                k = N;
+                break;
+            }
+        }
+    for (int k = 1; k < N; k += 2)
+        if (!atomic_load(&ss[k].done))
+            bad("callback %d had not run when wait_all returned", k);
+    printf("rank %d: tokens ok\n", rank);
+}
+
+static void basics_results(shmesh_mesh *m)
+{
+    static const int64_t sizes[] = {1, 1000, 300000};
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        int64_t n = sizes[c];
+        float *x = xcalloc((size_t)n, sizeof *x);
+        fill_random(x, (size_t)n, 100 + (uint64_t)rank * 31 + c);
+        size_t bytes = (size_t)n * sizeof(float);
+        float *sa = xcalloc((size_t)n, sizeof(float)), *sb = xcalloc((size_t)n, sizeof(float));
+        float *ga = xcalloc((size_t)n * world, sizeof(float)),
+              *gb = xcalloc((size_t)n * world, sizeof(float));
+        float *pa = xcalloc((size_t)n, sizeof(float)), *pb = xcalloc((size_t)n, sizeof(float));
+        shmesh_array in = arr1(x, SHMESH_FLOAT32, n);
+        shmesh_array sum_a = arr1(sa, SHMESH_FLOAT32, n), sum_b = arr1(sb, SHMESH_FLOAT32, n);
+        shmesh_array gat_a = {ga, SHMESH_FLOAT32, 2, {world, n}},
+                     gat_b = {gb, SHMESH_FLOAT32, 2, {world, n}};
+        shmesh_array per_a = arr1(pa, SHMESH_FLOAT32, n), per_b = arr1(pb, SHMESH_FLOAT32, n);
+        int(*perm)[2] = xcalloc((size_t)world, sizeof *perm);
+        for (int i = 0; i < world; i++) {
+            perm[i][0] = i;
+            perm[i][1] = (i + 1) % world;
+        }
+        shmesh_token t[3];
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &sum_a, &t[0]));
+        MUST(shmesh_all_gather_async(m, "i", NULL, 0, false, &in, &gat_a, &t[1]));
+        MUST(shmesh_ppermute_async(m, "i", (const int(*)[2])perm, world, &in, &per_a, &t[2]));
+        /* Blocking calls after async ones: the same stream, in order. */
+        MUST(shmesh_psum(m, "i", NULL, &in, &sum_b));
+        int done = shmesh_token_test(t[0]);
+        if (done != 1)
+            bad("an async psum dispatched before a blocking psum is not done after it (%d)",
+                done);
+        MUST(shmesh_all_gather(m, "i", NULL, 0, false, &in, &gat_b));
+        MUST(shmesh_ppermute(m, "i", (const int(*)[2])perm, world, &in, &per_b));
+        MUST(shmesh_token_wait_all(3, t));
+        char what[64];
+        snprintf(what, sizeof what, "psum of %" PRId64, n);
+        same_bits(what, sa, sb, bytes);
+        snprintf(what, sizeof what, "all_gather of %" PRId64, n);
+        same_bits(what, ga, gb, bytes * (size_t)world);
+        snprintf(what, sizeof what, "ppermute of %" PRId64, n);
+        same_bits(what, pa, pb, bytes);
+        /* and the gather holds every rank's data. */
+        for (int r = 0; r < world; r++) {
+            float *want = xcalloc((size_t)n, sizeof *want);
+            fill_random(want, (size_t)n, 100 + (uint64_t)r * 31 + c);
+            if (memcmp(ga + (size_t)r * (size_t)n, want, bytes))
+                bad("all_gather_async of %" PRId64 ": rank %d's block is wrong", n, r);
+            if (r == (rank + world - 1) % world && memcmp(pa, want, bytes))
+                bad("ppermute_async of %" PRId64 ": not rank %d's data", n, r);
+            free(want);
+        }
+        free(perm);
+        free(x);
+        free(sa);
+        free(sb);
+        free(ga);
+        free(gb);
+        free(pa);
+        free(pb);
+    }
+    /* Heap buffers (zero-copy): async equals blocking. */
+    int64_t n = 65536;
+    float *hx = shmesh_alloc(ctx, (size_t)n * sizeof(float));
+    float *ha = shmesh_alloc(ctx, (size_t)n * sizeof(float));
+    float *hb = xcalloc((size_t)n, sizeof(float));
+    if (!hx || !ha) {
+        bad("shmesh_alloc of %" PRId64 " floats: %s", n, why());
+    } else {
+        fill_random(hx, (size_t)n, 900 + (uint64_t)rank);
+        shmesh_array in = arr1(hx, SHMESH_FLOAT32, n), oa = arr1(ha, SHMESH_FLOAT32, n),
+                     ob = arr1(hb, SHMESH_FLOAT32, n);
+        shmesh_token t;
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &oa, &t));
+        MUST(shmesh_token_wait(t));
+        MUST(shmesh_psum(m, "i", NULL, &in, &ob));
+        same_bits("psum of heap buffers", ha, hb, (size_t)n * sizeof(float));
+    }
+    shmesh_free(ctx, hx);
+    shmesh_free(ctx, ha);
+    free(hb);
+    printf("rank %d: async results equal blocking ones\n", rank);
+}
+
+static void basics_order(shmesh_mesh *m)
+{
+    /* A callback after an async psum sees its output (no effect, and an
+     * unordered effect). */
+    shmesh_effect *u;
+    MUST(shmesh_effect_create(ctx, "unord", SHMESH_EFFECT_UNORDERED, &u));
+    shmesh_effect *effs[2] = {NULL, u};
+    for (int j = 0; j < 2; j++) {
+        enum { N = 2048 };
+        static int32_t in_[N], out_[N];
+        for (int i = 0; i < N; i++) {
+            in_[i] = rank + i + j;
+            out_[i] = -1;
+        }
+        int32_t want0 = 0;
+        for (int r = 0; r < world; r++)
+            want0 += r + j;
+        struct reader rd = {.out = out_, .n = N, .want0 = want0};
+        shmesh_array in = arr1(in_, SHMESH_INT32, N), out = arr1(out_, SHMESH_INT32, N);
+        shmesh_token t;
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &out, NULL));
+        MUST(shmesh_callback(ctx, effs[j], SHMESH_PLACE_SELF, reader_cb, &rd, &t));
+        MUST(shmesh_token_wait(t));
+        if (!atomic_load(&rd.ran) || !atomic_load(&rd.ok))
+            bad("a callback (%s) dispatched after an async psum did not see its output",
+                j ? "unordered effect" : "no effect");
+    }
+    /* A blocking call waits for the callback dispatched before it. */
+    struct sleeper s = {.us = 100000};
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, sleep_cb, &s, NULL));
+    MUST(shmesh_barrier(ctx));
+    if (!atomic_load(&s.done))
+        bad("a blocking barrier returned before the callback dispatched before it ran");
+    /* Every device, no effect: once here (one device per rank). */
+    struct sleeper s2 = {.us = 1000};
+    shmesh_token t;
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_ALL, sleep_cb, &s2, &t));
+    MUST(shmesh_token_wait(t));
+    if (!atomic_load(&s2.done))
+        bad("a callback on every device did not run here");
+    MUST(shmesh_effects_barrier(ctx));
+    printf("rank %d: program order ok\n", rank);
+}
+
+static void basics_refusals(shmesh_mesh *m)
+{
+    shmesh_effect *e = NULL;
+    char longname[SHMESH_MAX_EFFECT_NAME + 2];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    expect("effect_create(NULL name)", shmesh_effect_create(ctx, NULL, SHMESH_EFFECT_ORDERED, &e),
+           SHMESH_ERR_INVALID);
+    expect("effect_create(empty name)", shmesh_effect_create(ctx, "", SHMESH_EFFECT_ORDERED, &e),
+           SHMESH_ERR_INVALID);
+    expect("effect_create(long name)",
+           shmesh_effect_create(ctx, longname, SHMESH_EFFECT_ORDERED, &e), SHMESH_ERR_INVALID);
+    expect("effect_create(kind 7)", shmesh_effect_create(ctx, "k", (shmesh_effect_kind)7, &e),
+           SHMESH_ERR_INVALID);
+    expect("effect_create(NULL out)", shmesh_effect_create(ctx, "k", SHMESH_EFFECT_ORDERED, NULL),
+           SHMESH_ERR_INVALID);
+
+    shmesh_token t = {ctx, 999};
+    expect("callback(NULL fn)", shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, NULL, NULL, &t),
+           SHMESH_ERR_INVALID);
+    if (!token_is_none(t))
+        bad("a refused callback left its token {%p, %" PRIu64 "}", (void *)t.ctx, t.seq);
+    t = (shmesh_token){ctx, 999};
+    expect("callback(placement -5)", shmesh_callback(ctx, NULL, -5, noop_cb, NULL, &t),
+           SHMESH_ERR_INVALID);
+    expect_in_message("callback(placement -5)", "-5");
+    if (!token_is_none(t))
+        bad("a refused callback left its token {%p, %" PRIu64 "}", (void *)t.ctx, t.seq);
+    char found[16];
+    snprintf(found, sizeof found, "%d", ndev);
+    expect("callback(placement ndev)", shmesh_callback(ctx, NULL, ndev, noop_cb, NULL, &t),
+           SHMESH_ERR_INVALID);
+    expect_in_message("callback(placement ndev)", found);
+
+    /* An async call with a wrong output shape: refused at once. */
+    float v[4] = {0}, w[3], w4[4];
+    shmesh_array in = arr1(v, SHMESH_FLOAT32, 4), out = arr1(w, SHMESH_FLOAT32, 3),
+                 out4 = arr1(w4, SHMESH_FLOAT32, 4);
+    t = (shmesh_token){ctx, 999};
+    expect("psum_async(out of 3 for 4)", shmesh_psum_async(m, "i", NULL, &in, &out, &t),
+           SHMESH_ERR_INVALID);
+    if (!token_is_none(t))
+        bad("a refused psum_async left its token {%p, %" PRIu64 "}", (void *)t.ctx, t.seq);
+    expect("psum_async(axis 'nope')", shmesh_psum_async(m, "nope", NULL, &in, &out4, &t),
+           SHMESH_ERR_INVALID);
+
+    /* Effects up to the limit (two exist: "ord" and "unord"), then one more. */
+    int made = 2;
+    for (; made < SHMESH_MAX_EFFECTS; made++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%d", made);
+        MUST(shmesh_effect_create(ctx, name, (shmesh_effect_kind)(made % 3), &e));
+    }
+    e = NULL;
+    expect("effect_create(one too many)", shmesh_effect_create(ctx, "extra", SHMESH_EFFECT_ORDERED, &e),
+           SHMESH_ERR_INVALID);
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", SHMESH_MAX_EFFECTS);
+    expect_in_message("effect_create(one too many)", limit);
+
+    /* Still usable. */
+    MUST(shmesh_barrier(ctx));
+    shmesh_token bt;
+    MUST(shmesh_barrier_async(ctx, &bt));
+    MUST(shmesh_token_wait(bt));
+    printf("rank %d: errors: job usable\n", rank);
+}
+
+static int mode_basics(void)
+{
+    shmesh_mesh *m = line_mesh();
+    basics_tokens(m);
+    basics_results(m);
+    basics_order(m);
+    basics_refusals(m);
+    MUST(shmesh_effects_barrier(ctx));
+    shmesh_mesh_destroy(m);
+    printf("rank %d: basics %s\n", rank, failures ? "FAILED" : "ok");
+    return failures ? 4 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    main_thread = pthread_self();
+    if (argc < 2) {
+        fprintf(stderr,
+                "usage: %s basics|ordered-log [N]|shardable SEED [POINTS]|ordered-all|"
+                "peer-death|timeout|mismatch async|blocking|callback|effect-mismatch name|kind\n",
+                argv[0]);
+        return 2;
+    }
+    int rc = shmesh_init(&ctx);
+    if (rc) {
+        printf("rank ?: FAIL: shmesh_init -> %s: %s\n", shmesh_error_name(rc),
+               shmesh_last_error(NULL));
+        return 3;
+    }
+    rank = shmesh_rank(ctx);
+    world = shmesh_world_size(ctx);
+    ndev = shmesh_device_count(ctx);
+    nlocal = shmesh_local_device_count(ctx);
+    const char *mode = argv[1];
+    if (!strcmp(mode, "basics"))
+        rc = mode_basics();
+    else if (!strcmp(mode, "ordered-log"))
+        rc = mode_ordered_log(argc, argv);
+    else if (!strcmp(mode, "shardable")) {
+        board_setup();
+        rc = mode_shardable(argc, argv);
+    } else if (!strcmp(mode, "ordered-all"))
+        rc = mode_ordered_all();
+    else if (!strcmp(mode, "peer-death"))
+        rc = mode_peer_death();
+    else if (!strcmp(mode, "timeout"))
+        rc = mode_timeout();
+    else if (!strcmp(mode, "mismatch"))
+        rc = mode_mismatch(argc, argv);
+    else if (!strcmp(mode, "effect-mismatch"))
+        rc = mode_effect_mismatch(argc, argv);
+    else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        rc = 2;
+    }
+    if (rc > 0)
+        return rc; /* a failed rank exits without finalize: the launcher stops the rest */
+    bool poisoned = rc < 0;
+    rc = shmesh_finalize(ctx);
+    if (rc && !poisoned) {
+        printf("rank %d: FAIL: shmesh_finalize -> %s: %s\n", rank, shmesh_error_name(rc),
+               shmesh_last_error(NULL));
+        return 3;
+    }
+    return 0;
+}

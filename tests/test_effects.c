@@ -1,0 +1,297 @@
+/* Description: asynchronous dispatch, tokens and effects across processes
+ * (issue 10) — tokens tested, waited on (one, all, any), the runtime token
+ * and the done token; async results bit for bit those of the blocking
+ * calls, in program order with them and with callbacks; 10 000 ORDERED
+ * callbacks per rank among async psums, logged in program order; an
+ * ORDERED_SHARDABLE effect whose parts sleep at random, never starting
+ * point k+1 anywhere before point k finished everywhere; an ORDERED effect
+ * refused on several devices and run exactly once when placed on one; a
+ * rank dying while others wait on tokens (PEER_DEAD within 2 s);
+ * SHMESH_TIMEOUT ending a token wait; async calls and effect registrations
+ * that differ between ranks (MISMATCH naming both); refused arguments. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static const char *effects_path(void)
+{
+    const char *p = getenv("SHMESH_TEST_EFFECTS");
+    if (!p)
+        fail_msg("SHMESH_TEST_EFFECTS is not set (run the suite through meson test)");
+    return p;
+}
+
+static void expect_lines(const struct run *r, const char *a, const char *b, int n)
+{
+    int got = count_lines(r->out, a, b);
+    if (got != n)
+        fail_msg("%d lines with '%s'%s%s, expected %d\nstdout:\n%s\nstderr:\n%s", got, a,
+                 b ? " and " : "", b ? b : "", n, r->out, r->err);
+}
+
+static void assert_clean(const struct run *r)
+{
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
+}
+
+/* SHMESH_SYSROOT naming a tree without GPUs: CPU devices, as many per rank
+ * as asked, whatever the machine has. */
+static char sysroot_env[128];
+
+static int no_gpus(void **state)
+{
+    (void)state;
+    snprintf(sysroot_env, sizeof sysroot_env, "SHMESH_SYSROOT=%s", fake_sysroot(0));
+    return 0;
+}
+
+static int remove_sysroot(void **state)
+{
+    (void)state;
+    fake_sysroot_remove();
+    return 0;
+}
+
+/* Runs the helper under shmesh-run -v: `np` processes of `k` devices, with
+ * `extra` in the environment (may be NULL).  Fails on a deadline passed, a
+ * FAIL line or a segment left behind; the caller checks the exit code. */
+static void run_job_env(struct run *r, const char *extra, int np, int k, double timeout,
+                        const char *mode, const char *a1, const char *a2)
+{
+    char nps[16], ks[16];
+    snprintf(nps, sizeof nps, "%d", np);
+    snprintf(ks, sizeof ks, "%d", k);
+    char *env[] = {sysroot_env, (char *)extra, NULL};
+    run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--",
+                 effects_path(), mode, a1, a2, NULL);
+    if (r->timed_out)
+        fail_msg("%d processes x %d devices, %s %s %s: still running after %.0f s\nstdout:\n%s"
+                 "\nstderr:\n%s",
+                 np, k, mode, a1 ? a1 : "", a2 ? a2 : "", timeout, r->out, r->err);
+    if (count_lines(r->out, "FAIL:", NULL))
+        fail_msg("%d processes x %d devices, %s %s %s: exit %d\nstdout:\n%s\nstderr:\n%s", np, k,
+                 mode, a1 ? a1 : "", a2 ? a2 : "", r->code, r->out, r->err);
+    assert_clean(r);
+}
+
+/* The same, and it must exit 0. */
+static void run_job(struct run *r, int np, int k, double timeout, const char *mode,
+                    const char *a1, const char *a2)
+{
+    run_job_env(r, NULL, np, k, timeout, mode, a1, a2);
+    if (r->code != 0)
+        fail_msg("%d processes x %d devices, %s %s %s: exit %d\nstdout:\n%s\nstderr:\n%s", np, k,
+                 mode, a1 ? a1 : "", a2 ? a2 : "", r->code, r->out, r->err);
+}
+
+/* Tokens, async results against blocking ones, program order, refusals;
+ * with 1, 2 and 4 ranks. */
+static void basics(void **state)
+{
+    static const int nps[] = {1, 2, 4};
+    for (size_t i = 0; i < sizeof nps / sizeof *nps; i++) {
+        int np = nps[i];
+        struct run r;
+        run_job(&r, np, 1, 60, "basics", NULL, NULL);
+        expect_lines(&r, "tokens ok", NULL, np);
+        expect_lines(&r, "async results equal blocking ones", NULL, np);
+        expect_lines(&r, "program order ok", NULL, np);
+        expect_lines(&r, "effect_create(empty name) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "effect_create(long name) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "effect_create(kind 7) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "callback(NULL fn) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "callback(placement -5) -> SHMESH_ERR_INVALID", "-5", np);
+        expect_lines(&r, "callback(placement ndev) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "psum_async(out of 3 for 4) -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "effect_create(one too many) -> SHMESH_ERR_INVALID", "32", np);
+        expect_lines(&r, "errors: job usable", NULL, np);
+        expect_lines(&r, "basics ok", NULL, np);
+        run_free(&r);
+    }
+}
+
+/* Outside the launcher a program is a job of one rank, and async work
+ * runs there too. */
+static void basics_without_launcher(void **state)
+{
+    char *argv[] = {(char *)effects_path(), "basics", NULL};
+    char *env[] = {"SHMESH_SEGMENT=", NULL};
+    struct run r;
+    run_cmd(argv, env, 30, &r);
+    if (r.timed_out || r.code != 0 || count_lines(r.out, "FAIL:", NULL))
+        fail_msg("exit %d%s\nstdout:\n%s\nstderr:\n%s", r.code, r.timed_out ? " (timed out)" : "",
+                 r.out, r.err);
+    expect_lines(&r, "rank 0: basics ok", NULL, 1);
+    run_free(&r);
+}
+
+/* 10 000 ORDERED callbacks on each of 4 ranks, among 100 async psums. */
+static void ordered_log(void **state)
+{
+    struct run r;
+    run_job(&r, 4, 1, 60, "ordered-log", "10000", NULL);
+    expect_lines(&r, "ordered log of 10000 callbacks with 100 psums: in program order", NULL, 4);
+    const char *p = strstr(r.out, "rank 0: ordered log");
+    if (p) {
+        const char *nl = strchr(p, '\n');
+        print_message("%.*s\n", nl ? (int)(nl - p) : (int)strlen(p), p);
+    }
+    run_free(&r);
+}
+
+/* Parts of point k+1 never start before every part of point k finished:
+ * three seeds on 4 ranks, and 2 ranks of 2 devices. */
+static void shardable(void **state)
+{
+    static const struct {
+        int np, k;
+        const char *seed;
+    } runs[] = {{4, 1, "1"}, {4, 1, "2"}, {4, 1, "3"}, {2, 2, "4"}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        int np = runs[i].np;
+        struct run r;
+        run_job(&r, np, runs[i].k, 60, "shardable", runs[i].seed, "200");
+        char want[96];
+        snprintf(want, sizeof want, "shardable seed %s: 200 points x %d devices, 0 violations",
+                 runs[i].seed, np * runs[i].k);
+        expect_lines(&r, want, NULL, np);
+        print_message("%d ranks x %d devices, seed %s: %.1f s\n", np, runs[i].k, runs[i].seed,
+                      r.secs);
+        run_free(&r);
+    }
+}
+
+/* An ORDERED effect on every device: refused where that is several
+ * devices, on every rank, naming the effect; placed on one device, it runs
+ * once there and every rank's token waits for it. */
+static void ordered_on_all_or_one(void **state)
+{
+    static const int splits[][2] = {{1, 1}, {2, 1}, {4, 1}, {1, 2}, {2, 2}};
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
+        int np = splits[i][0], k = splits[i][1], ndev = np * k;
+        struct run r;
+        run_job(&r, np, k, 60, "ordered-all", NULL, NULL);
+        if (ndev > 1)
+            expect_lines(&r, "ordered on every device -> SHMESH_ERR_INVALID", "metrics", np);
+        else
+            expect_lines(&r, "ordered on the only device -> SHMESH_OK", NULL, 1);
+        expect_lines(&r, "usable after the refusal", NULL, np);
+        int target = ndev > 1 ? 1 : 0;
+        char want[96];
+        snprintf(want, sizeof want, "ordered on device %d: ran once, on rank %d", target,
+                 target / k);
+        expect_lines(&r, want, NULL, np);
+        if (ndev - 1 > 1) {
+            snprintf(want, sizeof want, "ordered on device %d: ran once, on rank %d", ndev - 1,
+                     np - 1);
+            expect_lines(&r, want, NULL, np);
+        }
+        run_free(&r);
+    }
+}
+
+/* Each "wait NAME -> SHMESH_ERR_X after N ms" line's N. */
+static int wait_times(const char *out, const char *err_name, double *ms, int max)
+{
+    char key[64];
+    snprintf(key, sizeof key, "-> %s after ", err_name);
+    int n = 0;
+    for (const char *p = out; n < max && (p = strstr(p, key)); p += strlen(key))
+        if (sscanf(p + strlen(key), "%lf ms", &ms[n]) == 1)
+            n++;
+    return n;
+}
+
+/* Rank 2 dies (SIGKILL) while ranks 0 and 1 wait on five tokens each (three
+ * psums, a barrier, an ordered callback): every wait returns PEER_DEAD
+ * naming rank 2 within 2 s of the death, and later calls fail at once. */
+static void peer_death(void **state)
+{
+    struct run r;
+    run_job_env(&r, NULL, 3, 1, 30, "peer-death", NULL, NULL);
+    assert_int_equal(r.code, 137);
+    if (!count_lines(r.err, "rank 2 (pid", "killed by SIGKILL"))
+        fail_msg("the launcher did not name rank 2 and SIGKILL:\n%s", r.err);
+    double ms[16];
+    int n = wait_times(r.out, "SHMESH_ERR_PEER_DEAD", ms, 16);
+    if (n != 10)
+        fail_msg("%d waits ended with PEER_DEAD, expected 10:\n%s", n, r.out);
+    double worst = 0;
+    for (int i = 0; i < n; i++)
+        worst = ms[i] > worst ? ms[i] : worst;
+    if (worst > 2000)
+        fail_msg("a wait ended %.0f ms after the death:\n%s", worst, r.out);
+    expect_lines(&r, "peer death seen by every wait", NULL, 2);
+    print_message("the slowest wait ended %.0f ms after rank 2 died\n", worst);
+    run_free(&r);
+}
+
+/* SHMESH_TIMEOUT=1: rank 0 waits on a psum's token while rank 1 sleeps 3 s
+ * outside any call; the wait ends with TIMEOUT after about a second. */
+static void timeout(void **state)
+{
+    struct run r;
+    run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", NULL, NULL);
+    double ms[2];
+    int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
+    if (n != 1)
+        fail_msg("%d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", n, r.code, r.out,
+                 r.err);
+    print_message("the wait ended after %.0f ms\n", ms[0]);
+    if (ms[0] < 900 || ms[0] > 2500)
+        fail_msg("the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", ms[0]);
+    run_free(&r);
+}
+
+/* Rank 0 dispatches psum_async; rank 1 pmax_async, a blocking pmax, or a
+ * callback on every device: both fail with MISMATCH, naming both calls. */
+static void mismatch(void **state)
+{
+    static const char *whats[] = {"async", "blocking", "callback"};
+    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
+        struct run r;
+        run_job(&r, 2, 1, 30, "mismatch", whats[i], NULL);
+        expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "psum", 2);
+        if (strcmp(whats[i], "callback"))
+            expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "pmax", 2);
+        run_free(&r);
+    }
+}
+
+/* Ranks registering different effects: MISMATCH on every rank. */
+static void effect_mismatch(void **state)
+{
+    struct run r;
+    run_job(&r, 2, 1, 30, "effect-mismatch", "name", NULL);
+    expect_lines(&r, "effect_create -> SHMESH_ERR_MISMATCH", "alpha", 2);
+    expect_lines(&r, "effect_create -> SHMESH_ERR_MISMATCH", "beta", 2);
+    run_free(&r);
+    run_job(&r, 3, 1, 30, "effect-mismatch", "kind", NULL);
+    expect_lines(&r, "effect_create -> SHMESH_ERR_MISMATCH", "gamma", 3);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(basics),
+        cmocka_unit_test(basics_without_launcher),
+        cmocka_unit_test(ordered_log),
+        cmocka_unit_test(shardable),
+        cmocka_unit_test(ordered_on_all_or_one),
+        cmocka_unit_test(peer_death),
+        cmocka_unit_test(timeout),
+        cmocka_unit_test(mismatch),
+        cmocka_unit_test(effect_mismatch),
+    };
+    return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);
+}
