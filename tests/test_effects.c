@@ -149,25 +149,45 @@ static void ordered_log(void **state)
 }
 
 /* Parts of point k+1 never start before every part of point k finished:
- * three seeds on 4 ranks, and 2 ranks of 2 devices. */
+ * five seeds on 4 ranks, 3 ranks, and 2 ranks of 2 devices, 300 points
+ * each; and the same checks over an UNORDERED effect find violations (they
+ * can see one). */
 static void shardable(void **state)
 {
     static const struct {
         int np, k;
         const char *seed;
-    } runs[] = {{4, 1, "1"}, {4, 1, "2"}, {4, 1, "3"}, {2, 2, "4"}};
+    } runs[] = {{4, 1, "1"}, {4, 1, "2"}, {4, 1, "3"}, {4, 1, "4"},
+                {4, 1, "5"}, {3, 1, "6"}, {2, 2, "7"}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         int np = runs[i].np;
         struct run r;
-        run_job(&r, np, runs[i].k, 60, "shardable", runs[i].seed, "200");
+        run_job(&r, np, runs[i].k, 60, "shardable", runs[i].seed, "300");
         char want[96];
-        snprintf(want, sizeof want, "shardable seed %s: 200 points x %d devices, 0 violations",
+        snprintf(want, sizeof want, "shardable seed %s: 300 points x %d devices, 0 violations",
                  runs[i].seed, np * runs[i].k);
         expect_lines(&r, want, NULL, np);
         print_message("%d ranks x %d devices, seed %s: %.1f s\n", np, runs[i].k, runs[i].seed,
                       r.secs);
         run_free(&r);
     }
+}
+
+static void shardable_checks_can_fail(void **state)
+{
+    char nps[] = "4";
+    char *env[] = {sysroot_env, NULL};
+    struct run r;
+    run_launcher(&r, env, 60, "-v", "-n", nps, "--", effects_path(), "shardable", "9", "300",
+                 "unordered", NULL);
+    if (r.timed_out || r.code != 0)
+        fail_msg("exit %d%s\nstdout:\n%s\nstderr:\n%s", r.code, r.timed_out ? " (timed out)" : "",
+                 r.out, r.err);
+    expect_lines(&r, "unordered seed 9: 300 points x 4 devices, ", NULL, 4);
+    if (count_lines(r.out, "unordered seed 9:", " 0 violations"))
+        fail_msg("an unordered effect showed no violation: the checks cannot see one\n%s", r.out);
+    assert_clean(&r);
+    run_free(&r);
 }
 
 /* An ORDERED effect on every device: refused where that is several
@@ -185,6 +205,11 @@ static void ordered_on_all_or_one(void **state)
         else
             expect_lines(&r, "ordered on the only device -> SHMESH_OK", NULL, 1);
         expect_lines(&r, "usable after the refusal", NULL, np);
+        if (k > 1)
+            expect_lines(&r, "ordered on this rank's devices -> SHMESH_ERR_INVALID", "metrics",
+                         np);
+        else
+            expect_lines(&r, "ordered on this rank's device -> SHMESH_OK", NULL, np);
         int target = ndev > 1 ? 1 : 0;
         char want[96];
         snprintf(want, sizeof want, "ordered on device %d: ran once, on rank %d", target,
@@ -211,58 +236,101 @@ static int wait_times(const char *out, const char *err_name, double *ms, int max
     return n;
 }
 
-/* Rank 2 dies (SIGKILL) while ranks 0 and 1 wait on five tokens each (three
- * psums, a barrier, an ordered callback): every wait returns PEER_DEAD
- * naming rank 2 within 2 s of the death, and later calls fail at once. */
-static void peer_death(void **state)
+/* Rank 2 dies while ranks 0 and 1 wait on tokens (three psums, a barrier,
+ * an ordered callback; and first, for `what` shardable, point 2 of an
+ * ORDERED_SHARDABLE effect whose point 1 rank 2 never finishes, or for
+ * placed, a callback placed on rank 2's device): every wait returns
+ * PEER_DEAD (ABORTED when rank 2 calls shmesh_abort) naming rank 2 within
+ * 2 s of the death, and later calls fail at once. */
+static void peer_death(const char *what, const char *notifier)
 {
+    char notify[32] = "";
+    if (notifier) {
+        if (!strcmp(notifier, "uring") && !uring_available())
+            skip();
+        snprintf(notify, sizeof notify, "SHMESH_NOTIFY=%s", notifier);
+    }
+    bool aborts = !strcmp(what, "abort");
+    int waits = !strcmp(what, "shardable") || !strcmp(what, "placed") ? 6 : 5;
+    const char *err = aborts ? "SHMESH_ERR_ABORTED" : "SHMESH_ERR_PEER_DEAD";
     struct run r;
-    run_job_env(&r, NULL, 3, 1, 30, "peer-death", NULL, NULL);
-    assert_int_equal(r.code, 137);
-    if (!count_lines(r.err, "rank 2 (pid", "killed by SIGKILL"))
-        fail_msg("the launcher did not name rank 2 and SIGKILL:\n%s", r.err);
+    run_job_env(&r, notifier ? notify : NULL, 3, 1, 30, "peer-death", what, NULL);
+    assert_int_equal(r.code, aborts ? 7 : 137);
+    if (!count_lines(r.err, "rank 2 (pid", aborts ? "exited with status 7" : "killed by SIGKILL"))
+        fail_msg("the launcher did not name rank 2 and how it ended:\n%s", r.err);
     double ms[16];
-    int n = wait_times(r.out, "SHMESH_ERR_PEER_DEAD", ms, 16);
-    if (n != 10)
-        fail_msg("%d waits ended with PEER_DEAD, expected 10:\n%s", n, r.out);
+    int n = wait_times(r.out, err, ms, 16);
+    if (n != 2 * waits)
+        fail_msg("%d waits ended with %s, expected %d:\n%s", n, err, 2 * waits, r.out);
     double worst = 0;
     for (int i = 0; i < n; i++)
         worst = ms[i] > worst ? ms[i] : worst;
     if (worst > 2000)
         fail_msg("a wait ended %.0f ms after the death:\n%s", worst, r.out);
-    expect_lines(&r, "peer death seen by every wait", NULL, 2);
-    print_message("the slowest wait ended %.0f ms after rank 2 died\n", worst);
+    char want[64];
+    snprintf(want, sizeof want, "peer death (%s) seen by %d waits", what, waits);
+    expect_lines(&r, want, NULL, 2);
+    print_message("%s%s%s: the slowest wait ended %.0f ms after rank 2 died\n", what,
+                  notifier ? ", " : "", notifier ? notifier : "", worst);
     run_free(&r);
 }
 
-/* SHMESH_TIMEOUT=1: rank 0 waits on a psum's token while rank 1 sleeps 3 s
- * outside any call; the wait ends with TIMEOUT after about a second. */
+static void peer_killed_futex(void **state) { peer_death("kill", "futex"); }
+static void peer_killed_uring(void **state) { peer_death("kill", "uring"); }
+static void peer_aborts(void **state) { peer_death("abort", NULL); }
+static void peer_killed_in_shardable_point(void **state) { peer_death("shardable", NULL); }
+static void peer_killed_before_placed_callback(void **state) { peer_death("placed", NULL); }
+
+/* SHMESH_TIMEOUT=1: rank 0 waits while rank 1 sleeps 3 s outside any call
+ * — on a psum's token, on an ORDERED_SHARDABLE point that needs rank 1's
+ * previous one, in shmesh_effects_barrier for rank 1's part of the last
+ * point; each wait ends with TIMEOUT after about a second, naming rank 1. */
 static void timeout(void **state)
 {
-    struct run r;
-    run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", NULL, NULL);
-    double ms[2];
-    int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
-    if (n != 1)
-        fail_msg("%d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", n, r.code, r.out,
-                 r.err);
-    print_message("the wait ended after %.0f ms\n", ms[0]);
-    if (ms[0] < 900 || ms[0] > 2500)
-        fail_msg("the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", ms[0]);
-    run_free(&r);
+    static const char *whats[] = {"psum", "shardable", "effects-barrier"};
+    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
+        struct run r;
+        run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", whats[i], NULL);
+        double ms[2];
+        int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
+        if (n != 1)
+            fail_msg("%s: %d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", whats[i],
+                     n, r.code, r.out, r.err);
+        print_message("%s: the wait ended after %.0f ms\n", whats[i], ms[0]);
+        if (ms[0] < 900 || ms[0] > 2500)
+            fail_msg("%s: the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", whats[i], ms[0]);
+        if (r.code != 0)
+            fail_msg("%s: exit %d\n%s\n%s", whats[i], r.code, r.out, r.err);
+        run_free(&r);
+    }
 }
 
 /* Rank 0 dispatches psum_async; rank 1 pmax_async, a blocking pmax, or a
  * callback on every device: both fail with MISMATCH, naming both calls. */
 static void mismatch(void **state)
 {
-    static const char *whats[] = {"async", "blocking", "callback"};
+    static const char *whats[] = {"async", "blocking", "callback-placed"};
     for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
         struct run r;
         run_job(&r, 2, 1, 30, "mismatch", whats[i], NULL);
         expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "psum", 2);
-        if (strcmp(whats[i], "callback"))
-            expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "pmax", 2);
+        expect_lines(&r, "-> SHMESH_ERR_MISMATCH",
+                     strncmp(whats[i], "callback", 8) ? "pmax" : "shmesh_callback", 2);
+        run_free(&r);
+    }
+}
+
+/* A callback on every device is collective too (shmesh.h): against a psum
+ * on the other rank, its token fails with MISMATCH naming both, with no
+ * effect and as an ORDERED_SHARDABLE effect's first point. */
+static void mismatch_callback_on_all(void **state)
+{
+    static const char *whats[] = {"callback", "callback-shardable"};
+    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
+        struct run r;
+        run_job(&r, 2, 1, 30, "mismatch", whats[i], NULL);
+        expect_lines(&r, "wait callback -> SHMESH_ERR_MISMATCH", "psum", 1);
+        expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "shmesh_callback", 2);
         run_free(&r);
     }
 }
@@ -287,10 +355,16 @@ int main(void)
         cmocka_unit_test(basics_without_launcher),
         cmocka_unit_test(ordered_log),
         cmocka_unit_test(shardable),
+        cmocka_unit_test(shardable_checks_can_fail),
         cmocka_unit_test(ordered_on_all_or_one),
-        cmocka_unit_test(peer_death),
+        cmocka_unit_test(peer_killed_futex),
+        cmocka_unit_test(peer_killed_uring),
+        cmocka_unit_test(peer_aborts),
+        cmocka_unit_test(peer_killed_in_shardable_point),
+        cmocka_unit_test(peer_killed_before_placed_callback),
         cmocka_unit_test(timeout),
         cmocka_unit_test(mismatch),
+        cmocka_unit_test(mismatch_callback_on_all),
         cmocka_unit_test(effect_mismatch),
     };
     return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);

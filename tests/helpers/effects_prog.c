@@ -437,6 +437,9 @@ static int mode_shardable(int argc, char **argv)
         return 2;
     uint64_t seed = strtoull(argv[2], NULL, 10);
     int points = argc > 3 ? atoi(argv[3]) : 200;
+    /* "unordered": the same with an UNORDERED effect, where the checks
+     * below must find violations (they can see one). */
+    bool control = argc > 4 && !strcmp(argv[4], "unordered");
     if (ndev > MAXDEV || points <= 0) {
         printf("rank %d: FAIL: at most %d devices\n", rank, MAXDEV);
         return 2;
@@ -445,9 +448,9 @@ static int mode_shardable(int argc, char **argv)
         rng_state[d] = mix(seed * 1000003u + (uint64_t)d);
     board_reset();
     shmesh_effect *e;
-    MUST(shmesh_effect_create(ctx, "steps", SHMESH_EFFECT_ORDERED_SHARDABLE, &e));
-    if (shmesh_effect_kind_of(e) != SHMESH_EFFECT_ORDERED_SHARDABLE ||
-        strcmp(shmesh_effect_name(e), "steps"))
+    shmesh_effect_kind kind = control ? SHMESH_EFFECT_UNORDERED : SHMESH_EFFECT_ORDERED_SHARDABLE;
+    MUST(shmesh_effect_create(ctx, "steps", kind, &e));
+    if (shmesh_effect_kind_of(e) != kind || strcmp(shmesh_effect_name(e), "steps"))
         bad("the effect reads back as '%s' of kind %d", shmesh_effect_name(e),
             (int)shmesh_effect_kind_of(e));
     shmesh_mesh *m = line_mesh();
@@ -475,6 +478,8 @@ static int mode_shardable(int argc, char **argv)
     double dispatch_ms = ms_since(t0);
     MUST(shmesh_effects_barrier(ctx));
     double total_ms = ms_since(t0);
+    if (control)
+        MUST(shmesh_barrier(ctx)); /* an unordered effect's barrier is this rank's */
     /* After the barrier every device's part of the last point is done. */
     for (int d = 0; d < ndev; d++) {
         int64_t f = atomic_load(&board->finished[d]);
@@ -491,13 +496,16 @@ static int mode_shardable(int argc, char **argv)
             break;
         }
     int mine = atomic_load(&shard_local_violations);
-    if (mine)
+    if (mine && !control)
         bad("%d ordering violations seen here; the first: %s", mine, first_violation);
     MUST(shmesh_barrier(ctx));
     int64_t all = atomic_load(&board->violations);
-    printf("rank %d: shardable seed %" PRIu64 ": %d points x %d devices, %" PRId64
+    printf("rank %d: %s seed %" PRIu64 ": %d points x %d devices, %" PRId64
            " violations in the job (dispatch %.0f ms, total %.0f ms)\n",
-           rank, seed, points, ndev, all, dispatch_ms, total_ms);
+           rank, control ? "unordered" : "shardable", seed, points, ndev, all, dispatch_ms,
+           total_ms);
+    if (control && mine)
+        printf("rank %d: unordered: first violation seen here: %s\n", rank, first_violation);
     shmesh_mesh_destroy(m);
     free(ks);
     free(pin);
@@ -606,6 +614,21 @@ static int mode_ordered_all(void)
     if (ran != (ndev > 1 ? 0 : 1))
         bad("the callback on every device ran %d times, expected %d", ran, ndev > 1 ? 0 : 1);
     printf("rank %d: usable after the refusal\n", rank);
+    /* This rank's devices: one is fine, several have no total order. */
+    atomic_store(&never_runs, 0);
+    tok = (shmesh_token){ctx, 12345};
+    rc = shmesh_callback(ctx, e, SHMESH_PLACE_SELF, count_cb, NULL, &tok);
+    if (nlocal > 1) {
+        expect("ordered on this rank's devices", rc, SHMESH_ERR_INVALID);
+        if (rc == SHMESH_ERR_INVALID)
+            expect_in_message("ordered on this rank's devices", "metrics");
+    } else {
+        expect("ordered on this rank's device", rc, 0);
+    }
+    MUST(shmesh_effects_barrier(ctx));
+    if (atomic_load(&never_runs) != (nlocal > 1 ? 0 : 1))
+        bad("the callback on this rank's devices ran %d times, expected %d",
+            atomic_load(&never_runs), nlocal > 1 ? 0 : 1);
 
     placed_once(e, ndev > 1 ? 1 : 0);
     if (ndev - 1 > 1)
@@ -632,15 +655,32 @@ static void noop_cb(void *arg, int device)
     (void)device;
 }
 
-static int mode_peer_death(void)
+static void sleepy_cb(void *arg, int device)
 {
+    (void)device;
+    sleep_us(*(const long *)arg);
+}
+
+/* WHAT: kill (rank 2 dies of SIGKILL) or abort (it calls shmesh_abort);
+ * shardable (killed inside its part of an ORDERED_SHARDABLE effect's point
+ * 1, while the others' first wait is point 2), placed (killed before the
+ * callback the others placed on its device). */
+static int mode_peer_death(int argc, char **argv)
+{
+    const char *what = argc > 2 ? argv[2] : "kill";
+    bool abort_it = !strcmp(what, "abort"), shard = !strcmp(what, "shardable"),
+         placed = !strcmp(what, "placed");
+    if (!abort_it && !shard && !placed && strcmp(what, "kill"))
+        return 2;
     if (world != 3) {
         printf("rank %d: FAIL: peer-death needs 3 ranks\n", rank);
         return 2;
     }
+    int want = abort_it ? SHMESH_ERR_ABORTED : SHMESH_ERR_PEER_DEAD;
     board_setup();
-    shmesh_effect *e;
+    shmesh_effect *e, *steps;
     MUST(shmesh_effect_create(ctx, "journal", SHMESH_EFFECT_ORDERED, &e));
+    MUST(shmesh_effect_create(ctx, "steps", SHMESH_EFFECT_ORDERED_SHARDABLE, &steps));
     shmesh_mesh *m = line_mesh();
     /* One async psum that completes: the progress thread is running. */
     float one = 1.0f, sum = 0;
@@ -650,30 +690,48 @@ static int mode_peer_death(void)
     MUST(shmesh_token_wait(tok));
     if (sum != 3.0f)
         bad("warm-up psum = %g, expected 3", sum);
+    static long part_us;
+    if (shard) {
+        /* Point 1 everywhere; rank 2's part outlives rank 2. */
+        part_us = rank == 2 ? 5000000 : 0;
+        MUST(shmesh_callback(ctx, steps, SHMESH_PLACE_ALL, sleepy_cb, &part_us, NULL));
+    }
     if (rank == 2) {
         sleep_us(300000); /* the others are waiting now */
         atomic_store(&board->kill_ns, now_ns());
+        if (abort_it)
+            shmesh_abort(ctx, 7, "test abort");
         raise(SIGKILL);
     }
-    enum { NT = 5 };
+    enum { NT = 6 };
     static float bins[3][256], bouts[3][256];
     shmesh_token toks[NT];
-    const char *names[NT] = {"psum #1", "psum #2", "psum #3", "barrier", "callback"};
+    const char *names[NT] = {"first", "psum #1", "psum #2", "psum #3", "barrier", "callback"};
+    int first = 1;
+    if (shard) {
+        names[0] = "shardable point 2";
+        MUST(shmesh_callback(ctx, steps, SHMESH_PLACE_ALL, noop_cb, NULL, &toks[0]));
+        first = 0;
+    } else if (placed) {
+        names[0] = "callback on device 2";
+        MUST(shmesh_callback(ctx, e, 2, noop_cb, NULL, &toks[0]));
+        first = 0;
+    }
     for (int i = 0; i < 3; i++) {
         shmesh_array a = arr1(bins[i], SHMESH_FLOAT32, 256), b = arr1(bouts[i], SHMESH_FLOAT32, 256);
-        MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &toks[i]));
+        MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &toks[1 + i]));
     }
-    MUST(shmesh_barrier_async(ctx, &toks[3]));
-    MUST(shmesh_callback(ctx, e, SHMESH_PLACE_SELF, noop_cb, NULL, &toks[4]));
-    for (int i = 0; i < NT; i++) {
+    MUST(shmesh_barrier_async(ctx, &toks[4]));
+    MUST(shmesh_callback(ctx, e, SHMESH_PLACE_SELF, noop_cb, NULL, &toks[5]));
+    for (int i = first; i < NT; i++) {
         int rc = shmesh_token_wait(toks[i]);
         int64_t kill = atomic_load(&board->kill_ns);
         double after = kill ? (double)(now_ns() - kill) / 1e6 : -1;
         printf("rank %d: wait %s -> %s after %.0f ms: %s\n", rank, names[i],
                shmesh_error_name(rc), after, rc ? why() : "");
-        if (rc != SHMESH_ERR_PEER_DEAD)
-            bad("wait %s returned %s, expected SHMESH_ERR_PEER_DEAD", names[i],
-                shmesh_error_name(rc));
+        if (rc != want)
+            bad("wait %s returned %s, expected %s", names[i], shmesh_error_name(rc),
+                shmesh_error_name(want));
         else if (!strstr(why(), "rank 2"))
             bad("wait %s: the message does not name rank 2: %s", names[i], why());
         if (after < 0 || after > 2000)
@@ -682,21 +740,22 @@ static int mode_peer_death(void)
     }
     /* Poisoned: everything fails at once with the same error. */
     int64_t t0 = now_ns();
-    int rc = shmesh_token_test(toks[0]);
-    if (rc != SHMESH_ERR_PEER_DEAD)
+    int rc = shmesh_token_test(toks[first]);
+    if (rc != want)
         bad("token_test after the death -> %s", shmesh_error_name(rc));
     rc = shmesh_effects_barrier(ctx);
-    if (rc != SHMESH_ERR_PEER_DEAD)
+    if (rc != want)
         bad("shmesh_effects_barrier after the death -> %s", shmesh_error_name(rc));
     rc = shmesh_psum_async(m, "i", NULL, &in, &out, &tok);
     if (rc == 0)
         rc = shmesh_token_wait(tok);
-    if (rc != SHMESH_ERR_PEER_DEAD)
+    if (rc != want)
         bad("an async psum after the death -> %s", shmesh_error_name(rc));
     double ms = ms_since(t0);
     if (ms > 500)
         bad("calls after the death took %.0f ms: they waited", ms);
-    printf("rank %d: peer death seen by every wait%s\n", rank, failures ? " (with failures)" : "");
+    printf("rank %d: peer death (%s) seen by %d waits%s\n", rank, what, NT - first,
+           failures ? " (with failures)" : "");
     shmesh_mesh_destroy(m);
     return failures ? 4 : -1;
 }
@@ -705,29 +764,51 @@ static int mode_peer_death(void)
  * timeout: a token wait ends after SHMESH_TIMEOUT.
  * ---------------------------------------------------------------------- */
 
-static int mode_timeout(void)
+/* WHAT: psum (a psum's token), shardable (the token of an
+ * ORDERED_SHARDABLE effect's point 2, which waits for rank 1's point 1), or
+ * effects-barrier (shmesh_effects_barrier after point 1, which waits for
+ * rank 1's part of it). */
+static int mode_timeout(int argc, char **argv)
 {
+    const char *what = argc > 2 ? argv[2] : "psum";
     if (world != 2) {
         printf("rank %d: FAIL: timeout needs 2 ranks\n", rank);
         return 2;
     }
+    shmesh_mesh *m = line_mesh();
+    shmesh_effect *e;
+    MUST(shmesh_effect_create(ctx, "steps", SHMESH_EFFECT_ORDERED_SHARDABLE, &e));
     if (rank == 1) {
         sleep_us(3000000); /* outside any call */
         printf("rank 1: slept 3 s\n");
-        return -1; /* finalize only releases what it can */
+        shmesh_mesh_destroy(m);
+        return -1; /* rank 0 is gone: finalize's result does not matter */
     }
-    shmesh_mesh *m = line_mesh();
     float v[16] = {0}, w[16];
     shmesh_array in = arr1(v, SHMESH_FLOAT32, 16), out = arr1(w, SHMESH_FLOAT32, 16);
     shmesh_token tok;
     int64_t t0 = now_ns();
-    MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
-    int rc = shmesh_token_wait(tok);
+    int rc;
+    if (!strcmp(what, "psum")) {
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
+        rc = shmesh_token_wait(tok);
+    } else if (!strcmp(what, "shardable")) {
+        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_ALL, noop_cb, NULL, NULL));
+        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_ALL, noop_cb, NULL, &tok));
+        rc = shmesh_token_wait(tok);
+    } else if (!strcmp(what, "effects-barrier")) {
+        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_ALL, noop_cb, NULL, NULL));
+        rc = shmesh_effects_barrier(ctx);
+    } else {
+        return 2;
+    }
     double ms = ms_since(t0);
-    printf("rank 0: wait psum -> %s after %.0f ms: %s\n", shmesh_error_name(rc), ms,
+    printf("rank 0: wait %s -> %s after %.0f ms: %s\n", what, shmesh_error_name(rc), ms,
            rc ? why() : "");
     if (rc != SHMESH_ERR_TIMEOUT)
         bad("the wait returned %s, expected SHMESH_ERR_TIMEOUT", shmesh_error_name(rc));
+    else /* docs/environment.md: the error names the rank it waited for */
+        expect_in_message("the timed-out wait", "rank 1");
     if (ms < 900 || ms > 2500)
         bad("the wait ended after %.0f ms; SHMESH_TIMEOUT is 1 s", ms);
     shmesh_mesh_destroy(m);
@@ -748,7 +829,11 @@ static int mode_mismatch(int argc, char **argv)
     shmesh_array in = arr1(v, SHMESH_FLOAT32, 8), out = arr1(w, SHMESH_FLOAT32, 8);
     shmesh_token tok;
     int rc;
-    const char *other = "pmax";
+    /* What rank 1 calls, which every message must name besides psum. */
+    const char *other = strncmp(what, "callback", 8) ? "pmax" : "shmesh_callback";
+    shmesh_effect *e = NULL;
+    if (!strcmp(what, "callback-shardable"))
+        MUST(shmesh_effect_create(ctx, "steps", SHMESH_EFFECT_ORDERED_SHARDABLE, &e));
     if (rank == 0) {
         MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
         rc = expect("wait psum_async", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
@@ -757,17 +842,21 @@ static int mode_mismatch(int argc, char **argv)
         rc = expect("wait pmax_async", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
     } else if (!strcmp(what, "blocking")) {
         rc = expect("pmax", shmesh_pmax(m, "i", NULL, &in, &out), SHMESH_ERR_MISMATCH);
-    } else if (!strcmp(what, "callback")) {
-        other = NULL;
-        MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_ALL, noop_cb, NULL, &tok));
+    } else if (!strncmp(what, "callback", 8)) {
+        /* callback: no effect, every device; callback-shardable: an
+         * ORDERED_SHARDABLE effect's first point; callback-placed: no
+         * effect, on rank 0's device. */
+        int place = !strcmp(what, "callback-placed") ? 0 : SHMESH_PLACE_ALL;
+        MUST(shmesh_callback(ctx, e, place, noop_cb, NULL, &tok));
         rc = expect("wait callback", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
+        if (rc == 0) /* at the latest the next collective call must fail, not hang */
+            expect("barrier after the callback", shmesh_barrier(ctx), SHMESH_ERR_MISMATCH);
     } else {
         return 2;
     }
     if (rc == SHMESH_ERR_MISMATCH) {
         expect_in_message("the mismatch", "psum");
-        if (other)
-            expect_in_message("the mismatch", other);
+        expect_in_message("the mismatch", other);
     }
     /* Poisoned: a later wait fails at once, with the same error. */
     rc = shmesh_effects_barrier(ctx);
@@ -1103,6 +1192,9 @@ static void basics_refusals(shmesh_mesh *m)
            SHMESH_ERR_INVALID);
     expect("effect_create(long name)",
            shmesh_effect_create(ctx, longname, SHMESH_EFFECT_ORDERED, &e), SHMESH_ERR_INVALID);
+    expect_in_message("effect_create(long name)", "32 characters");
+    if (strstr(why(), "got \"\""))
+        bad("effect_create(long name): the message says the name found was empty: %s", why());
     expect("effect_create(kind 7)", shmesh_effect_create(ctx, "k", (shmesh_effect_kind)7, &e),
            SHMESH_ERR_INVALID);
     expect("effect_create(NULL out)", shmesh_effect_create(ctx, "k", SHMESH_EFFECT_ORDERED, NULL),
@@ -1204,9 +1296,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "ordered-all"))
         rc = mode_ordered_all();
     else if (!strcmp(mode, "peer-death"))
-        rc = mode_peer_death();
+        rc = mode_peer_death(argc, argv);
     else if (!strcmp(mode, "timeout"))
-        rc = mode_timeout();
+        rc = mode_timeout(argc, argv);
     else if (!strcmp(mode, "mismatch"))
         rc = mode_mismatch(argc, argv);
     else if (!strcmp(mode, "effect-mismatch"))
