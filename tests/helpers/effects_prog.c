@@ -930,6 +930,31 @@ static void reader_cb(void *arg, int device)
     atomic_store(&r->ran, 1);
 }
 
+/* A callback that calls the library with its own context: refused, each
+ * call explained, nothing deadlocks. */
+struct reentry {
+    shmesh_token own;
+    atomic_int published, ran;
+    int rc[3];
+    char msg[3][320];
+};
+
+static void reentry_cb(void *arg, int device)
+{
+    (void)device;
+    struct reentry *r = arg;
+    for (int i = 0; i < 2000 && !atomic_load(&r->published); i++)
+        sleep_us(1000);
+    shmesh_token t;
+    r->rc[0] = shmesh_barrier(ctx);
+    snprintf(r->msg[0], sizeof r->msg[0], "%s", shmesh_last_error(ctx));
+    r->rc[1] = shmesh_barrier_async(ctx, &t);
+    snprintf(r->msg[1], sizeof r->msg[1], "%s", shmesh_last_error(ctx));
+    r->rc[2] = shmesh_token_wait(r->own);
+    snprintf(r->msg[2], sizeof r->msg[2], "%s", shmesh_last_error(ctx));
+    atomic_store(&r->ran, 1);
+}
+
 static void fill_random(float *x, size_t n, uint64_t salt)
 {
     for (size_t i = 0; i < n; i++)
@@ -1178,6 +1203,27 @@ static void basics_order(shmesh_mesh *m)
         bad("a callback on every device did not run here");
     MUST(shmesh_effects_barrier(ctx));
     printf("rank %d: program order ok\n", rank);
+
+    static struct reentry re;
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, reentry_cb, &re, &re.own));
+    atomic_store(&re.published, 1);
+    int64_t t0 = now_ns();
+    MUST(shmesh_token_wait(re.own));
+    static const char *const calls[] = {"shmesh_barrier", "shmesh_barrier_async",
+                                        "shmesh_token_wait(its own token)"};
+    for (int i = 0; i < 3; i++) {
+        printf("rank %d: in a callback, %s -> %s: %s\n", rank, calls[i],
+               shmesh_error_name(re.rc[i]), re.msg[i]);
+        if (re.rc[i] != SHMESH_ERR_INVALID)
+            bad("in a callback, %s returned %s, expected SHMESH_ERR_INVALID", calls[i],
+                shmesh_error_name(re.rc[i]));
+        else if (!strstr(re.msg[i], "callback"))
+            bad("in a callback, %s: the explanation does not say why: '%s'", calls[i],
+                re.msg[i]);
+    }
+    if (ms_since(t0) > 2000)
+        bad("the callback calling the library took %.0f ms", ms_since(t0));
+    MUST(shmesh_barrier(ctx)); /* still usable */
 }
 
 static void basics_refusals(shmesh_mesh *m)
