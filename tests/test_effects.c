@@ -93,8 +93,11 @@ static void run_job(struct run *r, int np, int k, double timeout, const char *mo
                  mode, a1 ? a1 : "", a2 ? a2 : "", r->code, r->out, r->err);
 }
 
-/* Tokens, async results against blocking ones, program order, refusals;
- * with 1, 2 and 4 ranks. */
+/* Tokens (test, wait, wait_all, wait_any, the runtime token per thread, the
+ * done token), async results against blocking ones for every collective,
+ * program order between async work, callbacks and blocking calls, a
+ * callback calling the library with its own context, refusals; with 1, 2
+ * and 4 ranks. */
 static void basics(void **state)
 {
     static const int nps[] = {1, 2, 4};
@@ -104,7 +107,12 @@ static void basics(void **state)
         run_job(&r, np, 1, 60, "basics", NULL, NULL);
         expect_lines(&r, "tokens ok", NULL, np);
         expect_lines(&r, "async results equal blocking ones", NULL, np);
+        expect_lines(&r, "every async form equals its blocking form", NULL, np);
+        expect_lines(&r, "runtime tokens per thread ok", NULL, np);
         expect_lines(&r, "program order ok", NULL, np);
+        expect_lines(&r, "in a callback, shmesh_barrier -> SHMESH_ERR_INVALID", NULL, np);
+        expect_lines(&r, "in a callback, shmesh_token_wait(its own token) -> SHMESH_ERR_INVALID",
+                     NULL, np);
         expect_lines(&r, "effect_create(empty name) -> SHMESH_ERR_INVALID", NULL, np);
         expect_lines(&r, "effect_create(long name) -> SHMESH_ERR_INVALID", NULL, np);
         expect_lines(&r, "effect_create(kind 7) -> SHMESH_ERR_INVALID", NULL, np);
