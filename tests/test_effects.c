@@ -121,6 +121,9 @@ static void basics(void **state)
         expect_lines(&r, "callback(placement ndev) -> SHMESH_ERR_INVALID", NULL, np);
         expect_lines(&r, "psum_async(out of 3 for 4) -> SHMESH_ERR_INVALID", NULL, np);
         expect_lines(&r, "effect_create(one too many) -> SHMESH_ERR_INVALID", "32", np);
+        if (np > 1)
+            expect_lines(&r, "failed work fails its own token only", NULL, np);
+        expect_lines(&r, "token_wait(forged) -> SHMESH_ERR_INVALID", "only", np);
         expect_lines(&r, "errors: job usable", NULL, np);
         expect_lines(&r, "basics ok", NULL, np);
         run_free(&r);

@@ -1414,6 +1414,56 @@ static void basics_order(shmesh_mesh *m)
     MUST(shmesh_barrier(ctx)); /* still usable */
 }
 
+/* Work that fails alike on every rank (a ragged_all_to_all whose recv_sizes
+ * disagree with what the peer sends) fails its own token only: the work
+ * around it succeeds, wait_all reports it, the context stays usable. */
+static void basics_failed_work(shmesh_mesh *m)
+{
+    if (world < 2)
+        return;
+    int f0 = failures;
+    int32_t x[4] = {rank, rank, rank, rank}, y[4], z[4];
+    shmesh_array xi = arr1(x, SHMESH_INT32, 4), yo = arr1(y, SHMESH_INT32, 4),
+                 zo = arr1(z, SHMESH_INT32, 4);
+    float op[64 * 4], out[64 * 4];
+    fill_random(op, 4 * (size_t)world, 77);
+    int32_t io[64], ss[64], oo[64], rs[64];
+    for (int i = 0; i < world; i++) {
+        io[i] = i;
+        ss[i] = 1;
+        oo[i] = rank;
+        rs[i] = 1;
+    }
+    if (rank == 0)
+        rs[1] = 2; /* rank 1 sends one row */
+    shmesh_array aop = {op, SHMESH_FLOAT32, 2, {world, 4}}, aout = {out, SHMESH_FLOAT32, 2, {world, 4}};
+    shmesh_array aio = arr1(io, SHMESH_INT32, world), ass = arr1(ss, SHMESH_INT32, world),
+                 aoo = arr1(oo, SHMESH_INT32, world), ars = arr1(rs, SHMESH_INT32, world);
+    shmesh_token t[3];
+    MUST(shmesh_psum_async(m, "i", NULL, &xi, &yo, &t[0]));
+    MUST(shmesh_ragged_all_to_all_async(m, "i", NULL, &aop, &aout, &aio, &ass, &aoo, &ars, &t[1]));
+    MUST(shmesh_psum_async(m, "i", NULL, &xi, &zo, &t[2]));
+    int rc = shmesh_token_wait_all(3, t);
+    printf("rank %d: wait_all over a failing ragged_all_to_all -> %s: %s\n", rank,
+           shmesh_error_name(rc), rc ? why() : "");
+    if (rc != SHMESH_ERR_INVALID)
+        bad("wait_all over a failing ragged_all_to_all -> %s, expected SHMESH_ERR_INVALID",
+            shmesh_error_name(rc));
+    else if (!strstr(why(), "recv_sizes"))
+        bad("wait_all: the explanation does not name recv_sizes: %s", why());
+    int t0 = shmesh_token_test(t[0]), t1 = shmesh_token_test(t[1]), t2 = shmesh_token_test(t[2]);
+    if (t0 != 1 || t1 != SHMESH_ERR_INVALID || t2 != 1)
+        bad("token_test of psum, failed ragged, psum -> %d, %d, %d; expected 1, %d, 1", t0, t1, t2,
+            SHMESH_ERR_INVALID);
+    int want = world * (world - 1) / 2;
+    if (y[0] != want || z[3] != want)
+        bad("the psums around the failed call gave %d and %d, expected %d", y[0], z[3], want);
+    MUST(shmesh_effects_barrier(ctx));
+    MUST(shmesh_barrier(ctx)); /* usable */
+    if (failures == f0)
+        printf("rank %d: failed work fails its own token only\n", rank);
+}
+
 static void basics_refusals(shmesh_mesh *m)
 {
     shmesh_effect *e = NULL;
@@ -1463,6 +1513,41 @@ static void basics_refusals(shmesh_mesh *m)
     expect("psum_async(axis 'nope')", shmesh_psum_async(m, "nope", NULL, &in, &out4, &t),
            SHMESH_ERR_INVALID);
 
+    /* Tokens that name nothing dispatched, and bad token lists: refused,
+     * never a wait. */
+    shmesh_token forged = {ctx, (uint64_t)1 << 40};
+    int64_t t0 = now_ns();
+    expect("token_wait(forged)", shmesh_token_wait(forged), SHMESH_ERR_INVALID);
+    expect("token_test(forged)", shmesh_token_test(forged), SHMESH_ERR_INVALID);
+    shmesh_token two[2] = {{NULL, 0}, forged};
+    expect("token_wait_all(forged)", shmesh_token_wait_all(2, two), SHMESH_ERR_INVALID);
+    if (ms_since(t0) > 500)
+        bad("refusing forged tokens took %.0f ms", ms_since(t0));
+    /* Lists naming no context: explained by shmesh_last_error(NULL). */
+    int index = -7;
+    struct {
+        const char *what, *needle;
+        int rc;
+    } lists[] = {
+        {"token_wait_all(-1)", "n = -1", shmesh_token_wait_all(-1, two)},
+        {"token_wait_any(0)", "n = 0", shmesh_token_wait_any(0, two, &index)},
+        {"token_wait_any(NULL index)", "index NULL", shmesh_token_wait_any(1, two, NULL)},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        printf("rank %d: %s -> %s: %s\n", rank, lists[i].what, shmesh_error_name(lists[i].rc),
+               shmesh_last_error(NULL));
+        if (lists[i].rc != SHMESH_ERR_INVALID)
+            bad("%s -> %s, expected SHMESH_ERR_INVALID", lists[i].what,
+                shmesh_error_name(lists[i].rc));
+        else if (!strstr(shmesh_last_error(NULL), lists[i].needle))
+            bad("%s: shmesh_last_error(NULL) does not say '%s': %s", lists[i].what,
+                lists[i].needle, shmesh_last_error(NULL));
+    }
+    expect("token_wait_all(0, NULL)", shmesh_token_wait_all(0, NULL), 0);
+    expect("token_wait_any(a done token)", shmesh_token_wait_any(1, two, &index), 0);
+    if (index != 0)
+        bad("wait_any over a done token: index %d, expected 0", index);
+
     /* Effects up to the limit (two exist: "ord" and "unord"), then one more. */
     int made = 2;
     for (; made < SHMESH_MAX_EFFECTS; made++) {
@@ -1493,6 +1578,7 @@ static int mode_basics(void)
     basics_all_ops(m);
     basics_threads(m);
     basics_order(m);
+    basics_failed_work(m);
     basics_refusals(m);
     MUST(shmesh_effects_barrier(ctx));
     shmesh_mesh_destroy(m);
