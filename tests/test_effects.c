@@ -98,37 +98,37 @@ static void run_job(struct run *r, int np, int k, double timeout, const char *mo
  * program order between async work, callbacks and blocking calls, a
  * callback calling the library with its own context, refusals; with 1, 2
  * and 4 ranks. */
-static void basics(void **state)
+static void basics(int np)
 {
-    static const int nps[] = {1, 2, 4};
-    for (size_t i = 0; i < sizeof nps / sizeof *nps; i++) {
-        int np = nps[i];
-        struct run r;
-        run_job(&r, np, 1, 60, "basics", NULL, NULL);
-        expect_lines(&r, "tokens ok", NULL, np);
-        expect_lines(&r, "async results equal blocking ones", NULL, np);
-        expect_lines(&r, "every async form equals its blocking form", NULL, np);
-        expect_lines(&r, "runtime tokens per thread ok", NULL, np);
-        expect_lines(&r, "program order ok", NULL, np);
-        expect_lines(&r, "in a callback, shmesh_barrier -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "in a callback, shmesh_token_wait(its own token) -> SHMESH_ERR_INVALID",
-                     NULL, np);
-        expect_lines(&r, "effect_create(empty name) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "effect_create(long name) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "effect_create(kind 7) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "callback(NULL fn) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "callback(placement -5) -> SHMESH_ERR_INVALID", "-5", np);
-        expect_lines(&r, "callback(placement ndev) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "psum_async(out of 3 for 4) -> SHMESH_ERR_INVALID", NULL, np);
-        expect_lines(&r, "effect_create(one too many) -> SHMESH_ERR_INVALID", "32", np);
-        if (np > 1)
-            expect_lines(&r, "failed work fails its own token only", NULL, np);
-        expect_lines(&r, "token_wait(forged) -> SHMESH_ERR_INVALID", "only", np);
-        expect_lines(&r, "errors: job usable", NULL, np);
-        expect_lines(&r, "basics ok", NULL, np);
-        run_free(&r);
-    }
+    struct run r;
+    run_job(&r, np, 1, 60, "basics", NULL, NULL);
+    expect_lines(&r, "tokens ok", NULL, np);
+    expect_lines(&r, "async results equal blocking ones", NULL, np);
+    expect_lines(&r, "every async form equals its blocking form", NULL, np);
+    expect_lines(&r, "runtime tokens per thread ok", NULL, np);
+    expect_lines(&r, "program order ok", NULL, np);
+    expect_lines(&r, "in a callback, shmesh_barrier -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "in a callback, shmesh_token_wait(its own token) -> SHMESH_ERR_INVALID",
+                 NULL, np);
+    expect_lines(&r, "effect_create(empty name) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "effect_create(long name) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "effect_create(kind 7) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "callback(NULL fn) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "callback(placement -5) -> SHMESH_ERR_INVALID", "-5", np);
+    expect_lines(&r, "callback(placement ndev) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "psum_async(out of 3 for 4) -> SHMESH_ERR_INVALID", NULL, np);
+    expect_lines(&r, "effect_create(one too many) -> SHMESH_ERR_INVALID", "32", np);
+    if (np > 1)
+        expect_lines(&r, "failed work fails its own token only", NULL, np);
+    expect_lines(&r, "token_wait(forged) -> SHMESH_ERR_INVALID", "only", np);
+    expect_lines(&r, "errors: job usable", NULL, np);
+    expect_lines(&r, "basics ok", NULL, np);
+    run_free(&r);
 }
+
+static void basics_1(void **state) { basics(1); }
+static void basics_2(void **state) { basics(2); }
+static void basics_4(void **state) { basics(4); }
 
 /* Outside the launcher a program is a job of one rank, and async work
  * runs there too. */
@@ -296,25 +296,26 @@ static void peer_killed_before_placed_callback(void **state) { peer_death("place
  * — on a psum's token, on an ORDERED_SHARDABLE point that needs rank 1's
  * previous one, in shmesh_effects_barrier for rank 1's part of the last
  * point; each wait ends with TIMEOUT after about a second, naming rank 1. */
-static void timeout(void **state)
+static void timeout(const char *what)
 {
-    static const char *whats[] = {"psum", "shardable", "effects-barrier"};
-    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
-        struct run r;
-        run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", whats[i], NULL);
-        double ms[2];
-        int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
-        if (n != 1)
-            fail_msg("%s: %d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", whats[i],
-                     n, r.code, r.out, r.err);
-        print_message("%s: the wait ended after %.0f ms\n", whats[i], ms[0]);
-        if (ms[0] < 900 || ms[0] > 2500)
-            fail_msg("%s: the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", whats[i], ms[0]);
-        if (r.code != 0)
-            fail_msg("%s: exit %d\n%s\n%s", whats[i], r.code, r.out, r.err);
-        run_free(&r);
-    }
+    struct run r;
+    run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", what, NULL);
+    double ms[2];
+    int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
+    if (n != 1)
+        fail_msg("%s: %d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", what,
+                 n, r.code, r.out, r.err);
+    print_message("%s: the wait ended after %.0f ms\n", what, ms[0]);
+    if (ms[0] < 900 || ms[0] > 2500)
+        fail_msg("%s: the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", what, ms[0]);
+    if (r.code != 0)
+        fail_msg("%s: exit %d\n%s\n%s", what, r.code, r.out, r.err);
+    run_free(&r);
 }
+
+static void timeout_psum(void **state) { timeout("psum"); }
+static void timeout_shardable_point(void **state) { timeout("shardable"); }
+static void timeout_effects_barrier(void **state) { timeout("effects-barrier"); }
 
 /* Rank 0 dispatches psum_async; rank 1 pmax_async, a blocking pmax, or a
  * callback on every device: both fail with MISMATCH, naming both calls. */
@@ -334,16 +335,19 @@ static void mismatch(void **state)
 /* A callback on every device is collective too (shmesh.h): against a psum
  * on the other rank, its token fails with MISMATCH naming both, with no
  * effect and as an ORDERED_SHARDABLE effect's first point. */
-static void mismatch_callback_on_all(void **state)
+static void mismatch_callback(const char *what)
 {
-    static const char *whats[] = {"callback", "callback-shardable"};
-    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
-        struct run r;
-        run_job(&r, 2, 1, 30, "mismatch", whats[i], NULL);
-        expect_lines(&r, "wait callback -> SHMESH_ERR_MISMATCH", "psum", 1);
-        expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "shmesh_callback", 2);
-        run_free(&r);
-    }
+    struct run r;
+    run_job(&r, 2, 1, 30, "mismatch", what, NULL);
+    expect_lines(&r, "wait callback -> SHMESH_ERR_MISMATCH", "psum", 1);
+    expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "shmesh_callback", 2);
+    run_free(&r);
+}
+
+static void mismatch_callback_on_all(void **state) { mismatch_callback("callback"); }
+static void mismatch_shardable_first_point(void **state)
+{
+    mismatch_callback("callback-shardable");
 }
 
 /* Ranks registering different effects: MISMATCH on every rank. */
@@ -362,7 +366,9 @@ static void effect_mismatch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(basics),
+        cmocka_unit_test(basics_1),
+        cmocka_unit_test(basics_2),
+        cmocka_unit_test(basics_4),
         cmocka_unit_test(basics_without_launcher),
         cmocka_unit_test(ordered_log),
         cmocka_unit_test(shardable),
@@ -373,9 +379,12 @@ int main(void)
         cmocka_unit_test(peer_aborts),
         cmocka_unit_test(peer_killed_in_shardable_point),
         cmocka_unit_test(peer_killed_before_placed_callback),
-        cmocka_unit_test(timeout),
+        cmocka_unit_test(timeout_psum),
+        cmocka_unit_test(timeout_shardable_point),
+        cmocka_unit_test(timeout_effects_barrier),
         cmocka_unit_test(mismatch),
         cmocka_unit_test(mismatch_callback_on_all),
+        cmocka_unit_test(mismatch_shardable_first_point),
         cmocka_unit_test(effect_mismatch),
     };
     return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);

@@ -718,7 +718,8 @@ static int mode_peer_death(int argc, char **argv)
         first = 0;
     }
     for (int i = 0; i < 3; i++) {
-        shmesh_array a = arr1(bins[i], SHMESH_FLOAT32, 256), b = arr1(bouts[i], SHMESH_FLOAT32, 256);
+        shmesh_array a = arr1(bins[i], SHMESH_FLOAT32, 256),
+                     b = arr1(bouts[i], SHMESH_FLOAT32, 256);
         MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &toks[1 + i]));
     }
     MUST(shmesh_barrier_async(ctx, &toks[4]));
@@ -980,7 +981,8 @@ static void basics_tokens(shmesh_mesh *m)
     MUST(shmesh_effect_create(ctx, "ord", SHMESH_EFFECT_ORDERED, &ord));
     if (shmesh_token_test(shmesh_effect_token(ord)) != 1)
         bad("a new effect's token is not done");
-    if (strcmp(shmesh_effect_name(ord), "ord") || shmesh_effect_kind_of(ord) != SHMESH_EFFECT_ORDERED)
+    if (strcmp(shmesh_effect_name(ord), "ord") ||
+        shmesh_effect_kind_of(ord) != SHMESH_EFFECT_ORDERED)
         bad("the effect reads back as '%s' of kind %d", shmesh_effect_name(ord),
             (int)shmesh_effect_kind_of(ord));
 
@@ -1436,7 +1438,8 @@ static void basics_failed_work(shmesh_mesh *m)
     }
     if (rank == 0)
         rs[1] = 2; /* rank 1 sends one row */
-    shmesh_array aop = {op, SHMESH_FLOAT32, 2, {world, 4}}, aout = {out, SHMESH_FLOAT32, 2, {world, 4}};
+    shmesh_array aop = {op, SHMESH_FLOAT32, 2, {world, 4}},
+                 aout = {out, SHMESH_FLOAT32, 2, {world, 4}};
     shmesh_array aio = arr1(io, SHMESH_INT32, world), ass = arr1(ss, SHMESH_INT32, world),
                  aoo = arr1(oo, SHMESH_INT32, world), ars = arr1(rs, SHMESH_INT32, world);
     shmesh_token t[3];
@@ -1556,8 +1559,8 @@ static void basics_refusals(shmesh_mesh *m)
         MUST(shmesh_effect_create(ctx, name, (shmesh_effect_kind)(made % 3), &e));
     }
     e = NULL;
-    expect("effect_create(one too many)", shmesh_effect_create(ctx, "extra", SHMESH_EFFECT_ORDERED, &e),
-           SHMESH_ERR_INVALID);
+    expect("effect_create(one too many)",
+           shmesh_effect_create(ctx, "extra", SHMESH_EFFECT_ORDERED, &e), SHMESH_ERR_INVALID);
     char limit[16];
     snprintf(limit, sizeof limit, "%d", SHMESH_MAX_EFFECTS);
     expect_in_message("effect_create(one too many)", limit);
