@@ -1528,23 +1528,20 @@ static void basics_refusals(shmesh_mesh *m)
         bad("refusing forged tokens took %.0f ms", ms_since(t0));
     /* Lists naming no context: explained by shmesh_last_error(NULL). */
     int index = -7;
-    struct {
-        const char *what, *needle;
-        int rc;
-    } lists[] = {
-        {"token_wait_all(-1)", "n = -1", shmesh_token_wait_all(-1, two)},
-        {"token_wait_any(0)", "n = 0", shmesh_token_wait_any(0, two, &index)},
-        {"token_wait_any(NULL index)", "index NULL", shmesh_token_wait_any(1, two, NULL)},
-    };
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
-        printf("rank %d: %s -> %s: %s\n", rank, lists[i].what, shmesh_error_name(lists[i].rc),
+    for (int i = 0; i < 3; i++) {
+        static const char *const what[] = {"token_wait_all(-1)", "token_wait_any(0)",
+                                           "token_wait_any(NULL index)"};
+        static const char *const needle[] = {"n = -1", "n = 0", "index NULL"};
+        int rc = i == 0   ? shmesh_token_wait_all(-1, two)
+                 : i == 1 ? shmesh_token_wait_any(0, two, &index)
+                          : shmesh_token_wait_any(1, two, NULL);
+        printf("rank %d: %s -> %s: %s\n", rank, what[i], shmesh_error_name(rc),
                shmesh_last_error(NULL));
-        if (lists[i].rc != SHMESH_ERR_INVALID)
-            bad("%s -> %s, expected SHMESH_ERR_INVALID", lists[i].what,
-                shmesh_error_name(lists[i].rc));
-        else if (!strstr(shmesh_last_error(NULL), lists[i].needle))
-            bad("%s: shmesh_last_error(NULL) does not say '%s': %s", lists[i].what,
-                lists[i].needle, shmesh_last_error(NULL));
+        if (rc != SHMESH_ERR_INVALID)
+            bad("%s -> %s, expected SHMESH_ERR_INVALID", what[i], shmesh_error_name(rc));
+        else if (!strstr(shmesh_last_error(NULL), needle[i]))
+            bad("%s: shmesh_last_error(NULL) does not say '%s': %s", what[i], needle[i],
+                shmesh_last_error(NULL));
     }
     expect("token_wait_all(0, NULL)", shmesh_token_wait_all(0, NULL), 0);
     expect("token_wait_any(a done token)", shmesh_token_wait_any(1, two, &index), 0);
