@@ -28,6 +28,11 @@
  *   effect-mismatch WHAT  rank 0 registers effect "alpha", the others
  *                     "beta" (WHAT "name"), or the same name of another
  *                     kind ("kind"): MISMATCH
+ *   devices           several devices per rank: async collectives equal
+ *                     blocking ones; callbacks run once per device, with
+ *                     its id
+ *   finalize-pending  shmesh_finalize with work still queued: the work
+ *                     runs first
  *
  * Every rank prints "rank R: ..." lines the suite reads, and a line with
  * "FAIL:" for each check that does not hold.  Exit status: 0 when every
@@ -1570,6 +1575,70 @@ static void basics_refusals(shmesh_mesh *m)
     printf("rank %d: errors: job usable\n", rank);
 }
 
+/* A mesh may be freed, or popped, once the work is dispatched. */
+static void basics_mesh_lifetime(void)
+{
+    int f0 = failures;
+    int32_t v[8], w1[8], w2[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = rank * 10 + i;
+    shmesh_array in = arr1(v, SHMESH_INT32, 8), o1 = arr1(w1, SHMESH_INT32, 8),
+                 o2 = arr1(w2, SHMESH_INT32, 8);
+    shmesh_mesh *m1 = line_mesh(), *m2 = line_mesh(); /* collective: before the sleeper */
+    struct sleeper s = {.us = 100000}; /* the work waits behind it */
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, sleep_cb, &s, NULL));
+    shmesh_token t1, t2;
+    MUST(shmesh_psum_async(m1, "i", NULL, &in, &o1, &t1));
+    shmesh_mesh_destroy(m1);
+    MUST(shmesh_mesh_push(m2));
+    MUST(shmesh_psum_async(NULL, "i", NULL, &in, &o2, &t2));
+    MUST(shmesh_mesh_pop(m2));
+    shmesh_mesh_destroy(m2);
+    if (shmesh_token_test(t1) != 0)
+        bad("the psum behind a sleeping callback was done at once");
+    MUST(shmesh_token_wait(t1));
+    MUST(shmesh_token_wait(t2));
+    for (int i = 0; i < 8; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < world; r++)
+            want += r * 10 + i;
+        if (w1[i] != want || w2[i] != want) {
+            bad("psums over a freed / popped mesh: element %d = %d, %d; expected %d", i, w1[i],
+                w2[i], want);
+            break;
+        }
+    }
+    if (failures == f0)
+        printf("rank %d: meshes freed after dispatch ok\n", rank);
+}
+
+/* Thousands of async psums in flight at once, each with its own buffers. */
+static void basics_flood(shmesh_mesh *m)
+{
+    int f0 = failures;
+    enum { N = 3000 };
+    int32_t *in = xcalloc(N, sizeof *in), *out = xcalloc(N, sizeof *out);
+    shmesh_token *t = xcalloc(N, sizeof *t);
+    for (int i = 0; i < N; i++) {
+        in[i] = i + rank;
+        out[i] = -1;
+        shmesh_array a = {&in[i], SHMESH_INT32, 0, {0}}, b = {&out[i], SHMESH_INT32, 0, {0}};
+        MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &t[i]));
+    }
+    MUST(shmesh_token_wait_all(N, t));
+    for (int i = 0; i < N; i++)
+        if (out[i] != world * i + world * (world - 1) / 2) {
+            bad("psum %d of %d in flight = %d, expected %d", i, N, out[i],
+                world * i + world * (world - 1) / 2);
+            break;
+        }
+    free(in);
+    free(out);
+    free(t);
+    if (failures == f0)
+        printf("rank %d: %d psums in flight ok\n", rank, N);
+}
+
 static int mode_basics(void)
 {
     shmesh_mesh *m = line_mesh();
@@ -1577,12 +1646,120 @@ static int mode_basics(void)
     basics_results(m);
     basics_all_ops(m);
     basics_threads(m);
+    basics_mesh_lifetime();
+    basics_flood(m);
     basics_order(m);
     basics_failed_work(m);
     basics_refusals(m);
     MUST(shmesh_effects_barrier(ctx));
     shmesh_mesh_destroy(m);
     printf("rank %d: basics %s\n", rank, failures ? "FAILED" : "ok");
+    return failures ? 4 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * devices: several devices per rank.
+ * ---------------------------------------------------------------------- */
+
+static atomic_int device_seen[MAXDEV];
+
+static void device_cb(void *arg, int device)
+{
+    (void)arg;
+    if (device >= 0 && device < MAXDEV)
+        atomic_fetch_add(&device_seen[device], 1);
+}
+
+static int mode_devices(void)
+{
+    if (ndev > MAXDEV || nlocal > 16)
+        return 2;
+    shmesh_mesh *m = line_mesh();
+    int ids[16];
+    MUST(shmesh_mesh_local_devices(m, ids, 16));
+    enum { N = 1000 };
+    static float x[16][N], a[16][N], b[16][N], ga[16][64 * N], gb[16][64 * N];
+    shmesh_array in[16], oa[16], ob[16], gin[16], gxa[16], gxb[16];
+    for (int l = 0; l < nlocal; l++) {
+        fill_random(x[l], N, 300 + (uint64_t)ids[l]);
+        in[l] = arr1(x[l], SHMESH_FLOAT32, N);
+        oa[l] = arr1(a[l], SHMESH_FLOAT32, N);
+        ob[l] = arr1(b[l], SHMESH_FLOAT32, N);
+        gin[l] = in[l];
+        gxa[l] = (shmesh_array){ga[l], SHMESH_FLOAT32, 2, {ndev, N}};
+        gxb[l] = (shmesh_array){gb[l], SHMESH_FLOAT32, 2, {ndev, N}};
+    }
+    if (ndev > 64)
+        return 2;
+    shmesh_token t[2];
+    MUST(shmesh_psum_async(m, "i", NULL, in, oa, &t[0]));
+    MUST(shmesh_all_gather_async(m, "i", NULL, 0, false, gin, gxa, &t[1]));
+    MUST(shmesh_psum(m, "i", NULL, in, ob));
+    MUST(shmesh_all_gather(m, "i", NULL, 0, false, gin, gxb));
+    MUST(shmesh_token_wait_all(2, t));
+    for (int l = 0; l < nlocal; l++) {
+        if (memcmp(a[l], b[l], sizeof a[l]))
+            bad("device %d: psum_async differs from psum", ids[l]);
+        if (memcmp(ga[l], gb[l], (size_t)ndev * N * sizeof(float)))
+            bad("device %d: all_gather_async differs from all_gather", ids[l]);
+    }
+    /* Callbacks: every device runs its part once, with its id; this rank's
+     * devices alone; a device of this rank. */
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_ALL, device_cb, NULL, NULL));
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, device_cb, NULL, NULL));
+    MUST(shmesh_callback(ctx, NULL, ndev - 1, device_cb, NULL, NULL));
+    MUST(shmesh_effects_barrier(ctx));
+    MUST(shmesh_token_wait(shmesh_runtime_token(ctx)));
+    for (int d = 0; d < ndev; d++) {
+        int want = shmesh_device_process(ctx, d) == rank ? 2 : 0;
+        if (d == ndev - 1 && shmesh_device_process(ctx, d) == rank)
+            want++;
+        if (atomic_load(&device_seen[d]) != want)
+            bad("device %d's callbacks ran %d times here, expected %d", d,
+                atomic_load(&device_seen[d]), want);
+    }
+    shmesh_mesh_destroy(m);
+    if (!failures)
+        printf("rank %d: %d local devices: async equals blocking, callbacks per device ok\n",
+               rank, nlocal);
+    return failures ? 4 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * finalize-pending: shmesh_finalize with work still queued: it comes after
+ * that work in program order.
+ * ---------------------------------------------------------------------- */
+
+static struct sleeper pending_cb;
+static int32_t pending_in[64], pending_out[64];
+
+static int mode_finalize_pending(void)
+{
+    shmesh_mesh *m = line_mesh();
+    pending_cb.us = 200000;
+    MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, sleep_cb, &pending_cb, NULL));
+    for (int i = 0; i < 64; i++)
+        pending_in[i] = rank + i;
+    shmesh_array in = arr1(pending_in, SHMESH_INT32, 64), out = arr1(pending_out, SHMESH_INT32, 64);
+    MUST(shmesh_psum_async(m, "i", NULL, &in, &out, NULL));
+    shmesh_mesh_destroy(m);
+    int64_t t0 = now_ns();
+    int rc = shmesh_finalize(ctx);
+    double ms = ms_since(t0);
+    ctx = NULL;
+    if (rc)
+        bad("shmesh_finalize with work queued -> %s: %s", shmesh_error_name(rc),
+            shmesh_last_error(NULL));
+    if (!atomic_load(&pending_cb.done))
+        bad("shmesh_finalize returned before the callback dispatched before it ran");
+    for (int i = 0; i < 64; i++)
+        if (pending_out[i] != world * i + world * (world - 1) / 2) {
+            bad("the psum queued before shmesh_finalize: element %d = %d, expected %d", i,
+                pending_out[i], world * i + world * (world - 1) / 2);
+            break;
+        }
+    if (!failures)
+        printf("rank %d: finalize after queued work ok (%.0f ms)\n", rank, ms);
     return failures ? 4 : 0;
 }
 
@@ -1593,7 +1770,8 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr,
                 "usage: %s basics|ordered-log [N]|shardable SEED [POINTS]|ordered-all|"
-                "peer-death|timeout|mismatch async|blocking|callback|effect-mismatch name|kind\n",
+                "peer-death WHAT|timeout WHAT|mismatch WHAT|effect-mismatch name|kind|devices|"
+                "finalize-pending\n",
                 argv[0]);
         return 2;
     }
@@ -1625,6 +1803,10 @@ int main(int argc, char **argv)
         rc = mode_mismatch(argc, argv);
     else if (!strcmp(mode, "effect-mismatch"))
         rc = mode_effect_mismatch(argc, argv);
+    else if (!strcmp(mode, "devices"))
+        rc = mode_devices();
+    else if (!strcmp(mode, "finalize-pending")) /* finalizes itself */
+        return mode_finalize_pending();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         rc = 2;
