@@ -5,7 +5,8 @@
  * callbacks per rank among async psums, logged in program order; an
  * ORDERED_SHARDABLE effect whose parts sleep at random, never starting
  * point k+1 anywhere before point k finished everywhere; an ORDERED effect
- * refused on several devices and run exactly once when placed on one; a
+ * refused on several devices and run exactly once when placed on one;
+ * several devices per rank; shmesh_finalize behind queued work; a
  * rank dying while others wait on tokens (PEER_DEAD within 2 s);
  * SHMESH_TIMEOUT ending a token wait; async calls and effect registrations
  * that differ between ranks (MISMATCH naming both); refused arguments. */
@@ -106,6 +107,8 @@ static void basics(int np)
     expect_lines(&r, "async results equal blocking ones", NULL, np);
     expect_lines(&r, "every async form equals its blocking form", NULL, np);
     expect_lines(&r, "runtime tokens per thread ok", NULL, np);
+    expect_lines(&r, "meshes freed after dispatch ok", NULL, np);
+    expect_lines(&r, "3000 psums in flight ok", NULL, np);
     expect_lines(&r, "program order ok", NULL, np);
     expect_lines(&r, "in a callback, shmesh_barrier -> SHMESH_ERR_INVALID", NULL, np);
     expect_lines(&r, "in a callback, shmesh_token_wait(its own token) -> SHMESH_ERR_INVALID",
@@ -143,6 +146,36 @@ static void basics_without_launcher(void **state)
                  r.out, r.err);
     expect_lines(&r, "rank 0: basics ok", NULL, 1);
     run_free(&r);
+}
+
+/* Several devices per rank: async collectives equal blocking ones, and
+ * callbacks run once per device with its id. */
+static void several_devices_per_rank(void **state)
+{
+    static const int splits[][2] = {{1, 3}, {2, 2}};
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
+        int np = splits[i][0], k = splits[i][1];
+        struct run r;
+        run_job(&r, np, k, 60, "devices", NULL, NULL);
+        char want[96];
+        snprintf(want, sizeof want,
+                 "%d local devices: async equals blocking, callbacks per device ok", k);
+        expect_lines(&r, want, NULL, np);
+        run_free(&r);
+    }
+}
+
+/* shmesh_finalize with a sleeping callback and a psum still queued: it
+ * returns 0 after both ran. */
+static void finalize_after_queued_work(void **state)
+{
+    static const int nps[] = {1, 3};
+    for (size_t i = 0; i < sizeof nps / sizeof *nps; i++) {
+        struct run r;
+        run_job(&r, nps[i], 1, 30, "finalize-pending", NULL, NULL);
+        expect_lines(&r, "finalize after queued work ok", NULL, nps[i]);
+        run_free(&r);
+    }
 }
 
 /* 10 000 ORDERED callbacks on each of 4 ranks, among 100 async psums. */
@@ -370,6 +403,8 @@ int main(void)
         cmocka_unit_test(basics_2),
         cmocka_unit_test(basics_4),
         cmocka_unit_test(basics_without_launcher),
+        cmocka_unit_test(several_devices_per_rank),
+        cmocka_unit_test(finalize_after_queued_work),
         cmocka_unit_test(ordered_log),
         cmocka_unit_test(shardable),
         cmocka_unit_test(shardable_checks_can_fail),
