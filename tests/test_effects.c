@@ -1,15 +1,19 @@
 /* Description: asynchronous dispatch, tokens and effects across processes
  * (issue 10) — tokens tested, waited on (one, all, any), the runtime token
- * and the done token; async results bit for bit those of the blocking
- * calls, in program order with them and with callbacks; 10 000 ORDERED
- * callbacks per rank among async psums, logged in program order; an
- * ORDERED_SHARDABLE effect whose parts sleep at random, never starting
- * point k+1 anywhere before point k finished everywhere; an ORDERED effect
- * refused on several devices and run exactly once when placed on one;
- * several devices per rank; shmesh_finalize behind queued work; a
- * rank dying while others wait on tokens (PEER_DEAD within 2 s);
- * SHMESH_TIMEOUT ending a token wait; async calls and effect registrations
- * that differ between ranks (MISMATCH naming both); refused arguments. */
+ * (per thread) and the done token; every async collective bit for bit its
+ * blocking form, in program order with blocking calls and callbacks, with
+ * several devices per rank, thousands in flight, meshes freed after
+ * dispatch, shmesh_finalize behind queued work; work failing alike on
+ * every rank fails its own token only; 10 000 ORDERED callbacks per rank
+ * among async psums, logged in program order; an ORDERED_SHARDABLE effect
+ * whose parts sleep at random, never starting point k+1 anywhere before
+ * point k finished everywhere (and the same checks catching an UNORDERED
+ * one); an ORDERED effect refused on several devices and run exactly once
+ * when placed on one; a rank dying or aborting while others wait on tokens
+ * (the error within 2 s, under both notifiers); SHMESH_TIMEOUT ending
+ * token waits; async calls, callbacks and effect registrations that differ
+ * between ranks (MISMATCH naming both); a callback calling the library
+ * with its own context; refused arguments and forged tokens. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
