@@ -197,26 +197,37 @@ static void ordered_log(void **state)
 }
 
 /* Parts of point k+1 never start before every part of point k finished:
- * five seeds on 4 ranks, 3 ranks, and 2 ranks of 2 devices, 300 points
- * each; and the same checks over an UNORDERED effect find violations (they
- * can see one). */
+ * five seeds on 4 ranks, 3 ranks, 2 ranks of 2 devices, 300 points each;
+ * and runs where every seventh point is placed on one device. */
 static void shardable(void **state)
 {
     static const struct {
         int np, k;
-        const char *seed;
-    } runs[] = {{4, 1, "1"}, {4, 1, "2"}, {4, 1, "3"}, {4, 1, "4"},
-                {4, 1, "5"}, {3, 1, "6"}, {2, 2, "7"}};
+        const char *seed, *variant;
+    } runs[] = {{4, 1, "1", NULL},    {4, 1, "2", NULL},    {4, 1, "3", NULL},
+                {4, 1, "4", NULL},    {4, 1, "5", NULL},    {3, 1, "6", NULL},
+                {2, 2, "7", NULL},    {4, 1, "8", "mixed"}, {2, 2, "9", "mixed"}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         int np = runs[i].np;
+        const char *v = runs[i].variant;
+        char *env[] = {sysroot_env, NULL};
+        char nps[16], ks[16];
+        snprintf(nps, sizeof nps, "%d", np);
+        snprintf(ks, sizeof ks, "%d", runs[i].k);
         struct run r;
-        run_job(&r, np, runs[i].k, 60, "shardable", runs[i].seed, "300");
+        run_launcher(&r, env, 60, "-v", "-n", nps, "--devices-per-rank", ks, "--",
+                     effects_path(), "shardable", runs[i].seed, "300", v, NULL);
+        if (r.timed_out || r.code != 0 || count_lines(r.out, "FAIL:", NULL))
+            fail_msg("%d x %d, seed %s%s%s: exit %d%s\nstdout:\n%s\nstderr:\n%s", np,
+                     runs[i].k, runs[i].seed, v ? " " : "", v ? v : "", r.code,
+                     r.timed_out ? " (timed out)" : "", r.out, r.err);
+        assert_clean(&r);
         char want[96];
-        snprintf(want, sizeof want, "shardable seed %s: 300 points x %d devices, 0 violations",
-                 runs[i].seed, np * runs[i].k);
+        snprintf(want, sizeof want, "shardable%s%s seed %s: 300 points x %d devices, 0 violations",
+                 v ? " " : "", v ? v : "", runs[i].seed, np * runs[i].k);
         expect_lines(&r, want, NULL, np);
-        print_message("%d ranks x %d devices, seed %s: %.1f s\n", np, runs[i].k, runs[i].seed,
-                      r.secs);
+        print_message("%d ranks x %d devices, seed %s%s%s: %.1f s\n", np, runs[i].k,
+                      runs[i].seed, v ? " " : "", v ? v : "", r.secs);
         run_free(&r);
     }
 }

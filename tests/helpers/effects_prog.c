@@ -151,10 +151,11 @@ static bool token_is_none(shmesh_token t) { return t.ctx == NULL && t.seq == 0; 
 
 #define MAXDEV 64
 #define BOARD_LOG 256
+#define MAXPOINTS 1024
 
 struct board {
-    _Atomic int64_t started[MAXDEV];  /* per device: points whose part began */
-    _Atomic int64_t finished[MAXDEV]; /* per device: points whose part ended */
+    _Atomic int64_t started[MAXPOINTS];  /* per program point: parts that began */
+    _Atomic int64_t finished[MAXPOINTS]; /* per program point: parts that ended */
     _Atomic int64_t violations;
     _Atomic int64_t runs;       /* how many times the placed callback ran */
     _Atomic int64_t ran_rank;   /* where */
@@ -408,34 +409,38 @@ static void note_violation(const char *fmt, ...)
     }
 }
 
+/* Where point k runs: every device (-1), or in "mixed" runs every seventh
+ * point on one device; and so how many parts it has. */
+static int shard_points, shard_place[MAXPOINTS];
+
+static int64_t parts_of(int k) { return shard_place[k] < 0 ? ndev : 1; }
+
 static void shard_cb(void *arg, int device)
 {
-    int64_t k = *(const int *)arg;
-    if (device < 0 || device >= ndev || shmesh_device_process(ctx, device) != rank) {
-        note_violation("point %" PRId64 " ran with device %d, not one of this rank's", k,
-                       device);
+    int k = *(const int *)arg;
+    if (device < 0 || device >= ndev || shmesh_device_process(ctx, device) != rank ||
+        (shard_place[k] >= 0 && device != shard_place[k])) {
+        note_violation("point %d ran with device %d, not one of this rank's or not its place",
+                       k, device);
         return;
     }
-    for (int d = 0; d < ndev; d++) {
-        int64_t f = atomic_load(&board->finished[d]);
-        if (f < k)
-            note_violation("device %d began point %" PRId64 " while device %d had finished "
-                           "only %" PRId64 " points",
-                           device, k, d, f);
+    if (k > 0) {
+        int64_t f = atomic_load(&board->finished[k - 1]);
+        if (f != parts_of(k - 1))
+            note_violation("device %d began point %d when %" PRId64 " of the %" PRId64
+                           " parts of point %d had finished",
+                           device, k, f, parts_of(k - 1), k - 1);
     }
-    atomic_store(&board->started[device], k + 1);
+    atomic_fetch_add(&board->started[k], 1);
     rng_state[device] = mix(rng_state[device]);
     sleep_us((long)(rng_state[device] % 2001));
-    for (int d = 0; d < ndev; d++) {
-        int64_t s = atomic_load(&board->started[d]);
-        if (s > k + 1)
-            note_violation("device %d began point %" PRId64 " while device %d was still "
-                           "in point %" PRId64,
-                           d, s - 1, device, k);
-    }
-    atomic_store(&board->finished[device], k + 1);
+    if (k + 1 < shard_points && atomic_load(&board->started[k + 1]))
+        note_violation("a part of point %d began while device %d was still in point %d", k + 1,
+                       device, k);
+    atomic_fetch_add(&board->finished[k], 1);
 }
 
+/* SEED POINTS [unordered|mixed] */
 static int mode_shardable(int argc, char **argv)
 {
     if (argc < 3)
@@ -443,12 +448,17 @@ static int mode_shardable(int argc, char **argv)
     uint64_t seed = strtoull(argv[2], NULL, 10);
     int points = argc > 3 ? atoi(argv[3]) : 200;
     /* "unordered": the same with an UNORDERED effect, where the checks
-     * below must find violations (they can see one). */
+     * below must find violations (they can see one).  "mixed": every
+     * seventh point is placed on one device instead of every device. */
     bool control = argc > 4 && !strcmp(argv[4], "unordered");
-    if (ndev > MAXDEV || points <= 0) {
-        printf("rank %d: FAIL: at most %d devices\n", rank, MAXDEV);
+    bool mixed = argc > 4 && !strcmp(argv[4], "mixed");
+    if (ndev > MAXDEV || points <= 0 || points > MAXPOINTS) {
+        printf("rank %d: FAIL: at most %d devices and %d points\n", rank, MAXDEV, MAXPOINTS);
         return 2;
     }
+    shard_points = points;
+    for (int k = 0; k < points; k++)
+        shard_place[k] = mixed && k % 7 == 3 ? (k / 7) % ndev : SHMESH_PLACE_ALL;
     for (int d = 0; d < MAXDEV; d++)
         rng_state[d] = mix(seed * 1000003u + (uint64_t)d);
     board_reset();
@@ -478,20 +488,22 @@ static int mode_shardable(int argc, char **argv)
             p++;
         }
         ks[k] = k;
-        MUST(shmesh_callback(ctx, e, SHMESH_PLACE_ALL, shard_cb, &ks[k], &last));
+        MUST(shmesh_callback(ctx, e, shard_place[k], shard_cb, &ks[k], &last));
     }
     double dispatch_ms = ms_since(t0);
     MUST(shmesh_effects_barrier(ctx));
     double total_ms = ms_since(t0);
     if (control)
         MUST(shmesh_barrier(ctx)); /* an unordered effect's barrier is this rank's */
-    /* After the barrier every device's part of the last point is done. */
-    for (int d = 0; d < ndev; d++) {
-        int64_t f = atomic_load(&board->finished[d]);
-        if (f != points)
-            bad("after shmesh_effects_barrier device %d finished %" PRId64
-                " points, expected %d",
-                d, f, points);
+    /* After the barrier every part of every point is done, everywhere. */
+    for (int k = 0; k < points; k++) {
+        int64_t f = atomic_load(&board->finished[k]);
+        if (f != parts_of(k)) {
+            bad("after shmesh_effects_barrier %" PRId64 " of the %" PRId64
+                " parts of point %d had finished",
+                f, parts_of(k), k);
+            break;
+        }
     }
     if (shmesh_token_test(last) != 1)
         bad("the last callback's token is not done after shmesh_effects_barrier");
@@ -507,8 +519,8 @@ static int mode_shardable(int argc, char **argv)
     int64_t all = atomic_load(&board->violations);
     printf("rank %d: %s seed %" PRIu64 ": %d points x %d devices, %" PRId64
            " violations in the job (dispatch %.0f ms, total %.0f ms)\n",
-           rank, control ? "unordered" : "shardable", seed, points, ndev, all, dispatch_ms,
-           total_ms);
+           rank, control ? "unordered" : mixed ? "shardable mixed" : "shardable", seed, points,
+           ndev, all, dispatch_ms, total_ms);
     if (control && mine)
         printf("rank %d: unordered: first violation seen here: %s\n", rank, first_violation);
     shmesh_mesh_destroy(m);
