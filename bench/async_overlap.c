@@ -20,7 +20,8 @@
  * the blocking psum is timed as it runs once the thread exists).
  * async/blocking is 1 without overlap; perfect overlap makes it
  * max(psum, compute) / (psum + compute), the `ideal` column.  Every
- * device's input is its id + 1, so the sums are exact and checked. */
+ * device's input is its id + 1, so the sums are exact and checked after
+ * every blocking and async run (#wrong: the elements that differ). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -232,12 +233,16 @@ int main(int argc, char **argv)
         TIMED(T_PSUM, PSUM());
         TIMED(T_BUSY, compute(passes));
         TIMED(T_BLOCK_BUSY, PSUM(); compute(passes));
+        for (size_t i = 0; i < count * (size_t)k; i++)
+            wrong[0] += out[i] != want;
         memset(out, 0, bytes * (size_t)k);
         TIMED(T_ASYNC_BUSY, PSUM_ASYNC(); compute(passes); WAIT());
         for (size_t i = 0; i < count * (size_t)k; i++)
             wrong[0] += out[i] != want;
         TIMED(T_SLEEP, sleep_ms(ms));
         TIMED(T_BLOCK_SLEEP, PSUM(); sleep_ms(ms));
+        for (size_t i = 0; i < count * (size_t)k; i++)
+            wrong[1] += out[i] != want;
         memset(out, 0, bytes * (size_t)k);
         TIMED(T_ASYNC_SLEEP, PSUM_ASYNC(); sleep_ms(ms); WAIT());
         for (size_t i = 0; i < count * (size_t)k; i++)
