@@ -25,12 +25,15 @@
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
 /* Bumped whenever what ranks exchange changes meaning: 5, the op table
  * gained the world-wide gather and broadcast (op numbers moved). */
-#define SEG_LAYOUT_VERSION 5u
+#define SEG_LAYOUT_VERSION 6u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
  * so sharing a 128-byte pair between writers is false sharing too. */
-#define SEG_CTRL_STRIDE 256u
+#define SEG_CTRL_STRIDE 640u
+/* Effects whose program points a rank publishes (lib/effects/): 32
+ * registered ones and one for callbacks without an effect. */
+#define SEG_EFFECT_SLOTS 33
 #define SEG_MAX_WORLD 4096
 #define SEG_REASON_MAX 256
 
@@ -82,6 +85,14 @@ struct seg_ctrl {
     /* A word of the rank's private memory and its value, so peers can test
      * whether they may read its memory directly (lib/cma.c). */
     uint64_t probe_addr, probe_value;
+    /* Tokens (lib/effects/): how much of the rank's stream has finished (its
+     * own threads sleep on it), and for each effect the program points the
+     * rank has passed.  A point's post rings `progress`'s bell without
+     * changing its value, so a peer waiting for a point also sees the
+     * rank's windows (a rank that went on to other calls without the point
+     * made a different call). */
+    alignas(128) struct seg_progress done;
+    _Atomic uint64_t effect_point[SEG_EFFECT_SLOTS];
 };
 
 /* The head of each slot buffer: which window it holds and, for a call's

@@ -91,6 +91,15 @@ static inline void seg_progress_post(struct seg_progress *p, uint64_t v)
         notify_wake(&p->bell.value);
 }
 
+/* Rings the progress bell without a new value: sleepers re-check what they
+ * wait for (a word the owner wrote just before). */
+static inline void seg_progress_ring(struct seg_progress *p)
+{
+    atomic_fetch_add_explicit(&p->bell.value, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->bell.waiters, memory_order_seq_cst))
+        notify_wake(&p->bell.value);
+}
+
 /* Wrapping comparison: has a counter that started below `target` reached it? */
 static inline bool seg_reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
 

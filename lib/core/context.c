@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "effects/effect.h"
+#include "effects/stream.h"
 #include "core/debug.h"
 #include "core/fail.h"
 #include "core/hash.h"
@@ -41,6 +43,8 @@ static int seg_error_code(int rc)
 
 static void release(shmesh_ctx *c)
 {
+    stream_stop(c);
+    effects_free(c);
     call_scratch_free_all(c);
     free(c->dev_buf);
     windows_fini(&c->win);
@@ -181,7 +185,8 @@ int shmesh_finalize(shmesh_ctx *c)
 {
     if (!c)
         return 0;
-    /* Calls still in flight finish first (they were made before this one). */
+    /* Work still in flight finishes first (it was dispatched before this). */
+    stream_stop(c);
     struct call k;
     int rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
     /* Only a clean finalize makes this rank's exit harmless to the others. */

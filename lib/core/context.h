@@ -17,6 +17,7 @@
 
 struct call;
 struct call_scratch;
+struct stream;
 
 struct shmesh_ctx {
     int rank;
@@ -26,13 +27,27 @@ struct shmesh_ctx {
     struct notify *notify;
     struct seg_waiter waiter;
     struct seg_ctrl *me;
-    int poison;           /* 0, or the error every later call returns */
+    _Atomic int poison;   /* 0, or the error every later call returns */
+    /* The sentence of the poison, kept for the tokens that fail with it. */
+    char poison_err[CTX_ERR_MAX];
+    _Atomic bool poison_said;
+    /* The stream (lib/effects/stream.c): NULL until the first async
+     * dispatch.  Its thread explains failures in worker_err. */
+    struct stream *stream;
+    char worker_err[CTX_ERR_MAX];
+    /* Effects (lib/effects/effect.c), by id. */
+    struct shmesh_effect *effects[SHMESH_MAX_EFFECTS];
+    int neffects;
+    /* Callbacks without an effect that were placed collectively: their
+     * program points (their segment word is the last effect slot). */
+    uint64_t plain_points, plain_last_call;
     uint64_t calls;       /* calls submitted; the last one's number */
     struct windows win;   /* this rank's slot buffers */
     /* Calls submitted and not finished, in order; the first is the one
      * moving through the segment. */
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
+    atomic_flag spare_lock;     /* with a stream (engine/call.c) */
     /* Several devices per rank (engine/devices.c): the gathered inputs of
      * the last such call, kept for the next (calls mostly repeat). */
     unsigned char *dev_buf;

@@ -1,12 +1,17 @@
 /* Error codes, their names, and the per-context explanation. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "core/error.h"
 
 static _Thread_local char init_err[CTX_ERR_MAX];
 _Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
+_Thread_local const shmesh_ctx *ctx_executing CTX_TLS_FAST;
+_Thread_local const shmesh_ctx *ctx_worker CTX_TLS_FAST;
+
+char *ctx_err_buf(shmesh_ctx *c) { return ctx_worker == c ? c->worker_err : c->err; }
 
 const char *shmesh_strerror(int err)
 {
@@ -53,7 +58,7 @@ int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vset(c->err, c->rank, fmt, ap);
+    vset(ctx_err_buf(c), c->rank, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -62,8 +67,12 @@ int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vset(c->err, c->rank, fmt, ap);
+    char *buf = ctx_err_buf(c);
+    vset(buf, c->rank, fmt, ap);
     va_end(ap);
+    /* The first poison's sentence is kept for the tokens it fails. */
+    if (!atomic_exchange(&c->poison_said, true))
+        memcpy(c->poison_err, buf, sizeof c->poison_err);
     c->poison = code;
     return code;
 }

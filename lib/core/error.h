@@ -26,4 +26,13 @@ void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * enters the context again. */
 extern _Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
 
+/* The context whose stream this thread executes work of (its progress
+ * thread, or a caller running work of an idle stream), and the context
+ * whose progress thread this is.  Engine work of ctx_executing runs
+ * directly; a progress thread explains failures in its own buffer. */
+extern _Thread_local const shmesh_ctx *ctx_executing CTX_TLS_FAST;
+extern _Thread_local const shmesh_ctx *ctx_worker CTX_TLS_FAST;
+/* Where this thread writes c's explanations. */
+char *ctx_err_buf(shmesh_ctx *c);
+
 #endif

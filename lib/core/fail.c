@@ -47,6 +47,8 @@ static int thread_check(shmesh_ctx *c, const char *op)
         init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
     }
+    if (ctx_executing == c) /* running the stream's work: the caller may be inside */
+        return 0;
     if (!self)
         self = (int)gettid();
     /* Relaxed: this catches a second thread while the first is inside (it
@@ -75,7 +77,7 @@ int ctx_check(shmesh_ctx *c, const char *op)
 int ctx_enter(shmesh_ctx *c, const char *op)
 {
     int rc = ctx_check(c, op);
-    if (!rc)
+    if (!rc && ctx_executing != c)
         atomic_store_explicit(&c->busy, self, memory_order_relaxed);
     return rc;
 }
@@ -88,7 +90,11 @@ int ctx_enter_local(shmesh_ctx *c, const char *op)
     return rc;
 }
 
-void ctx_leave(shmesh_ctx *c) { atomic_store_explicit(&c->busy, 0, memory_order_relaxed); }
+void ctx_leave(shmesh_ctx *c)
+{
+    if (ctx_executing != c)
+        atomic_store_explicit(&c->busy, 0, memory_order_relaxed);
+}
 
 int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq)
 {

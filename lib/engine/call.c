@@ -8,9 +8,26 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
+#include "effects/stream.h"
+#include "shm/notify.h"
 #include "engine/call.h"
 #include "engine/path.h"
 #include "engine/window.h"
+
+/* The pool of scratch is shared with the progress thread once there is
+ * one (a call is prepared by the caller and released by the thread). */
+static inline void scratch_lock(shmesh_ctx *c)
+{
+    if (c->stream)
+        while (atomic_flag_test_and_set_explicit(&c->spare_lock, memory_order_acquire))
+            notify_cpu_relax();
+}
+
+static inline void scratch_unlock(shmesh_ctx *c)
+{
+    if (c->stream)
+        atomic_flag_clear_explicit(&c->spare_lock, memory_order_release);
+}
 
 /* Every per-member array of a call, for the whole world, in one block. */
 static struct call_scratch *scratch_new(int world)
@@ -68,10 +85,11 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     k->c = c;
     k->d.op = op;
     k->d.mesh = -1;
-    if (c->spare) {
-        k->s = c->spare;
+    scratch_lock(c);
+    if ((k->s = c->spare))
         c->spare = k->s->next;
-    } else if (!(k->s = scratch_new(c->world * c->local_devices))) {
+    scratch_unlock(c);
+    if (!k->s && !(k->s = scratch_new(c->world * c->local_devices))) {
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for a call's scratch", k->name);
     }
     return 0;
@@ -235,14 +253,55 @@ void call_release(struct call *k)
         k->op_free = NULL;
     }
     if (k->s) {
+        scratch_lock(k->c);
         k->s->next = k->c->spare;
         k->c->spare = k->s;
+        scratch_unlock(k->c);
         k->s = NULL;
     }
 }
 
+/* A call as stream work (effects/stream.h). */
+struct call_work {
+    struct work w;
+    struct call k;
+};
+
+static int call_work_run(struct work *w)
+{
+    struct call *k = &((struct call_work *)w)->k;
+    int rc = call_submit(k);
+    return rc ? rc : call_wait(k);
+}
+
+static void call_work_drop(struct work *w)
+{
+    call_release(&((struct call_work *)w)->k);
+    free(w);
+}
+
+/* The prepared call k goes to the stream (which owns it from now on). */
+static int call_dispatch(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    struct call_work *cw = malloc(sizeof *cw);
+    int rc;
+    if (!cw) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
+        call_release(k);
+    } else {
+        cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
+        cw->k = *k;
+        rc = stream_dispatch(c, &cw->w);
+    }
+    ctx_leave(c);
+    return rc;
+}
+
 int call_finish(struct call *k, int rc)
 {
+    if (!rc && stream_wanted(k->c, k->c->stream != NULL))
+        return call_dispatch(k);
     if (!rc && (rc = call_submit(k)) == 0)
         rc = call_wait(k);
     if (k->c) {

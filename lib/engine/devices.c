@@ -5,6 +5,7 @@
 
 #include "core/context.h"
 #include "core/fail.h"
+#include "effects/stream.h"
 #include "engine/devices.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
@@ -15,50 +16,64 @@ struct call *devices_calls(const shmesh_mesh *m)
     return calloc((size_t)m->nlocal, sizeof(struct call));
 }
 
+/* The work of one collective on several local devices: its calls, and
+ * what it needs of the mesh (which may be freed once it is dispatched). */
+struct devices_work {
+    struct work w;
+    shmesh_ctx *c;
+    struct call *ks;
+    int prepared;      /* calls to release */
+    int nlocal;
+    bool process_local;
+    int ids[];         /* the local devices' ids, in mesh order */
+};
+
 /* Where device `id`'s input sits in the gathered buffer: by device id, or on
  * a local mesh (every device here) by local device. */
-static uint64_t slot_of(const shmesh_mesh *m, int id)
+static uint64_t slot_of(const struct devices_work *dw, int id)
 {
-    return m->process_local ? (uint64_t)(id % m->ctx->local_devices) : (uint64_t)id;
+    return dw->process_local ? (uint64_t)(id % dw->c->local_devices) : (uint64_t)id;
 }
 
 /* Every local device's call must be the same call (its arrays' shapes and
  * dtypes, its parameters): they share one exchange. */
-static int same_calls(shmesh_mesh *m, struct call *ks)
+static int same_calls(const struct devices_work *dw)
 {
+    const struct call *ks = dw->ks;
     uint64_t h = call_hash(&ks[0].d);
-    for (int l = 1; l < m->nlocal; l++) {
+    for (int l = 1; l < dw->nlocal; l++) {
         if (call_hash(&ks[l].d) == h)
             continue;
         char a[300], b[300];
         call_describe(&ks[0].d, 0, a, sizeof a);
         call_describe(&ks[l].d, 0, b, sizeof b);
-        return ctx_fail(m->ctx, SHMESH_ERR_INVALID,
+        return ctx_fail(dw->c, SHMESH_ERR_INVALID,
                         "rank %d: the arrays of local device %d (device %d) must match local "
                         "device 0's: got %s and %s",
-                        m->ctx->rank, l, m->ids[m->local_pos[l]], b, a);
+                        dw->c->rank, l, dw->ids[l], b, a);
     }
     return 0;
 }
 
-static int run(shmesh_mesh *m, struct call *ks)
+static int run(struct work *w)
 {
-    shmesh_ctx *c = m->ctx;
-    struct call *k0 = &ks[0];
-    int rc = same_calls(m, ks);
+    struct devices_work *dw = (struct devices_work *)w;
+    shmesh_ctx *c = dw->c;
+    struct call *ks = dw->ks, *k0 = &ks[0];
+    int rc = same_calls(dw);
     if (rc)
         return rc;
     if (k0->then && !k0->local)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s takes one device per rank, but rank %d holds %d devices of this "
                         "mesh%s",
-                        k0->name, c->rank, m->nlocal, m->process_local ? " (a local mesh)" : "");
+                        k0->name, c->rank, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */
     uint64_t each = k0->local ? k0->pub_bytes : k0->f.in_bytes;
     uint64_t per = (uint64_t)c->local_devices;
-    bool alone = m->process_local || c->world == 1;
+    bool alone = dw->process_local || c->world == 1;
     uint64_t slots = alone ? per : (uint64_t)device_count(c);
     uint64_t need = (alone ? slots : slots + per) * each;
     if (need > c->dev_buf_bytes) {
@@ -71,8 +86,8 @@ static int run(shmesh_mesh *m, struct call *ks)
         c->dev_buf_bytes = (size_t)need;
     }
     unsigned char *all = c->dev_buf, *mine = alone ? all : all + slots * each;
-    for (int l = 0; l < m->nlocal; l++) {
-        unsigned char *at = mine + (m->ids[m->local_pos[l]] % per) * each;
+    for (int l = 0; l < dw->nlocal; l++) {
+        unsigned char *at = mine + (dw->ids[l] % per) * each;
         if (ks[l].local)
             ks[l].pub_pack(&ks[l], at);
         else if (each)
@@ -80,39 +95,69 @@ static int run(shmesh_mesh *m, struct call *ks)
     }
     if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
         return rc;
-    for (int l = 0; l < m->nlocal; l++) {
+    for (int l = 0; l < dw->nlocal; l++) {
         struct call *k = &ks[l];
         for (int q = 0; q < k->g.n; q++)
-            k->s->zin[q] = all + slot_of(m, k->g.ranks[q] * (int)per + k->g.locals[q]) * each;
+            k->s->zin[q] = all + slot_of(dw, k->g.ranks[q] * (int)per + k->g.locals[q]) * each;
     }
     /* Every device's checks before any writes: a call refused for one
      * device writes nothing for any. */
-    for (int l = 0; l < m->nlocal && !rc; l++)
+    for (int l = 0; l < dw->nlocal && !rc; l++)
         if (ks[l].local)
             rc = ks[l].local(&ks[l], false);
-    for (int l = 0; l < m->nlocal && !rc; l++)
+    for (int l = 0; l < dw->nlocal && !rc; l++)
         rc = ks[l].local ? ks[l].local(&ks[l], true) : peer_local(&ks[l]);
     return rc;
 }
 
+static void drop(struct work *w)
+{
+    struct devices_work *dw = (struct devices_work *)w;
+    for (int l = 0; l < dw->prepared; l++)
+        if (dw->ks[l].c)
+            call_release(&dw->ks[l]);
+    free(dw->ks);
+    free(dw);
+}
+
 int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
 {
-    if (!ks) {
-        if (m && m->ctx)
-            return ctx_fail(m->ctx, SHMESH_ERR_NOMEM, "out of memory for %d local devices' calls",
-                            m->nlocal);
-        return SHMESH_ERR_NOMEM;
-    }
-    if (!rc)
-        rc = run(m, ks);
     shmesh_ctx *c = NULL;
-    for (int l = 0; l < prepared; l++)
-        if (ks[l].c) {
+    for (int l = 0; ks && l < prepared; l++)
+        if (ks[l].c)
             c = ks[l].c;
-            call_release(&ks[l]);
-        }
-    if (c)
-        ctx_leave(c);
-    free(ks);
+    struct devices_work *dw = NULL;
+    if (!rc && ks && c) {
+        dw = malloc(sizeof *dw + (size_t)m->nlocal * sizeof(int));
+        if (!dw)
+            rc = ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for %d local devices' calls",
+                          m->nlocal);
+    }
+    if (!ks && m && m->ctx)
+        rc = ctx_fail(m->ctx, SHMESH_ERR_NOMEM, "out of memory for %d local devices' calls",
+                      m->nlocal);
+    else if (!ks)
+        rc = SHMESH_ERR_NOMEM;
+    if (!dw) { /* refused: nothing runs */
+        for (int l = 0; ks && l < prepared; l++)
+            if (ks[l].c)
+                call_release(&ks[l]);
+        free(ks);
+        if (c)
+            ctx_leave(c);
+        return rc;
+    }
+    *dw = (struct devices_work){.w = {.run = run, .drop = drop}, .c = c, .ks = ks,
+                                .prepared = prepared, .nlocal = m->nlocal,
+                                .process_local = m->process_local};
+    for (int l = 0; l < m->nlocal; l++)
+        dw->ids[l] = m->ids[m->local_pos[l]];
+    if (stream_wanted(c, c->stream != NULL))
+        rc = stream_dispatch(c, &dw->w);
+    else {
+        rc = run(&dw->w);
+        drop(&dw->w);
+    }
+    ctx_leave(c);
     return rc;
 }

@@ -165,6 +165,14 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
         else
             put(&l, "dtype %" PRIu32 "?)", d->dtype);
         break;
+    case OP_EFFECT_CREATE:
+    case OP_CALLBACK: /* the effect's name, and the op's values */
+        put(&l, "%s(\"", name);
+        put_text(&l, d->axes, sizeof d->axes);
+        put(&l, "\"");
+        put_params(&l, ops[d->op].params, d->param);
+        put(&l, ")");
+        break;
     case OP_MESH_CREATE:
         put(&l, "%s(", name);
         put_mesh(&l, d);

@@ -28,6 +28,8 @@
     X(GLOBAL_ARRAY_GATHER, global_array_gather, WORLD, NONE, 1, "bytes root")               \
     X(GLOBAL_ARRAY_SCATTER, global_array_scatter, WORLD, NONE, 1, "bytes root")             \
     X(GLOBAL_ARRAY_RESHARD, global_array_reshard, WORLD, NONE, 1, "bytes")                  \
+    X(EFFECT_CREATE, effect_create, WORLD, NONE, 1, "kind")                                 \
+    X(CALLBACK, callback, WORLD, NONE, 1, "point placement")                                \
     X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMAX, pmax, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMIN, pmin, MESH, ALLREDUCE, 1, "")                                                   \

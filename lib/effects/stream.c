@@ -1,0 +1,430 @@
+/* The stream: queue, progress thread, tokens (see stream.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/fail.h"
+#include "effects/stream.h"
+#include "shm/notify.h"
+
+_Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
+
+/* A failure that left the context usable. */
+struct failed {
+    uint64_t seq;
+    int rc;
+    char *why;
+};
+
+struct stream {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    struct work *head, *tail; /* queued, not taken yet */
+    uint64_t dispatched;      /* the last position handed out */
+    bool executing;           /* someone runs work now (the thread or a caller) */
+    bool stop;
+    /* Results (under lock). */
+    struct failed *failed;
+    size_t nfailed, cap;
+    uint64_t poison_seq; /* the first position that failed with the poison, or 0 */
+    /* The callers' own notifier: the progress thread's ring is not shared. */
+    struct notify *notify;
+    struct seg_waiter waiter;
+};
+
+/* The runtime token: per thread, the last position it dispatched on each
+ * context it used lately. */
+#define RUNTIME_SLOTS 8
+static _Thread_local struct {
+    const shmesh_ctx *c;
+    uint64_t seq;
+} last_dispatch[RUNTIME_SLOTS];
+static _Thread_local unsigned last_next;
+
+static void note_dispatch(const shmesh_ctx *c, uint64_t seq)
+{
+    for (int i = 0; i < RUNTIME_SLOTS; i++)
+        if (last_dispatch[i].c == c) {
+            last_dispatch[i].seq = seq;
+            return;
+        }
+    unsigned i = last_next++ % RUNTIME_SLOTS;
+    last_dispatch[i].c = c;
+    last_dispatch[i].seq = seq;
+}
+
+shmesh_token shmesh_runtime_token(shmesh_ctx *c)
+{
+    for (int i = 0; c && i < RUNTIME_SLOTS; i++)
+        if (last_dispatch[i].c == c && c->stream)
+            return (shmesh_token){c, last_dispatch[i].seq};
+    return (shmesh_token){c, 0};
+}
+
+/* Under s->lock: the outcome of position seq. */
+static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
+{
+    if (!rc)
+        return;
+    if (c->poison) {
+        if (!s->poison_seq)
+            s->poison_seq = seq;
+        return;
+    }
+    if (s->nfailed == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        struct failed *f = realloc(s->failed, cap * sizeof *f);
+        if (!f) { /* no room to keep it: the job cannot be trusted to go on */
+            ctx_poison(c, SHMESH_ERR_NOMEM, "out of memory for the result of stream position "
+                       "%" PRIu64 " (%s)", seq, shmesh_error_name(rc));
+            if (!s->poison_seq)
+                s->poison_seq = seq;
+            return;
+        }
+        s->failed = f;
+        s->cap = cap;
+    }
+    s->failed[s->nfailed++] = (struct failed){seq, rc, strdup(ctx_err_buf(c))};
+}
+
+/* Runs w on this thread (marked as executing c's stream), then drops it. */
+static int execute(shmesh_ctx *c, struct work *w)
+{
+    const shmesh_ctx *was = ctx_executing;
+    ctx_executing = c;
+    int rc = c->poison;
+    if (!rc)
+        rc = w->run(w);
+    ctx_executing = was;
+    return rc;
+}
+
+/* Under s->lock: position seq is over. */
+static void finished(shmesh_ctx *c, struct stream *s, struct work *w, int rc)
+{
+    record(c, s, w->seq, rc);
+    s->executing = false;
+    seg_progress_post(&c->me->done, w->seq);
+    pthread_cond_broadcast(&s->cond);
+}
+
+static void *progress_main(void *arg)
+{
+    shmesh_ctx *c = arg;
+    struct stream *s = c->stream;
+    ctx_worker = c;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while ((!s->head || s->executing) && !(s->stop && !s->head && !s->executing))
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head)
+            break; /* stopping, and drained */
+        struct work *w = s->head;
+        s->head = w->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->executing = true;
+        pthread_mutex_unlock(&s->lock);
+        int rc = execute(c, w);
+        pthread_mutex_lock(&s->lock);
+        finished(c, s, w, rc);
+        pthread_mutex_unlock(&s->lock);
+        w->drop(w);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static int start(shmesh_ctx *c)
+{
+    struct stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's stream");
+    char err[200];
+    int rc = notify_open(notify_kind_of(c->notify), c->world, &s->notify, err, sizeof err);
+    for (int r = 0; !rc && r < c->world; r++)
+        if (r != c->rank)
+            rc = notify_watch(s->notify, r, c->pids[r]);
+    if (rc) {
+        if (s->notify)
+            notify_close(s->notify);
+        free(s);
+        return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot open a notifier for token waits: %s",
+                        rc == -1 ? err : strerror(-rc));
+    }
+    s->waiter = c->waiter;
+    s->waiter.notify = s->notify;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    /* The thread takes no signals: the program's handlers run where it
+     * expects them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    c->stream = s;
+    rc = pthread_create(&s->thread, NULL, progress_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        c->stream = NULL;
+        notify_close(s->notify);
+        free(s);
+        return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot start the progress thread: %s",
+                        strerror(rc));
+    }
+    return 0;
+}
+
+int stream_dispatch(shmesh_ctx *c, struct work *w)
+{
+    shmesh_token *tok = stream_async_token;
+    stream_async_token = NULL; /* for this work only */
+    int rc = c->stream ? 0 : start(c);
+    if (rc) {
+        w->drop(w);
+        return rc;
+    }
+    struct stream *s = c->stream;
+    pthread_mutex_lock(&s->lock);
+    w->seq = ++s->dispatched;
+    note_dispatch(c, w->seq);
+    if (!tok && !s->head && !s->executing) {
+        /* Idle: the caller runs it, as without a stream. */
+        s->executing = true;
+        pthread_mutex_unlock(&s->lock);
+        rc = execute(c, w);
+        pthread_mutex_lock(&s->lock);
+        finished(c, s, w, rc);
+        pthread_mutex_unlock(&s->lock);
+        w->drop(w);
+        return rc;
+    }
+    w->next = NULL;
+    if (s->tail)
+        s->tail->next = w;
+    else
+        s->head = w;
+    s->tail = w;
+    pthread_cond_broadcast(&s->cond);
+    uint64_t seq = w->seq;
+    pthread_mutex_unlock(&s->lock);
+    if (tok) {
+        *tok = (shmesh_token){c, seq};
+        return 0;
+    }
+    return stream_wait(c, seq);
+}
+
+static uint64_t done_count(const shmesh_ctx *c)
+{
+    return atomic_load_explicit(&c->me->done.value, memory_order_acquire);
+}
+
+/* The result of a finished position (its sentence becomes the context's). */
+static int result(shmesh_ctx *c, uint64_t seq)
+{
+    struct stream *s = c->stream;
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->poison_seq && seq >= s->poison_seq) {
+        rc = c->poison;
+        snprintf(c->err, sizeof c->err, "%s", c->poison_err);
+    } else {
+        size_t lo = 0, hi = s->nfailed;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (s->failed[mid].seq < seq)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < s->nfailed && s->failed[lo].seq == seq) {
+            rc = s->failed[lo].rc;
+            snprintf(c->err, sizeof c->err, "%s", s->failed[lo].why ? s->failed[lo].why : "");
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* A token's context and position are what this library handed out. */
+static int token_check(const shmesh_token *t, const char *fn)
+{
+    shmesh_ctx *c = t->ctx;
+    if (!c || !t->seq)
+        return 0;
+    uint64_t last = 0;
+    if (c->stream) {
+        pthread_mutex_lock(&c->stream->lock);
+        last = c->stream->dispatched;
+        pthread_mutex_unlock(&c->stream->lock);
+    }
+    if (t->seq > last)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: the token names position %" PRIu64
+                        " of the context's stream, but only %" PRIu64
+                        " were dispatched (a token of another context, or not from shmesh)",
+                        fn, t->seq, last);
+    return 0;
+}
+
+int stream_wait(shmesh_ctx *c, uint64_t seq)
+{
+    struct stream *s = c->stream;
+    while (done_count(c) < seq) {
+        if (c->poison) { /* what is left fails with it */
+            snprintf(c->err, sizeof c->err, "%s", c->poison_err);
+            return c->poison;
+        }
+        int culprit = -1;
+        int rc = seg_wait_progress(&s->waiter, &c->me->done, seq, -1, &culprit);
+        if (rc == -EOWNERDEAD || rc == -ECANCELED || rc == -ETIMEDOUT || rc == -ESHUTDOWN) {
+            char what[64];
+            snprintf(what, sizeof what, "stream position %" PRIu64, seq);
+            return fail_wait(c, "shmesh_token_wait", seq, rc, culprit, what);
+        }
+        if (rc)
+            return fail_wait(c, "shmesh_token_wait", seq, rc, culprit, "its own stream");
+    }
+    return result(c, seq);
+}
+
+struct seg_waiter *stream_waiter(shmesh_ctx *c)
+{
+    return c->stream ? &c->stream->waiter : &c->waiter;
+}
+
+void stream_stop(shmesh_ctx *c)
+{
+    struct stream *s = c->stream;
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    for (size_t i = 0; i < s->nfailed; i++)
+        free(s->failed[i].why);
+    free(s->failed);
+    notify_close(s->notify);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    c->stream = NULL;
+    for (int i = 0; i < RUNTIME_SLOTS; i++)
+        if (last_dispatch[i].c == c)
+            last_dispatch[i].c = NULL;
+}
+
+/* ---- Tokens ---------------------------------------------------------- */
+
+int shmesh_token_test(shmesh_token t)
+{
+    shmesh_ctx *c = t.ctx;
+    int rc = token_check(&t, "shmesh_token_test");
+    if (rc || !c || !t.seq)
+        return rc ? rc : 1;
+    if (done_count(c) < t.seq)
+        return c->poison ? c->poison : 0;
+    rc = result(c, t.seq);
+    return rc ? rc : 1;
+}
+
+int shmesh_token_wait(shmesh_token t)
+{
+    int rc = token_check(&t, "shmesh_token_wait");
+    if (rc || !t.ctx || !t.seq)
+        return rc;
+    return stream_wait(t.ctx, t.seq);
+}
+
+/* The tokens' one context (NULL when all are done ones), or an error. */
+static int one_context(int n, const shmesh_token *t, const char *fn, shmesh_ctx **out)
+{
+    *out = NULL;
+    if (n < 0 || (n > 0 && !t)) {
+        init_error("%s: expected n >= 0 tokens in a non-NULL array, got n = %d%s", fn, n,
+                   t ? "" : " and NULL");
+        return SHMESH_ERR_INVALID;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!t[i].ctx || !t[i].seq)
+            continue;
+        if (*out && *out != t[i].ctx)
+            return ctx_fail(*out, SHMESH_ERR_INVALID,
+                            "%s: tokens %d and earlier ones belong to different contexts "
+                            "(wait on each context's tokens separately)",
+                            fn, i);
+        *out = t[i].ctx;
+        int rc = token_check(&t[i], fn);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int shmesh_token_wait_all(int n, const shmesh_token tokens[])
+{
+    shmesh_ctx *c;
+    int rc = one_context(n, tokens, "shmesh_token_wait_all", &c);
+    if (rc || !c)
+        return rc;
+    uint64_t last = 0, first_bad = UINT64_MAX;
+    for (int i = 0; i < n; i++)
+        if (tokens[i].ctx && tokens[i].seq > last)
+            last = tokens[i].seq;
+    rc = stream_wait(c, last);
+    if (rc && done_count(c) < last)
+        return rc; /* the wait itself failed */
+    /* Every one finished: the first failure in stream order. */
+    int first_rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (!tokens[i].ctx || !tokens[i].seq || tokens[i].seq >= first_bad)
+            continue;
+        int r = result(c, tokens[i].seq);
+        if (r) {
+            first_bad = tokens[i].seq;
+            first_rc = r;
+        }
+    }
+    if (first_rc)
+        (void)result(c, first_bad); /* its sentence */
+    return first_rc;
+}
+
+int shmesh_token_wait_any(int n, const shmesh_token tokens[], int *index)
+{
+    shmesh_ctx *c;
+    int rc = one_context(n, tokens, "shmesh_token_wait_any", &c);
+    if (!rc && (!index || n == 0)) {
+        if (c)
+            return ctx_fail(c, SHMESH_ERR_INVALID,
+                            "shmesh_token_wait_any: expected at least one token and an index "
+                            "pointer, got n = %d and index %s",
+                            n, index ? "set" : "NULL");
+        init_error("shmesh_token_wait_any: expected at least one token and an index pointer, "
+                   "got n = %d and index %s",
+                   n, index ? "set" : "NULL");
+        return SHMESH_ERR_INVALID;
+    }
+    if (rc)
+        return rc;
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        if (!tokens[i].ctx || !tokens[i].seq) { /* done already */
+            *index = i;
+            return 0;
+        }
+        if (tokens[i].seq < tokens[best].seq)
+            best = i;
+    }
+    *index = best;
+    return stream_wait(c, tokens[best].seq);
+}

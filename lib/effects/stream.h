@@ -1,0 +1,72 @@
+/* The stream: a context's work, executed in the order it was dispatched.
+ *
+ * Until the first asynchronous dispatch a context has no stream and the
+ * blocking functions run their calls on the caller's thread, as always.
+ * The first `_async` function or callback starts the progress thread; from
+ * then on every piece of work (an engine call, a call per local device, a
+ * callback) is a `struct work` queued here and executed in order: by the
+ * progress thread, or, for a blocking function that finds the queue empty
+ * and the thread idle, by the caller itself (no hand-over for the common
+ * blocking call).  Whoever executes work marks itself in ctx_executing, so
+ * the engine calls it makes run directly instead of being queued again.
+ *
+ * Tokens are stream positions.  Work finishes in order, so a token is done
+ * when the count of finished work, a word of the segment (seg_ctrl's
+ * `done`), reaches it; waiting on it is a notifier wait, which also ends on
+ * a peer's death, an abort or SHMESH_TIMEOUT.  Results: work that failed
+ * without poisoning the context is recorded (position, error, sentence);
+ * from the first poisoned position on, every result is the poison. */
+#ifndef SHMESH_EFFECTS_STREAM_H
+#define SHMESH_EFFECTS_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "shmesh.h"
+
+struct work {
+    struct work *next;
+    uint64_t seq; /* its stream position */
+    /* Executes it (0 or an error); then drop frees it.  A poisoned context
+     * drops work without running it. */
+    int (*run)(struct work *w);
+    void (*drop)(struct work *w);
+};
+
+/* Set by an `_async` function for the engine work it dispatches: where the
+ * token goes.  NULL: the caller waits. */
+extern _Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
+
+/* Whether engine work of c made on this thread goes through the stream. */
+static inline bool stream_wanted(const shmesh_ctx *c, bool has_stream)
+{
+    return (has_stream || stream_async_token) && ctx_executing != c;
+}
+
+/* Queues w (taking it: it is dropped on every path).  With an async request
+ * the token is written and 0 returned; otherwise the caller waits for w
+ * (or runs it, the stream being idle) and gets its result. */
+int stream_dispatch(shmesh_ctx *c, struct work *w);
+/* Waits for position seq of c's stream: its result. */
+int stream_wait(shmesh_ctx *c, uint64_t seq);
+/* The waiter callers wait with (the stream's own notifier; the context's
+ * when there is no stream). */
+struct seg_waiter *stream_waiter(shmesh_ctx *c);
+/* Drains the stream and stops its thread (shmesh_finalize). */
+void stream_stop(shmesh_ctx *c);
+
+/* The `_async` functions' body: the blocking function, with the token's
+ * destination set for the work it dispatches. */
+#define STREAM_ASYNC(token, CALL)                                                              \
+    do {                                                                                       \
+        shmesh_token spare_;                                                                   \
+        shmesh_token *t_ = (token) ? (token) : &spare_;                                        \
+        *t_ = (shmesh_token){NULL, 0};                                                         \
+        stream_async_token = t_;                                                               \
+        int rc_ = (CALL);                                                                      \
+        stream_async_token = NULL;                                                             \
+        return rc_;                                                                            \
+    } while (0)
+
+#endif
