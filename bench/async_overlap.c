@@ -11,13 +11,16 @@
  *   blocking   shmesh_psum, then the computation
  *   async      shmesh_psum_async, the computation, shmesh_token_wait
  * for two computations of MS milliseconds (default 20): "busy", a loop
- * over 4 MiB of this rank's memory, its work calibrated at start to take
- * MS alone (fixed work, so that a computation slowed by the progress
- * thread shows as a longer time), and "sleep", clock_nanosleep, which
- * leaves the core to the progress thread.  Each time is the slowest rank's
- * (pmax over the ranks); the table gives the median over ITERS iterations
- * (default 10, after 2 warm-up ones, which also start the progress thread:
- * the blocking psum is timed as it runs once the thread exists).
+ * over 4 MiB of this rank's memory, its work calibrated at start (one
+ * rank at a time) to take MS alone, then fixed, so that a computation
+ * slowed by the progress thread or another rank shows as a longer time, and "sleep", clock_nanosleep, which
+ * leaves the core to the progress thread.  Each time is the job's: from the
+ * first rank out of the barrier to the last one done (CLOCK_MONOTONIC is
+ * the same clock in every process; with more ranks than cores, a rank's own
+ * time would hide that it started late); the table gives the median over
+ * ITERS iterations (default 10, after 2 warm-up ones, which also start the
+ * progress thread: the blocking psum is timed as it runs once the thread
+ * exists).
  * async/blocking is 1 without overlap; perfect overlap makes it
  * max(psum, compute) / (psum + compute), the `ideal` column.  Every
  * device's input is its id + 1, so the sums are exact and checked after
@@ -51,17 +54,14 @@ static int fail(shmesh_ctx *ctx, const char *what, int rc)
     shmesh_abort(ctx, 1, "async-overlap failed");
 }
 
-/* An argument error (fmt and arg), or the help (fmt NULL): said once, by
- * rank 0; every rank leaves with 2, or 0 after the help. */
-static int usage(shmesh_ctx *ctx, const char *fmt, const char *arg)
+/* An argument error (msg), or the help (msg NULL): said once, by rank 0;
+ * every rank leaves with 2, or 0 after the help. */
+static int usage(shmesh_ctx *ctx, const char *msg)
 {
-    FILE *f = fmt ? stderr : stdout;
+    FILE *f = msg ? stderr : stdout;
     if (shmesh_rank(ctx) == 0) {
-        if (fmt) {
-            fprintf(f, "async-overlap: ");
-            fprintf(f, fmt, arg);
-            fprintf(f, "\n");
-        }
+        if (msg)
+            fprintf(f, "async-overlap: %s\n", msg);
         fprintf(f, "usage: shmesh-run -n N -- async-overlap [-n ITERS] [-b BYTES] [-c MS]\n"
                    "  -n ITERS  timed iterations, 1 to 100000 (default 10)\n"
                    "  -b BYTES  each device's psum buffer, K, M, G suffixes (default 16M)\n"
@@ -69,8 +69,14 @@ static int usage(shmesh_ctx *ctx, const char *fmt, const char *arg)
         fflush(f);
     }
     shmesh_finalize(ctx);
-    return fmt ? 2 : 0;
+    return msg ? 2 : 0;
 }
+#define BAD_ARG(...)                                                                           \
+    do {                                                                                       \
+        char msg_[256];                                                                        \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
+        return usage(ctx, msg_);                                                               \
+    } while (0)
 
 /* 16M, 64K, 1G, 100: bytes; 0 when not a size. */
 static size_t parse_bytes(const char *s)
@@ -115,18 +121,31 @@ static void sleep_ms(double ms)
         ;
 }
 
-/* Sweeps that take `ms` alone: the fastest of a few measurements of one
- * sweep (the least disturbed), at least one sweep. */
+static double time_compute(long passes)
+{
+    double t0 = now_ms();
+    compute(passes);
+    return now_ms() - t0;
+}
+
+/* Sweeps that take `ms` alone: a first guess from short runs, then scaled
+ * by the fastest of three runs of the guess (the least disturbed). */
 static long calibrate(double ms)
 {
+    compute(1); /* the pages, faulted in */
     double best = 1e30;
     for (int k = 0; k < 5; k++) {
-        double t0 = now_ms();
-        compute(1);
-        double t = now_ms() - t0;
+        double t = time_compute(4) / 4;
         best = t < best ? t : best;
     }
     long passes = (long)(ms / best + 0.5);
+    passes = passes < 1 ? 1 : passes;
+    best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        double t = time_compute(passes);
+        best = t < best ? t : best;
+    }
+    passes = (long)((double)passes * ms / best + 0.5);
     return passes < 1 ? 1 : passes;
 }
 
@@ -156,27 +175,25 @@ int main(int argc, char **argv)
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
         if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
-            return usage(ctx, NULL, NULL);
+            return usage(ctx, NULL);
         if (strcmp(opt, "-n") && strcmp(opt, "-b") && strcmp(opt, "-c"))
-            return usage(ctx, "unknown option '%s'", opt);
+            BAD_ARG("unknown option '%s'", opt);
         if (!val)
-            return usage(ctx, "option %s needs a value", opt);
+            BAD_ARG("option %s needs a value", opt);
         i++;
         if (!strcmp(opt, "-n")) {
             long v = strtol(val, &end, 10);
             if (end == val || *end || v < 1 || v > 100000)
-                return usage(ctx, "-n expects a whole number from 1 to 100000, got '%s'", val);
+                BAD_ARG("-n expects a whole number from 1 to 100000, got '%s'", val);
             iters = (int)v;
         } else if (!strcmp(opt, "-b")) {
             bytes = parse_bytes(val);
             if (bytes < 4)
-                return usage(ctx, "-b expects a size in bytes of at least 4 (64K, 16M), got '%s'",
-                             val);
+                BAD_ARG("-b expects a size in bytes of at least 4 (64K, 16M), got '%s'", val);
         } else {
             ms = strtod(val, &end);
             if (end == val || *end || !(ms > 0) || ms > 60000)
-                return usage(ctx, "-c expects milliseconds, more than 0 (20, 0.5), got '%s'",
-                             val);
+                BAD_ARG("-c expects milliseconds, more than 0 (20, 0.5), got '%s'", val);
         }
     }
 
@@ -190,8 +207,11 @@ int main(int argc, char **argv)
     size_t count = bytes / sizeof(float);
     float *in = malloc(bytes * (size_t)k), *out = malloc(bytes * (size_t)k);
     int total = WARMUP + iters;
-    double *t = calloc((size_t)total * T_N, sizeof *t);
-    double *tmax = malloc(sizeof *tmax * (size_t)total * T_N * (size_t)k);
+    /* Per iteration and timing: when this rank left the barrier (negated,
+     * so that one pmax gives the earliest) and when it finished. */
+    size_t nt = (size_t)total * T_N * 2;
+    double *t = calloc(nt, sizeof *t);
+    double *tmax = malloc(sizeof *tmax * nt * (size_t)k);
     if (!in || !out || !t || !tmax)
         return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
     shmesh_array a_in[MAXLOCAL], a_out[MAXLOCAL], a_t[MAXLOCAL], a_tmax[MAXLOCAL];
@@ -201,25 +221,32 @@ int main(int argc, char **argv)
         a_in[l] = (shmesh_array){in + l * count, SHMESH_FLOAT32, 1, {(int64_t)count}};
         a_out[l] = (shmesh_array){out + l * count, SHMESH_FLOAT32, 1, {(int64_t)count}};
         /* the times, the same for each local device, pmax'd over the ranks */
-        a_t[l] = (shmesh_array){t, SHMESH_FLOAT64, 1, {(int64_t)total * T_N}};
-        a_tmax[l] = (shmesh_array){tmax + (size_t)l * total * T_N, SHMESH_FLOAT64, 1,
-                                   {(int64_t)total * T_N}};
+        a_t[l] = (shmesh_array){t, SHMESH_FLOAT64, 1, {(int64_t)nt}};
+        a_tmax[l] = (shmesh_array){tmax + (size_t)l * nt, SHMESH_FLOAT64, 1, {(int64_t)nt}};
     }
     memset(out, 0, bytes * (size_t)k); /* every page touched before timing */
-    long passes = calibrate(ms);
+    /* One rank at a time, so that no rank calibrates on a core another
+     * one is using. */
+    long passes = 0;
+    for (int r = 0; r < shmesh_world_size(ctx); r++) {
+        if (r == shmesh_rank(ctx))
+            passes = calibrate(ms);
+        if ((rc = shmesh_barrier(ctx)))
+            return fail(ctx, "shmesh_barrier", rc);
+    }
 
     float want = (float)devices * (float)(devices + 1) / 2;
     double wrong[2] = {0, 0}; /* busy, sleep */
     for (int it = 0; it < total; it++) {
-        double *ti = t + (size_t)it * T_N, t0;
+        double *ti = t + (size_t)it * T_N * 2;
         shmesh_token tok;
 #define TIMED(slot, body)                                                                      \
     do {                                                                                       \
         if ((rc = shmesh_barrier(ctx)))                                                        \
             return fail(ctx, "shmesh_barrier", rc);                                            \
-        t0 = now_ms();                                                                         \
+        ti[2 * (slot)] = -now_ms();                                                            \
         body;                                                                                  \
-        ti[slot] = now_ms() - t0;                                                              \
+        ti[2 * (slot) + 1] = now_ms();                                                         \
     } while (0)
 #define PSUM()                                                                                 \
     if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))                                      \
@@ -258,16 +285,18 @@ int main(int argc, char **argv)
         if (!col)
             return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
         for (int s = 0; s < T_N; s++) {
-            for (int it = 0; it < iters; it++)
-                col[it] = tmax[(size_t)(WARMUP + it) * T_N + s];
+            for (int it = 0; it < iters; it++) {
+                const double *ti = tmax + (size_t)(WARMUP + it) * T_N * 2;
+                col[it] = ti[2 * s + 1] + ti[2 * s]; /* the last end - the first start */
+            }
             med[s] = median(col, iters);
         }
         printf("# async-overlap: psum of %zu B (%zu float32) per device over %d devices (%d "
                "ranks x %d), compute %.1f ms, %d iterations after %d warm-up\n",
                count * sizeof(float), count, devices, shmesh_world_size(ctx), k, ms, iters,
                WARMUP);
-        printf("# times in ms: the median over the iterations of the slowest rank's time; "
-               "busy: %ld sweeps over 4 MiB\n#\n",
+        printf("# times in ms, medians over the iterations of the job's time (from the first "
+               "rank out of the barrier to the last one done); busy: %ld sweeps over 4 MiB\n#\n",
                passes);
         printf("# %7s %12s %9s %9s %9s %9s %15s %7s %7s\n", "compute", "bytes", "psum",
                "compute", "blocking", "async", "async/blocking", "ideal", "#wrong");
