@@ -10,6 +10,7 @@ static _Thread_local char init_err[CTX_ERR_MAX];
 _Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
 _Thread_local const shmesh_ctx *ctx_executing CTX_TLS_FAST;
 _Thread_local const shmesh_ctx *ctx_worker CTX_TLS_FAST;
+_Thread_local const shmesh_ctx *ctx_in_callback CTX_TLS_FAST;
 
 char *ctx_err_buf(shmesh_ctx *c) { return ctx_worker == c ? c->worker_err : c->err; }
 

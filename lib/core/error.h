@@ -32,6 +32,9 @@ extern _Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
  * directly; a progress thread explains failures in its own buffer. */
 extern _Thread_local const shmesh_ctx *ctx_executing CTX_TLS_FAST;
 extern _Thread_local const shmesh_ctx *ctx_worker CTX_TLS_FAST;
+/* The context whose host callback this thread is running: the callback
+ * may not call the library with it (core/fail.c refuses). */
+extern _Thread_local const shmesh_ctx *ctx_in_callback CTX_TLS_FAST;
 /* Where this thread writes c's explanations. */
 char *ctx_err_buf(shmesh_ctx *c);
 

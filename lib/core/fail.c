@@ -47,8 +47,16 @@ static int thread_check(shmesh_ctx *c, const char *op)
         init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
     }
-    if (ctx_executing == c) /* running the stream's work: the caller may be inside */
-        return 0;
+    if (ctx_executing == c) { /* running the stream's work: the caller may be inside */
+        if (ctx_in_callback != c)
+            return 0;
+        /* Its work would run in the middle of the stream's. */
+        ctx_fail(c, SHMESH_ERR_INVALID,
+                 "%s called from a host callback with the callback's own context: a callback "
+                 "runs inside the context's stream and may not dispatch to it",
+                 op);
+        return SHMESH_ERR_INVALID;
+    }
     if (!self)
         self = (int)gettid();
     /* Relaxed: this catches a second thread while the first is inside (it

@@ -202,12 +202,14 @@ struct callback_work {
 static void run_here(const struct callback_work *cw)
 {
     shmesh_ctx *c = cw->c;
-    if (cw->placement >= 0) {
+    const shmesh_ctx *was = ctx_in_callback;
+    ctx_in_callback = c;
+    if (cw->placement >= 0)
         cw->fn(cw->arg, cw->placement);
-        return;
-    }
-    for (int l = 0; l < c->local_devices; l++)
-        cw->fn(cw->arg, c->rank * c->local_devices + l);
+    else
+        for (int l = 0; l < c->local_devices; l++)
+            cw->fn(cw->arg, c->rank * c->local_devices + l);
+    ctx_in_callback = was;
 }
 
 static int callback_run(struct work *w)

@@ -277,6 +277,10 @@ static int token_check(const shmesh_token *t, const char *fn)
 int stream_wait(shmesh_ctx *c, uint64_t seq)
 {
     struct stream *s = c->stream;
+    if (ctx_in_callback == c)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "a host callback waited for a token of its own context: the callback "
+                        "runs inside the stream, so the token cannot be done before it returns");
     while (done_count(c) < seq) {
         if (c->poison) { /* what is left fails with it */
             snprintf(c->err, sizeof c->err, "%s", c->poison_err);
