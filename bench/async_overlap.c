@@ -26,6 +26,7 @@
  * device's input is its id + 1, so the sums are exact and checked after
  * every blocking and async run (#wrong: the elements that differ). */
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +296,16 @@ int main(int argc, char **argv)
                "ranks x %d), compute %.1f ms, %d iterations after %d warm-up\n",
                count * sizeof(float), count, devices, shmesh_world_size(ctx), k, ms, iters,
                WARMUP);
+        cpu_set_t cpus;
+        int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) ? 0 : CPU_COUNT(&cpus);
+        int world = shmesh_world_size(ctx);
+        if (ncpu == 1)
+            printf("# rank 0 runs on one CPU (--bind-to core?), which its progress thread "
+                   "shares: the busy row cannot overlap\n");
+        else if (ncpu && ncpu < 2 * world)
+            printf("# %d CPUs for %d ranks: the busy row wants one for each rank and one for its "
+                   "progress thread (%d), so it measures cores shared more than overlap\n",
+                   ncpu, world, 2 * world);
         printf("# times in ms, medians over the iterations of the job's time (from the first "
                "rank out of the barrier to the last one done); busy: %ld sweeps over 4 MiB\n#\n",
                passes);
