@@ -152,7 +152,9 @@ int call_wait(struct call *k);
 void call_scratch_free_all(shmesh_ctx *c);
 /* Gives the scratch back (and the op's state); safe to repeat. */
 void call_release(struct call *k);
-/* The blocking API's end: when rc is 0, submit and wait; then release. */
+/* The blocking API's end: when rc is 0, submit and wait; then release.
+ * With a stream (effects/stream.h) the call is its work instead: waited
+ * for, or with an async request only dispatched. */
 int call_finish(struct call *k, int rc);
 
 #endif

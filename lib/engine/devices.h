@@ -32,7 +32,9 @@ static inline bool devices_needed(const shmesh_mesh *m)
  * devices_finish reports it). */
 struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
- * stops there), frees them, and returns the result. */
+ * stops there) and frees them; returns the result.  With a stream they are
+ * one piece of its work (effects/stream.h), which copies what it needs of
+ * m. */
 int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc);
 
 /* The body of every public collective: one call on a mesh with one device
