@@ -21,8 +21,9 @@
  * ITERS iterations (default 10, after 2 warm-up ones, which also start the
  * progress thread: the blocking psum is timed as it runs once the thread
  * exists).
- * async/blocking is 1 without overlap; perfect overlap makes it
- * max(psum, compute) / (psum + compute), the `ideal` column.  Every
+ * async/blocking is 1 without overlap; perfect overlap (async taking the
+ * longer of psum and compute alone) makes it max(psum, compute) /
+ * blocking, the `ideal` column.  Every
  * device's input is its id + 1, so the sums are exact and checked after
  * every blocking and async run (#wrong: the elements that differ). */
 #include <errno.h>
@@ -319,7 +320,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < 2; r++) {
             double p = med[T_PSUM], c = med[rows[r].c], b = med[rows[r].b], a = med[rows[r].a];
             printf("  %7s %12zu %9.2f %9.2f %9.2f %9.2f %15.2f %7.2f %7.0f\n", rows[r].name,
-                   count * sizeof(float), p, c, b, a, a / b, (p > c ? p : c) / (p + c), wrong[r]);
+                   count * sizeof(float), p, c, b, a, a / b, (p > c ? p : c) / b, wrong[r]);
         }
         free(col);
     }
