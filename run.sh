@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, step 1: install what is missing (Debian), build into build/,
 # and run the demo job with 4 ranks.
-#   ./run.sh               set up, build, run the demo and the trainer
+#   ./run.sh               set up, build, run the demo, the trainer and the metrics example
 #   ./run.sh --build-only  set up and build (test.sh uses this)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,4 +26,7 @@ echo "run.sh: build/launcher/shmesh-run -n 4 -- build/examples/shmesh-demo"
 build/launcher/shmesh-run -n 4 -- build/examples/shmesh-demo
 echo
 echo "run.sh: build/launcher/shmesh-run -n 4 -- build/examples/shmesh-train"
-exec build/launcher/shmesh-run -n 4 -- build/examples/shmesh-train
+build/launcher/shmesh-run -n 4 -- build/examples/shmesh-train
+echo
+echo "run.sh: build/launcher/shmesh-run -n 4 -- build/examples/metrics"
+exec build/launcher/shmesh-run -n 4 -- build/examples/metrics

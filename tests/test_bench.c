@@ -3,8 +3,9 @@
  * 64 KiB; the same with 4 KiB slots so data spans many staging windows; the
  * CSV's sizes, counts and bandwidths follow nccl-tests' conventions; argument
  * errors exit 2 naming the option, once; --heap buffers checked the same
- * way, and a heap too small for them refused with the library's reason.
- * Every run leaves no segment behind. */
+ * way, and a heap too small for them refused with the library's reason;
+ * bench/async_overlap.c's table at a small size.  Every run leaves no
+ * segment behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -295,6 +296,49 @@ static void heap_too_small(void **state)
     run_free(&r);
 }
 
+/* bench/async_overlap.c at a small size: the table, both rows, no wrong
+ * sum; an argument error said once. */
+static void async_overlap_table(void **state)
+{
+    (void)state;
+    const char *prog = getenv("SHMESH_ASYNC_OVERLAP");
+    if (!prog || !*prog)
+        fail_msg("SHMESH_ASYNC_OVERLAP is not set (run through meson test)");
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--", (char *)prog, "-n", "2",
+                    "-b", "64K", "-c", "1", NULL};
+    struct run r;
+    run_cmd(argv, NULL, 60, &r);
+    assert_false(r.timed_out);
+    if (r.code != 0 ||
+        count_lines(r.out, "# async-overlap: psum of 65536 B (16384 float32) per device over 2 "
+                           "devices",
+                    "compute 1.0 ms, 2 iterations") != 1 ||
+        count_lines(r.out, "# compute", "async/blocking") != 1 ||
+        count_lines(r.out, "busy", "65536") != 1 || count_lines(r.out, "sleep", "65536") != 1)
+        fail_msg("exit %d, expected 0 and the table\nstdout:\n%s\nstderr:\n%s", r.code, r.out,
+                 r.err);
+    for (const char *row = strstr(r.out, "\n  "); row; row = strstr(row + 1, "\n  ")) {
+        char name[16];
+        size_t bytes;
+        double psum, compute, blocking, async, ratio, ideal, wrong;
+        if (sscanf(row, " %15s %zu %lf %lf %lf %lf %lf %lf %lf", name, &bytes, &psum, &compute,
+                   &blocking, &async, &ratio, &ideal, &wrong) != 9 ||
+            bytes != 65536 || !(psum > 0 && compute > 0 && blocking > 0 && async > 0) ||
+            wrong != 0 || !(ratio > 0 && ideal > 0))
+            fail_msg("malformed row '%.80s'\n%s", row + 1, r.out);
+    }
+    assert_clean(&r);
+    run_free(&r);
+
+    char *bad[] = {(char *)launcher_path(), "-v", "-n", "2", "--", (char *)prog, "-b", "12Q",
+                   NULL};
+    run_cmd(bad, NULL, 60, &r);
+    if (r.code != 2 || count_lines(r.err, "async-overlap: -b expects a size", "'12Q'") != 1)
+        fail_msg("exit %d, expected 2 and the reason once\nstderr:\n%s", r.code, r.err);
+    assert_clean(&r);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +348,7 @@ int main(void)
         cmocka_unit_test(argument_errors),
         cmocka_unit_test(heap_buffers),
         cmocka_unit_test(heap_too_small),
+        cmocka_unit_test(async_overlap_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,10 @@
  * pmean, all_gather, psum_scatter, axis_index, ragged_all_to_all), each run
  * as a job of shmesh-test-examples under shmesh-run, its printed result
  * compared with the output the docstring shows; and the numpy-style printer
- * those programs use, compared with what numpy prints; and the trainer
- * (examples/train.c), whose loss must fall.
+ * those programs use, compared with what numpy prints; the trainer
+ * (examples/train.c), whose loss must fall; and the metrics example
+ * (examples/metrics.c), whose lines, printed by host callbacks on ordered
+ * effects from every rank, come in step order.
  *
  * About the expected texts.  The seed is a web mirror of JAX's source: it
  * lost every line's leading indentation, collapsed each run of spaces into
@@ -332,6 +334,114 @@ static void trainer_learns(void **state)
     free(c);
 }
 
+/* The metrics example (examples/metrics.c): its lines come from host
+ * callbacks on the progress threads of every rank.  Returns stdout. */
+static char *metrics(const char *ranks, const char *per)
+{
+    const char *prog = getenv("SHMESH_METRICS");
+    if (!prog || !*prog)
+        fail_msg("SHMESH_METRICS is not set (run through meson test)");
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)ranks, "--devices-per-rank",
+                    (char *)per, "--", (char *)prog, NULL};
+    struct run r;
+    char sysroot[512]; /* CPU devices even where there are fewer GPUs */
+    snprintf(sysroot, sizeof sysroot, "SHMESH_SYSROOT=%s", fake_sysroot(0));
+    char *env[] = {sysroot, NULL};
+    assert_int_equal(run_cmd(argv, env, 120, &r), 0);
+    fake_sysroot_remove();
+    if (r.code != 0 || r.timed_out)
+        fail_msg("metrics -n %s --devices-per-rank %s: exit %d%s\nstdout:\n%s\nstderr:\n%s",
+                 ranks, per, r.code, r.timed_out ? " (timed out)" : "", r.out, r.err);
+    assert_clean(&r);
+    char *out = strdup(r.out);
+    run_free(&r);
+    return out;
+}
+
+#define METRICS_STEPS 20
+
+/* Checks the lines of one run of `devices` devices: the header first, then
+ * for each step every device's line once (any order among them) and then
+ * the mean line, nothing of a step before the previous one's mean line, the
+ * summary last.  Copies the mean lines into means (one text). */
+static void check_metrics(const char *out, int devices, char *means, size_t len)
+{
+    int seen[METRICS_STEPS][64] = {{0}}, step = 0, lineno = 0;
+    bool mean_done = false, summary = false;
+    size_t m = 0;
+    means[0] = '\0';
+    for (const char *p = out; *p; lineno++) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            fail_msg("line %d has no newline\n%s", lineno, out);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(eol - p), p);
+        p = eol + 1;
+        int k, rank, dev, used = 0;
+        double loss;
+        if (lineno == 0) {
+            if (strncmp(line, "metrics: ", 9) || !strstr(line, "ordered effects"))
+                fail_msg("expected the header first, found '%s'\n%s", line, out);
+        } else if (summary) {
+            fail_msg("line %d follows the summary: '%s'\n%s", lineno, line, out);
+        } else if (sscanf(line, "step %d: mean loss %lf over %d devices%n", &k, &loss, &dev,
+                          &used) == 3 &&
+                   !line[used]) {
+            if (k != step || mean_done || dev != devices)
+                fail_msg("line %d, '%s': expected step %d's rank lines or mean line\n%s", lineno,
+                         line, step, out);
+            for (int d = 0; d < devices; d++)
+                if (seen[k][d] != 1)
+                    fail_msg("mean line of step %d at line %d, but its line of device %d was "
+                             "seen %d times\n%s",
+                             k, lineno, d, seen[k][d], out);
+            m += (size_t)snprintf(means + m, len - m, "%s\n", line);
+            mean_done = true;
+        } else if ((sscanf(line, "step %d rank %d device %d loss %lf%n", &k, &rank, &dev, &loss,
+                           &used) == 4 ||
+                    (sscanf(line, "step %d rank %d loss %lf%n", &k, &rank, &loss, &used) == 3 &&
+                     (dev = rank) >= 0)) &&
+                   !line[used]) {
+            if (mean_done) {
+                step++;
+                mean_done = false;
+            }
+            if (k != step || step >= METRICS_STEPS || dev < 0 || dev >= devices ||
+                !(loss > 0 && loss < 1))
+                fail_msg("line %d, '%s': expected a line of step %d, device 0 to %d, a loss "
+                         "in (0, 1)\n%s",
+                         lineno, line, step, devices - 1, out);
+            seen[k][dev]++;
+        } else if (!strncmp(line, "metrics: 20 steps; the mean loss went from ", 43) &&
+                   step == METRICS_STEPS - 1 && mean_done) {
+            summary = true;
+        } else {
+            fail_msg("unexpected line %d: '%s'\n%s", lineno, line, out);
+        }
+    }
+    if (!summary)
+        fail_msg("no summary after step %d\n%s", METRICS_STEPS - 1, out);
+}
+
+/* Every step's lines, in step order, from 4 ranks; the same values from
+ * another run and from 2 ranks of 2 devices. */
+static void metrics_in_step_order(void **state)
+{
+    (void)state;
+    static char a[4096], b[4096], c[4096];
+    char *out = metrics("4", "1");
+    check_metrics(out, 4, a, sizeof a);
+    free(out);
+    out = metrics("4", "1");
+    check_metrics(out, 4, b, sizeof b);
+    free(out);
+    out = metrics("2", "2");
+    check_metrics(out, 4, c, sizeof c);
+    free(out);
+    if (strcmp(a, b) || strcmp(a, c))
+        fail_msg("mean lines differ:\n%s\nagain:\n%s\n2 ranks x 2:\n%s", a, b, c);
+}
+
 static void normalize_rules(void **state)
 {
     char *s = normalize("[[ 4  6  8 10]\n [20 22 24 26]]\n\n  x   \n");
@@ -350,6 +460,7 @@ int main(void)
         cmocka_unit_test(normalize_rules),
         cmocka_unit_test(printer_matches_numpy),
         cmocka_unit_test(trainer_learns),
+        cmocka_unit_test(metrics_in_step_order),
         EXAMPLE(0),  EXAMPLE(1),  EXAMPLE(2),  EXAMPLE(3),  EXAMPLE(4),  EXAMPLE(5),
         EXAMPLE(6),  EXAMPLE(7),  EXAMPLE(8),  EXAMPLE(9),  EXAMPLE(10), EXAMPLE(11),
         EXAMPLE(12), EXAMPLE(13), EXAMPLE(14), EXAMPLE(15), EXAMPLE(16),
@@ -359,7 +470,7 @@ int main(void)
     static char names[17][64];
     for (size_t k = 0; k < 17; k++) {
         snprintf(names[k], sizeof names[k], "%s (-n %s)", examples[k].name, examples[k].ranks);
-        tests[k + 3].name = names[k];
+        tests[k + 4].name = names[k];
     }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,8 @@ const char *shmesh_error_name(int err)
 
 const char *shmesh_last_error(const shmesh_ctx *c)
 {
+    if (c && c == ctx_worker) /* a host callback asking about its refusal */
+        return c->worker_err;
     return c && c != error_refused_ctx ? c->err : init_err;
 }
 

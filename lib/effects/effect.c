@@ -40,6 +40,7 @@ struct shmesh_effect {
     shmesh_effect_kind kind;
     char name[SHMESH_MAX_EFFECT_NAME + 1];
     uint64_t points;    /* collective dispatches so far */
+    int last_placement; /* the last one's */
     uint64_t last_seq;  /* the stream position of its last dispatch: its token */
     uint64_t last_call; /* the call number its last point took (set when it ran) */
 };
@@ -291,6 +292,8 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
                                  .c = c, .e = e, .placement = placement, .fn = fn, .arg = arg};
     if (placement != SHMESH_PLACE_SELF)
         cw->point = ++*(e ? &e->points : &c->plain_points);
+    if (e && placement != SHMESH_PLACE_SELF)
+        e->last_placement = placement;
     shmesh_token spare, *t = token ? token : &spare;
     stream_async_token = t; /* a callback is always dispatched */
     rc = stream_dispatch(c, &cw->w);
@@ -320,7 +323,7 @@ int shmesh_effects_barrier(shmesh_ctx *c)
         if (e->kind == SHMESH_EFFECT_UNORDERED || !e->points)
             continue;
         struct call_desc d;
-        describe(&d, OP_CALLBACK, e->name, (int64_t)e->points, 0);
+        describe(&d, OP_CALLBACK, e->name, (int64_t)e->points, e->last_placement);
         for (int q = 0; q < c->world && !rc; q++)
             if (q != c->rank)
                 rc = wait_point(c, stream_waiter(c), "shmesh_effects_barrier", q, e->id,
