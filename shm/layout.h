@@ -93,6 +93,11 @@ struct seg_ctrl {
      * made a different call). */
     alignas(128) struct seg_progress done;
     _Atomic uint64_t effect_point[SEG_EFFECT_SLOTS];
+    /* The rank's latest collective callback, written as it starts: its call
+     * number, effect slot, program point and placement (a peer that finds a
+     * window missing at that call number can say what the rank did). */
+    _Atomic uint64_t cb_call, cb_point;
+    _Atomic int32_t cb_slot, cb_placement;
 };
 
 /* The head of each slot buffer: which window it holds and, for a call's

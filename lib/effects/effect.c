@@ -188,6 +188,20 @@ static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q
     return fail_wait(c, fn, call, rc, culprit, what);
 }
 
+bool effect_call_of(shmesh_ctx *c, int r, uint64_t call, struct call_desc *d)
+{
+    const struct seg_ctrl *ctl = seg_ctrl(c->seg, r);
+    if (atomic_load_explicit(&ctl->cb_call, memory_order_acquire) != call)
+        return false;
+    int slot = atomic_load_explicit(&ctl->cb_slot, memory_order_relaxed);
+    /* Ranks register the same effects in the same order: ours names it. */
+    const char *name = slot >= 0 && slot < c->neffects ? c->effects[slot]->name : "";
+    describe(d, OP_CALLBACK, name,
+             (int64_t)atomic_load_explicit(&ctl->cb_point, memory_order_relaxed),
+             atomic_load_explicit(&ctl->cb_placement, memory_order_relaxed));
+    return true;
+}
+
 /* ---- Callbacks ---------------------------------------------------------- */
 
 struct callback_work {
@@ -228,6 +242,11 @@ static int callback_run(struct work *w)
     shmesh_effect *e = cw->e;
     int slot = e ? e->id : PLAIN_SLOT;
     uint64_t *last_call = e ? &e->last_call : &c->plain_last_call;
+    struct seg_ctrl *me = c->me;
+    atomic_store_explicit(&me->cb_point, cw->point, memory_order_relaxed);
+    atomic_store_explicit(&me->cb_slot, slot, memory_order_relaxed);
+    atomic_store_explicit(&me->cb_placement, cw->placement, memory_order_relaxed);
+    atomic_store_explicit(&me->cb_call, call, memory_order_release);
     struct call_desc d;
     describe(&d, OP_CALLBACK, e ? e->name : "", (int64_t)cw->point, cw->placement);
     if (e && e->kind == SHMESH_EFFECT_ORDERED_SHARDABLE && cw->point > 1)

@@ -161,6 +161,13 @@ static int start(shmesh_ctx *c)
     }
     s->waiter = c->waiter;
     s->waiter.notify = s->notify;
+    /* A wait of the stream's own work fails first, saying whom it waited
+     * for; a token wait outlives it a little, and gives up by itself only
+     * when the work waits for nothing shmesh knows (a callback). */
+    if (s->waiter.timeout_ns) {
+        int64_t grace = s->waiter.timeout_ns / 4;
+        s->waiter.timeout_ns += grace > 100000000 ? grace : 100000000;
+    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     /* The thread takes no signals: the program's handlers run where it

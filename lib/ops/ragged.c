@@ -18,8 +18,8 @@
 enum { IN_OFF, SEND, OUT_OFF, RECV, NPARAM };
 
 struct ragged {
-    const shmesh_array *operand;
-    shmesh_array *output;
+    /* Copies of the call's arrays (the call may move: effects/stream.c). */
+    shmesh_array operand, output;
     int64_t k;       /* entries per offset/size array */
     int64_t per;     /* entries per destination: k / n */
     uint64_t row;    /* bytes per row */
@@ -107,13 +107,13 @@ static void pack_piece(const struct ragged *r, int64_t in_row, int64_t out_row, 
                        uint64_t at, uint64_t bytes, void *dst)
 {
     memcpy((unsigned char *)dst + at,
-           (const unsigned char *)r->operand->data + (uint64_t)in_row * r->row + skip, bytes);
+           (const unsigned char *)r->operand.data + (uint64_t)in_row * r->row + skip, bytes);
 }
 
 static void unpack_piece(const struct ragged *r, int64_t in_row, int64_t out_row, uint64_t skip,
                          uint64_t at, uint64_t bytes, void *src)
 {
-    memcpy((unsigned char *)r->output->data + (uint64_t)out_row * r->row + skip,
+    memcpy((unsigned char *)r->output.data + (uint64_t)out_row * r->row + skip,
            (const unsigned char *)src + at, bytes);
 }
 
@@ -123,8 +123,8 @@ static void pack_piece_to_output(const struct ragged *r, int64_t in_row, int64_t
 {
     (void)at;
     (void)unused;
-    memcpy((unsigned char *)r->output->data + (uint64_t)out_row * r->row + skip,
-           (const unsigned char *)r->operand->data + (uint64_t)in_row * r->row + skip, bytes);
+    memcpy((unsigned char *)r->output.data + (uint64_t)out_row * r->row + skip,
+           (const unsigned char *)r->operand.data + (uint64_t)in_row * r->row + skip, bytes);
 }
 
 static void row_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
@@ -141,7 +141,7 @@ static void row_recv(const struct call *k, int from, uint64_t off, const void *s
  * order, checked against the sender's operand and the receiver's output. */
 static int check_slices(struct call *k, const struct ragged *r)
 {
-    int64_t n_rows = r->operand->shape[0], m_rows = r->output->shape[0];
+    int64_t n_rows = r->operand.shape[0], m_rows = r->output.shape[0];
     for (int q = 0; q < k->g.n; q++) {
         uint64_t sent = 0; /* bytes of q's stream so far: slices may overlap */
         for (int64_t i = 0; i < r->k; i++) {
@@ -239,8 +239,8 @@ static int check_args(struct call *k, const shmesh_array *operand, shmesh_array 
                         "%s: the offset and size arrays have %" PRId64 " entries; %d members' "
                         "four arrays as int64 are too large to address",
                         k->name, r->k, k->g.n);
-    r->operand = operand;
-    r->output = output;
+    r->operand = *operand;
+    r->output = *output;
     /* A row's bytes: operand's dimensions after the first.  A zero-row
      * operand passes array_check whatever they are. */
     int64_t row_shape[SHMESH_MAX_NDIM];
@@ -316,14 +316,12 @@ static int ragged_local(struct call *k, bool write)
     }
     /* The pieces read the sender's operand through r->operand: point it at
      * each sender's publication in turn (the table is shared). */
-    const shmesh_array *own = r->operand;
-    shmesh_array operand = *own;
-    r->operand = &operand;
+    void *own = r->operand.data;
     for (int q = 0; q < k->g.n; q++) {
-        operand.data = k->s->zin[q] + t;
+        r->operand.data = k->s->zin[q] + t;
         walk_slices(r, q, k->g.me, 0, row_bytes(k, q, k->g.me), pack_piece_to_output, NULL);
     }
-    r->operand = own;
+    r->operand.data = own;
     return 0;
 }
 
@@ -372,8 +370,8 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
                         hdr.k);
     *r = hdr;
     /* The call's own copies: the caller's arrays may change once it is made. */
-    r->operand = &f->in;
-    r->output = &f->out;
+    r->operand = f->in;
+    r->output = f->out;
     for (int p = 0; p < NPARAM; p++)
         for (int64_t i = 0; i < r->k; i++)
             entry(r, k->g.me, p)[i] = load_index(param[p], i);
