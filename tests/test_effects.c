@@ -380,14 +380,15 @@ static void mismatch(void **state)
     }
 }
 
-/* A callback on every device is collective too (shmesh.h): against a psum
- * on the other rank, its token fails with MISMATCH naming both, with no
- * effect and as an ORDERED_SHARDABLE effect's first point. */
+/* A callback on every device is collective too (shmesh.h), with no effect
+ * and as an ORDERED_SHARDABLE effect's first point.  It needs no other
+ * rank, so its own token may succeed; the psum against it, and the next
+ * collective after it, fail with MISMATCH naming both. */
 static void mismatch_callback(const char *what)
 {
     struct run r;
     run_job(&r, 2, 1, 30, "mismatch", what, NULL);
-    expect_lines(&r, "wait callback -> SHMESH_ERR_MISMATCH", "psum", 1);
+    expect_lines(&r, "barrier after the callback -> SHMESH_ERR_MISMATCH", "psum", 1);
     expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "shmesh_callback", 2);
     run_free(&r);
 }

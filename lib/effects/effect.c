@@ -70,10 +70,11 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     if (!out || !name || len < 1 || len > SHMESH_MAX_EFFECT_NAME)
         return call_finish(&k, ctx_fail(c, SHMESH_ERR_INVALID,
                                         "shmesh_effect_create: expected a name of 1 to %d "
-                                        "characters and a place for the effect, got %s%s%zu "
-                                        "characters%s",
-                                        SHMESH_MAX_EFFECT_NAME, name ? "\"" : "NULL",
-                                        name ? "\": " : " name: ", len,
+                                        "characters and a place for the effect, got %s%.40s%s "
+                                        "(%zu characters)%s",
+                                        SHMESH_MAX_EFFECT_NAME, name ? "\"" : "",
+                                        name ? name : "NULL", name && len > 40 ? "...\"" :
+                                        name ? "\"" : "", len,
                                         out ? "" : " and out NULL"));
     for (size_t i = 0; i < len; i++)
         if (name[i] <= ' ' || name[i] > '~')
