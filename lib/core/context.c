@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "core/context.h"
-#include "effects/effect.h"
-#include "effects/stream.h"
 #include "core/debug.h"
 #include "core/fail.h"
 #include "core/hash.h"
+#include "effects/effect.h"
+#include "effects/stream.h"
 #include "core/settings.h"
 #include "engine/call.h"
 #include "engine/path.h"
