@@ -654,7 +654,9 @@ SHMESH_API int shmesh_token_wait(shmesh_token token);
  * its work failed with. */
 SHMESH_API int shmesh_token_test(shmesh_token token);
 /* Waits for all n tokens (of one context, or done ones): 0, or the error of
- * the first failed one in stream order. */
+ * the first failed one in stream order.  A malformed list (n < 0, a NULL
+ * array; for wait_any also n == 0 or a NULL index) is SHMESH_ERR_INVALID,
+ * explained by shmesh_last_error(NULL) when no token names a context. */
 SHMESH_API int shmesh_token_wait_all(int n, const shmesh_token tokens[]);
 /* Waits until one of the n tokens (of one context) is done; *index is its
  * position in tokens[] (the earliest in stream order, as work finishes in
