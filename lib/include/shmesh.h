@@ -624,10 +624,10 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
  * returns; the context's progress thread, started by the first async
  * dispatch, executes the queue while the caller computes.  Once the thread
  * runs, the blocking functions are dispatch + wait on the same stream, so
- * program order is kept.  Buffers (and ragged_all_to_all's offset arrays)
- * belong to the library until the work's token is done: do not touch them
- * (inputs may be read, outputs written, until then).  A mesh may be freed
- * after dispatch.
+ * program order is kept.  Data buffers belong to the library until the
+ * work's token is done: do not touch them (inputs may be read, outputs
+ * written, until then).  ragged_all_to_all's offset and size arrays are
+ * read at dispatch, and a mesh may be freed after dispatch.
  *
  * Tokens.  A token names a position in a context's stream; it is a value
  * (copy it, wait on it twice, drop it: nothing to free).  It is done once
@@ -635,8 +635,10 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
  * context finished: the context's count of finished work is a word of the
  * segment, waited on with the collectives' notifier, so a token wait ends
  * on completion, on a peer's death or an abort (the error), or after
- * SHMESH_TIMEOUT.  A failed dispatch sets the token to {NULL, 0}, which is
- * done.  Work that fails has its token fail with the error and explanation
+ * SHMESH_TIMEOUT (the stream's own wait, which names the rank it waited
+ * for, fails first; a token wait gives up by itself a little later, by
+ * a quarter of SHMESH_TIMEOUT or at least 0.1 s).  A failed dispatch sets
+ * the token to {NULL, 0}, which is done.  Work that fails has its token fail with the error and explanation
  * (shmesh_last_error); after a peer's death, an abort or a mismatch every
  * pending token fails with that error, and output buffers of failed work
  * hold unspecified values.
