@@ -314,10 +314,8 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
         cw->point = ++*(e ? &e->points : &c->plain_points);
     if (e && placement != SHMESH_PLACE_SELF)
         e->last_placement = placement;
-    shmesh_token spare, *t = token ? token : &spare;
-    stream_async_token = t; /* a callback is always dispatched */
-    rc = stream_dispatch(c, &cw->w);
-    stream_async_token = NULL;
+    shmesh_token spare, *t = token ? token : &spare; /* a callback is always dispatched */
+    rc = stream_dispatch(c, &cw->w, t);
     if (!rc && e)
         e->last_seq = t->seq;
     ctx_leave(c);

@@ -93,25 +93,26 @@ static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
     s->failed[s->nfailed++] = (struct failed){seq, rc, strdup(ctx_err_buf(c))};
 }
 
-/* Runs w on this thread (marked as executing c's stream), then drops it. */
-static int execute(shmesh_ctx *c, struct work *w)
+/* Runs w, taken from the queue by the caller with s->executing set, on
+ * this thread (marked as executing c's stream), then records its result,
+ * publishes its position as done and drops it.  s->lock is held on entry
+ * and on return, not while the work runs. */
+static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
 {
+    pthread_mutex_unlock(&s->lock);
     const shmesh_ctx *was = ctx_executing;
     ctx_executing = c;
-    int rc = c->poison;
+    int rc = c->poison; /* a poisoned context drops work without running it */
     if (!rc)
         rc = w->run(w);
     ctx_executing = was;
-    return rc;
-}
-
-/* Under s->lock: position seq is over. */
-static void finished(shmesh_ctx *c, struct stream *s, struct work *w, int rc)
-{
+    pthread_mutex_lock(&s->lock);
     record(c, s, w->seq, rc);
     s->executing = false;
     seg_progress_post(&c->me->done, w->seq);
     pthread_cond_broadcast(&s->cond);
+    w->drop(w);
+    return rc;
 }
 
 static void *progress_main(void *arg)
@@ -121,22 +122,17 @@ static void *progress_main(void *arg)
     ctx_worker = c;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while ((!s->head || s->executing) && !(s->stop && !s->head && !s->executing))
-            pthread_cond_wait(&s->cond, &s->lock);
-        if (!s->head)
+        if (s->head && !s->executing) {
+            struct work *w = s->head;
+            if (!(s->head = w->next))
+                s->tail = NULL;
+            s->executing = true;
+            run_one(c, s, w);
+        } else if (s->stop && !s->head && !s->executing) {
             break; /* stopping, and drained */
-        struct work *w = s->head;
-        s->head = w->next;
-        if (!s->head)
-            s->tail = NULL;
-        s->executing = true;
-        pthread_mutex_unlock(&s->lock);
-        int rc = execute(c, w);
-        pthread_mutex_lock(&s->lock);
-        finished(c, s, w, rc);
-        pthread_mutex_unlock(&s->lock);
-        w->drop(w);
-        pthread_mutex_lock(&s->lock);
+        } else {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -147,17 +143,18 @@ static int start(shmesh_ctx *c)
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's stream");
-    char err[200];
+    char err[200] = "";
     int rc = notify_open(notify_kind_of(c->notify), c->world, &s->notify, err, sizeof err);
     for (int r = 0; !rc && r < c->world; r++)
-        if (r != c->rank)
-            rc = notify_watch(s->notify, r, c->pids[r]);
+        if (r != c->rank && (rc = notify_watch(s->notify, r, c->pids[r])) < 0)
+            snprintf(err, sizeof err, "cannot watch rank %d (pid %d) for exit: %s", r,
+                     c->pids[r], strerror(-rc));
     if (rc) {
         if (s->notify)
             notify_close(s->notify);
         free(s);
         return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot open a notifier for token waits: %s",
-                        rc == -1 ? err : strerror(-rc));
+                        err);
     }
     s->waiter = c->waiter;
     s->waiter.notify = s->notify;
@@ -188,10 +185,8 @@ static int start(shmesh_ctx *c)
     return 0;
 }
 
-int stream_dispatch(shmesh_ctx *c, struct work *w)
+int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
 {
-    shmesh_token *tok = stream_async_token;
-    stream_async_token = NULL; /* for this work only */
     int rc = c->stream ? 0 : start(c);
     if (rc) {
         w->drop(w);
@@ -204,12 +199,8 @@ int stream_dispatch(shmesh_ctx *c, struct work *w)
     if (!tok && !s->head && !s->executing) {
         /* Idle: the caller runs it, as without a stream. */
         s->executing = true;
+        rc = run_one(c, s, w);
         pthread_mutex_unlock(&s->lock);
-        rc = execute(c, w);
-        pthread_mutex_lock(&s->lock);
-        finished(c, s, w, rc);
-        pthread_mutex_unlock(&s->lock);
-        w->drop(w);
         return rc;
     }
     w->next = NULL;
@@ -405,9 +396,7 @@ int shmesh_token_wait_all(int n, const shmesh_token tokens[])
             first_rc = r;
         }
     }
-    if (first_rc)
-        (void)result(c, first_bad); /* its sentence */
-    return first_rc;
+    return first_rc; /* its sentence was the last one result() set */
 }
 
 int shmesh_token_wait_any(int n, const shmesh_token tokens[], int *index)

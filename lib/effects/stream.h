@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/context.h"
 #include "core/error.h"
 #include "shmesh.h"
 
@@ -39,15 +40,23 @@ struct work {
 extern _Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
 
 /* Whether engine work of c made on this thread goes through the stream. */
-static inline bool stream_wanted(const shmesh_ctx *c, bool has_stream)
+static inline bool stream_wanted(const shmesh_ctx *c)
 {
-    return (has_stream || stream_async_token) && ctx_executing != c;
+    return (c->stream || stream_async_token) && ctx_executing != c;
 }
 
-/* Queues w (taking it: it is dropped on every path).  With an async request
- * the token is written and 0 returned; otherwise the caller waits for w
- * (or runs it, the stream being idle) and gets its result. */
-int stream_dispatch(shmesh_ctx *c, struct work *w);
+/* The async request, taken by the one piece of work it is for. */
+static inline shmesh_token *stream_take_async(void)
+{
+    shmesh_token *t = stream_async_token;
+    stream_async_token = NULL;
+    return t;
+}
+
+/* Queues w (taking it: it is dropped on every path).  With a token (an
+ * async request) the token is written and 0 returned; with NULL the caller
+ * waits for w (or runs it, the stream being idle) and gets its result. */
+int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *token);
 /* Waits for position seq of c's stream: its result. */
 int stream_wait(shmesh_ctx *c, uint64_t seq);
 /* The waiter callers wait with (the stream's own notifier; the context's

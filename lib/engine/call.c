@@ -292,7 +292,7 @@ static int call_dispatch(struct call *k)
     } else {
         cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
         cw->k = *k;
-        rc = stream_dispatch(c, &cw->w);
+        rc = stream_dispatch(c, &cw->w, stream_take_async());
     }
     ctx_leave(c);
     return rc;
@@ -300,7 +300,7 @@ static int call_dispatch(struct call *k)
 
 int call_finish(struct call *k, int rc)
 {
-    if (!rc && stream_wanted(k->c, k->c->stream != NULL))
+    if (!rc && stream_wanted(k->c))
         return call_dispatch(k);
     if (!rc && (rc = call_submit(k)) == 0)
         rc = call_wait(k);

@@ -152,8 +152,8 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
                                 .process_local = m->process_local};
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
-    if (stream_wanted(c, c->stream != NULL))
-        rc = stream_dispatch(c, &dw->w);
+    if (stream_wanted(c))
+        rc = stream_dispatch(c, &dw->w, stream_take_async());
     else {
         rc = run(&dw->w);
         drop(&dw->w);
