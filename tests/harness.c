@@ -180,6 +180,14 @@ int count_lines(const char *text, const char *a, const char *b)
     return n;
 }
 
+void expect_lines(const struct run *r, const char *a, const char *b, int n)
+{
+    int got = count_lines(r->out, a, b);
+    if (got != n)
+        fail_msg("%d lines with '%s'%s%s, expected %d\nstdout:\n%s\nstderr:\n%s", got, a,
+                 b ? " and " : "", b ? b : "", n, r->out, r->err);
+}
+
 bool find_segment_name(const char *text, char *name, size_t len)
 {
     const char *p = strstr(text, "segment /shmesh-");

@@ -60,6 +60,9 @@ const char *rank_prog_path(void);
 
 /* Counts lines of `text` containing every one of the given substrings. */
 int count_lines(const char *text, const char *a, const char *b);
+/* Fails the test (showing r's output) unless exactly n lines of r's stdout
+ * contain a (and b, unless NULL). */
+void expect_lines(const struct run *r, const char *a, const char *b, int n);
 
 /* Pulls "segment /shmesh-..." out of launcher -v output into name. */
 bool find_segment_name(const char *text, char *name, size_t len);

@@ -21,14 +21,6 @@ static void assert_clean(const struct run *r)
         fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
 }
 
-static void expect_lines(const struct run *r, const char *a, const char *b, int n)
-{
-    int got = count_lines(r->out, a, b);
-    if (got != n)
-        fail_msg("%d lines with '%s'%s%s, expected %d\nstdout:\n%s\nstderr:\n%s", got, a,
-                 b ? " and " : "", b ? b : "", n, r->out, r->err);
-}
-
 /* Every dtype that sums, over counts that straddle the 1024-element chunks
  * a 4 KiB slot holds (for 4-byte types), with 1 to 4 ranks. */
 static void world_sum_all_dtypes(void **state)

@@ -33,14 +33,6 @@ static const char *effects_path(void)
     return p;
 }
 
-static void expect_lines(const struct run *r, const char *a, const char *b, int n)
-{
-    int got = count_lines(r->out, a, b);
-    if (got != n)
-        fail_msg("%d lines with '%s'%s%s, expected %d\nstdout:\n%s\nstderr:\n%s", got, a,
-                 b ? " and " : "", b ? b : "", n, r->out, r->err);
-}
-
 static void assert_clean(const struct run *r)
 {
     char name[128];

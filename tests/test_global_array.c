@@ -26,14 +26,6 @@ static const char *garray_path(void)
     return p;
 }
 
-static void expect_lines(const struct run *r, const char *a, const char *b, int n)
-{
-    int got = count_lines(r->out, a, b);
-    if (got != n)
-        fail_msg("%d lines with '%s'%s%s, expected %d\nstdout:\n%s\nstderr:\n%s", got, a,
-                 b ? " and " : "", b ? b : "", n, r->out, r->err);
-}
-
 /* SHMESH_SYSROOT naming a tree without GPUs: the devices are CPU ones, as
  * many per rank as asked, whatever GPUs the machine has (global arrays
  * live in host memory). */
