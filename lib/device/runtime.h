@@ -97,9 +97,10 @@ struct rt_ops {
     /* Exports an allocation (its base, from range()): RT_ERR_POOL for
      * stream-ordered pool memory. */
     int (*ipc_export)(void *base, struct rt_handle *h);
-    /* Maps another process's exported allocation here (never one's own):
-     * *base is where it lies in this process. */
-    int (*ipc_open)(const struct rt_handle *h, void **base);
+    /* Maps another process's exported allocation here (never one's own),
+     * for use on `device` (the device of the buffer it will be combined
+     * with): *base is where it lies in this process. */
+    int (*ipc_open)(const struct rt_handle *h, int device, void **base);
     int (*ipc_close)(void *base);
 
     /* n bytes, either side host or device (the runtime tells which:
