@@ -88,6 +88,18 @@ static bool claims(void *arg, const void *p, uint64_t len)
     return true;
 }
 
+/* auto: whether the kernel has a driver for the backend's GPUs at all.
+ * Loading a GPU runtime costs tens of milliseconds per process (and HIP
+ * more), which a machine without such a GPU should not pay at every init. */
+static bool driver_present(const char *name)
+{
+    if (!strcmp(name, "cuda"))
+        return access("/dev/nvidiactl", F_OK) == 0 || access("/proc/driver/nvidia", F_OK) == 0;
+    if (!strcmp(name, "hip"))
+        return access("/dev/kfd", F_OK) == 0;
+    return true;
+}
+
 int device_open(shmesh_ctx *c, const char *choice, char *why, size_t len)
 {
     if (choice && !strcmp(choice, "none"))
@@ -101,14 +113,22 @@ int device_open(shmesh_ctx *c, const char *choice, char *why, size_t len)
     int devices = 0;
     char err[512] = "";
     for (size_t i = 0; i < nnames; i++) {
+        if (automatic && !driver_present(names[i])) {
+            if (c->debug & DEBUG_PATHS)
+                debug_line(c, "device: no %s backend: no %s driver on this machine", names[i],
+                           !strcmp(names[i], "cuda") ? "NVIDIA (/dev/nvidiactl)" : "AMD (/dev/kfd)");
+            continue;
+        }
         int rc = strchr(names[i], '/') ? load(names[i], &dl, &rt, err, sizeof err)
                                        : load_named(names[i], &dl, &rt, err, sizeof err);
         if (rc == 0) {
             devices = rt->init();
             if (devices > 0)
                 break;
-            snprintf(err, sizeof err, "the %s runtime %s", rt->name,
-                     devices == 0 ? "sees no device" : rt->last_error());
+            const char *said = rt->last_error();
+            snprintf(err, sizeof err, "the %s runtime %s%s%s", rt->name,
+                     devices == 0 ? "sees no device" : "failed",
+                     said && *said ? ": " : "", said ? said : "");
             dlclose(dl);
             dl = NULL;
         }
