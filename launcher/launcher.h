@@ -2,6 +2,7 @@
 #ifndef SHMESH_LAUNCHER_H
 #define SHMESH_LAUNCHER_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,8 @@
 #define PROG "shmesh-run"
 
 enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NUMA, BIND_NONE };
+/* --gpus: the GPUs found, none at all, or the ids listed. */
+enum gpu_mode { GPUS_AUTO, GPUS_NONE, GPUS_LIST };
 
 struct options {
     int np;               /* ranks; 0 until chosen */
@@ -23,6 +26,9 @@ struct options {
     double timeout;       /* seconds; 0: none */
     double grace;         /* seconds between the abort flag and SIGKILL */
     enum bind_policy bind; /* BIND_AUTO until main() decides */
+    enum gpu_mode gpus;
+    char **gpu_list;      /* --gpus LIST: the ids, integers without leading zeros */
+    int gpu_listed;       /* how many */
     uint64_t slot_bytes;  /* 0: the segment's default */
     uint64_t shm_size;    /* the whole segment; 0: the default */
     const char *sysroot;  /* SHMESH_SYSROOT: prefix of /sys and /proc (tests' fake GPUs) */
@@ -50,10 +56,26 @@ struct rank_proc {
     struct relay out, err;
 };
 
+/* A GPU of the node and where it sits; what could not be read is unknown. */
+struct gpu_info {
+    char pci[24];     /* "0000:17:00.0"; "" when unknown */
+    char uuid[48];    /* "GPU-..."; "" when unknown */
+    int node;         /* its NUMA node; -1 when unknown */
+    bool has_cpus;
+    cpu_set_t cpus;   /* the CPUs near it (local_cpulist), when has_cpus */
+};
+
 struct gpu_env {
     const char *var; /* HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES or NULL */
     int count;
     char **ids;      /* device ids to hand out, count of them */
+    bool listed;     /* the ids are --gpus LIST's: one per device of the job */
+    /* The GPUs found, numbered as the visibility variable numbers them
+     * (AMD: KFD node order; NVIDIA: PCI order). */
+    int found;
+    struct gpu_info *info;
+    bool pci_order;  /* integer ids number info[] (not so under another CUDA_DEVICE_ORDER) */
+    bool set_order;  /* the ranks get CUDA_DEVICE_ORDER=PCI_BUS_ID */
 };
 
 struct job {
@@ -64,6 +86,12 @@ struct job {
     struct gpu_env gpus;
     int running;
     int *cpus;            /* BIND_CORE: the CPU of each rank */
+    /* BIND_NUMA with GPUs: each rank's first GPU among gpus.info (-1: not
+     * found), and per GPU found the CPUs near it that the launcher may use
+     * (empty: the rank is bound as without a GPU). */
+    int *gpu_of;
+    cpu_set_t *near;
+    int *slot_nodes;      /* per rank, the NUMA node for its slots (its GPU's), or -1 */
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
     struct rlimit nofile; /* RLIMIT_NOFILE as given: the ranks get it back */
@@ -86,14 +114,37 @@ struct job {
 /* spawn.c */
 int spawn_ranks(struct job *j);
 /* gpus.c */
-void gpus_detect(struct gpu_env *g, const char *sysroot);
+/* Finds the GPUs (none with GPUS_NONE) and the ids to hand out: with
+ * GPUS_LIST the `listed` ids of `list`, else the GPUs found, or the entries
+ * of the visibility variable when the user set it.  -1 without memory. */
+int gpus_detect(struct gpu_env *g, const char *sysroot, enum gpu_mode mode, char **list,
+                int listed);
 void gpus_free(struct gpu_env *g);
+/* --gpus LIST: comma-separated ids, each a non-negative integer or a
+ * GPU-/MIG- UUID; integers lose their leading zeros.  -1 with the reason
+ * ("entry 2 is empty") in `why`. */
+int gpus_parse_list(const char *list, char ***ids, int *count, char *why, size_t len);
+/* Whether two ids (as gpus_parse_list leaves them) name the same GPU. */
+bool gpus_same(const char *a, const char *b);
+/* The index in g->info of the GPU an id names, or -1 with the reason. */
+int gpus_find(const struct gpu_env *g, const char *id, char *why, size_t len);
 /* The visibility list of a rank holding k devices: the ids of GPUs
  * rank*k .. rank*k+k-1 (round-robin over the GPUs), comma-separated;
  * allocated, NULL without memory. */
 char *gpus_of_rank(const struct gpu_env *g, int rank, int k);
+/* The first of them, the one a rank is bound near. */
+const char *gpus_first(const struct gpu_env *g, int rank, int k);
 /* Entries of a directory not starting with a dot: -1 when it cannot be opened. */
 int dir_entries(const char *path);
+/* bind.c: where each rank runs (--bind-to), decided before any fork. */
+/* The plan: a CPU per rank (core), or the CPUs near each rank's GPU
+ * (numa).  -1 after a usage error (said on stderr). */
+int bind_plan(struct job *j, const cpu_set_t *allowed);
+/* -v: per rank, its GPUs and where it runs. */
+void bind_report(const struct job *j);
+/* In the child, before exec; `node` is the NUMA node of its slots or -1. */
+void bind_rank(const struct job *j, int rank, int node);
+void bind_free(struct job *j);
 /* supervise.c */
 int supervise(struct job *j, int sigfd);
 int64_t now_ns(void);

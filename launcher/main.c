@@ -25,10 +25,16 @@ static void usage(FILE *f)
             "Start N processes (ranks) of PROGRAM sharing one shmesh segment.\n"
             "\n"
             "  -n, --np N            number of ranks (default: one per GPU found, or per K\n"
-            "                        GPUs with --devices-per-rank K; else one per online CPU)\n"
+            "                        GPUs with --devices-per-rank K, or per K ids of --gpus\n"
+            "                        LIST; else one per online CPU)\n"
             "      --devices-per-rank K  devices each rank holds, 1 to %d (default 1): with\n"
             "                        GPUs, rank r sees GPUs r*K .. r*K+K-1; without, K CPU\n"
             "                        devices\n"
+            "      --gpus auto|none|LIST  the GPUs to hand out: those found (auto, the\n"
+            "                        default); none (CPU devices, GPU variables left as\n"
+            "                        they are); or LIST, comma-separated ids such as 0,2,3\n"
+            "                        or 0,0,0,0 (ranks may share a GPU), K per rank in order:\n"
+            "                        N*K of them with -n N, else N = their number / K\n"
             "      --tag-output      prefix each line of each rank's output with [rank]\n"
             "      --timeout SECS    stop the job after SECS seconds; exit status 124\n"
             "      --grace SECS      after a failure, how long ranks get to exit before\n"
@@ -36,18 +42,19 @@ static void usage(FILE *f)
             "      --shm-size SIZE   the shared-memory segment, e.g. 256M or 1G (default 32M,\n"
             "                        or SHMESH_SHM_SIZE): what the staging slots leave is the\n"
             "                        shared heap (shmesh_alloc), split evenly between ranks\n"
-            "      --bind-to core|numa|none  run each rank on a core of its own, on the NUMA\n"
-            "                        node holding its memory (the default; nothing on one\n"
-            "                        node), or anywhere\n"
+            "      --bind-to core|numa|none  run each rank on a core of its own; near its\n"
+            "                        (first) GPU, or without one on the NUMA node holding\n"
+            "                        its memory (the default); or anywhere\n"
             "  -v, --verbose         say what is started, and how each rank ends\n"
             "  -h, --help            show this help\n"
             "  -V, --version         show the version\n"
             "\n"
             "Each rank gets SHMESH_SEGMENT, SHMESH_RANK, SHMESH_WORLD_SIZE, SHMESH_LOCAL_RANK,\n"
             "SHMESH_LOCAL_DEVICES, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, and with\n"
-            "GPUs HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES.  When a rank exits non-zero or\n"
-            "by a signal the others are told, given --grace seconds, then killed; " PROG "\n"
-            "exits with that rank's status (128+N for signal N).  See shmesh-run(1).\n",
+            "GPUs HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES (the latter with\n"
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID unless it is set).  When a rank exits non-zero or by\n"
+            "a signal the others are told, given --grace seconds, then killed; " PROG " exits\n"
+            "with that rank's status (128+N for signal N).  See shmesh-run(1).\n",
             SETTINGS_MAX_LOCAL_DEVICES);
 }
 
@@ -79,12 +86,43 @@ static int parse_count(const char *opt, const char *what, const char *s, int max
     return 0;
 }
 
+static void free_gpu_list(struct options *o)
+{
+    for (int i = 0; i < o->gpu_listed; i++)
+        free(o->gpu_list[i]);
+    free(o->gpu_list);
+    o->gpu_list = NULL;
+    o->gpu_listed = 0;
+}
+
+static int parse_gpus(const char *s, struct options *o)
+{
+    free_gpu_list(o); /* the last --gpus counts */
+    if (!strcmp(s, "auto")) {
+        o->gpus = GPUS_AUTO;
+    } else if (!strcmp(s, "none")) {
+        o->gpus = GPUS_NONE;
+    } else {
+        char why[160];
+        if (gpus_parse_list(s, &o->gpu_list, &o->gpu_listed, why, sizeof why)) {
+            fprintf(stderr,
+                    PROG ": --gpus expects auto, none or a comma-separated list of GPU ids "
+                         "(integers from 0, or GPU-/MIG- UUIDs), got '%s': %s\n",
+                    s, why);
+            return -1;
+        }
+        o->gpus = GPUS_LIST;
+    }
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE, OPT_DEVICES };
+    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE, OPT_DEVICES, OPT_GPUS };
     static const struct option longs[] = {
         {"np", required_argument, NULL, 'n'},
         {"devices-per-rank", required_argument, NULL, OPT_DEVICES},
+        {"gpus", required_argument, NULL, OPT_GPUS},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
@@ -108,6 +146,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         case OPT_DEVICES:
             if (parse_count("--devices-per-rank", "devices", optarg, SETTINGS_MAX_LOCAL_DEVICES,
                             &o->devices))
+                return -1;
+            break;
+        case OPT_GPUS:
+            if (parse_gpus(optarg, o))
                 return -1;
             break;
         case OPT_TAG:
@@ -231,12 +273,79 @@ static int check_sizes(const struct options *o)
     return 0;
 }
 
+/* --gpus LIST: exactly K ids per rank, a rank's own K all different, and
+ * integer ids among the GPUs found (when any were). */
+static int place_listed(struct job *j)
+{
+    struct options *o = &j->o;
+    const struct gpu_env *g = &j->gpus;
+    int n = g->count, k = o->devices;
+    char per[32] = "one per rank";
+    if (k > 1)
+        snprintf(per, sizeof per, "%d per rank", k);
+    if (o->np == 0) {
+        if (n % k) {
+            fprintf(stderr,
+                    PROG ": --gpus with --devices-per-rank %d: expected a multiple of %d GPU ids "
+                         "(%s), found %d\n",
+                    k, k, per, n);
+            return -1;
+        }
+        if (n / k > SEG_MAX_WORLD) {
+            fprintf(stderr, PROG ": --gpus: expected at most %d ranks (%s), found %d GPU ids\n",
+                    SEG_MAX_WORLD, per, n);
+            return -1;
+        }
+        o->np = n / k;
+    } else if ((int64_t)o->np * k != n) {
+        char dpr[48] = "";
+        if (k > 1)
+            snprintf(dpr, sizeof dpr, " and --devices-per-rank %d", k);
+        fprintf(stderr, PROG ": --gpus with -n %d%s: expected %" PRId64 " GPU ids (%s), found %d\n",
+                o->np, dpr, (int64_t)o->np * k, per, n);
+        return -1;
+    }
+    for (int r = 0; r < o->np; r++)
+        for (int a = r * k; a < r * k + k; a++)
+            for (int b = a + 1; b < r * k + k; b++)
+                if (gpus_same(g->ids[a], g->ids[b])) {
+                    fprintf(stderr,
+                            PROG ": --gpus with --devices-per-rank %d: rank %d would hold GPU %s "
+                                 "twice (entries %d and %d of the list); a rank cannot hold one GPU "
+                                 "twice\n",
+                            k, r, g->ids[a], a + 1, b + 1);
+                    return -1;
+                }
+    for (int i = 0; i < n && g->found; i++) {
+        char *end;
+        long id = strtol(g->ids[i], &end, 10);
+        if (!*end && id >= g->found) {
+            char range[32] = "0";
+            if (g->found > 1)
+                snprintf(range, sizeof range, "from 0 to %d", g->found - 1);
+            fprintf(stderr,
+                    PROG ": --gpus: expected GPU ids %s (%d GPU%s found, numbered as %s numbers "
+                         "them), found %ld\n",
+                    range, g->found, g->found == 1 ? " was" : "s were", g->var, id);
+            return -1;
+        }
+    }
+    /* The ids are the variable's own numbering, not positions in the
+     * user's list: say so rather than let a restriction pass unseen. */
+    const char *given = getenv(g->var);
+    if (given && *given)
+        fprintf(stderr, PROG ": note: --gpus replaces %s=%s of the environment\n", g->var, given);
+    return 0;
+}
+
 /* The number of ranks when -n is not given, and whether the GPUs can hold
  * the devices.  A rank's K devices are K different GPUs; ranks share GPUs
  * round-robin when the job has more devices than the node has GPUs. */
 static int place_devices(struct job *j)
 {
     struct options *o = &j->o;
+    if (j->gpus.listed)
+        return place_listed(j);
     int gpus = j->gpus.count;
     if (o->np == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -299,34 +408,24 @@ static int open_file_limit(struct job *j)
 int main(int argc, char **argv)
 {
     struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
-    if (parse_options(argc, argv, &j.o) < 0)
-        return 2;
-
-    gpus_detect(&j.gpus, j.o.sysroot);
-    if (place_devices(&j) || check_sizes(&j.o)) {
-        gpus_free(&j.gpus);
+    if (parse_options(argc, argv, &j.o) < 0) {
+        free_gpu_list(&j.o);
         return 2;
     }
 
-    /* Not a core per rank by default, unlike mpirun: on a shared machine a
-     * rank pinned beside a busy process cannot move away from it (measured:
-     * 60-600 us per small psum instead of 1-5 us; docs/performance.md). */
+    if (gpus_detect(&j.gpus, j.o.sysroot, j.o.gpus, j.o.gpu_list, j.o.gpu_listed)) {
+        fprintf(stderr, PROG ": out of memory\n");
+        gpus_free(&j.gpus);
+        free_gpu_list(&j.o);
+        return 1;
+    }
+    free_gpu_list(&j.o);
     cpu_set_t allowed;
-    int ncpus = 0;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-        ncpus = CPU_COUNT(&allowed);
-    if (j.o.bind == BIND_AUTO)
-        j.o.bind = BIND_NUMA;
-    if (j.o.bind == BIND_CORE) {
-        if (ncpus < j.o.np) {
-            fprintf(stderr, PROG ": --bind-to core needs a core per rank: %d ranks, %d cores allowed\n",
-                    j.o.np, ncpus);
-            return 2;
-        }
-        j.cpus = calloc((size_t)j.o.np, sizeof *j.cpus);
-        for (int cpu = 0, r = 0; j.cpus && r < j.o.np && cpu < CPU_SETSIZE; cpu++)
-            if (CPU_ISSET(cpu, &allowed))
-                j.cpus[r++] = cpu;
+    bool known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    if (place_devices(&j) || check_sizes(&j.o) || bind_plan(&j, known ? &allowed : NULL)) {
+        gpus_free(&j.gpus);
+        bind_free(&j);
+        return 2;
     }
 
     if (open_file_limit(&j))
@@ -346,6 +445,7 @@ int main(int argc, char **argv)
         .slot_bytes = j.o.slot_bytes,
         .total_bytes = j.o.shm_size,
         .numa = j.o.bind == BIND_NONE ? 0 : -1,
+        .nodes = j.slot_nodes,
     };
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
         fprintf(stderr, PROG ": %s\n", err);
@@ -359,6 +459,8 @@ int main(int argc, char **argv)
                 j.gpus.count > 0 ? "GPU" : "CPU", j.o.devices == 1 ? "" : "s", j.seg->name,
                 (double)j.seg->size / (1 << 20), (double)j.seg->hdr->heap_share / (1 << 20),
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
+    if (j.o.verbose)
+        bind_report(&j);
     if (watchdog_start(&j) < 0)
         fprintf(stderr, PROG ": note: no watchdog (%s): if " PROG " is killed with SIGKILL, what "
                 "the ranks started may outlive it\n", strerror(errno));
@@ -374,7 +476,7 @@ int main(int argc, char **argv)
     out_finish();
     seg_close(j.seg);
     gpus_free(&j.gpus);
+    bind_free(&j);
     free(j.ranks);
-    free(j.cpus);
     return rc;
 }

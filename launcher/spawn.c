@@ -2,7 +2,6 @@
  * an exec failure reported once instead of N times. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,6 @@
 #include <unistd.h>
 
 #include "launcher.h"
-#include "numa_place.h"
 
 static void set_env_int(const char *name, int v)
 {
@@ -69,19 +67,13 @@ static void child(struct job *j, int rank, pid_t launcher, int errfd, int out_w,
             child_fail(errfd, ENOMEM);
         setenv(j->gpus.var, gpus, 1);
         free(gpus);
+        if (j->gpus.set_order)
+            setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
     }
     int node = seg_ctrl(j->seg, rank)->numa_node;
     if (node >= 0)
         set_env_int("SHMESH_NUMA_NODE", node);
-    if (j->o.bind == BIND_CORE && j->cpus) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(j->cpus[rank], &one);
-        if (sched_setaffinity(0, sizeof one, &one) == 0)
-            set_env_int("SHMESH_CPU", j->cpus[rank]);
-    } else if (j->o.bind == BIND_NUMA && node >= 0) {
-        numa_place_run_on(node); /* best effort: a cpuset may forbid it */
-    }
+    bind_rank(j, rank, node);
     execvp(j->o.argv[0], j->o.argv);
     child_fail(errfd, errno);
 }

@@ -183,14 +183,14 @@ static bool wants_placement(int numa)
 
 /* Each rank's data region on the rank's node, decided before the memory is
  * first touched (posix_fallocate allocates according to the shared policy). */
-static int place(struct seg *s, int **nodes_out, char *err, size_t errlen)
+static int place(struct seg *s, const int *given, int **nodes_out, char *err, size_t errlen)
 {
     int nnodes = numa_place_nodes();
     int *nodes = calloc((size_t)s->world, sizeof *nodes);
     if (!nodes)
         return fail(err, errlen, -ENOMEM, "out of memory");
     for (int r = 0; r < s->world; r++) {
-        nodes[r] = numa_place_node_of_rank(r, s->world, nnodes);
+        nodes[r] = given && given[r] >= 0 ? given[r] : numa_place_node_of_rank(r, s->world, nnodes);
         uint8_t *region = (uint8_t *)seg_slot(s, r, 0);
         int rc = numa_place_bind(region, s->lay.slot_stride, nodes[r]);
         if (!rc && s->lay.heap_share)
@@ -275,7 +275,7 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
     /* The header is written before placement, for the ranks (the views
      * here come from s->lay). */
     memcpy(base, &h, sizeof h);
-    if (placing && ((rc = place(s, &nodes, err, errlen)) ||
+    if (placing && ((rc = place(s, o->nodes, &nodes, err, errlen)) ||
                     (rc = reserve(fd, &h, o->world_size, name, err, errlen))))
         goto fail;
     init_ctrl(s, nodes);

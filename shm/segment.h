@@ -52,6 +52,10 @@ struct seg_create_opts {
      * 0 never places, 1 places even on one node (tests use it to exercise the
      * mbind path on machines with a single node). */
     int numa;
+    /* When placing: per rank, the node for its slots and heap share (the
+     * launcher gives a rank's GPU's node), or -1 for the default spread of
+     * ranks over nodes in contiguous blocks.  NULL: the default for all. */
+    const int *nodes;
 };
 
 uint64_t seg_default_slot_bytes(int world_size);

@@ -2,6 +2,8 @@
  * a rank killed inside a barrier, signals, --timeout, --tag-output (long
  * lines whole, a reader that never reads), the environment, GPUs (faked),
  * --devices-per-rank (SHMESH_LOCAL_DEVICES, K GPUs per rank, refusals),
+ * --gpus (a list, ranks sharing a GPU, none, refusals; CUDA_DEVICE_ORDER;
+ * each rank bound near its GPU through a fake sysfs),
  * exec failures, usage errors, the open-file limit; nothing left in
  * /dev/shm or in the process table afterwards, also when the launcher is
  * killed with SIGKILL or a rank leaves children behind. */
@@ -374,14 +376,21 @@ static void more_ranks_than_gpus(void **state)
     run_free(&r);
 }
 
-/* shmesh-run with the options `opts` (NULL-terminated) over `gpus` fake
- * NVIDIA GPUs (0: none), every rank printing its devices. */
-static void devices_job(struct run *r, int gpus, const char *const *opts)
+/* shmesh-run with the options `opts` (NULL-terminated) under the fake root
+ * `root`, every rank running the shell command `script`.  No GPU variable
+ * of the test's environment reaches the job, unless `extra` (entries as
+ * run_cmd takes them, NULL-terminated, may be NULL) sets it. */
+static void sysroot_job(struct run *r, const char *root, const char *const *opts,
+                        const char *script, const char *const *extra)
 {
     char env_root[128];
-    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", fake_sysroot(gpus));
-    char *env[] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "SHMESH_LOCAL_DEVICES",
-                   NULL};
+    snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", root);
+    char *env[16] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                     "SHMESH_LOCAL_DEVICES", "CUDA_DEVICE_ORDER"};
+    int e = 5;
+    while (extra && *extra && e < 15)
+        env[e++] = (char *)*extra++;
+    env[e] = NULL;
     char *argv[24];
     int n = 0;
     argv[n++] = (char *)launcher_path();
@@ -390,10 +399,19 @@ static void devices_job(struct run *r, int gpus, const char *const *opts)
     argv[n++] = "--";
     argv[n++] = "/bin/sh";
     argv[n++] = "-c";
-    argv[n++] = "echo \"rank $RANK of $WORLD_SIZE devices ${SHMESH_LOCAL_DEVICES:-unset} "
-                "gpus ${CUDA_VISIBLE_DEVICES:-unset}\"";
+    argv[n++] = (char *)script;
     argv[n] = NULL;
     run_cmd(argv, env, 30, r);
+}
+
+/* shmesh-run with the options `opts` (NULL-terminated) over `gpus` fake
+ * NVIDIA GPUs (0: none), every rank printing its devices. */
+static void devices_job(struct run *r, int gpus, const char *const *opts)
+{
+    sysroot_job(r, fake_sysroot(gpus), opts,
+                "echo \"rank $RANK of $WORLD_SIZE devices ${SHMESH_LOCAL_DEVICES:-unset} "
+                "gpus ${CUDA_VISIBLE_DEVICES:-unset}\"",
+                NULL);
     fake_sysroot_remove();
 }
 
@@ -457,15 +475,31 @@ static void devices_per_rank_gpus(void **state)
     run_free(&r);
 }
 
+/* A job shmesh-run must refuse: over `gpus` fake GPUs, with `opts`. */
+struct refusal {
+    int gpus;
+    const char *opts[7];
+    const char *message;
+};
+
+/* Each refused with exit 2 before anything starts, saying `message`. */
+static void expect_refusals(const struct refusal *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct run r;
+        devices_job(&r, cases[i].gpus, cases[i].opts);
+        if (r.code != 2 || count_lines(r.err, cases[i].message, NULL) != 1 || r.out[0])
+            fail_msg("case %zu: exit %d, expected 2, no rank started and '%s'; stdout:\n%s\n"
+                     "stderr:\n%s", i, r.code, cases[i].message, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 /* A rank cannot hold one GPU twice, and K is 1 to 64: exit 2 before
  * anything starts, saying what was expected and found. */
 static void devices_per_rank_refused(void **state)
 {
-    static const struct {
-        int gpus;
-        const char *opts[5];
-        const char *message;
-    } cases[] = {
+    static const struct refusal cases[] = {
         {4, {"-n", "2", "--devices-per-rank", "5"},
          "shmesh-run: --devices-per-rank 5 with 2 ranks: each rank needs 5 different GPUs, and 4 "
          "GPUs were found (CUDA_VISIBLE_DEVICES); a rank cannot hold one GPU twice"},
@@ -483,14 +517,192 @@ static void devices_per_rank_refused(void **state)
         {0, {"--devices-per-rank="},
          "shmesh-run: --devices-per-rank expects a number of devices from 1 to 64, got ''"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        struct run r;
-        devices_job(&r, cases[i].gpus, cases[i].opts);
-        if (r.code != 2 || count_lines(r.err, cases[i].message, NULL) != 1 || r.out[0])
-            fail_msg("case %zu: exit %d, expected 2, no rank started and '%s'; stdout:\n%s\n"
-                     "stderr:\n%s", i, r.code, cases[i].message, r.out, r.err);
-        run_free(&r);
+    expect_refusals(cases, sizeof cases / sizeof *cases);
+}
+
+/* ---- --gpus ------------------------------------------------------------ */
+
+/* --gpus LIST instead of the GPUs found: ids in order, K per rank, ranks
+ * sharing a GPU when an id repeats (no note: the list says so); without
+ * -n, a rank per K ids; with no GPU found at all, CUDA_VISIBLE_DEVICES. */
+static void gpus_listed(void **state)
+{
+    struct run r;
+    devices_job(&r, 1, (const char *[]){"-v", "--gpus", "0,0,0", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 3 devices 1 gpus 0", "rank 1 of 3 devices 1 gpus 0",
+                                      "rank 2 of 3 devices 1 gpus 0", NULL});
+    if (strstr(r.err, "note:"))
+        fail_msg("a note for GPUs shared on purpose:\n%s", r.err);
+    assert_int_equal(count_lines(r.err, "starting 3 ranks of '/bin/sh', 1 GPU device each", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 4, (const char *[]){"-v", "--gpus", "1,3", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 1 gpus 1", "rank 1 of 2 devices 1 gpus 3",
+                                      NULL});
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 4, (const char *[]){"-v", "--devices-per-rank", "2", "--gpus", "3,2,01,0", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 2 gpus 3,2",
+                                      "rank 1 of 2 devices 2 gpus 1,0", NULL});
+    assert_clean(&r);
+    run_free(&r);
+    devices_job(&r, 0, (const char *[]){"-v", "-n", "2", "--gpus", "5,GPU-8932f937-d72c", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 1 gpus 5",
+                                      "rank 1 of 2 devices 1 gpus GPU-8932f937-d72c", NULL});
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* --gpus none: CPU devices, a rank per online CPU, and the GPU variables as
+ * the user left them; auto is the default. */
+static void gpus_none(void **state)
+{
+    static const char script[] = "echo \"rank $RANK of $WORLD_SIZE gpus ${CUDA_VISIBLE_DEVICES:-unset} "
+                                 "hip ${HIP_VISIBLE_DEVICES:-unset} order ${CUDA_DEVICE_ORDER:-unset}\"";
+    const char *root = fake_sysroot(2);
+    struct run r;
+    sysroot_job(&r, root, (const char *[]){"-v", "--gpus", "none", NULL}, script, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (r.code != 0 || count_lines(r.out, "gpus unset hip unset order unset", NULL) != cpus)
+        fail_msg("exit %d, expected %ld ranks without GPUs:\n%s\nstderr:\n%s", r.code, cpus, r.out,
+                 r.err);
+    assert_int_equal(count_lines(r.err, "CPU device each", NULL), 1);
+    assert_clean(&r);
+    run_free(&r);
+    sysroot_job(&r, root, (const char *[]){"-n", "2", "--gpus", "none", NULL}, script,
+                (const char *[]){"CUDA_VISIBLE_DEVICES=1", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 gpus 1 hip unset order unset",
+                                      "rank 1 of 2 gpus 1 hip unset order unset", NULL});
+    run_free(&r);
+    /* The last --gpus counts. */
+    sysroot_job(&r, root, (const char *[]){"--gpus", "none", "--gpus", "auto", NULL}, script, NULL);
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 gpus 0 hip unset order PCI_BUS_ID",
+                                      "rank 1 of 2 gpus 1 hip unset order PCI_BUS_ID", NULL});
+    run_free(&r);
+    /* CUDA_DEVICE_ORDER as the user set it. */
+    sysroot_job(&r, root, (const char *[]){"-n", "1", NULL}, script,
+                (const char *[]){"CUDA_DEVICE_ORDER=FASTEST_FIRST", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 1 gpus 0 hip unset order FASTEST_FIRST", NULL});
+    run_free(&r);
+    fake_sysroot_remove();
+}
+
+/* Lists that cannot make the job: exit 2, naming what was expected and
+ * what was found. */
+static void gpus_refused(void **state)
+{
+    static const struct refusal cases[] = {
+        {2, {"--gpus", "0,1", "-n", "3"},
+         "shmesh-run: --gpus with -n 3: expected 3 GPU ids (one per rank), found 2"},
+        {4, {"-n", "2", "--devices-per-rank", "2", "--gpus", "0,1,2"},
+         "shmesh-run: --gpus with -n 2 and --devices-per-rank 2: expected 4 GPU ids (2 per rank), "
+         "found 3"},
+        {4, {"--devices-per-rank", "2", "--gpus", "0,1,2"},
+         "shmesh-run: --gpus with --devices-per-rank 2: expected a multiple of 2 GPU ids (2 per "
+         "rank), found 3"},
+        {2, {"--devices-per-rank", "2", "--gpus", "0,0"},
+         "shmesh-run: --gpus with --devices-per-rank 2: rank 0 would hold GPU 0 twice (entries 1 "
+         "and 2 of the list); a rank cannot hold one GPU twice"},
+        {4, {"--devices-per-rank", "2", "--gpus", "0,1,2,02"},
+         "rank 1 would hold GPU 2 twice (entries 3 and 4 of the list)"},
+        {2, {"--gpus", "0,2"},
+         "shmesh-run: --gpus: expected GPU ids from 0 to 1 (2 GPUs were found, numbered as "
+         "CUDA_VISIBLE_DEVICES numbers them), found 2"},
+        {0, {"--gpus", "0,,1"},
+         "shmesh-run: --gpus expects auto, none or a comma-separated list of GPU ids (integers "
+         "from 0, or GPU-/MIG- UUIDs), got '0,,1': entry 2 is empty"},
+        {0, {"--gpus", "0, 1"}, "got '0, 1': entry 2, ' 1', is not a GPU id"},
+        {0, {"--gpus", "-1"}, "got '-1': entry 1, '-1', is not a GPU id"},
+        {0, {"--gpus", "GPU-"}, "got 'GPU-': entry 1, 'GPU-', is not a GPU id"},
+        {0, {"--gpus", "0,"}, "got '0,': entry 2 is empty"},
+        {0, {"--gpus="}, "got '': entry 1 is empty"},
+    };
+    expect_refusals(cases, sizeof cases / sizeof *cases);
+}
+
+/* Writes `text` and a newline to `rel` under `root`, making directories. */
+static void write_fake(const char *root, const char *rel, const char *text)
+{
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && echo '%s' > '%s'", path, text, path);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* This process's Cpus_allowed_list, as /proc/self/status shows it. */
+static void own_cpus(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    assert_non_null(f);
+    char line[4096];
+    buf[0] = '\0';
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Cpus_allowed_list:", 18))
+            snprintf(buf, len, "%.*s", (int)strcspn(line + 18 + strspn(line + 18, " \t"), "\n"),
+                     line + 18 + strspn(line + 18, " \t"));
+    fclose(f);
+    assert_true(buf[0] != '\0');
+}
+
+/* --bind-to numa (the default) runs a rank on the CPUs near its GPU that
+ * it may use: GPU 0's local_cpulist names one CPU this process may run on,
+ * GPU 1's only one it may not (that rank is left as it was); with
+ * --bind-to none nothing changes.  -v says where each rank went. */
+static void gpus_bind_near(void **state)
+{
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int allowed = -1, forbidden = -1;
+    for (int c = 0; c < CPU_SETSIZE && (allowed < 0 || forbidden < 0); c++) {
+        if (CPU_ISSET(c, &mine) && allowed < 0)
+            allowed = c;
+        if (!CPU_ISSET(c, &mine) && forbidden < 0)
+            forbidden = c;
     }
+    assert_true(allowed >= 0 && forbidden >= 0);
+    char all[256], one[16], other[16];
+    own_cpus(all, sizeof all);
+    snprintf(one, sizeof one, "%d", allowed);
+    snprintf(other, sizeof other, "%d", forbidden);
+    const char *root = fake_sysroot(2);
+    write_fake(root, "sys/bus/pci/devices/0000:01:00.0/numa_node", "0");
+    write_fake(root, "sys/bus/pci/devices/0000:01:00.0/local_cpulist", one);
+    write_fake(root, "sys/bus/pci/devices/0000:02:00.0/numa_node", "-1");
+    write_fake(root, "sys/bus/pci/devices/0000:02:00.0/local_cpulist", other);
+    static const char script[] = "echo \"rank $RANK gpu $CUDA_VISIBLE_DEVICES cpus $(grep "
+                                 "Cpus_allowed_list /proc/self/status | cut -f2)\"";
+    struct run r;
+    sysroot_job(&r, root, (const char *[]){"-v", "--gpus", "0,1,0", NULL}, script, NULL);
+    char want[512];
+    snprintf(want, sizeof want, "rank 0 gpu 0 cpus %s\n", one);
+    if (r.code != 0 || !strstr(r.out, want))
+        fail_msg("exit %d, expected '%s' in:\n%s\nstderr:\n%s", r.code, want, r.out, r.err);
+    snprintf(want, sizeof want, "rank 2 gpu 0 cpus %s\n", one);
+    if (!strstr(r.out, want))
+        fail_msg("expected '%s' in:\n%s", want, r.out);
+    snprintf(want, sizeof want, "rank 1 gpu 1 cpus %s\n", all);
+    if (!strstr(r.out, want))
+        fail_msg("expected '%s' (left as it was) in:\n%s\nstderr:\n%s", want, r.out, r.err);
+    snprintf(want, sizeof want, "shmesh-run: rank 0: GPU 0 at 0000:01:00.0, NUMA node 0; CPUs %s\n",
+             one);
+    if (!strstr(r.err, want))
+        fail_msg("expected '%s' in:\n%s", want, r.err);
+    snprintf(want, sizeof want, "shmesh-run: rank 1: GPU 1 at 0000:02:00.0, NUMA node unknown; not "
+             "bound: none of its CPUs (%s) is allowed\n", other);
+    if (!strstr(r.err, want))
+        fail_msg("expected '%s' in:\n%s", want, r.err);
+    assert_clean(&r);
+    run_free(&r);
+
+    sysroot_job(&r, root, (const char *[]){"-v", "--bind-to", "none", "--gpus", "0", NULL}, script,
+                NULL);
+    snprintf(want, sizeof want, "rank 0 gpu 0 cpus %s\n", all);
+    if (r.code != 0 || !strstr(r.out, want))
+        fail_msg("exit %d, expected '%s' in:\n%s\nstderr:\n%s", r.code, want, r.out, r.err);
+    assert_int_equal(count_lines(r.err, "rank 0: GPU 0 at 0000:01:00.0, NUMA node 0; not bound "
+                                        "(--bind-to none)", NULL), 1);
+    run_free(&r);
+    fake_sysroot_remove();
 }
 
 /* Options and settings that cannot make a job are usage errors (2), like
@@ -808,6 +1020,13 @@ static void leftovers_end_with_the_job(const char *tag)
 static void leftovers_end_tagged(void **state) { leftovers_end_with_the_job("--tag-output"); }
 static void leftovers_end_untagged(void **state) { leftovers_end_with_the_job(NULL); }
 
+/* A test that failed half way leaves its fake root: gone at the end. */
+static int remove_sysroot(void **state)
+{
+    fake_sysroot_remove();
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +1048,10 @@ int main(void)
         cmocka_unit_test(devices_per_rank_cpu),
         cmocka_unit_test(devices_per_rank_gpus),
         cmocka_unit_test(devices_per_rank_refused),
+        cmocka_unit_test(gpus_listed),
+        cmocka_unit_test(gpus_none),
+        cmocka_unit_test(gpus_refused),
+        cmocka_unit_test(gpus_bind_near),
         cmocka_unit_test(bad_sizes_exit_2),
         cmocka_unit_test(open_file_limit),
         cmocka_unit_test(stalled_stdout),
@@ -837,5 +1060,5 @@ int main(void)
         cmocka_unit_test(leftovers_end_tagged),
         cmocka_unit_test(leftovers_end_untagged),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, remove_sysroot);
 }

@@ -11,6 +11,7 @@
 #include "core/fail.h"
 #include "core/hash.h"
 #include "core/settings.h"
+#include "device/device.h"
 #include "effects/effect.h"
 #include "effects/stream.h"
 #include "engine/call.h"
@@ -46,6 +47,7 @@ static void release(shmesh_ctx *c)
     stream_stop(c);
     effects_free(c);
     call_scratch_free_all(c);
+    device_close(c);
     free(c->dev_buf);
     windows_fini(&c->win);
     heap_fini(&c->heap);
@@ -127,7 +129,9 @@ int shmesh_init(shmesh_ctx **out)
     c->zc_min = e.zc_min;
     c->rsag_min = e.rsag_min;
     c->cma_min = e.cma_min;
-    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->lay.slot_bytes};
+    c->device_two_shot_min = e.device_two_shot_min;
+    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->lay.slot_bytes,
+                        c->device_two_shot_min};
     c->tuning = hash_bytes(knobs, sizeof knobs, 2);
     if (heap_init(&c->heap, c->seg, c->rank)) {
         release(c);
@@ -145,6 +149,11 @@ int shmesh_init(shmesh_ctx **out)
     };
     default_spin(e.world, &c->waiter.spin_ns);
     cma_publish(c, e.cma);
+    if ((rc = device_open(c, e.device, why, sizeof why))) {
+        release(c);
+        init_error("rank %d: %s", e.rank, why);
+        return rc;
+    }
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {
         release(c);

@@ -71,7 +71,9 @@ struct shmesh_ctx {
     _Atomic int busy;
     /* Thresholds that choose paths (SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN) and
      * their hash with the slot size: ranks must agree on them. */
-    uint64_t zc_min, cma_min, rsag_min, tuning;
+    uint64_t zc_min, cma_min, rsag_min, device_two_shot_min, tuning;
+    /* The GPU runtime and its caches (lib/device/device.h); NULL: none. */
+    struct device_layer *dev;
     unsigned debug;       /* SHMESH_DEBUG: enum debug_what bits */
     unsigned kinds_taken; /* memory kinds some path takes (engine/path.h) */
     struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */

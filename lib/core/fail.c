@@ -150,6 +150,19 @@ int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const
     return SHMESH_ERR_BAD_SEGMENT;
 }
 
+int fail_job(shmesh_ctx *c, int code, const char *fmt, ...)
+{
+    char what[CTX_ERR_MAX], reason[SEG_REASON_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    ctx_poison(c, code, "%s", what);
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    seg_abort(c->seg, SEG_CAUSE_RANK_ABORT, c->rank, code, reason);
+    return code;
+}
+
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
               const char *waiting_for)
 {

@@ -31,6 +31,12 @@ int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq);
  * rank fails alike; returns SHMESH_ERR_BAD_SEGMENT. */
 int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* This rank cannot go on with the call it is in (its GPU runtime failed,
+ * or memory ran out in the middle): its peers would wait for it in vain.
+ * The context is poisoned with `code` and the sentence, and the job told
+ * (as by shmesh_abort), so every rank fails instead of hanging; returns
+ * code. */
+int fail_job(shmesh_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Turns a seg_wait_*() failure during call `seq` of `op` into a poisoned
  * context and its error. */
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,

@@ -93,7 +93,11 @@ enum settings_debug {
       "512 KiB for up to 8 ranks, then `8 MiB / N / 2` (at least 64 KiB)", SETTINGS_LAUNCHER,  \
       1, "bytes in each of a rank's two staging buffers")                                      \
     X(SYSROOT, sysroot, TEXT, NULL, "empty", SETTINGS_LAUNCHER, 0,                             \
-      "prefix for /sys and /proc when counting GPUs (tests)")                                  \
+      "prefix for /sys and /proc when finding GPUs (tests)")                                   \
+    X(DEVICE, device, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                 \
+      "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
+    X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
+      "the smallest device reduction whose members each reduce a share (two-shot)")           \
     X(DEBUG, debug, DEBUG, 0, "empty", SETTINGS_LIBRARY, 0,                                    \
       "what to trace on stderr: paths, waits, calls or all")
 

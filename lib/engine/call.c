@@ -8,6 +8,7 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
+#include "device/device.h"
 #include "effects/stream.h"
 #include "shm/notify.h"
 #include "engine/call.h"
@@ -124,10 +125,13 @@ static int refuse_kind(struct call *k, const char *what, const void *p, uint64_t
 {
     return ctx_fail(k->c, SHMESH_ERR_INVALID,
                     "%s: %s (%p, %" PRIu64 " bytes) is %s memory%s%s%s, and no data path takes "
-                    "it (paths take host and shared-heap buffers; device paths are not built "
-                    "yet)",
+                    "it%s",
                     k->name, what, p, len, mem_kind_name(kind), backend ? " (claimed by the '" : "",
-                    backend ? backend : "", backend ? "' backend)" : "");
+                    backend ? backend : "", backend ? "' backend)" : "",
+                    kind != MEM_DEVICE     ? ""
+                    : !k->c->dev           ? " (no GPU runtime is loaded: SHMESH_DEVICE)"
+                                           : " with several devices per rank (not built yet: "
+                                             "one device per rank takes device buffers)");
 }
 
 int call_buffers(struct call *k)
@@ -145,10 +149,17 @@ int call_buffers(struct call *k)
         k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes,
                                   &k->out_heap, &out_backend);
     }
-    if (k->in_kind & ~k->c->kinds_taken)
+    /* Device buffers need the device layer (a backend registered without it
+     * only classifies) and, for now, one device per rank. */
+    unsigned taken = !c->dev || c->local_devices > 1 ? c->kinds_taken & ~(unsigned)MEM_DEVICE
+                                                    : c->kinds_taken;
+    if (k->in_kind & ~taken)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
-    if (k->out_kind & ~k->c->kinds_taken)
+    if (k->out_kind & ~taken)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
+    k->d.in_device = k->in_kind == MEM_DEVICE;
+    k->d.out_device = k->out_kind == MEM_DEVICE;
+    k->staging = (k->d.in_device || k->d.out_device) && !device_path_takes(k);
     return 0;
 }
 
@@ -178,6 +189,11 @@ int call_submit(struct call *k)
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
 {
+    if (k->staging && !k->staged) {
+        int rc = device_stage_in(k);
+        if (rc)
+            return rc;
+    }
     for (;;) {
         int rc = path_step(k);
         if (rc || !k->then)
@@ -210,6 +226,11 @@ static void finish_head(shmesh_ctx *c, int rc)
     if (!c->queue_head)
         c->queue_tail = NULL;
     k->next = NULL;
+    if (k->staged) {
+        if (!rc)
+            rc = device_stage_out(k);
+        device_stage_free(k);
+    }
     k->state = CALL_DONE;
     k->rc = rc;
     if (c->debug & DEBUG_CALLS)
@@ -248,6 +269,7 @@ int call_wait(struct call *k)
 
 void call_release(struct call *k)
 {
+    device_stage_free(k);
     if (k->op_free) {
         k->op_free(k);
         k->op_free = NULL;

@@ -95,6 +95,15 @@ struct call {
     uint64_t pub_bytes;
     void (*pub_pack)(const struct call *k, void *dst);
     int (*local)(struct call *k, bool write);
+    /* The flow's buffers were replaced (host staging of device buffers):
+     * an op that keeps its own copies of the arrays takes the new ones. */
+    void (*rebind)(struct call *k);
+    /* Device buffers the device path does not take are staged through host
+     * memory (device/device.h): whether, the host copies once made, and
+     * the device buffers they stand for. */
+    bool staging;
+    unsigned char *staged;
+    void *dev_in, *dev_out;
     /* Position in the protocol. */
     enum call_state state;
     int rc;

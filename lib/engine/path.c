@@ -8,12 +8,14 @@
 #include "engine/exchange.h"
 #include "engine/path.h"
 #include "memory/heap.h"
+#include "paths/device_ipc.h"
 #include "paths/rsag.h"
 #include "paths/single_copy.h"
 #include "paths/staged.h"
 #include "paths/zero_copy.h"
 
 static const struct path *const table[] = {
+    &path_device_ipc,
     &path_zero_copy,
     &path_single_copy,
     &path_rsag,
@@ -108,7 +110,7 @@ static const struct path *choose(const struct call *k)
     for (size_t i = 0; i < NPATHS; i++)
         if ((k->candidates >> i & 1) && (!table[i]->handshake || table[i]->eligible(k)))
             return table[i];
-    return &path_staged; /* not reached: staged is always a candidate */
+    return &path_staged; /* not reached: a call's kinds always have a candidate */
 }
 
 /* The candidates, once per exchange; whether one needs the handshake. */
@@ -118,20 +120,26 @@ static bool find_candidates(struct call *k)
     const struct flow *f = &k->f;
     k->size = flow_size(f);
     bool allreduce = flow_allreduce(f);
+    /* Device buffers (every member's, as the call's hash makes sure) go to
+     * the paths that take them, host ones to the others. */
+    unsigned kinds = k->in_kind == MEM_DEVICE || k->out_kind == MEM_DEVICE
+                         ? (unsigned)MEM_DEVICE
+                         : (unsigned)(MEM_HOST | MEM_HEAP);
     if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
-        m->kind == (int)f->kind && m->allreduce == allreduce) {
+        m->kind == (int)f->kind && m->allreduce == allreduce && m->kinds == kinds &&
+        !(kinds & MEM_DEVICE)) {
         k->candidates = m->candidates;
         return m->handshake;
     }
     bool hs = false;
     k->candidates = 0;
     for (size_t i = 0; i < NPATHS; i++)
-        if (table[i]->candidate(k)) {
+        if ((table[i]->kinds & kinds) && table[i]->candidate(k)) {
             k->candidates |= 1u << i;
             hs |= table[i]->handshake;
         }
-    *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
-                            k->candidates};
+    *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, kinds, allreduce, hs,
+                            true, k->candidates};
     return hs;
 }
 

@@ -17,6 +17,14 @@
  *                all-gather through the slots             paths/rsag.c
  *   staged       everything else: streams through the slots paths/staged.c
  *
+ * Device buffers take the device path, first in the table, which reads
+ * peers' device buffers through IPC handles:
+ *
+ *   device-ipc   every member's buffers device memory     paths/device_ipc.c
+ *
+ * and a device call it does not take is staged through host memory before
+ * the choice (device/device.h), so that the host paths see host buffers.
+ *
  * A new path is one line of the table (and its file, with its header);
  * the ops are not touched. */
 #ifndef SHMESH_ENGINE_PATH_H
@@ -55,6 +63,7 @@ struct path_memo {
     uint64_t size, in_bytes;
     int n;
     int kind;
+    unsigned kinds; /* the memory kinds the call's buffers are */
     bool allreduce, handshake, valid;
     unsigned candidates;
 };

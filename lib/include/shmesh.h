@@ -784,6 +784,49 @@ SHMESH_API int shmesh_callback(shmesh_ctx *ctx, shmesh_effect *effect, int place
  * sharded one (every rank's part of its last program point). */
 SHMESH_API int shmesh_effects_barrier(shmesh_ctx *ctx);
 
+/* Device buffers (docs/devices.md).  With a GPU runtime loaded (SHMESH_DEVICE:
+ * auto, none, cuda, hip, or a plugin's path), every collective takes device
+ * pointers as well as host ones: the input and output of a call must then
+ * be device memory on every member of its group (or host memory on every
+ * member: a description that differs is SHMESH_ERR_MISMATCH, naming both).
+ * Data moves device to device through the runtime's IPC handles where a
+ * device path exists (docs/devices.md lists what runs where), else it is
+ * staged through host memory (SHMESH_DEBUG=paths says which).  A call on
+ * device buffers first waits for the context's stream (shmesh_set_stream),
+ * queues its copies and kernels on it, and is done (returns, or its token
+ * is) once they have finished: it is ordered after the GPU work queued on
+ * that stream before it, and the GPU work queued after it sees its result.
+ * Memory from stream-ordered pools (cudaMallocAsync) has no IPC handle: a
+ * call on it is SHMESH_ERR_INVALID on every member, naming the rank. */
+
+/* What the context's device layer did so far (this rank). */
+typedef struct {
+    char backend[16];       /* "cuda", "hip", "fake", or "none" */
+    int devices;            /* devices this process sees */
+    uint64_t device_calls;  /* calls that moved device buffers device to device */
+    uint64_t staged_calls;  /* calls whose device buffers were staged through host memory */
+    uint64_t ipc_exports;   /* handles this rank created (one per allocation, cached) */
+    uint64_t ipc_opens;     /* peers' handles opened here (one per peer allocation, cached) */
+    uint64_t ipc_closes;    /* mappings closed: freed and reused memory, cache evictions */
+    uint64_t ipc_hits;      /* peers' buffers found mapped already */
+} shmesh_device_stats;
+
+/* Local.  Fills *stats (the backend is "none" without a GPU runtime). */
+SHMESH_API int shmesh_device_stats_get(const shmesh_ctx *ctx, shmesh_device_stats *stats);
+/* Local.  The GPU stream (a cudaStream_t or hipStream_t; NULL: the
+ * runtime's default stream) that later calls on device buffers order with
+ * (see above).  SHMESH_ERR_INVALID without a GPU runtime. */
+SHMESH_API int shmesh_set_stream(shmesh_ctx *ctx, void *stream);
+/* Local.  bytes of memory on `device` (this process's numbering: 0 is the
+ * first device it sees), as the runtime's own allocator gives it (for
+ * programs that have no other use for the runtime: tests, benchmarks,
+ * bindings).  Free with shmesh_device_free. */
+SHMESH_API int shmesh_device_alloc(shmesh_ctx *ctx, int device, size_t bytes, void **ptr);
+SHMESH_API int shmesh_device_free(shmesh_ctx *ctx, void *ptr);
+/* Local.  Copies bytes between any two of host and device memory, on the
+ * context's stream, and waits for the copy. */
+SHMESH_API int shmesh_device_copy(shmesh_ctx *ctx, void *dst, const void *src, size_t bytes);
+
 /* "invalid argument", … for a SHMESH_ERR_* code; "success" for 0. */
 SHMESH_API const char *shmesh_strerror(int err);
 /* "SHMESH_ERR_INVALID", … ; "SHMESH_OK" for 0. */

@@ -69,8 +69,10 @@ static void put_text(struct line *l, const char *s, size_t max)
     l->buf[l->n] = 0;
 }
 
-/* "float32[4,3]"; "dtype 99?[...]", "[ndim 12?]" for values out of range. */
-static void put_array(struct line *l, uint32_t dtype, int32_t ndim, const int64_t *shape)
+/* "float32[4,3]", "float32[4,3] on device"; "dtype 99?[...]", "[ndim 12?]"
+ * for values out of range. */
+static void put_array(struct line *l, uint32_t dtype, int32_t ndim, const int64_t *shape,
+                      uint8_t device)
 {
     if (dtype < (uint32_t)SHMESH_DTYPE_COUNT)
         put(l, "%s[", shmesh_dtype_name((shmesh_dtype)dtype));
@@ -82,7 +84,7 @@ static void put_array(struct line *l, uint32_t dtype, int32_t ndim, const int64_
     }
     for (int d = 0; d < ndim; d++)
         put(l, "%s%" PRId64, d ? "," : "", shape[d]);
-    put(l, "]");
+    put(l, device ? "] on device" : "]");
 }
 
 /* ", axis=0, tiled=true": the op's parameters, named by the op table. */
@@ -182,9 +184,9 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
         put(&l, "%s(\"", name);
         put_text(&l, d->axes, sizeof d->axes);
         put(&l, "\", ");
-        put_array(&l, d->dtype, d->ndim, d->shape);
+        put_array(&l, d->dtype, d->ndim, d->shape, d->in_device);
         put(&l, " -> ");
-        put_array(&l, d->out_dtype, d->out_ndim, d->out_shape);
+        put_array(&l, d->out_dtype, d->out_ndim, d->out_shape, d->out_device);
         put_params(&l, ops[d->op].params, d->param);
         if (d->groups[0]) {
             put(&l, ", axis_index_groups=");
@@ -217,7 +219,7 @@ uint64_t call_hash(const struct call_desc *d)
         h = hash_mix(h, (uint64_t)d->param[k]);
     uint64_t axes = 0;
     memcpy(&axes, d->axis, sizeof d->axis);
-    h = hash_mix(h, axes);
+    h = hash_mix(h, axes ^ (uint64_t)d->in_device << 62 ^ (uint64_t)d->out_device << 63);
     return hash_mix(h, d->extra_hash ^ (uint64_t)(uint32_t)d->naxes);
 }
 

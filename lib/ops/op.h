@@ -46,6 +46,9 @@ struct call_desc {
     uint64_t extra_hash; /* groups, permutations, mesh_create's names and device order */
     int32_t naxes;       /* the named axes, resolved: how many, */
     uint8_t axis[SHMESH_MAX_MESH_DIMS]; /* and their mesh dimensions, in the order named */
+    /* Whether the input and the output are device memory (call_buffers):
+     * members must agree, since device calls take other paths. */
+    uint8_t in_device, out_device;
     /* Not cleared (set when the description is published): the thresholds
      * that choose algorithms, on which every rank must agree. */
     uint64_t tuning;

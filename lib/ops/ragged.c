@@ -325,6 +325,14 @@ static int ragged_local(struct call *k, bool write)
     return 0;
 }
 
+/* Host staging of device buffers replaced the flow's (device/device.h). */
+static void ragged_rebind(struct call *k)
+{
+    struct ragged *r = k->op_state;
+    r->operand.data = k->f.in.data;
+    r->output.data = k->f.out.data;
+}
+
 static void ragged_free(struct call *k)
 {
     free(k->op_state);
@@ -377,6 +385,7 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
             entry(r, k->g.me, p)[i] = load_index(param[p], i);
     k->op_state = r;
     k->op_free = ragged_free;
+    k->rebind = ragged_rebind;
     k->then = ragged_then;
     k->pub_bytes = table_row_bytes(r) + k->f.in_bytes;
     k->pub_pack = ragged_pub_pack;

@@ -107,6 +107,13 @@ static uint64_t share_per(uint64_t count, int n)
     return (per + 63) / 64 * 64;
 }
 
+static void share(uint64_t count, uint64_t per, int p, uint64_t *lo, uint64_t *hi);
+
+void peer_share(uint64_t count, int n, int p, uint64_t *lo, uint64_t *hi)
+{
+    share(count, share_per(count, n), p, lo, hi);
+}
+
 static void share(uint64_t count, uint64_t per, int p, uint64_t *lo, uint64_t *hi)
 {
     *lo = (uint64_t)p * per < count ? (uint64_t)p * per : count;
@@ -232,11 +239,31 @@ static void status_recv(const struct call *k, int from, uint64_t off, const void
     memcpy((unsigned char *)&k->s->status[2 * from] + off, src, len);
 }
 
-static const struct streams status = {.broadcast = true,
-                                      .unit = 8,
-                                      .bytes = status_bytes,
-                                      .pack = status_pack,
-                                      .recv = status_recv};
+const struct streams peer_status = {.broadcast = true,
+                                     .unit = 8,
+                                     .bytes = status_bytes,
+                                     .pack = status_pack,
+                                     .recv = status_recv};
+
+int peer_status_check(struct call *k, const char *how)
+{
+    for (int q = 0; q < k->g.n; q++) {
+        const int32_t *st = &k->s->status[2 * q];
+        /* An errno and one of the job's ranks, or nothing. */
+        if (st[0] < 0 || (st[0] && (st[1] < 0 || st[1] >= k->c->world)))
+            return fail_corrupt(k->c, k->name, k->seq, k->g.ranks[q],
+                                "rank %d published status %d for a read of rank %d",
+                                k->g.ranks[q], st[0], st[1]);
+        /* Every member fails alike: the context stays usable. */
+        if (st[0])
+            return ctx_fail(k->c, SHMESH_ERR_SYSTEM,
+                            "%s (call #%" PRIu64 "): rank %d could not read rank %d's buffer "
+                            "with %s (%s); the call failed on every member of its group and "
+                            "its outputs are undefined",
+                            k->name, k->seq, k->g.ranks[q], st[1], how, strerror(st[0]));
+    }
+    return 0;
+}
 
 int peer_step(struct call *k, const struct peer_access *pa)
 {
@@ -246,27 +273,12 @@ int peer_step(struct call *k, const struct peer_access *pa)
             /* A member that failed goes on through the windows, reading no
              * more, so that nobody waits for it in vain. */
             k->err = run_stage(k, pa, k->stage / 2);
-            xrun_start(k, &k->xr, &status);
+            xrun_start(k, &k->xr, &peer_status);
             k->stage++;
         }
         int rc = xrun_step(k, &k->xr);
-        if (rc)
+        if (rc || (rc = peer_status_check(k, pa->how)))
             return rc;
-        for (int q = 0; q < k->g.n; q++) {
-            const int32_t *st = &k->s->status[2 * q];
-            /* An errno and one of the job's ranks, or nothing. */
-            if (st[0] < 0 || (st[0] && (st[1] < 0 || st[1] >= k->c->world)))
-                return fail_corrupt(k->c, k->name, k->seq, k->g.ranks[q],
-                                    "rank %d published status %d for a read of rank %d",
-                                    k->g.ranks[q], st[0], st[1]);
-            /* Every member fails alike: the context stays usable. */
-            if (st[0])
-                return ctx_fail(k->c, SHMESH_ERR_SYSTEM,
-                                "%s (call #%" PRIu64 "): rank %d could not read rank %d's "
-                                "buffer with %s (%s); the call failed on every member of its "
-                                "group and its outputs are undefined",
-                                k->name, k->seq, k->g.ranks[q], st[1], pa->how, strerror(st[0]));
-        }
         if (++k->stage == 2 * n)
             return 0;
     }

@@ -50,6 +50,15 @@ int peer_step(struct call *k, const struct peer_access *pa);
  * the same algorithms and in the same order, so with the same bits (FLOW_MOVE
  * and FLOW_REDUCE flows; several devices per rank, engine/devices.c). */
 int peer_local(struct call *k);
+/* The status window: every member publishes k->err and k->err_peer (its
+ * failed read: errno and whose buffer), and peer_status_check fails the
+ * call alike on every member when one failed (`how` names the means of
+ * reading in the message).  Paths of their own use them too. */
+extern const struct streams peer_status;
+int peer_status_check(struct call *k, const char *how);
+/* Whole-array reductions' shares: position p of n owns elements [lo, hi)
+ * of count (whole cache lines). */
+void peer_share(uint64_t count, int n, int p, uint64_t *lo, uint64_t *hi);
 /* Candidate of both peer paths: a flow they can carry. */
 bool peer_flow(const struct call *k);
 

@@ -1,0 +1,422 @@
+/* The device layer (see device.h): loading the runtime, its memory kind,
+ * the handle caches, device scratch, and the public device functions. */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/context.h"
+#include "core/debug.h"
+#include "core/fail.h"
+#include "device/device.h"
+#include "memory/kind.h"
+
+/* ---- Loading ---- */
+
+/* Where libshmesh itself lies (the object holding this variable): plugins
+ * are looked for beside it. */
+static const char here = 0;
+
+static void library_dir(char *dir, size_t len)
+{
+    Dl_info info;
+    dir[0] = 0;
+    if (!dladdr(&here, &info) || !info.dli_fname)
+        return;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (slash && (size_t)(slash - info.dli_fname) < len)
+        snprintf(dir, len, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
+}
+
+/* Opens a plugin: 0, or -1 with why it could not be loaded. */
+static int load(const char *path, void **dl, const struct rt_ops **rt, char *why, size_t len)
+{
+    *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*dl) {
+        snprintf(why, len, "%s", dlerror());
+        return -1;
+    }
+    rt_entry_fn entry;
+    void *sym = dlsym(*dl, RT_ENTRY);
+    memcpy(&entry, &sym, sizeof entry); /* POSIX: a function's address as dlsym gives it */
+    *rt = entry ? entry() : NULL;
+    if (!*rt || (*rt)->abi != RT_ABI) {
+        snprintf(why, len, "%s: %s", path,
+                 !entry ? "not a shmesh device plugin (no " RT_ENTRY ")"
+                        : "a plugin of another version of shmesh (its ABI differs)");
+        dlclose(*dl);
+        *dl = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The plugin of backend `name` from beside the library: 0, or -1 with why. */
+static int load_named(const char *name, void **dl, const struct rt_ops **rt, char *why,
+                      size_t len)
+{
+    static const char *const subdirs[] = {"shmesh", "device"};
+    char dir[4096], path[4200];
+    library_dir(dir, sizeof dir);
+    snprintf(why, len, "no libshmesh-device-%s.so beside libshmesh (%s)", name,
+             dir[0] ? dir : "its folder is unknown");
+    for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs && dir[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s/libshmesh-device-%s.so", dir, subdirs[i], name);
+        char err[512];
+        if (load(path, dl, rt, err, sizeof err) == 0)
+            return 0;
+        if (access(path, F_OK) == 0) { /* there, but it would not load: say why */
+            snprintf(why, len, "%s", err);
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static bool claims(void *arg, const void *p, uint64_t len)
+{
+    const struct device_layer *d = arg;
+    struct rt_range r;
+    if (d->rt->range(p, &r) != 1)
+        return false;
+    /* A buffer running past its allocation is the caller's error; the
+     * runtime would fault on it, so it is claimed and refused later
+     * (device_export) rather than handed to memcpy. */
+    (void)len;
+    return true;
+}
+
+int device_open(shmesh_ctx *c, const char *choice, char *why, size_t len)
+{
+    if (choice && !strcmp(choice, "none"))
+        return 0;
+    bool automatic = !choice || !strcmp(choice, "auto");
+    static const char *const autos[] = {"cuda", "hip"};
+    const char *const *names = automatic ? autos : &choice;
+    size_t nnames = automatic ? 2 : 1;
+    void *dl = NULL;
+    const struct rt_ops *rt = NULL;
+    int devices = 0;
+    char err[512] = "";
+    for (size_t i = 0; i < nnames; i++) {
+        int rc = strchr(names[i], '/') ? load(names[i], &dl, &rt, err, sizeof err)
+                                       : load_named(names[i], &dl, &rt, err, sizeof err);
+        if (rc == 0) {
+            devices = rt->init();
+            if (devices > 0)
+                break;
+            snprintf(err, sizeof err, "the %s runtime %s", rt->name,
+                     devices == 0 ? "sees no device" : rt->last_error());
+            dlclose(dl);
+            dl = NULL;
+        }
+        if (c->debug & DEBUG_PATHS)
+            debug_line(c, "device: no %s backend: %s", names[i], err);
+        if (!automatic) {
+            snprintf(why, len, "SHMESH_DEVICE=%s: %s", choice, err);
+            return SHMESH_ERR_INVALID;
+        }
+    }
+    if (!dl)
+        return 0; /* auto, and no GPU: host memory only */
+    struct device_layer *d = calloc(1, sizeof *d);
+    uint64_t *gens = calloc((size_t)c->world, sizeof *gens);
+    if (!d || !gens) {
+        free(d);
+        free(gens);
+        dlclose(dl);
+        snprintf(why, len, "out of memory");
+        return SHMESH_ERR_NOMEM;
+    }
+    d->dl = dl;
+    d->rt = rt;
+    d->devices = devices;
+    d->peer_gen = gens;
+    d->scratch_device = -1;
+    snprintf(d->stats.backend, sizeof d->stats.backend, "%s", rt->name);
+    d->stats.devices = devices;
+    c->dev = d;
+    struct mem_backend b = {.name = rt->name, .claims = claims, .arg = d};
+    int rc = mem_register(c, &b);
+    if (rc) {
+        snprintf(why, len, "%s", c->err);
+        device_close(c);
+        return rc;
+    }
+    if (c->debug & DEBUG_PATHS)
+        debug_line(c, "device: %s backend, %d device%s visible", rt->name, devices,
+                   devices == 1 ? "" : "s");
+    return 0;
+}
+
+void device_close(shmesh_ctx *c)
+{
+    struct device_layer *d = c->dev;
+    if (!d)
+        return;
+    for (int i = 0; i < d->nimports; i++)
+        d->rt->ipc_close(d->imports[i].mapped);
+    if (d->scratch)
+        d->rt->free(d->scratch);
+    /* The plugin stays loaded: a runtime may keep threads and state that
+     * do not survive being unloaded, and the process may use it itself. */
+    free(d->peer_gen);
+    free(d->table);
+    free(d);
+    c->dev = NULL;
+}
+
+/* ---- Handles ---- */
+
+int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *out, char *why,
+                  size_t len)
+{
+    struct device_layer *d = c->dev;
+    struct rt_range r;
+    memset(out, 0, sizeof *out);
+    int rc = d->rt->range(p, &r);
+    if (rc != 1) {
+        snprintf(why, len, "%p is no longer device memory%s%s", p, rc < 0 ? ": " : "",
+                 rc < 0 ? d->rt->last_error() : "");
+        return RT_ERR;
+    }
+    uint64_t at = (uint64_t)(uintptr_t)p - r.base;
+    if (at > r.size || bytes > r.size - at) {
+        snprintf(why, len,
+                 "the buffer %p (%" PRIu64 " bytes) runs past the end of its allocation "
+                 "(%" PRIu64 " bytes from 0x%" PRIx64 ")",
+                 p, bytes, r.size, r.base);
+        return RT_ERR;
+    }
+    *out = (struct dev_buf){.base = r.base, .id = r.id, .size = r.size, .off = at, .bytes = bytes};
+    int slot = -1;
+    for (int i = 0; i < d->nexports; i++)
+        if (d->exports[i].base == r.base) {
+            if (d->exports[i].id == r.id) {
+                out->h = d->exports[i].h;
+                return 0;
+            }
+            /* The allocation once exported from here is gone: importers
+             * drop what they mapped of this rank. */
+            d->gen++;
+            slot = i;
+            break;
+        }
+    struct rt_handle h;
+    rc = d->rt->ipc_export((void *)(uintptr_t)r.base, &h);
+    if (rc) {
+        snprintf(why, len, "%s", rc == RT_ERR_POOL ? "it comes from a stream-ordered memory pool "
+                                                     "(cudaMallocAsync, hipMallocAsync), which "
+                                                     "cannot be shared between processes; "
+                                                     "allocate it with cudaMalloc or hipMalloc"
+                                                   : d->rt->last_error());
+        return rc;
+    }
+    d->stats.ipc_exports++;
+    if (slot < 0) {
+        if (d->nexports == DEVICE_EXPORTS_MAX) { /* forget the oldest: it can be exported again */
+            memmove(d->exports, d->exports + 1, sizeof *d->exports * (DEVICE_EXPORTS_MAX - 1));
+            d->nexports--;
+        }
+        slot = d->nexports++;
+    }
+    d->exports[slot] = (struct dev_export){.base = r.base, .id = r.id, .h = h};
+    out->h = h;
+    return 0;
+}
+
+static void import_drop(struct device_layer *d, int i)
+{
+    d->rt->ipc_close(d->imports[i].mapped);
+    d->stats.ipc_closes++;
+    d->imports[i] = d->imports[--d->nimports];
+}
+
+void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen, int device,
+                    char *why, size_t len)
+{
+    struct device_layer *d = c->dev;
+    d->clock++;
+    if (d->peer_gen[r] != gen) { /* r freed something it had exported */
+        for (int i = d->nimports - 1; i >= 0; i--)
+            if (d->imports[i].rank == r)
+                import_drop(d, i);
+        d->peer_gen[r] = gen;
+    }
+    for (int i = 0; i < d->nimports; i++) {
+        struct dev_import *e = &d->imports[i];
+        if (e->rank != r || e->base != b->base)
+            continue;
+        if (e->id == b->id) {
+            e->used = d->clock;
+            d->stats.ipc_hits++;
+            return (unsigned char *)e->mapped + b->off;
+        }
+        import_drop(d, i); /* freed, and allocated again at the same address */
+        break;
+    }
+    if (d->nimports == DEVICE_IMPORTS_MAX) {
+        int lru = 0;
+        for (int i = 1; i < d->nimports; i++)
+            if (d->imports[i].used < d->imports[lru].used)
+                lru = i;
+        import_drop(d, lru);
+    }
+    void *mapped = NULL;
+    if (d->rt->ipc_open(&b->h, device, &mapped)) {
+        snprintf(why, len, "%s", d->rt->last_error());
+        return NULL;
+    }
+    d->stats.ipc_opens++;
+    d->imports[d->nimports++] =
+        (struct dev_import){.rank = r, .base = b->base, .id = b->id, .mapped = mapped,
+                            .used = d->clock};
+    if (c->debug & DEBUG_PATHS)
+        debug_line(c, "device: opened rank %d's allocation 0x%" PRIx64 " (id %" PRIu64
+                      ", %" PRIu64 " bytes) at %p",
+                   r, b->base, b->id, b->size, mapped);
+    return (unsigned char *)mapped + b->off;
+}
+
+void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device)
+{
+    struct device_layer *d = c->dev;
+    if (d->scratch && d->scratch_bytes >= bytes && d->scratch_device == device)
+        return d->scratch;
+    if (d->scratch) {
+        d->rt->free(d->scratch);
+        d->scratch = NULL;
+    }
+    uint64_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+    if (d->rt->alloc(device, (size_t)want, &d->scratch)) {
+        d->scratch = NULL;
+        return NULL;
+    }
+    d->scratch_bytes = want;
+    d->scratch_device = device;
+    return d->scratch;
+}
+
+void *device_table(shmesh_ctx *c, size_t bytes)
+{
+    struct device_layer *d = c->dev;
+    if (d->table_bytes < bytes) {
+        void *t = realloc(d->table, bytes);
+        if (!t)
+            return NULL;
+        d->table = t;
+        d->table_bytes = bytes;
+    }
+    return d->table;
+}
+
+int device_home(const shmesh_ctx *c, const void *p)
+{
+    struct rt_range r;
+    if (!c->dev || !p || c->dev->rt->range(p, &r) != 1)
+        return -1;
+    return r.device;
+}
+
+/* ---- The public functions ---- */
+
+/* A local device function's entry: the context, and a runtime to use. */
+static int enter(shmesh_ctx *c, const char *op)
+{
+    int rc = ctx_enter_local(c, op);
+    if (rc)
+        return rc;
+    if (!c->dev) {
+        ctx_leave(c);
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "%s: rank %d has no GPU runtime (SHMESH_DEVICE=none, or auto found "
+                        "none: SHMESH_DEBUG=paths says why)",
+                        op, c->rank);
+    }
+    return 0;
+}
+
+static int runtime_fail(shmesh_ctx *c, const char *op, const char *what)
+{
+    int rc = ctx_fail(c, SHMESH_ERR_SYSTEM, "%s: rank %d: %s: %s", op, c->rank, what,
+                      c->dev->rt->last_error());
+    ctx_leave(c);
+    return rc;
+}
+
+int shmesh_device_stats_get(const shmesh_ctx *c, shmesh_device_stats *stats)
+{
+    if (!c || !stats)
+        return SHMESH_ERR_INVALID;
+    if (c->dev) {
+        *stats = c->dev->stats;
+        return 0;
+    }
+    memset(stats, 0, sizeof *stats);
+    snprintf(stats->backend, sizeof stats->backend, "none");
+    return 0;
+}
+
+int shmesh_set_stream(shmesh_ctx *c, void *stream)
+{
+    int rc = enter(c, "shmesh_set_stream");
+    if (rc)
+        return rc;
+    c->dev->stream = stream;
+    ctx_leave(c);
+    return 0;
+}
+
+int shmesh_device_alloc(shmesh_ctx *c, int device, size_t bytes, void **ptr)
+{
+    int rc = enter(c, "shmesh_device_alloc");
+    if (rc)
+        return rc;
+    if (!ptr || device < 0 || device >= c->dev->devices) {
+        ctx_leave(c);
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "shmesh_device_alloc: rank %d: expected a device from 0 to %d and a "
+                        "place for the pointer, found device %d and %s",
+                        c->rank, c->dev->devices - 1, device, ptr ? "a place" : "NULL");
+    }
+    *ptr = NULL;
+    if (c->dev->rt->alloc(device, bytes ? bytes : 1, ptr)) {
+        *ptr = NULL;
+        return runtime_fail(c, "shmesh_device_alloc", "the runtime refused the allocation");
+    }
+    ctx_leave(c);
+    return 0;
+}
+
+int shmesh_device_free(shmesh_ctx *c, void *ptr)
+{
+    if (!ptr)
+        return 0;
+    int rc = enter(c, "shmesh_device_free");
+    if (rc)
+        return rc;
+    if (c->dev->rt->free(ptr))
+        return runtime_fail(c, "shmesh_device_free", "the runtime refused to free it");
+    ctx_leave(c);
+    return 0;
+}
+
+int shmesh_device_copy(shmesh_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    int rc = enter(c, "shmesh_device_copy");
+    if (rc)
+        return rc;
+    if (bytes && (!dst || !src)) {
+        ctx_leave(c);
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "shmesh_device_copy: rank %d: %zu bytes from %p to %p: a NULL pointer",
+                        c->rank, bytes, src, dst);
+    }
+    const struct rt_ops *rt = c->dev->rt;
+    if (bytes && (rt->copy(dst, src, bytes, c->dev->stream) || rt->sync(c->dev->stream)))
+        return runtime_fail(c, "shmesh_device_copy", "the copy failed");
+    ctx_leave(c);
+    return 0;
+}

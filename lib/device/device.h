@@ -1,0 +1,117 @@
+/* The device layer: which GPU runtime serves this process (a plugin,
+ * device/runtime.h), which buffers are its memory, and the IPC handles that
+ * let members read each other's device buffers.
+ *
+ * Loading.  shmesh_init loads the plugin SHMESH_DEVICE names: "auto" (the
+ * default) tries cuda then hip and keeps the first that loads and sees a
+ * device, quietly using none where none does; "none" loads nothing; a name
+ * or a path must load, or init fails.  Plugins are looked for beside
+ * libshmesh, in shmesh/ (installed) and device/ (the build tree).
+ *
+ * Buffers.  The runtime claims device pointers (memory/kind.h), so a call
+ * knows its device buffers before anything moves.  A call whose buffers are
+ * device memory takes the device path (paths/device_ipc.c) when it can, and
+ * otherwise is staged: its device buffers are copied to host memory when it
+ * starts and back when it ends, and it runs on the host paths.
+ *
+ * Handles.  Exporting costs a runtime call and opening one much more (155 us
+ * measured on CUDA), and calls mostly repeat their buffers, so both are
+ * cached.  Exports by allocation base; a peer's mapping by (rank, base,
+ * allocation id): the id is never reused by the runtime, so memory freed and
+ * allocated again at the same address is a new entry, never a stale one.
+ * The old entry is closed then; when an exporter finds one of its
+ * allocations gone it counts a generation, published with its handles, and
+ * importers that see it change close all their mappings of that rank.  The
+ * cache is bounded (least recently used entries are closed). */
+#ifndef SHMESH_DEVICE_DEVICE_H
+#define SHMESH_DEVICE_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device/runtime.h"
+#include "shmesh.h"
+
+struct call;
+
+#define DEVICE_EXPORTS_MAX 64
+#define DEVICE_IMPORTS_MAX 128
+
+struct dev_export {
+    uint64_t base, id;
+    struct rt_handle h;
+};
+
+struct dev_import {
+    int rank;
+    uint64_t base, id; /* the exporter's */
+    void *mapped;      /* where it lies here */
+    uint64_t used;     /* the layer's clock when last used */
+};
+
+struct device_layer {
+    void *dl;
+    const struct rt_ops *rt;
+    int devices;
+    void *stream;      /* shmesh_set_stream; NULL: the runtime's default */
+    struct dev_export exports[DEVICE_EXPORTS_MAX];
+    int nexports;
+    struct dev_import imports[DEVICE_IMPORTS_MAX];
+    int nimports;
+    uint64_t gen;      /* this rank's: allocations found freed */
+    uint64_t *peer_gen; /* each rank's, as last seen */
+    uint64_t clock;
+    /* Device scratch for blocks that are not one run (paths/device_ipc.c). */
+    void *scratch;
+    uint64_t scratch_bytes;
+    int scratch_device;
+    /* Host scratch for what members publish (paths/device_ipc.c). */
+    void *table;
+    size_t table_bytes;
+    char why[192]; /* this rank's failure in the device path, in its words */
+    shmesh_device_stats stats;
+};
+
+/* What a member publishes about one of its device buffers. */
+struct dev_buf {
+    struct rt_handle h;
+    uint64_t base, id, size; /* the allocation, in the exporter's process */
+    uint64_t off;            /* the buffer's offset in it */
+    uint64_t bytes;          /* the buffer's length */
+};
+
+/* At init: loads the runtime `choice` names (SHMESH_DEVICE; NULL: auto) and
+ * registers its memory kind.  0, or an error code with the reason in why. */
+int device_open(shmesh_ctx *c, const char *choice, char *why, size_t len);
+void device_close(shmesh_ctx *c);
+
+/* Exports [p, p+bytes) of this rank's device memory: 0 or an rt_status,
+ * with the runtime's words in why. */
+int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *out, char *why,
+                  size_t len);
+/* Rank r's buffer b, mapped here for use on `device` (opened once, then
+ * cached; gen is r's generation): the buffer's address here, or NULL with
+ * the runtime's words in why. */
+void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen, int device,
+                    char *why, size_t len);
+/* Device scratch of at least `bytes` on `device`, kept for later calls. */
+void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device);
+/* Host scratch of at least `bytes`, kept for later calls; NULL without
+ * memory. */
+void *device_table(shmesh_ctx *c, size_t bytes);
+/* The device a pointer of this process lies on, or -1. */
+int device_home(const shmesh_ctx *c, const void *p);
+
+/* Host staging of a call whose device buffers the device path does not
+ * take (call_buffers decides; every member decides alike).  In: copies the
+ * device input (and for ops that leave parts of the output alone, the
+ * output) to host memory and points the flow at the copies.  Out: copies
+ * the host output back.  Free: gives the host memory back. */
+int device_stage_in(struct call *k);
+int device_stage_out(struct call *k);
+void device_stage_free(struct call *k);
+/* Whether the device path takes the call (its kinds, flow, op and dtype,
+ * the group's size), from facts every member shares. */
+bool device_path_takes(const struct call *k);
+
+#endif

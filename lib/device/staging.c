@@ -1,0 +1,101 @@
+/* Host staging of device buffers (see device.h): for calls the device path
+ * does not take (a reduction without a kernel for its dtype, ragged
+ * exchanges, groups past the kernels' sources), the call runs on host copies
+ * of its device buffers. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/debug.h"
+#include "core/fail.h"
+#include "device/device.h"
+#include "engine/call.h"
+
+/* Why the device path left the call, for SHMESH_DEBUG=paths. */
+static const char *reason(const struct call *k)
+{
+    const struct flow *f = &k->f;
+    if ((k->in_kind == MEM_DEVICE) != (f->out_bytes && k->out_kind == MEM_DEVICE))
+        return "one of its buffers is host memory";
+    if (f->kind == FLOW_STREAMS)
+        return "the device path has no ragged exchanges yet";
+    if (f->kind == FLOW_REDUCE && k->g.n > RT_MAX_SRC)
+        return "the kernels take at most 64 members";
+    if (f->kind == FLOW_REDUCE)
+        return "no device kernel for this reduction and dtype";
+    return "no device path for it";
+}
+
+/* The rank's device runtime failed in the middle of a call: its peers would
+ * wait for it in vain, so the job is told (docs/devices.md). */
+static int runtime_failed(struct call *k, const char *what)
+{
+    return fail_job(k->c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 "): rank %d: %s: %s", k->name,
+                    k->seq, k->c->rank, what, k->c->dev->rt->last_error());
+}
+
+int device_stage_in(struct call *k)
+{
+    shmesh_ctx *c = k->c;
+    struct device_layer *d = c->dev;
+    struct flow *f = &k->f;
+    bool in_dev = k->in_kind == MEM_DEVICE, out_dev = k->out_kind == MEM_DEVICE;
+    bool same = in_dev && out_dev && f->out.data == f->in.data && f->out_bytes == f->in_bytes;
+    uint64_t in_b = in_dev ? (f->in_bytes + 63) / 64 * 64 : 0;
+    uint64_t out_b = out_dev && !same ? f->out_bytes : 0;
+    unsigned char *h = malloc(in_b + out_b ? (size_t)(in_b + out_b) : 1);
+    if (!h)
+        return fail_job(c, SHMESH_ERR_NOMEM,
+                        "%s (call #%" PRIu64 "): rank %d: out of memory for %" PRIu64
+                        " bytes of host staging",
+                        k->name, k->seq, c->rank, in_b + out_b);
+    k->staged = h;
+    k->dev_in = f->in.data;
+    k->dev_out = f->out.data;
+    /* Ragged exchanges leave the rows nobody sends alone: the host copy
+     * starts as the device output is. */
+    bool keep_out = out_dev && !same && f->kind == FLOW_STREAMS;
+    if ((in_dev && d->rt->copy(h, f->in.data, (size_t)f->in_bytes, d->stream)) ||
+        (keep_out && d->rt->copy(h + in_b, f->out.data, (size_t)f->out_bytes, d->stream)) ||
+        d->rt->sync(d->stream))
+        return runtime_failed(k, "copying its device buffers to host memory");
+    if (in_dev) {
+        f->in.data = h;
+        k->in_kind = MEM_HOST;
+    }
+    if (out_dev) {
+        f->out.data = same ? h : h + in_b;
+        k->out_kind = MEM_HOST;
+    }
+    if (k->rebind)
+        k->rebind(k);
+    d->stats.staged_calls++;
+    if (c->debug & DEBUG_PATHS)
+        debug_line(c, "call #%" PRIu64 " %s: device buffers staged through host memory (%s)",
+                   k->seq, k->name, reason(k));
+    return 0;
+}
+
+int device_stage_out(struct call *k)
+{
+    struct device_layer *d = k->c->dev;
+    if (k->dev_out != k->f.out.data && k->f.out_bytes && k->d.out_device &&
+        (d->rt->copy(k->dev_out, k->f.out.data, (size_t)k->f.out_bytes, d->stream) ||
+         d->rt->sync(d->stream)))
+        return ctx_fail(k->c, SHMESH_ERR_SYSTEM,
+                        "%s (call #%" PRIu64 "): rank %d: copying the result back to device "
+                        "memory: %s; the call completed on the other members",
+                        k->name, k->seq, k->c->rank, d->rt->last_error());
+    return 0;
+}
+
+void device_stage_free(struct call *k)
+{
+    if (!k->staged)
+        return;
+    free(k->staged);
+    k->staged = NULL;
+    k->f.in.data = k->dev_in;
+    k->f.out.data = k->dev_out;
+}
