@@ -29,11 +29,12 @@ struct opts {
     double factor;
     shmesh_dtype dtype;
     int warmup, iters;
-    bool check, csv, heap;
+    bool check, csv, heap, device;
 };
 
 static shmesh_ctx *ctx;
 static int rank, world;
+static double total_wrong; /* over every size: the exit status says whether any */
 
 static void die(const char *what, int rc)
 {
@@ -81,6 +82,8 @@ static void usage(FILE *f)
             "  --csv      comma-separated output\n"
             "  --heap     buffers from the shared heap (shmesh_alloc) instead of malloc;\n"
             "             each rank needs 2 x -e of it (shmesh-run --shm-size)\n"
+            "  --device   buffers in device memory (shmesh_device_alloc, device 0 of the\n"
+            "             rank); first prints the device-to-device copy rate at -e\n"
             "  -h         this help\n"
             "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
             "every op runs over one mesh axis \"i\" spanning all ranks.\n");
@@ -140,6 +143,7 @@ static void parse(int argc, char **argv, struct opts *o)
                        .check = true};
     static const struct option longs[] = {{"csv", no_argument, NULL, 'C'},
                                           {"heap", no_argument, NULL, 'H'},
+                                          {"device", no_argument, NULL, 'D'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     const char *dtype_arg = NULL;
@@ -187,6 +191,7 @@ static void parse(int argc, char **argv, struct opts *o)
             break;
         case 'C': o->csv = true; break;
         case 'H': o->heap = true; break;
+        case 'D': o->device = true; break;
         case 'h':
             if (first_rank())
                 usage(stdout);
@@ -211,10 +216,22 @@ static void parse(int argc, char **argv, struct opts *o)
         bad_arg("-e (%zu bytes) must be at least -b (%zu bytes)", o->max_bytes, o->min_bytes);
 }
 
-/* Buffers of `bytes`, every page touched: from the shared heap or malloc. */
+/* Buffers of `bytes`, every page touched: from the shared heap or malloc,
+ * or zeroed device memory. */
 static void *buffer(const struct opts *o, size_t bytes)
 {
     void *p = NULL;
+    if (o->device) {
+        void *zeros = calloc(1, bytes);
+        if (!zeros || shmesh_device_alloc(ctx, 0, bytes, &p) ||
+            shmesh_device_copy(ctx, p, zeros, bytes)) {
+            fprintf(stderr, "shmesh-bench: rank %d: --device: %zu bytes of device memory: %s\n",
+                    rank, bytes, zeros ? shmesh_last_error(ctx) : "out of host memory");
+            exit(1);
+        }
+        free(zeros);
+        return p;
+    }
     if (o->heap) {
         p = shmesh_alloc(ctx, bytes);
         if (!p) {
@@ -233,7 +250,9 @@ static void *buffer(const struct opts *o, size_t bytes)
 
 static void release(const struct opts *o, void *p)
 {
-    if (o->heap && p)
+    if (o->device)
+        shmesh_device_free(ctx, p);
+    else if (o->heap && p)
         shmesh_free(ctx, p);
     else
         free(p);
@@ -267,7 +286,8 @@ static void print_header(const struct opts *o)
     } else {
         printf("# shmesh-bench: %s, %d ranks, %s notifier, warm-up %d, iterations %d%s%s\n",
                bench_op_name(o->op), world, shmesh_notifier(ctx), o->warmup, o->iters,
-               o->check ? ", checked" : ", not checked", o->heap ? ", shared-heap buffers" : "");
+               o->check ? ", checked" : ", not checked",
+               o->device ? ", device buffers" : o->heap ? ", shared-heap buffers" : "");
         printf("# %12s %12s %9s %10s %10s %10s %7s\n", "size", "count", "type", "time_us",
                "algbw_GBs", "busbw_GBs", "#wrong");
     }
@@ -293,6 +313,33 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
     fflush(stdout);
 }
 
+/* --device: what one device-to-device copy of -e bytes takes on each rank
+ * (the rate the movement ops are measured against), the median of 9. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void copy_rate(const struct opts *o, const struct bench *b)
+{
+    double t[9];
+    int rc;
+    for (int i = 0; i < 9; i++) {
+        double t0 = now_us();
+        if ((rc = shmesh_device_copy(ctx, b->out, b->in, o->max_bytes)))
+            die("shmesh_device_copy", rc);
+        t[i] = now_us() - t0;
+    }
+    qsort(t, 9, sizeof *t, cmp_double);
+    double us = t[4], none = 0;
+    reduce_stats(&us, &none);
+    if (rank == 0 && !o->csv)
+        printf("# device-to-device copy of %zu bytes: %.2f us, %.3f GB/s (slowest rank's median "
+               "of 9)\n",
+               o->max_bytes, us, (double)o->max_bytes / us / 1e3);
+}
+
 /* Warm-up, the check, then the timed iterations at the size b holds. */
 static void run_size(const struct opts *o, struct bench *b)
 {
@@ -302,11 +349,29 @@ static void run_size(const struct opts *o, struct bench *b)
         if ((rc = bench_run(b)))
             die(name, rc);
     double wrong = 0;
-    if (o->check && o->op != BENCH_BARRIER) {
+    if (o->check && o->op != BENCH_BARRIER && !o->device) {
         bench_fill(b);
         if ((rc = bench_run(b)))
             die(name, rc);
         wrong = (double)bench_count_wrong(b);
+    } else if (o->check && o->op != BENCH_BARRIER) {
+        /* The pattern is written and read on host copies of the buffers. */
+        struct bench h = *b;
+        h.in = malloc(b->cap);
+        h.out = b->out ? malloc(b->cap) : NULL;
+        if (!h.in || (b->out && !h.out))
+            die("host copies for the check", SHMESH_ERR_NOMEM);
+        bench_size(&h, b->requested);
+        bench_fill(&h);
+        if ((rc = shmesh_device_copy(ctx, b->in, h.in, b->cap)) ||
+            (b->out && (rc = shmesh_device_copy(ctx, b->out, h.out, b->cap))) ||
+            (rc = bench_run(b)) ||
+            (b->out && (rc = shmesh_device_copy(ctx, h.out, b->out, b->cap))) ||
+            (!b->out && (rc = shmesh_device_copy(ctx, h.in, b->in, b->cap))))
+            die(name, rc);
+        wrong = (double)bench_count_wrong(&h);
+        free(h.in);
+        free(h.out);
     }
     if ((rc = shmesh_barrier(ctx)))
         die("shmesh_barrier", rc);
@@ -316,6 +381,7 @@ static void run_size(const struct opts *o, struct bench *b)
             die(name, rc);
     double us = (now_us() - t0) / o->iters;
     reduce_stats(&us, &wrong);
+    total_wrong += wrong;
     if (rank == 0)
         print_row(o, b, us, wrong);
 }
@@ -353,6 +419,8 @@ int main(int argc, char **argv)
 
     if (rank == 0)
         print_header(&o);
+    if (o.device && b.out)
+        copy_rate(&o, &b);
     if (o.op == BENCH_BARRIER) { /* one row: it moves no data */
         bench_size(&b, 0);
         run_size(&o, &b);
@@ -377,6 +445,11 @@ int main(int argc, char **argv)
     rc = shmesh_finalize(ctx);
     if (rc) {
         fprintf(stderr, "shmesh-bench: shmesh_finalize: %s\n", shmesh_last_error(NULL));
+        return 1;
+    }
+    if (total_wrong > 0) { /* as nccl-tests: wrong results fail the run */
+        if (rank == 0)
+            fprintf(stderr, "shmesh-bench: %.0f wrong elements in all: FAILED\n", total_wrong);
         return 1;
     }
     return 0;

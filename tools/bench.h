@@ -44,6 +44,7 @@ struct bench {
     void *in, *out;     /* each at least cap bytes */
     size_t cap;
     /* Set by bench_size: */
+    size_t requested; /* what it was asked for */
     size_t bytes, count; /* reported: the larger buffer per rank, its elements */
     size_t in_count, out_count;
     shmesh_array a_in, a_out;

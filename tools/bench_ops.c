@@ -85,6 +85,7 @@ void bench_size(struct bench *b, size_t requested)
 {
     size_t n = (size_t)b->n, esz = shmesh_dtype_size(b->dtype);
     size_t oesz = shmesh_dtype_size(out_dtype(b)), m = requested / (esz * n);
+    b->requested = requested;
     switch (b->op) {
     case BENCH_BARRIER:
         b->in_count = b->out_count = 0;

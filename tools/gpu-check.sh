@@ -14,7 +14,8 @@
 #                                      with -Dcuda=enabled, runs the device suite
 #                                      with SHMESH_TEST_DEVICE=cuda (the real
 #                                      backend, not the fake) and then
-#                                      shmesh-bench --device on 2 ranks
+#                                      shmesh-bench --device (psum, all_gather)
+#                                      on 2 ranks
 #
 # --build-only stops after the build (to check the recipe on any machine).
 # GPU_CHECK_PREFIX names the folder the packages are unpacked into (default
@@ -119,10 +120,19 @@ fi
 export SHMESH_TEST_DEVICE=cuda
 step "device suite on the GPU (SHMESH_TEST_DEVICE=cuda)" \
     meson test -C build-gpu --suite device --print-errorlogs
+# Issue 11's figures: psum and all_gather of float32 up to 256 MiB on 2
+# processes sharing the GPU (its memory, not a link between GPUs), and the
+# 8-byte psum's latency; the tables also land in build-gpu/gpu-check-bench.txt.
 bench=build-gpu/tools/shmesh-bench
 if [ -x "$bench" ] && "$bench" -h 2>/dev/null | grep -q -- '--device'; then
-    step "shmesh-bench --device, 2 ranks" build-gpu/launcher/shmesh-run -n 2 -- "$bench" --device
+    : >build-gpu/gpu-check-bench.txt
+    keep() { "$@" | tee -a build-gpu/gpu-check-bench.txt; } # pipefail: the bench's status
+    for op in psum all_gather; do
+        step "shmesh-bench --device -o $op, 2 ranks" keep \
+            build-gpu/launcher/shmesh-run -n 2 -- "$bench" --device -o "$op" -b 8 -e 256M -f 4
+    done
+    say "benchmark tables in build-gpu/gpu-check-bench.txt"
 else
-    say "skipped shmesh-bench --device: $bench has no --device option yet"
+    say "skipped shmesh-bench --device: $bench has no --device option"
 fi
 say "all passed"

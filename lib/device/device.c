@@ -207,10 +207,10 @@ int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *
     struct rt_handle h;
     rc = d->rt->ipc_export((void *)(uintptr_t)r.base, &h);
     if (rc) {
-        snprintf(why, len, "%s", rc == RT_ERR_POOL ? "it comes from a stream-ordered memory pool "
+        snprintf(why, len, "%s", rc == RT_ERR_POOL ? "it comes from a stream-ordered pool "
                                                      "(cudaMallocAsync, hipMallocAsync), which "
-                                                     "cannot be shared between processes; "
-                                                     "allocate it with cudaMalloc or hipMalloc"
+                                                     "has no IPC handle: allocate it with "
+                                                     "cudaMalloc or hipMalloc"
                                                    : d->rt->last_error());
         return rc;
     }

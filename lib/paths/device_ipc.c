@@ -33,7 +33,7 @@
 #include "paths/device_ipc.h"
 #include "paths/peer.h"
 
-#define WHY_MAX 160
+#define WHY_MAX 200
 
 /* What each member publishes. */
 struct dev_pub {
@@ -100,12 +100,11 @@ static void publish_own(struct call *k)
     int rc = f->in_bytes ? device_export(c, f->in.data, f->in_bytes, &me->in, me->why,
                                          sizeof me->why)
                          : 0;
-    if (!rc && f->out_bytes)
+    if (!rc && f->out_bytes) {
         rc = device_export(c, f->out.data, f->out_bytes, &me->out, me->why, sizeof me->why);
-    if (rc) {
-        me->status = rc;
-        me->which = rc && me->in.bytes == f->in_bytes && f->in_bytes ? 1 : 0;
+        me->which = 1;
     }
+    me->status = rc;
     me->gen = d->gen; /* an export may have found a freed allocation */
 }
 

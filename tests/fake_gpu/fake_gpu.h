@@ -1,0 +1,54 @@
+/* The fake GPU runtime's extras for tests (tests/fake_gpu/fake_gpu.cpp, the
+ * "fake" plugin of lib/device/runtime.h, built as libshmesh-device-fake.so).
+ *
+ * The module is loaded, never linked: a test program dlopen()s it
+ * (RTLD_NOW), as the library does, takes the runtime from
+ * shmesh_device_runtime_v1() and these functions with dlsym() by name (the
+ * typedefs below).  Nothing of the test then depends on which process loads
+ * the module first.
+ *
+ * What the fake is: see fake_gpu.cpp.  Its environment:
+ *   SHMESH_FAKE_GPUS             GPUs on the node (default 2; 0 to 64)
+ *   SHMESH_FAKE_VISIBLE_DEVICES  its visibility variable (rt_ops.visible_env):
+ *                                a comma list of ids, renumbered 0.. in that
+ *                                order; empty: none; unset: all
+ * Device d's PCI address is "0000:BB:00.0" with BB = 0x80 + its physical id
+ * (two processes that see the same GPU under different numbers agree). */
+#ifndef SHMESH_FAKE_GPU_H
+#define SHMESH_FAKE_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What this process did since it loaded the module (a forked child starts
+ * from its parent's counts). */
+struct fake_gpu_counters {
+    uint64_t exports;       /* ipc_export that gave a handle */
+    uint64_t opens;         /* ipc_open that mapped one */
+    uint64_t closes;        /* ipc_close that unmapped one */
+    uint64_t copies;        /* copy calls queued */
+    uint64_t kernels;       /* reduce calls queued */
+    uint64_t syncs;         /* sync calls */
+    uint64_t live_mappings; /* mappings opened and not closed yet */
+};
+
+/* Device memory from a stream-ordered pool (as cudaMallocAsync's): like
+ * alloc, but ipc_export refuses it with RT_ERR_POOL.  free() frees it. */
+int fake_gpu_alloc_pool(int device, size_t n, void **p);
+void fake_gpu_counters(struct fake_gpu_counters *c);
+/* The next ipc_open of this process fails (RT_ERR), whatever its handle. */
+void fake_gpu_fail_next_open(void);
+
+typedef int (*fake_gpu_alloc_pool_fn)(int device, size_t n, void **p);
+typedef void (*fake_gpu_counters_fn)(struct fake_gpu_counters *c);
+typedef void (*fake_gpu_fail_next_open_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

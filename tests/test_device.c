@@ -1,0 +1,121 @@
+/* Description: collectives on device buffers (shmesh-test-device under
+ * shmesh-run), with the fake GPU runtime (tests/fake_gpu) or, when
+ * SHMESH_TEST_DEVICE names one (tools/gpu-check.sh: cuda), a real one:
+ * every op over several dtypes and sizes bit for bit as on host buffers,
+ * through the device path and through host staging; handles opened once
+ * per peer buffer and reopened, never stale, after a free; pool memory and
+ * failing opens refused on every rank with the context still usable; async
+ * dispatch; device buffers on one rank only a mismatch; SHMESH_DEBUG=paths
+ * saying which path each call took; nothing left in /dev/shm. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* SHMESH_DEVICE for the ranks: the real runtime asked for, else the fake. */
+static const char *device_env(void)
+{
+    static char env[4200];
+    const char *real = getenv("SHMESH_TEST_DEVICE");
+    snprintf(env, sizeof env, "SHMESH_DEVICE=%s", real && *real ? real : FAKE_GPU_PATH);
+    return env;
+}
+
+/* Runs a mode on n ranks: exit 0, no FAILED line, at least `checks` checks
+ * passed; stdout and stderr in *r (freed by the caller).  False when the
+ * mode skipped. */
+static bool run_mode(const char *mode, const char *n, int checks, const char *debug,
+                     struct run *r)
+{
+    const char *prog = getenv("SHMESH_TEST_DEVICE_PROG");
+    assert_non_null(prog);
+    char gpus[64];
+    snprintf(gpus, sizeof gpus, "SHMESH_FAKE_GPUS=1");
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)n, "--gpus", "none", "--",
+                    (char *)prog, (char *)mode, NULL};
+    char *env[] = {(char *)device_env(), "SHMESH_TIMEOUT=30", gpus, (char *)debug, NULL};
+    run_cmd(argv, env, 120, r);
+    if (r->timed_out)
+        fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r->out, r->err);
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("%s: segment %s left in /dev/shm", mode, name);
+    if (r->code == 77 && strstr(r->out, "skip:")) {
+        printf("%s", r->out);
+        return false;
+    }
+    int ok = count_lines(r->out, ": ok: ", NULL);
+    if (r->code != 0 || count_lines(r->out, "FAILED", NULL) || ok < checks)
+        fail_msg("%s: exit %d, %d checks passed, expected at least %d and none failed:\n%s\n%s",
+                 mode, r->code, ok, checks, r->out, r->err);
+    return true;
+}
+
+static void mode(const char *name, const char *n, int checks)
+{
+    struct run r;
+    if (!run_mode(name, n, checks, NULL, &r)) {
+        run_free(&r);
+        skip();
+    }
+    run_free(&r);
+}
+
+static void every_op_as_on_host(void **state) { mode("ops", "3", 3 * 163); }
+static void every_op_two_ranks(void **state) { mode("ops", "2", 2 * 163); }
+static void handles_cached(void **state) { mode("cache", "3", 3 * 12); }
+static void freed_buffers_reopened(void **state) { mode("realloc", "2", 2 * 5); }
+static void pool_memory_refused(void **state) { mode("pool", "2", 2 * 2); }
+static void failed_open_fails_the_call(void **state) { mode("openfail", "2", 2 * 2); }
+static void async_on_device(void **state) { mode("async", "2", 2); }
+static void device_on_one_rank_is_a_mismatch(void **state) { mode("mixed", "2", 2); }
+
+/* SHMESH_DEBUG=paths names the device path, the one-shot or two-shot
+ * algorithm, the handles opened, and each staged call with its reason. */
+static void paths_said(void **state)
+{
+    struct run r;
+    if (!run_mode("cache", "2", 2 * 12, "SHMESH_DEBUG=paths", &r)) {
+        run_free(&r);
+        skip();
+    }
+    const char *want[] = {"device to device, one-shot", "device to device, two-shot",
+                          "device: opened rank 1's allocation", "device: opened rank 0's allocation"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!count_lines(r.err, want[i], NULL))
+            fail_msg("no line saying '%s':\n%s", want[i], r.err);
+    run_free(&r);
+    if (!run_mode("ops", "2", 2 * 163, "SHMESH_DEBUG=paths", &r)) {
+        run_free(&r);
+        skip();
+    }
+    const char *staged[] = {
+        "staged through host memory (no device kernel for this reduction and dtype)",
+        "staged through host memory (the device path has no ragged exchanges yet)"};
+    for (size_t i = 0; i < sizeof staged / sizeof *staged; i++)
+        if (!count_lines(r.err, staged[i], NULL))
+            fail_msg("no line saying '%s':\n%s", staged[i], r.err);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_op_as_on_host),
+        cmocka_unit_test(every_op_two_ranks),
+        cmocka_unit_test(handles_cached),
+        cmocka_unit_test(freed_buffers_reopened),
+        cmocka_unit_test(pool_memory_refused),
+        cmocka_unit_test(failed_open_fails_the_call),
+        cmocka_unit_test(async_on_device),
+        cmocka_unit_test(device_on_one_rank_is_a_mismatch),
+        cmocka_unit_test(paths_said),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
