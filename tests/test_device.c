@@ -67,8 +67,8 @@ static void mode(const char *name, const char *n, int checks)
     run_free(&r);
 }
 
-static void every_op_as_on_host(void **state) { mode("ops", "3", 3 * 163); }
-static void every_op_two_ranks(void **state) { mode("ops", "2", 2 * 163); }
+static void every_op_as_on_host(void **state) { mode("ops", "3", 3 * 173); }
+static void every_op_two_ranks(void **state) { mode("ops", "2", 2 * 173); }
 static void handles_cached(void **state) { mode("cache", "3", 3 * 12); }
 static void freed_buffers_reopened(void **state) { mode("realloc", "2", 2 * 5); }
 static void pool_memory_refused(void **state) { mode("pool", "2", 2 * 2); }
@@ -91,7 +91,7 @@ static void paths_said(void **state)
         if (!count_lines(r.err, want[i], NULL))
             fail_msg("no line saying '%s':\n%s", want[i], r.err);
     run_free(&r);
-    if (!run_mode("ops", "2", 2 * 163, "SHMESH_DEBUG=paths", &r)) {
+    if (!run_mode("ops", "2", 2 * 173, "SHMESH_DEBUG=paths", &r)) {
         run_free(&r);
         skip();
     }

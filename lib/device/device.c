@@ -184,6 +184,7 @@ void device_close(shmesh_ctx *c)
      * do not survive being unloaded, and the process may use it itself. */
     free(d->peer_gen);
     free(d->table);
+    free(d->zeros);
     free(d);
     c->dev = NULL;
 }
@@ -317,6 +318,14 @@ void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device)
     d->scratch_bytes = want;
     d->scratch_device = device;
     return d->scratch;
+}
+
+const void *device_zeros(shmesh_ctx *c)
+{
+    struct device_layer *d = c->dev;
+    if (!d->zeros)
+        d->zeros = calloc(1, DEVICE_ZEROS_BYTES);
+    return d->zeros;
 }
 
 void *device_table(shmesh_ctx *c, size_t bytes)

@@ -68,6 +68,7 @@ struct device_layer {
     /* Host scratch for what members publish (paths/device_ipc.c). */
     void *table;
     size_t table_bytes;
+    void *zeros; /* DEVICE_ZEROS_BYTES, once needed */
     char why[192]; /* this rank's failure in the device path, in its words */
     shmesh_device_stats stats;
 };
@@ -96,6 +97,10 @@ void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen,
                     char *why, size_t len);
 /* Device scratch of at least `bytes` on `device`, kept for later calls. */
 void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device);
+/* DEVICE_ZEROS_BYTES of zeros in host memory, kept (copies from it may
+ * still be queued when a call ends); NULL without memory. */
+#define DEVICE_ZEROS_BYTES (1u << 20)
+const void *device_zeros(shmesh_ctx *c);
 /* Host scratch of at least `bytes`, kept for later calls; NULL without
  * memory. */
 void *device_table(shmesh_ctx *c, size_t bytes);

@@ -60,6 +60,8 @@ int device_stage_in(struct call *k)
         (keep_out && d->rt->copy(h + in_b, f->out.data, (size_t)f->out_bytes, d->stream)) ||
         d->rt->sync(d->stream))
         return runtime_failed(k, "copying its device buffers to host memory");
+    if (f->zero_out && out_dev)
+        memset(same ? h : h + in_b, 0, (size_t)f->out_bytes);
     if (in_dev) {
         f->in.data = h;
         k->in_kind = MEM_HOST;

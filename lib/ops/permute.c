@@ -30,8 +30,12 @@ static int permutation(struct call *k)
     bool fed = false;
     for (int q = 0; q < k->g.n; q++)
         fed |= dest[q] == k->g.me;
-    if (!fed && k->f.out_bytes) /* an empty out's data may be NULL */
-        memset(k->f.out.data, 0, (size_t)k->f.out_bytes);
+    if (!fed && k->f.out_bytes) { /* an empty out's data may be NULL */
+        if (k->out_kind == MEM_DEVICE)
+            k->f.zero_out = true; /* the CPU cannot write it */
+        else
+            memset(k->f.out.data, 0, (size_t)k->f.out_bytes);
+    }
     return 0;
 }
 

@@ -228,6 +228,15 @@ static int dev_move(struct dev_run *x)
     struct call *k = x->k;
     const struct flow *f = &k->f;
     unsigned char *out = f->out.data;
+    if (f->zero_out) { /* nothing comes here: zeros, from host memory the layer keeps */
+        for (uint64_t at = 0; at < f->out_bytes; at += DEVICE_ZEROS_BYTES) {
+            uint64_t len = f->out_bytes - at < DEVICE_ZEROS_BYTES ? f->out_bytes - at
+                                                                  : DEVICE_ZEROS_BYTES;
+            const void *z = device_zeros(k->c);
+            if (!z || x->rt->copy(out + at, z, (size_t)len, x->stream))
+                return rt_failed(x, "zeroing its output");
+        }
+    }
     for (int q = 0; q < k->g.n; q++) {
         struct box src, dst;
         if (!flow_part(k, q, k->g.me, &src, &dst))

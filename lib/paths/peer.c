@@ -107,17 +107,15 @@ static uint64_t share_per(uint64_t count, int n)
     return (per + 63) / 64 * 64;
 }
 
-static void share(uint64_t count, uint64_t per, int p, uint64_t *lo, uint64_t *hi);
-
-void peer_share(uint64_t count, int n, int p, uint64_t *lo, uint64_t *hi)
-{
-    share(count, share_per(count, n), p, lo, hi);
-}
-
 static void share(uint64_t count, uint64_t per, int p, uint64_t *lo, uint64_t *hi)
 {
     *lo = (uint64_t)p * per < count ? (uint64_t)p * per : count;
     *hi = *lo + per < count ? *lo + per : count;
+}
+
+void peer_share(uint64_t count, int n, int p, uint64_t *lo, uint64_t *hi)
+{
+    share(count, share_per(count, n), p, lo, hi);
 }
 
 /* Mapped: reduce this member's share from every input (through private

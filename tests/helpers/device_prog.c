@@ -120,11 +120,12 @@ static void fill(void *p, shmesh_dtype dt, size_t count)
 }
 
 enum op { PSUM, PMAX, PMIN, PMEAN, GATHER0, GATHER1, SCATTER0, SCATTER1, A2A0, A2A1, PERMUTE,
-          BROADCAST, RAGGED, NOPS };
+          PERMUTE1, BROADCAST, RAGGED, NOPS };
 static const char *const op_names[NOPS] = {
     "psum", "pmax", "pmin", "pmean", "all_gather(axis=0, tiled)", "all_gather(axis=1)",
     "psum_scatter(0, tiled)", "psum_scatter(1, tiled)", "all_to_all(0, 0, tiled)",
-    "all_to_all(1, 0, tiled)", "ppermute(shift)", "pbroadcast(last)", "ragged_all_to_all"};
+    "all_to_all(1, 0, tiled)", "ppermute(shift)", "ppermute(0 -> 1, zeros elsewhere)",
+    "pbroadcast(last)", "ragged_all_to_all"};
 
 /* The shapes of a case: the input [r, c] (r = 1 for 1-d ops) and the
  * output's. */
@@ -170,6 +171,7 @@ static int run_op(enum op op, const shmesh_array *in, shmesh_array *out)
     case A2A0: return shmesh_all_to_all(mesh, "x", NULL, 0, 0, true, in, out);
     case A2A1: return shmesh_all_to_all(mesh, "x", NULL, 1, 0, true, in, out);
     case PERMUTE: return shmesh_ppermute(mesh, "x", (const int(*)[2])perm, n, in, out);
+    case PERMUTE1: return shmesh_ppermute(mesh, "x", (const int(*)[2])perm, 1, in, out);
     case BROADCAST: return shmesh_pbroadcast(mesh, "x", n - 1, in, out);
     case RAGGED: {
         /* Two rows to every member, at rows 2 * sender of its output. */
@@ -222,8 +224,11 @@ static void one_case(enum op op, shmesh_dtype dt, int64_t m, bool in_place)
     }
     void *din = must_alloc(ib), *dout = in_place ? din : must_alloc(ob);
     to_device(din, hin, ib);
-    if (!in_place)
-        to_device(dout, got, ob); /* zeros, as the host output started */
+    if (!in_place) { /* junk where the host output started as zeros: written or zeroed */
+        memset(got, 0x5a, ob);
+        to_device(dout, got, ob);
+        memset(got, 0, ob);
+    }
     in.data = din;
     out.data = dout;
     rc = run_op(op, &in, &out);
