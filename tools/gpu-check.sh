@@ -120,6 +120,15 @@ fi
 export SHMESH_TEST_DEVICE=cuda
 step "device suite on the GPU (SHMESH_TEST_DEVICE=cuda)" \
     meson test -C build-gpu --suite device --print-errorlogs
+# Every op on 2, 4 and 8 processes sharing the GPU, against the host path
+# bit for bit (the suite above runs 2 and 3), and the handle cache.
+for n in 2 4 8; do
+    for mode in ops cache realloc async; do
+        step "shmesh-test-device $mode on $n ranks" env SHMESH_DEVICE=cuda \
+            build-gpu/launcher/shmesh-run -n "$n" --gpus none --timeout 300 -- \
+            build-gpu/tests/shmesh-test-device "$mode"
+    done
+done
 # Issue 11's figures: psum and all_gather of float32 up to 256 MiB on 2
 # processes sharing the GPU (its memory, not a link between GPUs), and the
 # 8-byte psum's latency; the tables also land in build-gpu/gpu-check-bench.txt.

@@ -117,6 +117,9 @@ static int check_pubs(struct call *k)
         struct dev_pub *p = &pubs(k)[q];
         int r = k->g.ranks[q];
         p->why[WHY_MAX - 1] = 0;
+        for (char *ch = p->why; *ch; ch++) /* a peer's words: printable only */
+            if (*ch < 0x20 || *ch == 0x7f)
+                *ch = '?';
         if (p->status == RT_ERR_POOL || p->status == RT_ERR)
             return ctx_fail(k->c, p->status == RT_ERR_POOL ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM,
                             "%s (call #%" PRIu64 "): rank %d's %s cannot be shared with the "
