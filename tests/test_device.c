@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -104,6 +105,36 @@ static void paths_said(void **state)
     run_free(&r);
 }
 
+/* A runtime that cannot be loaded fails shmesh_init with the reason. */
+static void bad_device_setting(void **state)
+{
+    const char *prog = getenv("SHMESH_TEST_DEVICE_PROG");
+    assert_non_null(prog);
+    const struct {
+        const char *env, *want;
+    } cases[] = {
+        {"SHMESH_DEVICE=/nonexistent/libshmesh-device-x.so",
+         "SHMESH_DEVICE=/nonexistent/libshmesh-device-x.so: /nonexistent/libshmesh-device-x.so: "
+         "cannot open shared object file"},
+        {"SHMESH_DEVICE=quantum", "SHMESH_DEVICE=quantum: no libshmesh-device-quantum.so beside "
+                                  "libshmesh"},
+        {"SHMESH_DEVICE=/lib/x86_64-linux-gnu/libc.so.6", "not a shmesh device plugin"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (strstr(cases[i].env, "libc.so.6") && access("/lib/x86_64-linux-gnu/libc.so.6", R_OK))
+            continue;
+        char *argv[] = {(char *)launcher_path(), "-n", "1", "--gpus", "none", "--", (char *)prog,
+                        "ops", NULL};
+        char *env[] = {(char *)cases[i].env, NULL};
+        struct run r;
+        run_cmd(argv, env, 60, &r);
+        if (r.timed_out || r.code == 0 || !count_lines(r.out, cases[i].want, NULL))
+            fail_msg("%s: exit %d, expected a failed init saying '%s':\n%s\n%s", cases[i].env,
+                     r.code, cases[i].want, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +147,7 @@ int main(void)
         cmocka_unit_test(async_on_device),
         cmocka_unit_test(device_on_one_rank_is_a_mismatch),
         cmocka_unit_test(paths_said),
+        cmocka_unit_test(bad_device_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
