@@ -19,7 +19,7 @@ static const char *reason(const struct call *k)
     if ((k->in_kind == MEM_DEVICE) != (f->out_bytes && k->out_kind == MEM_DEVICE))
         return "one of its buffers is host memory";
     if (f->kind == FLOW_STREAMS)
-        return "the device path has no ragged exchanges yet";
+        return "the op has no device path";
     if (f->kind == FLOW_REDUCE && k->g.n > RT_MAX_SRC)
         return "the kernels take at most 64 members";
     if (f->kind == FLOW_REDUCE)

@@ -159,7 +159,9 @@ int call_buffers(struct call *k)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
     k->d.in_device = k->in_kind == MEM_DEVICE;
     k->d.out_device = k->out_kind == MEM_DEVICE;
-    k->staging = (k->d.in_device || k->d.out_device) && !device_path_takes(k);
+    /* Decided when the call starts (the op may set its device hooks after
+     * this): the device path, or host staging. */
+    k->staging = k->d.in_device || k->d.out_device;
     return 0;
 }
 
@@ -190,9 +192,13 @@ int call_submit(struct call *k)
 static int call_step(struct call *k)
 {
     if (k->staging && !k->staged) {
-        int rc = device_stage_in(k);
-        if (rc)
-            return rc;
+        if (device_call_takes(k)) {
+            k->staging = false;
+        } else {
+            int rc = device_stage_in(k);
+            if (rc)
+                return rc;
+        }
     }
     for (;;) {
         int rc = path_step(k);

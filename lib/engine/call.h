@@ -98,9 +98,15 @@ struct call {
     /* The flow's buffers were replaced (host staging of device buffers):
      * an op that keeps its own copies of the arrays takes the new ones. */
     void (*rebind)(struct call *k);
+    /* FLOW_STREAMS on device buffers (paths/device_ipc.c): copies what
+     * member `from` sends this member out of from's input, mapped here at
+     * `src`, into this member's output, with copy() (0 or its error). */
+    int (*dev_rows)(struct call *k, int from, const unsigned char *src,
+                    int (*copy)(void *arg, void *dst, const void *src, uint64_t n), void *arg);
     /* Device buffers the device path does not take are staged through host
-     * memory (device/device.h): whether, the host copies once made, and
-     * the device buffers they stand for. */
+     * memory (device/device.h): whether the call has device buffers (until
+     * it starts: then whether they are staged), the host copies once made,
+     * and the device buffers they stand for. */
     bool staging;
     unsigned char *staged;
     void *dev_in, *dev_out;

@@ -32,6 +32,8 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
     f->in_blk = f->out_blk = 0;
     f->dest = NULL;
     f->source = -1;
+    f->zero_out = false;
+    f->host_data = false;
     f->streams = NULL;
 }
 

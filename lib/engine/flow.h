@@ -76,6 +76,9 @@ struct flow {
     bool zero_out;
     /* FLOW_STREAMS */
     const struct streams *streams;
+    /* FLOW_STREAMS: this exchange moves the op's own host data (ragged's
+     * offsets), not its arrays: host paths carry it, whatever the arrays. */
+    bool host_data;
 };
 
 /* A flow of `kind` over in and out (either may be NULL: no array), every

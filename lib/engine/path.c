@@ -122,9 +122,8 @@ static bool find_candidates(struct call *k)
     bool allreduce = flow_allreduce(f);
     /* Device buffers (every member's, as the call's hash makes sure) go to
      * the paths that take them, host ones to the others. */
-    unsigned kinds = k->in_kind == MEM_DEVICE || k->out_kind == MEM_DEVICE
-                         ? (unsigned)MEM_DEVICE
-                         : (unsigned)(MEM_HOST | MEM_HEAP);
+    bool device = (k->in_kind == MEM_DEVICE || k->out_kind == MEM_DEVICE) && !f->host_data;
+    unsigned kinds = device ? (unsigned)MEM_DEVICE : (unsigned)(MEM_HOST | MEM_HEAP);
     if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
         m->kind == (int)f->kind && m->allreduce == allreduce && m->kinds == kinds &&
         !(kinds & MEM_DEVICE)) {

@@ -284,6 +284,7 @@ static int ragged_then(struct call *k)
         return rc;
     r->rows = true;
     k->f.streams = &row_streams;
+    k->f.host_data = false; /* the rows: the operand and the output */
     return 1;
 }
 
@@ -323,6 +324,35 @@ static int ragged_local(struct call *k, bool write)
     }
     r->operand.data = own;
     return 0;
+}
+
+/* Device buffers (paths/device_ipc.c): the rows `from` sends this member,
+ * out of from's operand mapped at src, by the device path's copies. */
+struct dev_piece {
+    const unsigned char *src;
+    unsigned char *out;
+    int (*copy)(void *arg, void *dst, const void *src, uint64_t n);
+    void *arg;
+    int rc;
+};
+
+static void dev_piece(const struct ragged *r, int64_t in_row, int64_t out_row, uint64_t skip,
+                      uint64_t at, uint64_t bytes, void *arg)
+{
+    struct dev_piece *p = arg;
+    (void)at;
+    if (!p->rc)
+        p->rc = p->copy(p->arg, p->out + (uint64_t)out_row * r->row + skip,
+                        p->src + (uint64_t)in_row * r->row + skip, bytes);
+}
+
+static int ragged_dev_rows(struct call *k, int from, const unsigned char *src,
+                           int (*copy)(void *arg, void *dst, const void *src, uint64_t n),
+                           void *arg)
+{
+    struct dev_piece p = {src, k->f.out.data, copy, arg, 0};
+    walk_slices(k->op_state, from, k->g.me, 0, row_bytes(k, from, k->g.me), dev_piece, &p);
+    return p.rc;
 }
 
 /* Host staging of device buffers replaced the flow's (device/device.h). */
@@ -368,6 +398,7 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
     struct flow *f = &k->f;
     flow_init(f, FLOW_STREAMS, operand, output);
     f->streams = &param_streams;
+    f->host_data = true; /* the offsets first, through the host paths */
     if ((rc = coll_ready(k)))
         return rc;
     size_t entries = (size_t)k->g.n * NPARAM * (size_t)hdr.k;
@@ -386,6 +417,7 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
     k->op_state = r;
     k->op_free = ragged_free;
     k->rebind = ragged_rebind;
+    k->dev_rows = ragged_dev_rows;
     k->then = ragged_then;
     k->pub_bytes = table_row_bytes(r) + k->f.in_bytes;
     k->pub_pack = ragged_pub_pack;

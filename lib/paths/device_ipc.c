@@ -77,8 +77,18 @@ bool device_path_takes(const struct call *k)
         return false;
     if (f->kind == FLOW_MOVE)
         return true;
+    if (f->kind == FLOW_STREAMS)
+        return k->dev_rows && !f->host_data;
     return f->kind == FLOW_REDUCE && f->in.dtype == f->out.dtype && k->g.n <= RT_MAX_SRC &&
            (int)f->red <= RT_MEAN && c->dev->rt->takes((int)f->red, f->in.dtype);
+}
+
+bool device_call_takes(const struct call *k)
+{
+    if (k->f.kind == FLOW_STREAMS) /* its first exchange may be the op's host data */
+        return k->c->dev && k->in_kind == MEM_DEVICE &&
+               (!k->f.out_bytes || k->out_kind == MEM_DEVICE) && k->dev_rows;
+    return device_path_takes(k);
 }
 
 static bool dev_candidate(const struct call *k) { return device_path_takes(k); }
@@ -266,6 +276,24 @@ static int dev_move(struct dev_run *x)
     return 0;
 }
 
+/* FLOW_STREAMS: the op walks what each member sends this one. */
+static int rows_copy(void *arg, void *dst, const void *src, uint64_t n)
+{
+    struct dev_run *x = arg;
+    return n && x->rt->copy(dst, src, (size_t)n, x->stream) ? rt_failed(x, "copying rows") : 0;
+}
+
+static int dev_rows(struct dev_run *x)
+{
+    struct call *k = x->k;
+    for (int q = 0; q < k->g.n; q++) {
+        int err = k->dev_rows(k, q, k->s->zin[q], rows_copy, x);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
 static int kernel(struct dev_run *x, void *dst, unsigned char *const *srcs, uint64_t at,
                   uint64_t n)
 {
@@ -342,9 +370,10 @@ static int run_part(struct call *k, char *why, size_t len)
     }
     int err = map_peers(&x, two_shot);
     if (!err)
-        err = k->f.kind == FLOW_MOVE ? dev_move(&x)
-              : allreduce            ? dev_allreduce(&x, two_shot)
-                                     : dev_scatter(&x);
+        err = k->f.kind == FLOW_MOVE      ? dev_move(&x)
+              : k->f.kind == FLOW_STREAMS ? dev_rows(&x)
+              : allreduce                 ? dev_allreduce(&x, two_shot)
+                                          : dev_scatter(&x);
     if (!err && d->rt->sync(d->stream))
         err = rt_failed(&x, "waiting for its stream");
     if (err)
