@@ -149,6 +149,8 @@ int call_buffers(struct call *k)
         k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes,
                                   &k->out_heap, &out_backend);
     }
+    if (!((k->in_kind | k->out_kind) & MEM_DEVICE))
+        return 0; /* host and shared-heap memory: every path's kinds */
     /* Device buffers need the device layer (a backend registered without it
      * only classifies) and, for now, one device per rank. */
     unsigned taken = !c->dev || c->local_devices > 1 ? c->kinds_taken & ~(unsigned)MEM_DEVICE
@@ -160,8 +162,8 @@ int call_buffers(struct call *k)
     k->d.in_device = k->in_kind == MEM_DEVICE;
     k->d.out_device = k->out_kind == MEM_DEVICE;
     /* Decided when the call starts (the op may set its device hooks after
-     * this): the device path, or host staging. */
-    k->staging = k->d.in_device || k->d.out_device;
+     * this): the device path, or host staging (engine/path.c reads it). */
+    k->staging = true;
     return 0;
 }
 
@@ -191,14 +193,10 @@ int call_submit(struct call *k)
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
 {
-    if (k->staging && !k->staged) {
-        if (device_call_takes(k)) {
-            k->staging = false;
-        } else {
-            int rc = device_stage_in(k);
-            if (rc)
-                return rc;
-        }
+    if (__builtin_expect(k->staging, 0) && !k->staged && !device_call_takes(k)) {
+        int rc = device_stage_in(k);
+        if (rc)
+            return rc;
     }
     for (;;) {
         int rc = path_step(k);
@@ -223,27 +221,40 @@ static void debug_done(const struct call *k)
                k->rc ? shmesh_error_name(k->rc) : "ok");
 }
 
-/* The queue's first call is over: dequeue it; a poisoned context fails the
- * calls behind it too (they can no longer move). */
-static void finish_head(shmesh_ctx *c, int rc)
+/* A staged call's end: its output back to device memory.  Out of line:
+ * small host calls never come here. */
+static __attribute__((noinline, cold)) int unstage(struct call *k, int rc)
+{
+    if (!rc)
+        rc = device_stage_out(k);
+    device_stage_free(k);
+    return rc;
+}
+
+/* The queue's first call is over: dequeue it. */
+static inline void finish_one(shmesh_ctx *c, int rc)
 {
     struct call *k = c->queue_head;
     c->queue_head = k->next;
     if (!c->queue_head)
         c->queue_tail = NULL;
     k->next = NULL;
-    if (k->staged) {
-        if (!rc)
-            rc = device_stage_out(k);
-        device_stage_free(k);
-    }
+    if (__builtin_expect(k->staged != NULL, 0))
+        rc = unstage(k, rc);
     k->state = CALL_DONE;
     k->rc = rc;
     if (c->debug & DEBUG_CALLS)
         debug_done(k);
-    if (c->poison)
+}
+
+/* The same; a poisoned context fails the calls behind it too (they can no
+ * longer move). */
+static inline void finish_head(shmesh_ctx *c, int rc)
+{
+    finish_one(c, rc);
+    if (__builtin_expect(c->poison != 0, 0))
         while (c->queue_head)
-            finish_head(c, c->poison);
+            finish_one(c, c->poison);
 }
 
 int call_progress(shmesh_ctx *c)
@@ -275,7 +286,8 @@ int call_wait(struct call *k)
 
 void call_release(struct call *k)
 {
-    device_stage_free(k);
+    if (__builtin_expect(k->staged != NULL, 0))
+        unstage(k, SHMESH_ERR_ABORTED); /* a call that never finished: nothing copied back */
     if (k->op_free) {
         k->op_free(k);
         k->op_free = NULL;

@@ -104,9 +104,9 @@ struct call {
     int (*dev_rows)(struct call *k, int from, const unsigned char *src,
                     int (*copy)(void *arg, void *dst, const void *src, uint64_t n), void *arg);
     /* Device buffers the device path does not take are staged through host
-     * memory (device/device.h): whether the call has device buffers (until
-     * it starts: then whether they are staged), the host copies once made,
-     * and the device buffers they stand for. */
+     * memory (device/device.h): whether the call has device buffers, the
+     * host copies once made (then its buffers are host memory), and the
+     * device buffers they stand for. */
     bool staging;
     unsigned char *staged;
     void *dev_in, *dev_out;

@@ -122,11 +122,12 @@ static bool find_candidates(struct call *k)
     bool allreduce = flow_allreduce(f);
     /* Device buffers (every member's, as the call's hash makes sure) go to
      * the paths that take them, host ones to the others. */
-    bool device = (k->in_kind == MEM_DEVICE || k->out_kind == MEM_DEVICE) && !f->host_data;
+    bool device = __builtin_expect(k->staging, 0) && !k->staged && !f->host_data;
     unsigned kinds = device ? (unsigned)MEM_DEVICE : (unsigned)(MEM_HOST | MEM_HEAP);
-    if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
-        m->kind == (int)f->kind && m->allreduce == allreduce && m->kinds == kinds &&
-        !(kinds & MEM_DEVICE)) {
+    /* The memo is of host calls only (a device call's candidates depend on
+     * its dtype and op too). */
+    if (!device && m->valid && m->size == k->size && m->in_bytes == f->in_bytes &&
+        m->n == k->g.n && m->kind == (int)f->kind && m->allreduce == allreduce) {
         k->candidates = m->candidates;
         return m->handshake;
     }
@@ -137,8 +138,9 @@ static bool find_candidates(struct call *k)
             k->candidates |= 1u << i;
             hs |= table[i]->handshake;
         }
-    *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, kinds, allreduce, hs,
-                            true, k->candidates};
+    if (!device)
+        *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
+                                k->candidates};
     return hs;
 }
 

@@ -63,7 +63,6 @@ struct path_memo {
     uint64_t size, in_bytes;
     int n;
     int kind;
-    unsigned kinds; /* the memory kinds the call's buffers are */
     bool allreduce, handshake, valid;
     unsigned candidates;
 };
