@@ -77,6 +77,22 @@ static void failed_open_fails_the_call(void **state) { mode("openfail", "2", 2 *
 static void async_on_device(void **state) { mode("async", "2", 2); }
 static void device_on_one_rank_is_a_mismatch(void **state) { mode("mixed", "2", 2); }
 
+/* Several devices per rank with device buffers: not built, and said so. */
+static void several_devices_per_rank_refused(void **state)
+{
+    const char *prog = getenv("SHMESH_TEST_DEVICE_PROG");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-n", "2", "--devices-per-rank", "2", "--gpus",
+                    "none", "--", (char *)prog, "local2", NULL};
+    char *env[] = {(char *)device_env(), "SHMESH_TIMEOUT=30", "SHMESH_FAKE_GPUS=1", NULL};
+    struct run r;
+    run_cmd(argv, env, 60, &r);
+    if (r.timed_out || r.code || count_lines(r.out, "FAILED", NULL) ||
+        count_lines(r.out, ": ok: ", NULL) != 4)
+        fail_msg("local2: exit %d, expected 4 checks to pass:\n%s\n%s", r.code, r.out, r.err);
+    run_free(&r);
+}
+
 /* SHMESH_DEBUG=paths names the device path, the one-shot or two-shot
  * algorithm, the handles opened, and each staged call with its reason. */
 static void paths_said(void **state)
@@ -146,6 +162,7 @@ int main(void)
         cmocka_unit_test(failed_open_fails_the_call),
         cmocka_unit_test(async_on_device),
         cmocka_unit_test(device_on_one_rank_is_a_mismatch),
+        cmocka_unit_test(several_devices_per_rank_refused),
         cmocka_unit_test(paths_said),
         cmocka_unit_test(bad_device_setting),
     };

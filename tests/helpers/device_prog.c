@@ -16,6 +16,9 @@
  *             every rank; the context stays usable
  *   async     psum_async on device buffers, then the token
  *   mixed     rank 0 device buffers, the others host: a mismatch naming both
+ *   local2    (--devices-per-rank 2) device buffers with several devices per
+ *             rank: refused with a clear error on every rank, the context
+ *             usable
  * Prints "rank R: ok: ..." or "FAILED" lines; exit 0 pass, 1 fail, 77 skip. */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -448,10 +451,43 @@ static int mode_mixed(void)
     return 0;
 }
 
+static int mode_local2(void)
+{
+    int k = shmesh_local_device_count(ctx);
+    if (k < 2) {
+        printf("rank %d: skip: local2 needs --devices-per-rank 2\n", rank);
+        return 77;
+    }
+    float h[2][16] = {{0}};
+    shmesh_array in[2], out[2];
+    void *d[4];
+    for (int l = 0; l < 2; l++) {
+        d[2 * l] = must_alloc(sizeof h[l]);
+        d[2 * l + 1] = must_alloc(sizeof h[l]);
+        in[l] = (shmesh_array){.data = d[2 * l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {16}};
+        out[l] = in[l];
+        out[l].data = d[2 * l + 1];
+    }
+    int rc = shmesh_psum(mesh, "x", NULL, in, out);
+    const char *e = shmesh_last_error(ctx);
+    check(rc == SHMESH_ERR_INVALID && strstr(e, "several devices per rank"),
+          "device buffers with 2 devices per rank refused: %s", e);
+    for (int l = 0; l < 2; l++) { /* host buffers still work */
+        in[l].data = h[l];
+        out[l].data = h[l];
+    }
+    rc = shmesh_psum(mesh, "x", NULL, in, out);
+    check(!rc, "then a psum of host buffers: %s", rc ? shmesh_last_error(ctx) : "fine");
+    for (int i = 0; i < 4; i++)
+        shmesh_device_free(ctx, d[i]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: shmesh-test-device ops|cache|realloc|pool|openfail|async|mixed\n");
+        fprintf(stderr,
+                "usage: shmesh-test-device ops|cache|realloc|pool|openfail|async|mixed|local2\n");
         return 2;
     }
     if (shmesh_init(&ctx)) {
@@ -468,7 +504,7 @@ int main(int argc, char **argv)
         return 77;
     }
     const char *names[] = {"x"};
-    int sizes[] = {n};
+    int sizes[] = {shmesh_device_count(ctx)}; /* n, or n x --devices-per-rank */
     if (shmesh_mesh_create(ctx, 1, names, sizes, NULL, &mesh)) {
         printf("rank %d: FAILED: mesh: %s\n", rank, shmesh_last_error(ctx));
         return 1;
@@ -481,6 +517,7 @@ int main(int argc, char **argv)
              : !strcmp(m, "openfail") ? mode_openfail()
              : !strcmp(m, "async")    ? mode_async()
              : !strcmp(m, "mixed")    ? mode_mixed()
+             : !strcmp(m, "local2")   ? mode_local2()
                                       : 2;
     if (rc == 2)
         fprintf(stderr, "shmesh-test-device: unknown mode '%s'\n", m);
