@@ -8,6 +8,7 @@
  * nccl-tests' factor for the op.  -c fills inputs so every result can be
  * checked exactly (outside the timed loop) and counts wrong elements across
  * ranks.  docs/shmesh-bench.md describes sizes, columns and options. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "device/runtime.h"
 #include "core/settings.h"
 #include "shm/segment.h"
 #include "shmesh.h"
@@ -83,7 +85,8 @@ static void usage(FILE *f)
             "  --heap     buffers from the shared heap (shmesh_alloc) instead of malloc;\n"
             "             each rank needs 2 x -e of it (shmesh-run --shm-size)\n"
             "  --device   buffers in device memory (shmesh_device_alloc, device 0 of the\n"
-            "             rank); first prints the device-to-device copy rate at -e\n"
+            "             rank); first prints the device-to-device copy rate at -e, and\n"
+            "             for psum the reduction kernel's rate alone over N buffers\n"
             "  -h         this help\n"
             "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
             "every op runs over one mesh axis \"i\" spanning all ranks.\n");
@@ -340,6 +343,80 @@ static void copy_rate(const struct opts *o, const struct bench *b)
                o->max_bytes, us, (double)o->max_bytes / us / 1e3);
 }
 
+/* --device -o psum: the reference the device psum is measured against, the
+ * reduction kernel alone, one-shot, over as many device buffers as there
+ * are ranks (this rank's input and local stand-ins for the peers'), from
+ * the runtime plugin the library loaded (dlopen finds the same instance). */
+static const struct rt_ops *loaded_plugin(void)
+{
+    struct settings env;
+    settings_defaults(&env);
+    settings_read(&env, SETTING_DEVICE, NULL, 0);
+    shmesh_device_stats st;
+    shmesh_device_stats_get(ctx, &st);
+    char path[4200] = "";
+    void *dl = NULL;
+    if (env.device && strchr(env.device, '/')) {
+        dl = dlopen(env.device, RTLD_NOW | RTLD_NOLOAD);
+    } else {
+        Dl_info info;
+        const char *slash;
+        void *sym = (void *)(uintptr_t)shmesh_strerror; /* an address inside libshmesh */
+        if (dladdr(sym, &info) && info.dli_fname && (slash = strrchr(info.dli_fname, '/')))
+            for (int i = 0; i < 2 && !dl; i++) {
+                snprintf(path, sizeof path, "%.*s/%s/libshmesh-device-%s.so",
+                         (int)(slash - info.dli_fname), info.dli_fname, i ? "device" : "shmesh",
+                         st.backend);
+                dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+            }
+    }
+    rt_entry_fn entry;
+    void *fn = dl ? dlsym(dl, RT_ENTRY) : NULL;
+    if (!fn)
+        return NULL;
+    memcpy(&entry, &fn, sizeof entry);
+    return entry();
+}
+
+static void kernel_rate(const struct opts *o, const struct bench *b)
+{
+    const struct rt_ops *rt = loaded_plugin();
+    size_t count = o->max_bytes / shmesh_dtype_size(o->dtype);
+    if (!rt || !rt->takes(RT_SUM, o->dtype) || world > RT_MAX_SRC || !count) {
+        if (rank == 0 && !o->csv)
+            printf("# no reference kernel rate (%s)\n",
+                   !rt ? "the runtime plugin was not found" : "no kernel for this dtype or size");
+        return;
+    }
+    struct rt_reduce r = {.op = RT_SUM, .dtype = o->dtype, .dst = b->out, .nsrc = world,
+                          .n = count, .mean_n = 1};
+    void *extra[RT_MAX_SRC] = {0};
+    r.src[0] = b->in;
+    for (int q = 1; q < world; q++) {
+        extra[q] = buffer(o, o->max_bytes);
+        r.src[q] = extra[q];
+    }
+    double t[9];
+    for (int i = 0; i < 9; i++) {
+        double t0 = now_us();
+        if (rt->reduce(&r, NULL) || rt->sync(NULL)) {
+            fprintf(stderr, "shmesh-bench: rank %d: the reference kernel: %s\n", rank,
+                    rt->last_error());
+            exit(1);
+        }
+        t[i] = now_us() - t0;
+    }
+    for (int q = 1; q < world; q++)
+        shmesh_device_free(ctx, extra[q]);
+    qsort(t, 9, sizeof *t, cmp_double);
+    double us = t[4], none = 0;
+    reduce_stats(&us, &none);
+    if (rank == 0 && !o->csv)
+        printf("# one-shot sum kernel alone, %d buffers of %zu bytes: %.2f us, %.3f GB/s of input "
+               "(slowest rank's median of 9)\n",
+               world, o->max_bytes, us, (double)o->max_bytes * world / us / 1e3);
+}
+
 /* Warm-up, the check, then the timed iterations at the size b holds. */
 static void run_size(const struct opts *o, struct bench *b)
 {
@@ -421,6 +498,8 @@ int main(int argc, char **argv)
         print_header(&o);
     if (o.device && b.out)
         copy_rate(&o, &b);
+    if (o.device && o.op == BENCH_PSUM)
+        kernel_rate(&o, &b);
     if (o.op == BENCH_BARRIER) { /* one row: it moves no data */
         bench_size(&b, 0);
         run_size(&o, &b);
