@@ -5,8 +5,10 @@
  * through the device path and through host staging; handles opened once
  * per peer buffer and reopened, never stale, after a free; pool memory and
  * failing opens refused on every rank with the context still usable; async
- * dispatch; device buffers on one rank only a mismatch; SHMESH_DEBUG=paths
- * saying which path each call took; nothing left in /dev/shm. */
+ * dispatch; device buffers on one rank only a mismatch, and with several
+ * devices per rank refused; SHMESH_DEBUG=paths saying which path each call
+ * took (ragged_all_to_all's rows device to device); a runtime that cannot
+ * be loaded failing init with the reason; nothing left in /dev/shm. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
