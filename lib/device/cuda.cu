@@ -11,10 +11,9 @@
  * cuPointerGetAttributes (an allocation's range and id), is reached
  * through the runtime's driver entry points, looked up once by init().
  *
- * Devices: a call that touches memory makes the memory's device current
- * for its own duration and then gives the calling thread its device back.
- * The library runs on the application's threads; leaving another device
- * current would move the application's next cudaMalloc or launch. */
+ * Here: starting the runtime, classifying pointers and exporting; the
+ * calls whose logic HIP shares (copies, kernels, syncs, allocation, opening
+ * handles, which device is current) are backend.h's, over `api` below. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <string.h>
@@ -36,14 +35,44 @@ struct driver_calls {
     decltype(&cuGetErrorString) error_string;
 } drv;
 
-shmesh_backend::device_set used;
+int cuda_range(const void *p, struct rt_range *r);
 
-/* A runtime call failed: its sentence, and the runtime's error state
- * cleared, so that a later launch's check does not report it again. */
+/* The CUDA runtime's names for the calls backend.h writes once. */
+struct api {
+    using error = cudaError_t;
+    static constexpr error ok = cudaSuccess;
+    static constexpr const char *prefix = "cuda";
+    static error get_device(int *d) { return cudaGetDevice(d); }
+    static error set_device(int d) { return cudaSetDevice(d); }
+    static error get_last_error() { return cudaGetLastError(); }
+    static const char *error_string(error e) { return cudaGetErrorString(e); }
+    static const char *error_name(error e) { return cudaGetErrorName(e); }
+    static error ipc_open(void **base, const struct rt_handle *h)
+    {
+        cudaIpcMemHandle_t handle;
+        memcpy(&handle, h->bytes, sizeof handle);
+        return cudaIpcOpenMemHandle(base, handle, cudaIpcMemLazyEnablePeerAccess);
+    }
+    static error ipc_close(void *base) { return cudaIpcCloseMemHandle(base); }
+    static error memcpy_async(void *dst, const void *src, size_t n, void *stream)
+    {
+        return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream);
+    }
+    static error stream_sync(void *stream) { return cudaStreamSynchronize((cudaStream_t)stream); }
+    static error malloc(void **p, size_t n) { return cudaMalloc(p, n); }
+    static error free(void *p) { return cudaFree(p); }
+    static error pci_bus_id(char *buf, int len, int device)
+    {
+        return cudaDeviceGetPCIBusId(buf, len, device);
+    }
+    static int range(const void *p, struct rt_range *r) { return cuda_range(p, r); }
+};
+
+using calls = shmesh_backend::calls<api>;
+
 int fail(const char *call, cudaError_t e)
 {
-    (void)cudaGetLastError();
-    return fail_call(call, cudaGetErrorString(e), cudaGetErrorName(e));
+    return calls::fail(call, e);
 }
 
 int fail_driver(const char *call, CUresult r)
@@ -53,30 +82,6 @@ int fail_driver(const char *call, CUresult r)
     drv.error_string(r, &text);
     return fail_call(call, text, name);
 }
-
-/* `device` current until the end of the scope, then the caller's again;
- * -1 (memory of no device) leaves the current device as it is. */
-class on_device {
-    int prev = -1, want;
-
-public:
-    cudaError_t status = cudaSuccess;
-    explicit on_device(int device) : want(device)
-    {
-        if (want < 0)
-            return;
-        used.add(want);
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = -1;
-        if (prev != want)
-            status = cudaSetDevice(want);
-    }
-    ~on_device()
-    {
-        if (want >= 0 && prev >= 0 && prev != want)
-            (void)cudaSetDevice(prev);
-    }
-};
 
 template <typename F> int entry_point(const char *symbol, F *fn)
 {
@@ -124,11 +129,6 @@ int cuda_init(void)
     return n;
 }
 
-const char *cuda_last_error(void)
-{
-    return shmesh_backend::error_text();
-}
-
 /* Device memory only.  Managed memory (cudaMallocManaged) and host memory
  * the runtime knows (cudaHostAlloc, cudaHostRegister) answer 0: the host
  * can touch them, so the library treats them as host memory.  Memory the
@@ -162,15 +162,6 @@ int cuda_range(const void *p, struct rt_range *r)
     return 1;
 }
 
-/* The device of p, or -1 for memory that is not device memory. */
-int device_of(const void *p, int *device)
-{
-    struct rt_range r = {};
-    int k = cuda_range(p, &r);
-    *device = k == 1 ? r.device : -1;
-    return k < 0 ? k : 0;
-}
-
 int cuda_ipc_export(void *base, struct rt_handle *h)
 {
     CUmemoryPool pool = nullptr;
@@ -192,7 +183,7 @@ int cuda_ipc_export(void *base, struct rt_handle *h)
                            "(cudaMallocAsync), which has no IPC handle: allocate it with "
                            "cudaMalloc",
                            base);
-    on_device on(ordinal);
+    calls::on_device on(ordinal);
     if (on.status != cudaSuccess)
         return fail("cudaSetDevice", on.status);
     cudaIpcMemHandle_t handle;
@@ -212,144 +203,7 @@ int cuda_ipc_export(void *base, struct rt_handle *h)
     return 0;
 }
 
-int cuda_ipc_open(const struct rt_handle *h, int device, void **base)
-{
-    on_device on(device);
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    cudaIpcMemHandle_t handle;
-    memcpy(&handle, h->bytes, sizeof handle);
-    cudaError_t e = cudaIpcOpenMemHandle(base, handle, cudaIpcMemLazyEnablePeerAccess);
-    return e == cudaSuccess ? 0 : fail("cudaIpcOpenMemHandle", e);
-}
-
-int cuda_ipc_close(void *base)
-{
-    int device;
-    if (device_of(base, &device) < 0)
-        return RT_ERR;
-    on_device on(device);
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    cudaError_t e = cudaIpcCloseMemHandle(base);
-    return e == cudaSuccess ? 0 : fail("cudaIpcCloseMemHandle", e);
-}
-
-int cuda_copy(void *dst, const void *src, size_t n, void *stream)
-{
-    if (n == 0)
-        return 0;
-    int device;
-    if (device_of(dst, &device) < 0)
-        return RT_ERR;
-    if (device < 0 && device_of(src, &device) < 0)
-        return RT_ERR;
-    on_device on(device); /* -1: host to host, on the current device */
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream);
-    return e == cudaSuccess ? 0 : fail("cudaMemcpyAsync", e);
-}
-
-int cuda_reduce(const struct rt_reduce *r, void *stream)
-{
-    if (!shmesh_kernels::takes(r->op, r->dtype))
-        return fail_status(RT_ERR_NO_KERNEL, "reduce: no kernel for op %d on dtype %d (kernels.h)",
-                           r->op, (int)r->dtype);
-    int device;
-    if (device_of(r->dst, &device) < 0)
-        return RT_ERR;
-    if (device < 0)
-        return fail_status(RT_ERR, "reduce: the destination %p is not device memory", r->dst);
-    on_device on(device);
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    int k = shmesh_kernels::reduce(r, stream);
-    if (k == RT_ERR_NO_KERNEL)
-        return fail_status(k, "reduce: no kernel for op %d on dtype %d with %d sources", r->op,
-                           (int)r->dtype, r->nsrc);
-    cudaError_t e = cudaGetLastError(); /* the launch's own error */
-    return e == cudaSuccess ? k : fail("reduce kernel launch", e);
-}
-
-int cuda_takes(int op, shmesh_dtype dtype)
-{
-    return shmesh_kernels::takes(op, dtype);
-}
-
-int cuda_sync(void *stream)
-{
-    cudaError_t e;
-    if (stream)
-        e = cudaStreamSynchronize((cudaStream_t)stream);
-    else {
-        /* The default stream is one per device: wait on the current one's
-         * and on each other one a call of this plugin used. */
-        int current = -1;
-        uint64_t devices = used.all();
-        if (cudaGetDevice(&current) != cudaSuccess)
-            current = -1;
-        e = cudaStreamSynchronize(nullptr);
-        for (int d = 0; d < 64 && e == cudaSuccess; d++) {
-            if (!(devices >> d & 1) || d == current)
-                continue;
-            on_device on(d);
-            e = on.status != cudaSuccess ? on.status : cudaStreamSynchronize(nullptr);
-        }
-    }
-    return e == cudaSuccess ? 0 : fail("cudaStreamSynchronize", e);
-}
-
-int cuda_alloc(int device, size_t n, void **p)
-{
-    on_device on(device);
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    cudaError_t e = cudaMalloc(p, n);
-    return e == cudaSuccess ? 0 : fail("cudaMalloc", e);
-}
-
-int cuda_free(void *p)
-{
-    if (!p)
-        return 0;
-    int device;
-    if (device_of(p, &device) < 0)
-        return RT_ERR;
-    on_device on(device); /* -1: managed memory, or not the runtime's */
-    if (on.status != cudaSuccess)
-        return fail("cudaSetDevice", on.status);
-    cudaError_t e = cudaFree(p);
-    return e == cudaSuccess ? 0 : fail("cudaFree", e);
-}
-
-int cuda_pci_bus_id(int device, char *buf, int len)
-{
-    cudaError_t e = cudaDeviceGetPCIBusId(buf, len, device);
-    if (e != cudaSuccess)
-        return fail("cudaDeviceGetPCIBusId", e);
-    shmesh_backend::lower_case(buf);
-    return 0;
-}
-
-const struct rt_ops ops = {
-    RT_ABI,
-    "cuda",
-    "CUDA_VISIBLE_DEVICES",
-    cuda_init,
-    cuda_last_error,
-    cuda_range,
-    cuda_ipc_export,
-    cuda_ipc_open,
-    cuda_ipc_close,
-    cuda_copy,
-    cuda_reduce,
-    cuda_takes,
-    cuda_sync,
-    cuda_alloc,
-    cuda_free,
-    cuda_pci_bus_id,
-};
+const struct rt_ops ops = calls::table("cuda", "CUDA_VISIBLE_DEVICES", cuda_init, cuda_ipc_export);
 
 } // namespace
 
