@@ -28,26 +28,13 @@
 #include <string.h>
 
 #include "fake_gpu.h"
+#include "rank_prog.h"
 #include "shmesh.h"
 
 #define MAX_RANKS 64
 
-static shmesh_ctx *ctx;
 static shmesh_mesh *mesh;
-static int rank, n, failures;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("rank %d: %s: ", rank, ok ? "ok" : "FAILED");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    failures += !ok;
-}
+static int n;
 
 static void *must_alloc(size_t bytes)
 {

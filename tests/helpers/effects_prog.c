@@ -53,29 +53,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rank_prog.h"
 #include "shmesh.h"
 
-static shmesh_ctx *ctx;
-static int rank, world, ndev, nlocal;
-static int failures;
+static int world, ndev, nlocal;
 static pthread_t main_thread;
 
-static const char *why(void)
-{
-    const char *m = shmesh_last_error(ctx);
-    return m && *m ? m : shmesh_last_error(NULL);
-}
-
-/* A call that must succeed. */
-#define MUST(call)                                                                             \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ < 0) {                                                                         \
-            printf("rank %d: FAIL: %s (line %d) -> %s: %s\n", rank, #call, __LINE__,           \
-                   shmesh_error_name(rc_), why());                                             \
-            exit(3);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void bad(const char *fmt, ...)

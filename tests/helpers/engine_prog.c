@@ -26,23 +26,9 @@
 #include "engine/call.h"
 #include "memory/kind.h"
 #include "ops/ops.h"
+#include "rank_prog.h"
 #include "shmesh.h"
 
-static shmesh_ctx *ctx;
-static int rank, failures;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("rank %d: %s: ", rank, ok ? "ok" : "FAILED");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    failures += !ok;
-}
 
 static double now(void)
 {

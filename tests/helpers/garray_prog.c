@@ -29,27 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rank_prog.h"
 #include "shmesh.h"
 
-static shmesh_ctx *ctx;
-static int rank, world;
+static int world;
 
-static const char *why(void)
-{
-    const char *m = shmesh_last_error(ctx);
-    return m && *m ? m : shmesh_last_error(NULL);
-}
-
-/* A call that must succeed. */
-#define MUST(call)                                                                             \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ < 0) {                                                                         \
-            printf("rank %d: %s (line %d) -> %s: %s\n", rank, #call, __LINE__,                 \
-                   shmesh_error_name(rc_), why());                                             \
-            exit(3);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static void wrong(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void wrong(const char *fmt, ...)
