@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "fake_gpu.h"
-#include "rank_prog.h"
+#include "checks.h"
 #include "shmesh.h"
 
 #define MAX_RANKS 64

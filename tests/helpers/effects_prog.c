@@ -53,7 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rank_prog.h"
+#include "checks.h"
 #include "shmesh.h"
 
 static int world, ndev, nlocal;

@@ -26,7 +26,7 @@
 #include "engine/call.h"
 #include "memory/kind.h"
 #include "ops/ops.h"
-#include "rank_prog.h"
+#include "checks.h"
 #include "shmesh.h"
 
 

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rank_prog.h"
+#include "checks.h"
 #include "shmesh.h"
 
 static int world;

@@ -6,8 +6,8 @@
  *                  N) -> SHMESH_ERR_...: <why>" and exit status 3
  *   check(ok, ...) "rank R: ok: ..." or "rank R: FAILED: ...", counted in
  *                  `failures` */
-#ifndef SHMESH_TESTS_RANK_PROG_H
-#define SHMESH_TESTS_RANK_PROG_H
+#ifndef SHMESH_TESTS_CHECKS_H
+#define SHMESH_TESTS_CHECKS_H
 
 #include <stdarg.h>
 #include <stdbool.h>
