@@ -9,6 +9,7 @@
  * checked exactly (outside the timed loop) and counts wrong elements across
  * ranks.  docs/shmesh-bench.md describes sizes, columns and options. */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -316,101 +317,116 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
     fflush(stdout);
 }
 
-/* --device: what one device-to-device copy of -e bytes takes on each rank
- * (the rate the movement ops are measured against), the median of 9. */
+/* --device's reference lines: step(arg) timed 9 times on every rank; the
+ * slowest rank's median, in microseconds. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static void copy_rate(const struct opts *o, const struct bench *b)
+static double reference_us(void (*step)(void *arg), void *arg)
 {
     double t[9];
-    int rc;
     for (int i = 0; i < 9; i++) {
         double t0 = now_us();
-        if ((rc = shmesh_device_copy(ctx, b->out, b->in, o->max_bytes)))
-            die("shmesh_device_copy", rc);
+        step(arg);
         t[i] = now_us() - t0;
     }
     qsort(t, 9, sizeof *t, cmp_double);
     double us = t[4], none = 0;
     reduce_stats(&us, &none);
+    return us;
+}
+
+/* One device-to-device copy of -e bytes: the rate the movement ops are
+ * measured against. */
+static void copy_step(void *arg)
+{
+    const struct bench *b = arg;
+    int rc = shmesh_device_copy(ctx, b->out, b->in, b->cap);
+    if (rc)
+        die("shmesh_device_copy", rc);
+}
+
+static void copy_rate(const struct opts *o, const struct bench *b)
+{
+    double us = reference_us(copy_step, (void *)b);
     if (rank == 0 && !o->csv)
         printf("# device-to-device copy of %zu bytes: %.2f us, %.3f GB/s (slowest rank's median "
                "of 9)\n",
                o->max_bytes, us, (double)o->max_bytes / us / 1e3);
 }
 
-/* --device -o psum: the reference the device psum is measured against, the
- * reduction kernel alone, one-shot, over as many device buffers as there
- * are ranks (this rank's input and local stand-ins for the peers'), from
- * the runtime plugin the library loaded (dlopen finds the same instance). */
+/* The runtime plugin the library loaded (libshmesh-device-<backend>.so,
+ * wherever it came from): dlopen of its path gives the same instance. */
+struct plugin_search {
+    char suffix[64];
+    void *dl;
+};
+
+static int find_plugin(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct plugin_search *ps = arg;
+    size_t len = strlen(info->dlpi_name), want = strlen(ps->suffix);
+    (void)size;
+    if (len < want || strcmp(info->dlpi_name + len - want, ps->suffix))
+        return 0;
+    ps->dl = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+    return ps->dl != NULL;
+}
+
 static const struct rt_ops *loaded_plugin(void)
 {
-    struct settings env;
-    settings_defaults(&env);
-    settings_read(&env, SETTING_DEVICE, NULL, 0);
     shmesh_device_stats st;
     shmesh_device_stats_get(ctx, &st);
-    char path[4200] = "";
-    void *dl = NULL;
-    if (env.device && strchr(env.device, '/')) {
-        dl = dlopen(env.device, RTLD_NOW | RTLD_NOLOAD);
-    } else {
-        Dl_info info;
-        const char *slash;
-        void *sym = (void *)(uintptr_t)shmesh_strerror; /* an address inside libshmesh */
-        if (dladdr(sym, &info) && info.dli_fname && (slash = strrchr(info.dli_fname, '/')))
-            for (int i = 0; i < 2 && !dl; i++) {
-                snprintf(path, sizeof path, "%.*s/%s/libshmesh-device-%s.so",
-                         (int)(slash - info.dli_fname), info.dli_fname, i ? "device" : "shmesh",
-                         st.backend);
-                dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-            }
-    }
+    struct plugin_search ps = {.dl = NULL};
+    snprintf(ps.suffix, sizeof ps.suffix, "/libshmesh-device-%s.so", st.backend);
+    dl_iterate_phdr(find_plugin, &ps);
     rt_entry_fn entry;
-    void *fn = dl ? dlsym(dl, RT_ENTRY) : NULL;
+    void *fn = ps.dl ? dlsym(ps.dl, RT_ENTRY) : NULL;
     if (!fn)
         return NULL;
-    memcpy(&entry, &fn, sizeof entry);
+    memcpy(&entry, &fn, sizeof entry); /* POSIX: a function's address as dlsym gives it */
     return entry();
+}
+
+/* --device -o psum: the reference the device psum is measured against, the
+ * reduction kernel alone, one-shot, over as many device buffers as there
+ * are ranks (this rank's input and local stand-ins for the peers'). */
+struct kernel_run {
+    const struct rt_ops *rt;
+    struct rt_reduce r;
+};
+
+static void kernel_step(void *arg)
+{
+    struct kernel_run *k = arg;
+    if (k->rt->reduce(&k->r, NULL) || k->rt->sync(NULL)) {
+        fprintf(stderr, "shmesh-bench: rank %d: the reference kernel: %s\n", rank,
+                k->rt->last_error());
+        exit(1);
+    }
 }
 
 static void kernel_rate(const struct opts *o, const struct bench *b)
 {
-    const struct rt_ops *rt = loaded_plugin();
+    struct kernel_run k = {.rt = loaded_plugin()};
     size_t count = o->max_bytes / shmesh_dtype_size(o->dtype);
-    if (!rt || !rt->takes(RT_SUM, o->dtype) || world > RT_MAX_SRC || !count) {
+    if (!k.rt || !k.rt->takes(RT_SUM, o->dtype) || world > RT_MAX_SRC || !count) {
         if (rank == 0 && !o->csv)
             printf("# no reference kernel rate (%s)\n",
-                   !rt ? "the runtime plugin was not found" : "no kernel for this dtype or size");
+                   !k.rt ? "the runtime plugin was not found" : "no kernel for this dtype or size");
         return;
     }
-    struct rt_reduce r = {.op = RT_SUM, .dtype = o->dtype, .dst = b->out, .nsrc = world,
-                          .n = count, .mean_n = 1};
-    void *extra[RT_MAX_SRC] = {0};
-    r.src[0] = b->in;
-    for (int q = 1; q < world; q++) {
-        extra[q] = buffer(o, o->max_bytes);
-        r.src[q] = extra[q];
-    }
-    double t[9];
-    for (int i = 0; i < 9; i++) {
-        double t0 = now_us();
-        if (rt->reduce(&r, NULL) || rt->sync(NULL)) {
-            fprintf(stderr, "shmesh-bench: rank %d: the reference kernel: %s\n", rank,
-                    rt->last_error());
-            exit(1);
-        }
-        t[i] = now_us() - t0;
-    }
+    k.r = (struct rt_reduce){.op = RT_SUM, .dtype = o->dtype, .dst = b->out, .nsrc = world,
+                             .n = count, .mean_n = 1};
+    k.r.src[0] = b->in;
     for (int q = 1; q < world; q++)
-        shmesh_device_free(ctx, extra[q]);
-    qsort(t, 9, sizeof *t, cmp_double);
-    double us = t[4], none = 0;
-    reduce_stats(&us, &none);
+        k.r.src[q] = buffer(o, o->max_bytes);
+    double us = reference_us(kernel_step, &k);
+    for (int q = 1; q < world; q++)
+        shmesh_device_free(ctx, (void *)k.r.src[q]);
     if (rank == 0 && !o->csv)
         printf("# one-shot sum kernel alone, %d buffers of %zu bytes: %.2f us, %.3f GB/s of input "
                "(slowest rank's median of 9)\n",
