@@ -159,11 +159,10 @@ int call_buffers(struct call *k)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
     if (k->out_kind & ~taken)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
+    /* The device path or host staging is decided when the call starts (the
+     * op may set its device hooks after this). */
     k->d.in_device = k->in_kind == MEM_DEVICE;
     k->d.out_device = k->out_kind == MEM_DEVICE;
-    /* Decided when the call starts (the op may set its device hooks after
-     * this): the device path, or host staging (engine/path.c reads it). */
-    k->staging = true;
     return 0;
 }
 
@@ -193,7 +192,7 @@ int call_submit(struct call *k)
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
 {
-    if (__builtin_expect(k->staging, 0) && !k->staged && !device_call_takes(k)) {
+    if (__builtin_expect(call_on_device(k), 0) && !k->staged && !device_call_takes(k)) {
         int rc = device_stage_in(k);
         if (rc)
             return rc;

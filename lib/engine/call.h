@@ -104,10 +104,8 @@ struct call {
     int (*dev_rows)(struct call *k, int from, const unsigned char *src,
                     int (*copy)(void *arg, void *dst, const void *src, uint64_t n), void *arg);
     /* Device buffers the device path does not take are staged through host
-     * memory (device/device.h): whether the call has device buffers, the
-     * host copies once made (then its buffers are host memory), and the
-     * device buffers they stand for. */
-    bool staging;
+     * memory (device/device.h): the host copies once made (then the flow's
+     * buffers are host memory), and the device buffers they stand for. */
     unsigned char *staged;
     void *dev_in, *dev_out;
     /* Position in the protocol. */
@@ -154,6 +152,13 @@ void call_group_world(struct call *k);
 /* Classifies the flow's arrays (host, shared heap, device) and refuses
  * buffers no path takes. */
 int call_buffers(struct call *k);
+
+/* Whether the call's buffers are device memory (call_buffers; the same on
+ * every member: it is in the call's hash). */
+static inline bool call_on_device(const struct call *k)
+{
+    return k->d.in_device | k->d.out_device;
+}
 
 /* Numbers and queues the call (it counts from now on: refused calls are not
  * made, so they must not shift the call numbers ranks compare). */

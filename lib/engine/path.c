@@ -122,7 +122,7 @@ static bool find_candidates(struct call *k)
     bool allreduce = flow_allreduce(f);
     /* Device buffers (every member's, as the call's hash makes sure) go to
      * the paths that take them, host ones to the others. */
-    bool device = __builtin_expect(k->staging, 0) && !k->staged && !f->host_data;
+    bool device = __builtin_expect(call_on_device(k), 0) && !k->staged && !f->host_data;
     unsigned kinds = device ? (unsigned)MEM_DEVICE : (unsigned)(MEM_HOST | MEM_HEAP);
     /* The memo is of host calls only (a device call's candidates depend on
      * its dtype and op too). */

@@ -242,10 +242,10 @@ static int dev_move(struct dev_run *x)
     const struct flow *f = &k->f;
     unsigned char *out = f->out.data;
     if (f->zero_out) { /* nothing comes here: zeros, from host memory the layer keeps */
+        const void *z = device_zeros(k->c);
         for (uint64_t at = 0; at < f->out_bytes; at += DEVICE_ZEROS_BYTES) {
             uint64_t len = f->out_bytes - at < DEVICE_ZEROS_BYTES ? f->out_bytes - at
                                                                   : DEVICE_ZEROS_BYTES;
-            const void *z = device_zeros(k->c);
             if (!z || x->rt->copy(out + at, z, (size_t)len, x->stream))
                 return rt_failed(x, "zeroing its output");
         }
@@ -355,8 +355,10 @@ static int dev_allreduce(struct dev_run *x, bool two_shot)
     return err;
 }
 
-/* Stage 2: this member's part of the data, queued and waited for. */
-static int run_part(struct call *k, char *why, size_t len)
+/* Stage 2: this member's part of the data, queued and waited for; a
+ * failure's sentence is kept in the device layer for after the status
+ * window. */
+static int run_part(struct call *k)
 {
     struct device_layer *d = k->c->dev;
     struct dev_run x = {.k = k, .rt = d->rt, .stream = d->stream};
@@ -377,7 +379,7 @@ static int run_part(struct call *k, char *why, size_t len)
     if (!err && d->rt->sync(d->stream))
         err = rt_failed(&x, "waiting for its stream");
     if (err)
-        snprintf(why, len, "%s", x.why);
+        snprintf(d->why, sizeof d->why, "%s", x.why);
     if (!err && (k->c->debug & DEBUG_PATHS))
         debug_line(k->c, "call #%" PRIu64 " %s: device to device%s", k->seq, k->name,
                    allreduce ? (two_shot ? ", two-shot" : ", one-shot") : "");
@@ -399,10 +401,7 @@ static int dev_step(struct call *k)
     if (k->stage == 1) {
         if ((rc = xrun_step(k, &k->xr)) || (rc = check_pubs(k)))
             return rc;
-        char why[WHY_MAX] = "";
-        k->err = run_part(k, why, sizeof why);
-        if (k->err)
-            snprintf(c->dev->why, sizeof c->dev->why, "%s", why);
+        k->err = run_part(k);
         xrun_start(k, &k->xr, &peer_status);
         k->stage = 2;
     }
