@@ -289,25 +289,31 @@ static int losses(const char *out, double *loss, int max)
     return n;
 }
 
-static char *train(const char *ranks, const char *per)
+/* An example job (the program in environment variable `var`, with `arg`
+ * or none) on `ranks` ranks of `per` CPU devices each (--gpus none: the
+ * same devices whatever GPUs the machine has): its stdout, after checking
+ * it exited 0 and left nothing behind. */
+static char *example(const char *var, const char *ranks, const char *per, const char *arg)
 {
-    const char *prog = getenv("SHMESH_TRAIN");
+    const char *prog = getenv(var);
     if (!prog || !*prog)
-        fail_msg("SHMESH_TRAIN is not set (run through meson test)");
-    char *argv[] = {(char *)launcher_path(), "-n", (char *)ranks, "--devices-per-rank",
-                    (char *)per, "--", (char *)prog, "100", NULL};
+        fail_msg("%s is not set (run through meson test)", var);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)ranks, "--devices-per-rank",
+                    (char *)per, "--gpus", "none", "--", (char *)prog, (char *)arg, NULL};
     struct run r;
-    char sysroot[512]; /* CPU devices even where there are fewer GPUs */
-    snprintf(sysroot, sizeof sysroot, "SHMESH_SYSROOT=%s", fake_sysroot(0));
-    char *env[] = {sysroot, NULL};
-    assert_int_equal(run_cmd(argv, env, 120, &r), 0);
-    fake_sysroot_remove();
+    assert_int_equal(run_cmd(argv, NULL, 120, &r), 0);
     if (r.code != 0 || r.timed_out)
-        fail_msg("shmesh-train -n %s --devices-per-rank %s: exit %d\n%s\n%s", ranks, per, r.code,
-                 r.out, r.err);
+        fail_msg("%s -n %s --devices-per-rank %s: exit %d%s\nstdout:\n%s\nstderr:\n%s", prog,
+                 ranks, per, r.code, r.timed_out ? " (timed out)" : "", r.out, r.err);
+    assert_clean(&r);
     char *out = strdup(r.out);
     run_free(&r);
     return out;
+}
+
+static char *train(const char *ranks, const char *per)
+{
+    return example("SHMESH_TRAIN", ranks, per, "100");
 }
 
 /* The loss falls at every printed step, by far, and the same mesh gives the
@@ -338,24 +344,7 @@ static void trainer_learns(void **state)
  * callbacks on the progress threads of every rank.  Returns stdout. */
 static char *metrics(const char *ranks, const char *per)
 {
-    const char *prog = getenv("SHMESH_METRICS");
-    if (!prog || !*prog)
-        fail_msg("SHMESH_METRICS is not set (run through meson test)");
-    char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)ranks, "--devices-per-rank",
-                    (char *)per, "--", (char *)prog, NULL};
-    struct run r;
-    char sysroot[512]; /* CPU devices even where there are fewer GPUs */
-    snprintf(sysroot, sizeof sysroot, "SHMESH_SYSROOT=%s", fake_sysroot(0));
-    char *env[] = {sysroot, NULL};
-    assert_int_equal(run_cmd(argv, env, 120, &r), 0);
-    fake_sysroot_remove();
-    if (r.code != 0 || r.timed_out)
-        fail_msg("metrics -n %s --devices-per-rank %s: exit %d%s\nstdout:\n%s\nstderr:\n%s",
-                 ranks, per, r.code, r.timed_out ? " (timed out)" : "", r.out, r.err);
-    assert_clean(&r);
-    char *out = strdup(r.out);
-    run_free(&r);
-    return out;
+    return example("SHMESH_METRICS", ranks, per, NULL);
 }
 
 #define METRICS_STEPS 20
