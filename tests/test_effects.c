@@ -40,25 +40,9 @@ static void assert_clean(const struct run *r)
         fail_msg("segment %s left in /dev/shm\nstderr:\n%s", name, r->err);
 }
 
-/* SHMESH_SYSROOT naming a tree without GPUs: CPU devices, as many per rank
- * as asked, whatever the machine has. */
-static char sysroot_env[128];
 
-static int no_gpus(void **state)
-{
-    (void)state;
-    snprintf(sysroot_env, sizeof sysroot_env, "SHMESH_SYSROOT=%s", fake_sysroot(0));
-    return 0;
-}
-
-static int remove_sysroot(void **state)
-{
-    (void)state;
-    fake_sysroot_remove();
-    return 0;
-}
-
-/* Runs the helper under shmesh-run -v: `np` processes of `k` devices, with
+/* Runs the helper under shmesh-run -v: `np` processes of `k` CPU devices
+ * (--gpus none: whatever GPUs the machine has), with
  * `extra` in the environment (may be NULL).  Fails on a deadline passed, a
  * FAIL line or a segment left behind; the caller checks the exit code. */
 static void run_job_env(struct run *r, const char *extra, int np, int k, double timeout,
@@ -67,8 +51,8 @@ static void run_job_env(struct run *r, const char *extra, int np, int k, double 
     char nps[16], ks[16];
     snprintf(nps, sizeof nps, "%d", np);
     snprintf(ks, sizeof ks, "%d", k);
-    char *env[] = {sysroot_env, (char *)extra, NULL};
-    run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--",
+    char *env[] = {(char *)extra, NULL};
+    run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--gpus", "none", "--",
                  effects_path(), mode, a1, a2, NULL);
     if (r->timed_out)
         fail_msg("%d processes x %d devices, %s %s %s: still running after %.0f s\nstdout:\n%s"
@@ -202,13 +186,12 @@ static void shardable(void **state)
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         int np = runs[i].np;
         const char *v = runs[i].variant;
-        char *env[] = {sysroot_env, NULL};
         char nps[16], ks[16];
         snprintf(nps, sizeof nps, "%d", np);
         snprintf(ks, sizeof ks, "%d", runs[i].k);
         struct run r;
-        run_launcher(&r, env, 60, "-v", "-n", nps, "--devices-per-rank", ks, "--",
-                     effects_path(), "shardable", runs[i].seed, "300", v, NULL);
+        run_launcher(&r, NULL, 60, "-v", "-n", nps, "--devices-per-rank", ks, "--gpus", "none",
+                     "--", effects_path(), "shardable", runs[i].seed, "300", v, NULL);
         if (r.timed_out || r.code != 0 || count_lines(r.out, "FAIL:", NULL))
             fail_msg("%d x %d, seed %s%s%s: exit %d%s\nstdout:\n%s\nstderr:\n%s", np,
                      runs[i].k, runs[i].seed, v ? " " : "", v ? v : "", r.code,
@@ -227,9 +210,9 @@ static void shardable(void **state)
 static void shardable_checks_can_fail(void **state)
 {
     char nps[] = "4";
-    char *env[] = {sysroot_env, NULL};
     struct run r;
-    run_launcher(&r, env, 60, "-v", "-n", nps, "--", effects_path(), "shardable", "9", "300",
+    run_launcher(&r, NULL, 60, "-v", "-n", nps, "--gpus", "none", "--", effects_path(),
+                 "shardable", "9", "300",
                  "unordered", NULL);
     if (r.timed_out || r.code != 0)
         fail_msg("exit %d%s\nstdout:\n%s\nstderr:\n%s", r.code, r.timed_out ? " (timed out)" : "",
@@ -430,5 +413,5 @@ int main(void)
         cmocka_unit_test(mismatch_shardable_first_point),
         cmocka_unit_test(effect_mismatch),
     };
-    return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,22 +26,6 @@ static const char *garray_path(void)
     return p;
 }
 
-/* SHMESH_SYSROOT naming a tree without GPUs: the devices are CPU ones, as
- * many per rank as asked, whatever GPUs the machine has (global arrays
- * live in host memory). */
-static char sysroot_env[128];
-
-static int no_gpus(void **state)
-{
-    snprintf(sysroot_env, sizeof sysroot_env, "SHMESH_SYSROOT=%s", fake_sysroot(0));
-    return 0;
-}
-
-static int remove_sysroot(void **state)
-{
-    fake_sysroot_remove();
-    return 0;
-}
 
 /* Runs the helper under shmesh-run: `np` processes of `k` devices each.
  * It must exit 0 and leave no segment behind. */
@@ -51,9 +35,10 @@ static void run_job(struct run *r, int np, int k, double timeout, const char *mo
     char nps[16], ks[16];
     snprintf(nps, sizeof nps, "%d", np);
     snprintf(ks, sizeof ks, "%d", k);
-    char *env[] = {sysroot_env, NULL};
-    run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--",
-                 garray_path(), mode, arg1, arg2, NULL);
+    /* CPU devices, as many per rank as asked, whatever GPUs the machine has
+     * (global arrays live in host memory). */
+    run_launcher(r, NULL, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--gpus", "none",
+                 "--", garray_path(), mode, arg1, arg2, NULL);
     if (r->timed_out || r->code != 0)
         fail_msg("%d processes x %d devices, %s %s %s: exit %d%s\nstdout:\n%s\nstderr:\n%s", np,
                  k, mode, arg1 ? arg1 : "", arg2 ? arg2 : "", r->code,
@@ -234,5 +219,5 @@ int main(void)
         cmocka_unit_test(random_arrays),
         cmocka_unit_test(random_arrays_8_processes),
     };
-    return cmocka_run_group_tests(tests, no_gpus, remove_sysroot);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
