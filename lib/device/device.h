@@ -115,11 +115,9 @@ int device_home(const shmesh_ctx *c, const void *p);
 int device_stage_in(struct call *k);
 int device_stage_out(struct call *k);
 void device_stage_free(struct call *k);
-/* Whether the device path takes the call's current exchange (its kinds,
- * flow, op and dtype, the group's size), from facts every member shares;
- * and whether it takes every exchange of the call that moves its arrays
- * (else the call is staged through host memory). */
-bool device_path_takes(const struct call *k);
+/* Whether the device path takes every exchange of the call that moves its
+ * arrays (its kinds, flow, op and dtype, the group's size), from facts
+ * every member shares; else the call is staged through host memory. */
 bool device_call_takes(const struct call *k);
 
 #endif

@@ -69,7 +69,7 @@ static const struct streams publish = {.broadcast = true,
                                        .pack = pub_pack,
                                        .recv = pub_recv};
 
-bool device_path_takes(const struct call *k)
+bool device_call_takes(const struct call *k)
 {
     const shmesh_ctx *c = k->c;
     const struct flow *f = &k->f;
@@ -78,20 +78,17 @@ bool device_path_takes(const struct call *k)
     if (f->kind == FLOW_MOVE)
         return true;
     if (f->kind == FLOW_STREAMS)
-        return k->dev_rows && !f->host_data;
+        return k->dev_rows != NULL;
     return f->kind == FLOW_REDUCE && f->in.dtype == f->out.dtype && k->g.n <= RT_MAX_SRC &&
            (int)f->red <= RT_MEAN && c->dev->rt->takes((int)f->red, f->in.dtype);
 }
 
-bool device_call_takes(const struct call *k)
+/* An exchange of the op's own host data (ragged's offsets) is the host
+ * paths'. */
+static bool dev_candidate(const struct call *k)
 {
-    if (k->f.kind == FLOW_STREAMS) /* its first exchange may be the op's host data */
-        return k->c->dev && k->in_kind == MEM_DEVICE &&
-               (!k->f.out_bytes || k->out_kind == MEM_DEVICE) && k->dev_rows;
-    return device_path_takes(k);
+    return !k->f.host_data && device_call_takes(k);
 }
-
-static bool dev_candidate(const struct call *k) { return device_path_takes(k); }
 
 /* Stage 0: this member's buffers, published. */
 static void publish_own(struct call *k)
