@@ -303,11 +303,23 @@ typedef struct {
 
 #define SHMESH_MAX_NDIM 8
 
+/* bdim: where the array carries the batched axis of a batched mesh
+ * (shmesh_mesh_batch), read only by collectives on such a mesh and by the
+ * batching helpers below; other calls ignore it.  0 (the default, as
+ * vmap's in_axes and out_axes) is the first dimension; negative counts from
+ * the end; SHMESH_NOT_MAPPED: the array has no batch dimension (one value
+ * for every position of the batched axis).  For an output, SHMESH_BDIM_AUTO
+ * asks for the batch dimension where the seed's batching rule puts it; the
+ * call writes back where that is (or SHMESH_NOT_MAPPED). */
+#define SHMESH_NOT_MAPPED INT32_MIN
+#define SHMESH_BDIM_AUTO (INT32_MIN + 1)
+
 typedef struct {
     void *data;
     shmesh_dtype dtype;
     int ndim;
     int64_t shape[SHMESH_MAX_NDIM];
+    int bdim;
 } shmesh_array;
 
 /* ---------------------------------------------------------------------------
@@ -423,6 +435,116 @@ SHMESH_API int shmesh_pshuffle(shmesh_mesh *mesh, const char *axes, const int *p
 /* Every device of the group gets the input of group index `source`. */
 SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source,
                                  const shmesh_array *in, shmesh_array *out);
+
+/* ---------------------------------------------------------------------------
+ * Batched (process-local) axes: vmap with an axis_name, inside the mesh
+ *
+ * shmesh_mesh_batch adds to a mesh one more axis, of size B, that every
+ * device carries inside its arrays as a batch dimension (as
+ * vmap(f, axis_name=name, axis_size=B) does inside shard_map): mesh
+ * position (p, k) is position k of the batch held by the device at
+ * position p of the original mesh.  The batched axis is the new mesh's
+ * last dimension and is named in collectives like any other, alone or with
+ * others.  So 2 ranks can run a program written for an 8-device mesh
+ * (mesh x=2, batched b=4), and a trainer can keep a process-local axis
+ * (micro-batches) in one array.
+ *
+ * Collectives on a batched mesh take, for each local device, one array
+ * holding its B positions' values at dimension in.bdim, or one value for
+ * all of them (in.bdim = SHMESH_NOT_MAPPED), and write the result with its
+ * batch dimension at out.bdim (0 by default, vmap's out_axes).  Each
+ * position gets what the same mesh with one device per position computes,
+ * bit for bit (members combine in group order), with the seed's rules
+ * where those differ:
+ *   - a not-mapped operand of psum, pmean or psum_scatter over the batched
+ *     axis counts as B * x (one product in its dtype; for bool, x), not as
+ *     a sum of B copies; axis_index_groups are then refused, as in JAX;
+ *   - the result is not mapped (one value for the batch) when the batched
+ *     axis is named by psum, pmax, pmin, pmean, pargmax, pargmin, all_gather
+ *     or pbroadcast, or when the operand is not mapped and either the
+ *     batched axis is not named or (ppermute with a full permutation,
+ *     pshuffle) the op only moves values among the batch; otherwise it is
+ *     mapped, where docs/batching.md's table says (SHMESH_BDIM_AUTO).
+ * A not-mapped result asked for at a bdim is broadcast there; a mapped
+ * result asked for as SHMESH_NOT_MAPPED is SHMESH_ERR_INVALID, as vmap's
+ * "mapped output but out_axes is None".  Not built on a batched mesh
+ * (SHMESH_ERR_INVALID saying so): ragged_all_to_all, the _async forms,
+ * device buffers, shardings and global arrays, local meshes, and a second
+ * batched axis.
+ * ------------------------------------------------------------------------- */
+
+/* Local: a new mesh, `mesh`'s axes then `name` of `size` (>= 1) batched.
+ * `mesh` is concrete and has no batched axis; the new mesh borrows its
+ * context and does not need `mesh` afterwards.  Its size counts positions
+ * (mesh's size times B); shmesh_mesh_device_ids gives for each position the
+ * device holding it, and shmesh_mesh_local_devices this rank's devices
+ * once each (the order collectives take their arrays in). */
+SHMESH_API int shmesh_mesh_batch(const shmesh_mesh *mesh, const char *name, int size,
+                                 shmesh_mesh **out);
+/* The batched axis's dimension, or -1 when the mesh has none. */
+SHMESH_API int shmesh_mesh_batch_dim(const shmesh_mesh *mesh);
+
+/* Local: axis_index as an array, for each local device (out[l], in
+ * shmesh_mesh_local_devices order): int32, a scalar (ndim 0).  On a batched
+ * mesh the index over axes naming the batched axis differs along the batch:
+ * out holds the B indices at out.bdim (0..B-1 along it when the batched
+ * axis is the only one); over other axes it is not mapped (a scalar, or
+ * broadcast to out.bdim when one is asked for). */
+SHMESH_API int shmesh_axis_index_array(shmesh_mesh *mesh, const char *axes, shmesh_array *out);
+
+/* Local: the seed's matchaxis.  Moves in's batch dimension (in->bdim, of
+ * size `size`) to out->bdim: a mapped in goes where asked (moveaxis); a
+ * not-mapped in is broadcast to `size` positions there, or copied when out
+ * is not mapped either; a mapped in with out->bdim SHMESH_NOT_MAPPED is
+ * SHMESH_ERR_INVALID ("mapped output but out_axes is None").  out has in's
+ * dtype and the shape that gives; errors are explained by
+ * shmesh_last_error(NULL). */
+SHMESH_API int shmesh_matchaxis(int size, const shmesh_array *in, shmesh_array *out);
+
+/* ---------------------------------------------------------------------------
+ * Ragged arrays (the seed's piles): components whose shapes differ only
+ * along one axis, stored concatenated along it, with their lengths.
+ * Local functions; errors are explained by shmesh_last_error(NULL).
+ * ------------------------------------------------------------------------- */
+
+typedef struct {
+    shmesh_array data; /* the components, concatenated along `axis` */
+    int axis;          /* 0..data.ndim-1 */
+    int count;         /* how many components */
+    int64_t *lengths;  /* count entries: each component's size along `axis` */
+} shmesh_pile;
+
+/* Makes a pile of `count` components over data (borrowed, not copied, as
+ * is lengths): axis may be negative (from the end); lengths are >= 0 and
+ * add up to data->shape[axis]. */
+SHMESH_API int shmesh_pile_make(shmesh_pile *pile, const shmesh_array *data, int axis, int count,
+                                int64_t *lengths);
+/* Copies component i (0..count-1) into out: data's dtype and shape with
+ * dimension `axis` of size lengths[i]. */
+SHMESH_API int shmesh_pile_component(const shmesh_pile *pile, int i, shmesh_array *out);
+/* The seed's segment_sum along `axis`: out has operand's dtype and shape
+ * with dimension `axis` of size count; its entry i along `axis` is the sum
+ * of the segment_lens[i] consecutive entries of operand starting after the
+ * earlier segments (lengths >= 0, adding up to operand->shape[axis]).
+ * Sums run in order from +0; integers wrap; float16 and bfloat16
+ * accumulate in float32 and round once; bool sums are "or". */
+SHMESH_API int shmesh_segment_sum(const shmesh_array *operand, int axis, int count,
+                                  const int64_t *segment_lens, shmesh_array *out);
+/* segment_sum of a pile over its own axis: one sum per component. */
+SHMESH_API int shmesh_pile_sum(const shmesh_pile *pile, shmesh_array *out);
+/* Collective: ragged_all_to_all of piles along axis 0.  operand has one
+ * component per member of the group (count = the group size n): component
+ * j goes to group index j.  output has count n, its own lengths array, and
+ * room in output->data for what arrives (its shape[0] is the room); on
+ * return output->lengths[j] is what group index j sent, the components sit
+ * in group order from row 0, and output->data.shape[0] is their total.
+ * The sizes are exchanged first (one all_gather), so no member needs to
+ * know in advance what it receives.  Too little room on any member is
+ * SHMESH_ERR_INVALID on every member of its group, and nothing is
+ * written.  Several local devices: one pile each, as arrays. */
+SHMESH_API int shmesh_ragged_all_to_all_pile(shmesh_mesh *mesh, const char *axes,
+                                             const shmesh_groups *groups,
+                                             const shmesh_pile *operand, shmesh_pile *output);
 
 /* ---------------------------------------------------------------------------
  * Partition specs and shardings (jax.sharding.PartitionSpec, NamedSharding)
