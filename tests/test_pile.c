@@ -3,7 +3,8 @@
  * against hand-computed sums for every kind of dtype (integers wrapping,
  * float32 and float64 added in order, float16 and bfloat16 accumulated in
  * float32 and rounded once, bool as "or"), empty segments and count 0, and
- * the seed's own pile: lengths [3, 1, 4] over [0, 1, 2, 0, 0, 1, 2, 3]. */
+ * the seed's own pile: lengths [3, 1, 4] over [0, 1, 2, 0, 0, 1, 2, 3];
+ * and ragged_all_to_all_pile's checks in a job of one rank. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,7 +59,7 @@ static void seed_example(void **state)
         shmesh_array out = arr(got, SHMESH_FLOAT32, 1, &lengths[i]);
         assert_int_equal(shmesh_pile_component(&p, i, &out), 0);
         assert_memory_equal(got, want[i], sizeof(float) * (size_t)lengths[i]);
-        assert_true(got[lengths[i]] == -1.0f || lengths[i] == 4); /* nothing past it */
+        assert_true(lengths[i] == 4 || got[lengths[i]] == -1.0f); /* nothing past it */
     }
     float sums[3] = {-1, -1, -1};
     shmesh_array out = arr(sums, SHMESH_FLOAT32, 1, (int64_t[]){3});
@@ -398,6 +399,59 @@ static void segment_sum_refusals(void **state)
                    NULL, NULL);
 }
 
+/* A job of one rank (no launcher): the collective's checks, and a pile
+ * exchanged with itself over an axis of size 1. */
+static void collective_in_one_rank(void **state)
+{
+    shmesh_ctx *ctx;
+    if (shmesh_init(&ctx))
+        fail_msg("shmesh_init: %s", shmesh_last_error(NULL));
+    const char *x[] = {"x"};
+    shmesh_mesh *mesh, *abstract;
+    assert_int_equal(shmesh_mesh_create(ctx, 1, x, (int[]){1}, NULL, &mesh), 0);
+    assert_int_equal(shmesh_mesh_abstract(mesh, &abstract), 0);
+
+    int16_t rows[3][2] = {{1, 2}, {3, 4}, {5, 6}}, room[5][2];
+    for (int r = 0; r < 5; r++)
+        room[r][0] = room[r][1] = -1;
+    int64_t send[1] = {3}, got[2] = {-9, -9};
+    shmesh_array in = arr(rows, SHMESH_INT16, 2, (int64_t[]){3, 2});
+    shmesh_pile op, out = {.data = arr(room, SHMESH_INT16, 2, (int64_t[]){5, 2}), .count = 1,
+                           .lengths = got};
+    assert_int_equal(shmesh_pile_make(&op, &in, 0, 1, send), 0);
+
+    expect_refused(shmesh_ragged_all_to_all_pile(NULL, "x", NULL, &op, &out),
+                   "shmesh_ragged_all_to_all_pile", "none is pushed", NULL);
+    expect_refused(shmesh_ragged_all_to_all_pile(abstract, "x", NULL, &op, &out), "abstract",
+                   NULL, NULL);
+    int rc = shmesh_ragged_all_to_all_pile(mesh, "y", NULL, &op, &out);
+    assert_int_equal(rc, SHMESH_ERR_INVALID);
+    assert_non_null(strstr(shmesh_last_error(ctx), "unbound axis name 'y'"));
+    out.count = 2;
+    rc = shmesh_ragged_all_to_all_pile(mesh, "x", NULL, &op, &out);
+    assert_int_equal(rc, SHMESH_ERR_INVALID);
+    assert_non_null(strstr(shmesh_last_error(ctx), "output has 2 components; expected one per "
+                                                   "member of the group, 1"));
+    out.count = 1;
+    out.data.shape[0] = 2; /* room for 2 of the 3 rows */
+    rc = shmesh_ragged_all_to_all_pile(mesh, "x", NULL, &op, &out);
+    assert_int_equal(rc, SHMESH_ERR_INVALID);
+    assert_non_null(strstr(shmesh_last_error(ctx), "receives 3 rows but its output has room "
+                                                   "for 2"));
+    assert_true(got[0] == -9 && out.data.shape[0] == 2 && room[0][0] == -1);
+
+    out.data.shape[0] = 5;
+    assert_int_equal(shmesh_ragged_all_to_all_pile(mesh, "x", NULL, &op, &out), 0);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], -9); /* count 1: one length written */
+    assert_int_equal(out.data.shape[0], 3);
+    assert_memory_equal(room, ((int16_t[]){1, 2, 3, 4, 5, 6, -1, -1, -1, -1}), sizeof room);
+
+    shmesh_mesh_destroy(abstract);
+    shmesh_mesh_destroy(mesh);
+    assert_int_equal(shmesh_finalize(ctx), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +466,7 @@ int main(void)
         cmocka_unit_test(segment_sum_empty_segments),
         cmocka_unit_test(segment_sum_along_a_middle_axis),
         cmocka_unit_test(segment_sum_refusals),
+        cmocka_unit_test(collective_in_one_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

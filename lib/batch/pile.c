@@ -395,9 +395,9 @@ struct plan {
     int64_t short_device;         /* a device short of room (job-wide: several devices), or -1 */
     const shmesh_pile *operand;   /* nlocal each */
     shmesh_pile *output;
-    struct pile_part *part;
-    int64_t *ints;
-    shmesh_array *arrays;         /* scratch: (2 + NPARAM) * nlocal */
+    struct pile_part *part;       /* nlocal */
+    int64_t *ints;                /* what the parts' pointers point into */
+    shmesh_array *arrays;         /* the arrays of one call: (2 + NPARAM) * nlocal */
 };
 
 static int64_t *table_at(const struct plan *p, const struct pile_part *d, int q)
@@ -593,7 +593,7 @@ static int64_t received(const struct plan *p, const struct pile_part *d, int j)
 
 /* Step 2a: the first receiver of the group without room for what it gets
  * (-1: none), and the group's largest operand and largest received total. */
-static int short_receiver(const struct plan *p, struct pile_part *d, int64_t *rows,
+static int scan_group(const struct plan *p, struct pile_part *d, int64_t *rows,
                           int64_t *total)
 {
     int bad = -1;
@@ -673,7 +673,7 @@ static int agree(struct plan *p)
     for (int l = 0; l < p->nlocal; l++) {
         struct pile_part *d = &p->part[l];
         int64_t rows, total;
-        d->short_at = short_receiver(p, d, &rows, &total);
+        d->short_at = scan_group(p, d, &rows, &total);
         if (d->short_at >= 0 && p->short_part < 0) {
             p->short_part = l;
             p->short_device = table_at(p, d, d->short_at)[p->n + DEVICE];

@@ -16,6 +16,7 @@
  *     groups the other groups' calls still go through;
  *   - refusals found locally (count != group size, an axis-1 pile, another
  *     dtype), on every rank;
+ *   - with several devices per rank, a local mesh of a rank's devices;
  * and a normal call after each refusal.  Prints "rank R: ok: ..." or
  * "rank R: FAILED: ..." per check; exit status 1 when one failed. */
 #include <stdint.h>
@@ -103,6 +104,14 @@ static int subgroup_members(int id, int *out)
                 return size;
             }
     return 0;
+}
+
+/* A local mesh of this rank's devices: they alone, in mesh order. */
+static int local_members(int id, int *out)
+{
+    (void)id;
+    memcpy(out, ids, sizeof *out * (size_t)K);
+    return K;
 }
 
 /* Rows `from` sends `to` in round `seed`: 0..3, often 0. */
@@ -405,6 +414,16 @@ int main(void)
     local_refusal(&grid_a, "another output dtype", "must share dtype", another_dtype);
     normal_round(&grid_ba, 8);
     check(shmesh_barrier(ctx) == 0, "the context is usable after the refusals");
+
+    /* Several devices here: a local mesh of them, its calls this rank's alone. */
+    shmesh_mesh *local = NULL;
+    if (K > 1) {
+        MUST(shmesh_mesh_local_mesh(line, &local));
+        const struct scenario here = {"local mesh", local, "x", NULL, local_members};
+        for (int seed = 9; seed <= 11; seed++)
+            normal_round(&here, seed);
+    }
+    shmesh_mesh_destroy(local);
 
     shmesh_mesh_destroy(grid);
     shmesh_mesh_destroy(line);
