@@ -577,8 +577,12 @@ int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ids)
     return idx;
 }
 
-int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmesh_groups *gs,
-               bool equal_sizes, struct group *g, uint64_t *groups_hash)
+/* Inlined into every call's prologue (coll_open) even with a second
+ * caller (piles): it is most of a small call's group resolution. */
+__attribute__((always_inline)) inline int mesh_group(shmesh_mesh *m, const char *op,
+                                                     const struct axes *a,
+                                                     const shmesh_groups *gs, bool equal_sizes,
+                                                     struct group *g, uint64_t *groups_hash)
 {
     shmesh_ctx *c = m->ctx;
     int n = a->size;
