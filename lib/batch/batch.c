@@ -94,7 +94,9 @@ static bool result_mapped(const struct batch_op *p, int batch, bool named, bool 
     if (!mapped_in && !named)
         return false; /* the same call on the same value at every position */
     if (op_reduces(p->op) || p->op == OP_ALL_GATHER || p->op == OP_PBROADCAST)
-        return !named; /* every member of the group gets the same result */
+        /* Every member of the group gets the same result; subgroups may
+         * split a batch, and then its positions' results differ. */
+        return !named || p->gs;
     if (!mapped_in && only && p->op == OP_PSHUFFLE)
         return false; /* equal values moved among the batch */
     if (!mapped_in && only && p->op == OP_PPERMUTE)

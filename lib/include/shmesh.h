@@ -461,7 +461,7 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
  *     a sum of B copies; axis_index_groups are then refused, as in JAX;
  *   - the result is not mapped (one value for the batch) when the batched
  *     axis is named by psum, pmax, pmin, pmean, pargmax, pargmin, all_gather
- *     or pbroadcast, or when the operand is not mapped and either the
+ *     or pbroadcast without axis_index_groups, or when the operand is not mapped and either the
  *     batched axis is not named or (ppermute with a full permutation,
  *     pshuffle) the op only moves values among the batch; otherwise it is
  *     mapped, where docs/batching.md's table says (SHMESH_BDIM_AUTO).
