@@ -47,7 +47,7 @@ static const char *explain(const shmesh_ctx *ctx)
  * each position's value has shape `shape` (nd dimensions). */
 static shmesh_array batch_of(int32_t *data, int nd, const int64_t *shape)
 {
-    shmesh_array a = {data, SHMESH_INT32, nd + 1, {B}, 0};
+    shmesh_array a = {.data = data, .dtype = SHMESH_INT32, .ndim = nd + 1, .shape = {B}};
     for (int k = 0; k < nd; k++)
         a.shape[k + 1] = shape[k];
     return a;

@@ -464,7 +464,7 @@ static int gen_case(struct bcase *c, uint64_t seed, long index, int R, int B)
         c->out_dt = SHMESH_INT32;
         c->out_ndim = 0;
     } else {
-        shmesh_array probe = {NULL, c->dt, c->ndim, {0}, 0};
+        shmesh_array probe = {.dtype = c->dt, .ndim = c->ndim};
         memcpy(probe.shape, c->shape, sizeof c->shape);
         if (ref_out_shape(&c->flat, &c->call, &probe, &c->out_dt, &c->out_ndim, c->out_shape, why,
                           sizeof why)) {
@@ -789,7 +789,8 @@ static int run_flat(const struct bcase *c, const char *desc)
     fill_position(c, q, in);
     memcpy(copy, in, in_bytes);
     memset(out, SENTINEL, out_bytes + SLACK);
-    shmesh_array ia = {in, c->dt, c->ndim, {0}, 0}, oa = {out, c->out_dt, c->out_ndim, {0}, 0};
+    shmesh_array ia = {.data = in, .dtype = c->dt, .ndim = c->ndim};
+    shmesh_array oa = {.data = out, .dtype = c->out_dt, .ndim = c->out_ndim};
     memcpy(ia.shape, c->shape, sizeof c->shape);
     memcpy(oa.shape, c->out_shape, sizeof c->out_shape);
 
@@ -859,8 +860,9 @@ static int run_batched(const struct bcase *c, const char *desc)
     }
     memcpy(copy, in, in_bytes);
     memset(out, SENTINEL, out_bytes + SLACK);
-    shmesh_array ia = {in, c->dt, c->ndim + 1, {0}, c->in_bdim};
-    shmesh_array oa = {out, c->out_dt, c->out_ndim + 1, {0}, c->out_bdim};
+    shmesh_array ia = {.data = in, .dtype = c->dt, .ndim = c->ndim + 1, .bdim = c->in_bdim};
+    shmesh_array oa = {.data = out, .dtype = c->out_dt, .ndim = c->out_ndim + 1,
+                       .bdim = c->out_bdim};
     memcpy(ia.shape, bshape, sizeof bshape);
     memcpy(oa.shape, oshape, sizeof oshape);
     if (!rc)
@@ -895,7 +897,7 @@ static int run_batched(const struct bcase *c, const char *desc)
     if (!rc && !status) {
         unsigned char *moved = malloc(out_bytes + SLACK);
         memset(moved, SENTINEL, out_bytes + SLACK);
-        shmesh_array ma = {moved, c->out_dt, c->out_ndim + 1, {0}, 0};
+        shmesh_array ma = {.data = moved, .dtype = c->out_dt, .ndim = c->out_ndim + 1};
         insert_dim(c->out_ndim, c->out_shape, 0, B, ma.shape);
         int mrc = shmesh_matchaxis(B, &oa, &ma);
         bool same = !mrc && slack_intact(moved, out_bytes);
