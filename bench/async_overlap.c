@@ -220,11 +220,11 @@ int main(int argc, char **argv)
     for (int l = 0; l < k; l++) {
         for (size_t i = 0; i < count; i++)
             in[l * count + i] = (float)(ids[l] + 1);
-        a_in[l] = (shmesh_array){in + l * count, SHMESH_FLOAT32, 1, {(int64_t)count}};
-        a_out[l] = (shmesh_array){out + l * count, SHMESH_FLOAT32, 1, {(int64_t)count}};
+        a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}};
+        a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}};
         /* the times, the same for each local device, pmax'd over the ranks */
-        a_t[l] = (shmesh_array){t, SHMESH_FLOAT64, 1, {(int64_t)nt}};
-        a_tmax[l] = (shmesh_array){tmax + (size_t)l * nt, SHMESH_FLOAT64, 1, {(int64_t)nt}};
+        a_t[l] = (shmesh_array){.data = t, .dtype = SHMESH_FLOAT64, .ndim = 1, .shape = {(int64_t)nt}};
+        a_tmax[l] = (shmesh_array){.data = tmax + (size_t)l * nt, .dtype = SHMESH_FLOAT64, .ndim = 1, .shape = {(int64_t)nt}};
     }
     memset(out, 0, bytes * (size_t)k); /* every page touched before timing */
     /* One rank at a time, so that no rank calibrates on a core another

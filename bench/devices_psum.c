@@ -56,8 +56,8 @@ int main(int argc, char **argv)
     for (int l = 0; l < k; l++) {
         for (long i = 0; i < count; i++)
             in[l * count + i] = (float)(ids[l] + 1);
-        a_in[l] = (shmesh_array){in + l * count, SHMESH_FLOAT32, 1, {count}};
-        a_out[l] = (shmesh_array){out + l * count, SHMESH_FLOAT32, 1, {count}};
+        a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
+        a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
     }
     for (int i = 0; i < 100; i++)
         if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))

@@ -145,8 +145,8 @@ int main(int argc, char **argv)
     shmesh_array a_g[MAXLOCAL], a_gsum[MAXLOCAL];
     for (int l = 0; l < nl; l++) {
         make_batch(t + (size_t)l * P, ids[l], 0);
-        a_g[l] = (shmesh_array){g + (size_t)l * P, SHMESH_FLOAT32, 1, {P}};
-        a_gsum[l] = (shmesh_array){gsum + (size_t)l * P, SHMESH_FLOAT32, 1, {P}};
+        a_g[l] = (shmesh_array){.data = g + (size_t)l * P, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {P}};
+        a_gsum[l] = (shmesh_array){.data = gsum + (size_t)l * P, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {P}};
     }
     if (rank == 0) {
         printf("metrics: %d ranks x %d devices, %d parameters, %d steps; psum_async of the "
@@ -185,8 +185,8 @@ int main(int argc, char **argv)
         /* 4. The mean, once, on device 0, after the losses' psum. */
         shmesh_array a_loss[MAXLOCAL], a_sum[MAXLOCAL];
         for (int l = 0; l < nl; l++) {
-            a_loss[l] = (shmesh_array){&s->loss[l], SHMESH_FLOAT32, 0, {0}};
-            a_sum[l] = (shmesh_array){&s->sum[l], SHMESH_FLOAT32, 0, {0}};
+            a_loss[l] = (shmesh_array){.data = &s->loss[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
+            a_sum[l] = (shmesh_array){.data = &s->sum[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
         }
         shmesh_token sum_done; /* not waited for: the runtime token covers it */
         CHECK(shmesh_psum_async(mesh, "data", NULL, a_loss, a_sum, &sum_done));

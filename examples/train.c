@@ -148,12 +148,12 @@ int main(int argc, char **argv)
     shmesh_array a_part[MAXLOCAL], a_pred[MAXLOCAL], a_grad[MAXLOCAL], a_gsum[MAXLOCAL],
         a_sq[MAXLOCAL], a_loss[MAXLOCAL];
     for (int l = 0; l < nl; l++) {
-        a_part[l] = (shmesh_array){part[l], SHMESH_FLOAT32, 1, {rows}};
-        a_pred[l] = (shmesh_array){pred[l], SHMESH_FLOAT32, 1, {rows}};
-        a_grad[l] = (shmesh_array){grad[l], SHMESH_FLOAT32, 1, {cols}};
-        a_gsum[l] = (shmesh_array){gsum[l], SHMESH_FLOAT32, 1, {cols}};
-        a_sq[l] = (shmesh_array){&sq[l], SHMESH_FLOAT32, 0, {0}};
-        a_loss[l] = (shmesh_array){&loss[l], SHMESH_FLOAT32, 0, {0}};
+        a_part[l] = (shmesh_array){.data = part[l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {rows}};
+        a_pred[l] = (shmesh_array){.data = pred[l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {rows}};
+        a_grad[l] = (shmesh_array){.data = grad[l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {cols}};
+        a_gsum[l] = (shmesh_array){.data = gsum[l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {cols}};
+        a_sq[l] = (shmesh_array){.data = &sq[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
+        a_loss[l] = (shmesh_array){.data = &loss[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
     }
     const float lr = 0.1f;
     for (int step = 0; step <= steps; step++) {

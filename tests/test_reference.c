@@ -419,12 +419,12 @@ static void ragged_docstring(void **state)
     shmesh_array op[2], out[2], a[2], b[2], cc[2], dd[2];
     ref_dev devs[2];
     for (int d = 0; d < 2; d++) {
-        op[d] = (shmesh_array){operand[d], SHMESH_INT32, 1, {3}};
-        out[d] = (shmesh_array){output[d], SHMESH_INT32, 1, {4}};
-        a[d] = (shmesh_array){in_off[d], SHMESH_INT32, 1, {2}};
-        b[d] = (shmesh_array){send[d], SHMESH_INT32, 1, {2}};
-        cc[d] = (shmesh_array){out_off[d], SHMESH_INT32, 1, {2}};
-        dd[d] = (shmesh_array){recv[d], SHMESH_INT32, 1, {2}};
+        op[d] = (shmesh_array){.data = operand[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {3}};
+        out[d] = (shmesh_array){.data = output[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {4}};
+        a[d] = (shmesh_array){.data = in_off[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
+        b[d] = (shmesh_array){.data = send[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
+        cc[d] = (shmesh_array){.data = out_off[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
+        dd[d] = (shmesh_array){.data = recv[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
         devs[d] = (ref_dev){&op[d], &out[d], &a[d], &b[d], &cc[d], &dd[d], 0};
     }
     ref_call c = {.op = REF_RAGGED_ALL_TO_ALL, .axes = "i"};
@@ -464,12 +464,12 @@ static void ragged_refusal_is_per_group(void **state)
         in_off[d][0] = 0, in_off[d][1] = 1;
         send[d][0] = send[d][1] = recv[d][0] = recv[d][1] = 1;
         out_off[d][0] = out_off[d][1] = d % 2;
-        op[d] = (shmesh_array){operand[d], SHMESH_INT32, 1, {2}};
-        out[d] = (shmesh_array){output[d], SHMESH_INT32, 1, {2}};
-        a[d] = (shmesh_array){in_off[d], SHMESH_INT64, 1, {2}};
-        b[d] = (shmesh_array){send[d], SHMESH_INT64, 1, {2}};
-        cc[d] = (shmesh_array){out_off[d], SHMESH_INT64, 1, {2}};
-        dd[d] = (shmesh_array){recv[d], SHMESH_INT64, 1, {2}};
+        op[d] = (shmesh_array){.data = operand[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
+        out[d] = (shmesh_array){.data = output[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {2}};
+        a[d] = (shmesh_array){.data = in_off[d], .dtype = SHMESH_INT64, .ndim = 1, .shape = {2}};
+        b[d] = (shmesh_array){.data = send[d], .dtype = SHMESH_INT64, .ndim = 1, .shape = {2}};
+        cc[d] = (shmesh_array){.data = out_off[d], .dtype = SHMESH_INT64, .ndim = 1, .shape = {2}};
+        dd[d] = (shmesh_array){.data = recv[d], .dtype = SHMESH_INT64, .ndim = 1, .shape = {2}};
         devs[d] = (ref_dev){&op[d], &out[d], &a[d], &b[d], &cc[d], &dd[d], 0};
     }
     ref_call c = {.op = REF_RAGGED_ALL_TO_ALL, .axes = "i", .groups = &g};
@@ -762,8 +762,8 @@ static void refused_arguments(void **state)
     ref_dev devs[4];
     int32_t o[4][4];
     for (int d = 0; d < 4; d++) {
-        in[d] = (shmesh_array){(void *)&arange16[d], SHMESH_INT32, 0, {0}};
-        out[d] = (shmesh_array){o[d], SHMESH_INT32, 1, {3}};
+        in[d] = (shmesh_array){.data = (void *)&arange16[d], .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
+        out[d] = (shmesh_array){.data = o[d], .dtype = SHMESH_INT32, .ndim = 1, .shape = {3}};
         devs[d] = (ref_dev){.in = &in[d], .out = &out[d]};
     }
     char why[256];
@@ -775,7 +775,7 @@ static void refused_arguments(void **state)
     assert_int_equal(ref_collective(&mesh4, &c, devs, why, sizeof why), 0);
     c.op = REF_PMEAN;
     for (int d = 0; d < 4; d++)
-        out[d] = (shmesh_array){o[d], SHMESH_INT32, 0, {0}};
+        out[d] = (shmesh_array){.data = o[d], .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
     assert_int_equal(ref_collective(&mesh4, &c, devs, why, sizeof why), REF_INVALID);
     for (int d = 0; d < 4; d++)
         out[d].dtype = SHMESH_FLOAT64;
@@ -891,7 +891,7 @@ static void ops_come_from_the_op_table(void **state)
         assert_int_equal(ref_op_by_name(name), op);
         /* Known to the model: a refusal, if any, is about the arguments. */
         ref_call c = {.op = (ref_op)op, .axes = "i"};
-        shmesh_array in = {NULL, SHMESH_INT32, 1, {4}};
+        shmesh_array in = {.data = NULL, .dtype = SHMESH_INT32, .ndim = 1, .shape = {4}};
         shmesh_dtype dt;
         int nd;
         int64_t shape[SHMESH_MAX_NDIM];

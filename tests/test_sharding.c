@@ -44,6 +44,8 @@ static shmesh_mesh *make_mesh(int ndim, const char *const names[], const int siz
     assert_non_null(m);
     m->ndim = ndim;
     m->size = 1;
+    m->batch_dim = -1; /* no batched axis (mesh/mesh.h) */
+    m->batch = m->per = 1;
     for (int d = 0; d < ndim; d++) {
         snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
         m->sizes[d] = sizes[d];

@@ -69,7 +69,7 @@ int bench_setup(struct bench *b)
         b->perm[p][1] = (p + 1) % b->n;
     }
     for (int k = 0; k < 4; k++)
-        b->idx[k] = (shmesh_array){b->idx_data + (size_t)k * n, SHMESH_INT64, 1, {b->n}};
+        b->idx[k] = (shmesh_array){.data = b->idx_data + (size_t)k * n, .dtype = SHMESH_INT64, .ndim = 1, .shape = {b->n}};
     return 0;
 }
 
@@ -109,8 +109,8 @@ void bench_size(struct bench *b, size_t requested)
     bool out_larger = b->out_count * oesz > b->in_count * esz;
     b->count = out_larger ? b->out_count : b->in_count;
     b->bytes = out_larger ? b->out_count * oesz : b->in_count * esz;
-    b->a_in = (shmesh_array){b->in, b->dtype, 1, {(int64_t)b->in_count}};
-    b->a_out = (shmesh_array){b->out, out_dtype(b), 1, {(int64_t)b->out_count}};
+    b->a_in = (shmesh_array){.data = b->in, .dtype = b->dtype, .ndim = 1, .shape = {(int64_t)b->in_count}};
+    b->a_out = (shmesh_array){.data = b->out, .dtype = out_dtype(b), .ndim = 1, .shape = {(int64_t)b->out_count}};
 
     /* ragged_all_to_all: rows p*m.. go to peer p, landing at rows rank*m..
      * of its output, as all_to_all places them. */

@@ -104,6 +104,7 @@ int shmesh_init(shmesh_ctx **out)
     c->rank = e.rank;
     c->world = e.world;
     c->local_devices = e.local_devices;
+    c->scratch_members = c->world * c->local_devices;
     c->debug = e.debug;
     c->kinds_taken = path_kinds();
     char why[CTX_ERR_MAX - 32] = "";

@@ -23,6 +23,10 @@ struct shmesh_ctx {
     int rank;
     int world;
     int local_devices; /* devices this rank holds (mesh/device.h) */
+    /* The most members a call's group may have: every device of the job,
+     * or every position of the largest batched mesh made (batch/batch.h);
+     * calls' scratch is sized for it. */
+    int scratch_members;
     struct seg *seg;
     struct notify *notify;
     struct seg_waiter waiter;

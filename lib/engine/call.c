@@ -42,6 +42,7 @@ static struct call_scratch *scratch_new(int world)
     if (!p)
         return NULL;
     struct call_scratch *s = (struct call_scratch *)p;
+    s->members = world;
     p += sizeof *s;
     p = (unsigned char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
     s->bounce = p;
@@ -90,25 +91,39 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     if ((k->s = c->spare))
         c->spare = k->s->next;
     scratch_unlock(c);
-    if (!k->s && !(k->s = scratch_new(c->world * c->local_devices))) {
+    if (k->s && k->s->members < c->scratch_members) { /* made before a larger batched mesh */
+        free(k->s);
+        k->s = NULL;
+    }
+    if (!k->s && !(k->s = scratch_new(c->scratch_members))) {
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for a call's scratch", k->name);
     }
     return 0;
 }
 
-void call_group(struct call *k, int n, int me, const int *ids)
+/* Every member's local device is 0 with one device per rank: the array is
+ * zeroed when made and again only after a mesh with several per rank wrote
+ * it. */
+static inline void locals_zero(struct call_scratch *s)
 {
-    int per = k->c->local_devices;
+    if (__builtin_expect(s->locals_written, 0)) {
+        memset(s->locals, 0, sizeof *s->locals * (size_t)s->members);
+        s->locals_written = false;
+    }
+}
+
+void call_group(struct call *k, int n, int me, const int *ids, int per)
+{
     if (per == 1) {
         for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
             k->s->ranks[p] = ids[p];
-        /* Every member's local device is 0: the array is zeroed once and
-         * never written while the context has one device per rank. */
+        locals_zero(k->s);
     } else {
         for (int p = 0; p < n; p++) {
             k->s->ranks[p] = ids[p] / per;
             k->s->locals[p] = ids[p] % per;
         }
+        k->s->locals_written = true;
     }
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
 }
@@ -116,6 +131,7 @@ void call_group(struct call *k, int n, int me, const int *ids)
 void call_group_world(struct call *k)
 {
     shmesh_ctx *c = k->c;
+    locals_zero(k->s);
     k->g = (struct group){.n = c->world, .me = c->rank, .ranks = c->all_ranks,
                           .locals = k->s->locals};
 }

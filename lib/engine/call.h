@@ -49,6 +49,8 @@ struct wait_for {
 #define BOUNCE_BYTES (64u << 10)
 struct call_scratch {
     struct call_scratch *next;
+    int members;                /* the per-member arrays' length */
+    bool locals_written;        /* locals holds non-zeros (call_group) */
     int *ranks, *locals;        /* the group's members */
     int *dest, *src_of;         /* permutations */
     const void **srcs;
@@ -145,8 +147,8 @@ struct call {
  * op then fills group, flow and description.  Fails only for memory. */
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op);
 /* The group: n members, this device at `me`, their device ids (copied as
- * ranks and local devices). */
-void call_group(struct call *k, int n, int me, const int *ids);
+ * ranks and local devices; `per` devices per rank: the mesh's). */
+void call_group(struct call *k, int n, int me, const int *ids, int per);
 /* The world: every rank, in rank order. */
 void call_group_world(struct call *k);
 /* Classifies the flow's arrays (host, shared heap, device) and refuses

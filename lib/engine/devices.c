@@ -24,6 +24,7 @@ struct devices_work {
     struct call *ks;
     int prepared;      /* calls to release */
     int nlocal;
+    int per;           /* the mesh's devices (positions) per rank */
     bool process_local;
     int ids[];         /* the local devices' ids, in mesh order */
 };
@@ -32,7 +33,7 @@ struct devices_work {
  * a local mesh (every device here) by local device. */
 static uint64_t slot_of(const struct devices_work *dw, int id)
 {
-    return dw->process_local ? (uint64_t)(id % dw->c->local_devices) : (uint64_t)id;
+    return dw->process_local ? (uint64_t)(id % dw->per) : (uint64_t)id;
 }
 
 /* Every local device's call must be the same call (its arrays' shapes and
@@ -72,9 +73,9 @@ static int run(struct work *w)
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */
     uint64_t each = k0->local ? k0->pub_bytes : k0->f.in_bytes;
-    uint64_t per = (uint64_t)c->local_devices;
+    uint64_t per = (uint64_t)dw->per;
     bool alone = dw->process_local || c->world == 1;
-    uint64_t slots = alone ? per : (uint64_t)device_count(c);
+    uint64_t slots = alone ? per : (uint64_t)c->world * per;
     uint64_t need = (alone ? slots : slots + per) * each;
     if (need > c->dev_buf_bytes) {
         unsigned char *b = need <= SIZE_MAX ? realloc(c->dev_buf, (size_t)need) : NULL;
@@ -148,7 +149,7 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
         return rc;
     }
     *dw = (struct devices_work){.w = {.run = run, .drop = drop}, .c = c, .ks = ks,
-                                .prepared = prepared, .nlocal = m->nlocal,
+                                .prepared = prepared, .nlocal = m->nlocal, .per = m->per,
                                 .process_local = m->process_local};
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];

@@ -13,6 +13,8 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
         return mesh_fail(m, "%s: %s must not be NULL", fn, m ? "out" : "the mesh");
     *out = NULL;
     int rc = mesh_concrete(m, fn, "local mesh");
+    if (!rc)
+        rc = mesh_unbatched(m, fn, "local meshes");
     if (rc)
         return rc;
     char text[SHMESH_MAX_MESH_DIMS * 48];

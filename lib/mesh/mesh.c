@@ -109,9 +109,11 @@ static int check_mesh(shmesh_ctx *c, const shmesh_mesh *err_to, int ndim,
 }
 
 /* A mesh value: names and sizes (checked), and for a concrete mesh (c not
- * NULL) the device id at each position (ids NULL: in order). */
-static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
-                             const int sizes[], int size, const int *ids)
+ * NULL) the device id at each position (ids NULL: in order).  batch > 0:
+ * the last dimension is batched, of that size, and ids (of size / batch
+ * entries) name the devices holding each block of `batch` positions. */
+static shmesh_mesh *mesh_new_batched(shmesh_ctx *c, int ndim, const char *const names[],
+                                     const int sizes[], int size, const int *ids, int batch)
 {
     shmesh_mesh *m = calloc(1, sizeof *m);
     int *buf = NULL;
@@ -126,7 +128,10 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
     m->ndim = ndim;
     m->size = size;
     m->id = -1;
-    uint64_t h = m->abstract ? 7 : 5;
+    m->batch_dim = batch ? ndim - 1 : -1;
+    m->batch = batch ? batch : 1;
+    m->per = c ? c->local_devices * m->batch : 1;
+    uint64_t h = m->abstract ? 7 : batch ? 11 : 5;
     for (int d = 0; d < ndim; d++) {
         snprintf(m->names[d], sizeof m->names[d], "%s", names[d]);
         m->sizes[d] = sizes[d];
@@ -145,12 +150,13 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
     m->sub = buf + 4 * n;
     m->seen = buf + 5 * n;
     m->local_pos = buf + 6 * n;
+    int b = m->batch;
     for (int i = 0; i < size; i++) {
-        int id = ids ? ids[i] : i;
+        int id = ids ? ids[i / b] : i / b;
         struct device dev = device_of(c, id);
-        m->ids[i] = id;
+        m->ids[i] = id * b + i % b;
         m->pos_rank[i] = dev.rank;
-        m->pos_local[i] = dev.local;
+        m->pos_local[i] = dev.local * b + i % b;
         if (dev.rank == c->rank)
             m->local_pos[m->nlocal++] = i;
     }
@@ -158,6 +164,29 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
     m->cur = -1;
     mesh_select(m, 0);
     return m;
+}
+
+static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
+                             const int sizes[], int size, const int *ids)
+{
+    return mesh_new_batched(c, ndim, names, sizes, size, ids, 0);
+}
+
+shmesh_mesh *mesh_batched(const shmesh_mesh *m, const char *name, int batch)
+{
+    const char *names[SHMESH_MAX_MESH_DIMS];
+    int sizes[SHMESH_MAX_MESH_DIMS];
+    for (int d = 0; d < m->ndim; d++) {
+        names[d] = m->names[d];
+        sizes[d] = m->sizes[d];
+    }
+    names[m->ndim] = name;
+    sizes[m->ndim] = batch;
+    shmesh_mesh *b = mesh_new_batched(m->ctx, m->ndim + 1, names, sizes, m->size * batch,
+                                      m->ids, batch);
+    if (b)
+        b->id = m->id;
+    return b;
 }
 
 void mesh_coords(const shmesh_mesh *m, int pos, int *coords)
@@ -340,10 +369,25 @@ int mesh_concrete(const shmesh_mesh *m, const char *fn, const char *what)
     return 0;
 }
 
-static int copy_ids(const shmesh_mesh *m, const int *pos, int n, int *ids, int capacity)
+/* The devices at n positions (pos NULL: every position; `step` apart):
+ * on a batched mesh, the device holding each. */
+int mesh_unbatched(const shmesh_mesh *m, const char *fn, const char *what)
+{
+    if (!m || m->batch_dim < 0)
+        return 0;
+    char text[SHMESH_MAX_MESH_DIMS * 48];
+    shmesh_mesh_text(m, text, sizeof text);
+    return mesh_fail(m,
+                     "%s: %s has the batched axis '%s'; %s on batched meshes are not built "
+                     "(docs/batching.md)",
+                     fn, text, m->names[m->batch_dim], what);
+}
+
+static int copy_ids(const shmesh_mesh *m, const int *pos, int n, int step, int *ids,
+                    int capacity)
 {
     for (int i = 0; i < n && i < capacity; i++)
-        ids[i] = m->ids[pos ? pos[i] : i];
+        ids[i] = m->ids[pos ? pos[i * step] : i] / m->batch;
     return n;
 }
 
@@ -352,7 +396,7 @@ int shmesh_mesh_device_ids(const shmesh_mesh *m, int *ids, int capacity)
     int rc = mesh_concrete(m, "shmesh_mesh_device_ids", "device ids");
     if (!rc && !ids && capacity > 0)
         rc = mesh_fail(m, "shmesh_mesh_device_ids: ids is NULL but capacity is %d", capacity);
-    return rc ? rc : copy_ids(m, NULL, m->size, ids, capacity);
+    return rc ? rc : copy_ids(m, NULL, m->size, 1, ids, capacity);
 }
 
 int shmesh_mesh_local_devices(const shmesh_mesh *m, int *ids, int capacity)
@@ -360,7 +404,7 @@ int shmesh_mesh_local_devices(const shmesh_mesh *m, int *ids, int capacity)
     int rc = mesh_concrete(m, "shmesh_mesh_local_devices", "local devices");
     if (!rc && !ids && capacity > 0)
         rc = mesh_fail(m, "shmesh_mesh_local_devices: ids is NULL but capacity is %d", capacity);
-    return rc ? rc : copy_ids(m, m->local_pos, m->nlocal, ids, capacity);
+    return rc ? rc : copy_ids(m, m->local_pos, m->nlocal / m->batch, m->batch, ids, capacity);
 }
 
 int shmesh_mesh_is_multi_process(const shmesh_mesh *m)
@@ -635,8 +679,7 @@ static int query_axes(const shmesh_mesh **mp, const char *fn, const char *axes, 
     return mesh_axes((shmesh_mesh *)m, fn, axes, a);
 }
 
-/* Device at position pos: its index over `a`. */
-static int index_at(const shmesh_mesh *m, const struct axes *a, int pos)
+int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos)
 {
     int cc[SHMESH_MAX_MESH_DIMS];
     mesh_coords(m, pos, cc);
@@ -660,7 +703,7 @@ int shmesh_axis_index(const shmesh_mesh *m, const char *axes, int *index)
     int rc = index_query(&m, "shmesh_axis_index", axes, index, &a);
     if (rc)
         return rc;
-    *index = index_at(m, &a, m->local_pos[0]);
+    *index = mesh_index_at(m, &a, m->local_pos[0]);
     return 0;
 }
 
@@ -671,8 +714,8 @@ int shmesh_axis_index_of(const shmesh_mesh *m, const char *axes, int device, int
     if (rc)
         return rc;
     for (int p = 0; p < m->size; p++)
-        if (m->ids[p] == device) {
-            *index = index_at(m, &a, p);
+        if (m->ids[p] / m->batch == device) { /* its first position */
+            *index = mesh_index_at(m, &a, p);
             return 0;
         }
     char text[SHMESH_MAX_MESH_DIMS * 48];

@@ -36,6 +36,16 @@ struct shmesh_mesh {
      * mesh order (the order collectives take their buffers in). */
     int nlocal;
     int *local_pos;
+    /* A batched mesh (shmesh_mesh_batch): its last dimension, of size
+     * `batch`, lives inside each device's arrays (lib/batch/batch.h).  The
+     * engine sees every position as a device of its own: ids count
+     * positions (device id * batch + k), a rank holds `per` of them (its
+     * devices times batch), and nlocal, local_pos and pos_local count
+     * positions too.  Without one: batch_dim -1, batch 1, per the
+     * context's devices per rank. */
+    int batch_dim;
+    int batch;
+    int per;
     /* The device a collective is being prepared for (mesh_select): its
      * coordinates. */
     int cur;
@@ -61,6 +71,9 @@ void mesh_coords(const shmesh_mesh *m, int pos, int *coords);
  * explained as "fn: ... is abstract (names and sizes only) and has no
  * <what>". */
 int mesh_concrete(const shmesh_mesh *m, const char *fn, const char *what);
+/* 0 for a mesh without a batched axis; SHMESH_ERR_INVALID explaining that
+ * fn's `what` is not built on batched meshes. */
+int mesh_unbatched(const shmesh_mesh *m, const char *fn, const char *what);
 /* Explains on this thread that fn was given a NULL mesh with none pushed;
  * returns SHMESH_ERR_INVALID. */
 int mesh_none_pushed(const char *fn);
@@ -74,11 +87,17 @@ shmesh_mesh *mesh_block(const shmesh_mesh *m, const int *lo, const int *hi);
  * (0..nlocal-1): the coordinates group resolution uses. */
 void mesh_select(shmesh_mesh *m, int l);
 
+/* The mesh of m's axes and a batched axis `name` of size `batch` (the
+ * last dimension): NULL when out of memory. */
+shmesh_mesh *mesh_batched(const shmesh_mesh *m, const char *name, int batch);
+
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
 /* The canonical text of `a`: its names, in order, joined by commas; every
  * name in full when len >= SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1). */
 void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len);
+/* The index over `a` of the device (position) at mesh position pos. */
+int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos);
 /* Fills ids[0..a->size) with the device ids of the group over `a`, by axis
  * index; returns this device's axis index. */
 int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ids);

@@ -370,7 +370,9 @@ int shmesh_sharding_create(shmesh_mesh *mesh, const shmesh_pspec *spec, shmesh_s
         return SHMESH_ERR_INVALID;
     if (!spec || !out)
         return mesh_fail(m, "%s: spec and out must not be NULL", fn);
-    int rc = spec_check(m, fn, spec);
+    int rc = mesh_unbatched(m, fn, "shardings");
+    if (!rc)
+        rc = spec_check(m, fn, spec);
     if (rc)
         return rc;
     struct shmesh_sharding *sh = calloc(1, sizeof *sh);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "batch/batch.h"
 #include "engine/devices.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -78,6 +79,8 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
 int shmesh_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int split_axis,
                       int concat_axis, bool tiled, const shmesh_array *in, shmesh_array *out)
 {
+    BATCHED(m, .op = OP_ALL_TO_ALL, .axes = axes, .gs = gs, .axis = split_axis,
+            .axis2 = concat_axis, .tiled = tiled, .in = in, .out = out);
     DEVICES_RUN(m, k, l,
                 op_all_to_all_prepare(k, m, OP_ALL_TO_ALL, axes, gs, split_axis, concat_axis,
                                       tiled, in + l, out + l));
@@ -86,6 +89,7 @@ int shmesh_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
 int shmesh_pswapaxes(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                      const shmesh_array *in, shmesh_array *out)
 {
+    BATCHED(m, .op = OP_PSWAPAXES, .axes = axes, .gs = gs, .axis = axis, .in = in, .out = out);
     DEVICES_RUN(m, k, l,
                 op_all_to_all_prepare(k, m, OP_PSWAPAXES, axes, gs, axis, axis, false, in + l,
                                       out + l));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "batch/batch.h"
 #include "engine/devices.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -63,6 +64,8 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
 int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                       bool tiled, const shmesh_array *in, shmesh_array *out)
 {
+    BATCHED(m, .op = OP_ALL_GATHER, .axes = axes, .gs = gs, .axis = axis, .tiled = tiled,
+            .in = in, .out = out);
     DEVICES_RUN(m, k, l, op_all_gather_prepare(k, m, axes, gs, axis, tiled, in + l, out + l));
 }
 
@@ -122,6 +125,8 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
                         int scatter_dimension, bool tiled, const shmesh_array *in,
                         shmesh_array *out)
 {
+    BATCHED(m, .op = OP_PSUM_SCATTER, .axes = axes, .gs = gs, .axis = scatter_dimension,
+            .tiled = tiled, .in = in, .out = out);
     DEVICES_RUN(m, k, l,
                 op_psum_scatter_prepare(k, m, axes, gs, scatter_dimension, tiled, in + l,
                                         out + l));

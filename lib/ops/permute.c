@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "batch/batch.h"
 #include "engine/devices.h"
 #include "core/hash.h"
 #include "ops/args.h"
@@ -76,6 +77,8 @@ int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
 int shmesh_ppermute(shmesh_mesh *m, const char *axes, const int (*perm)[2], int npairs,
                     const shmesh_array *in, shmesh_array *out)
 {
+    BATCHED(m, .op = OP_PPERMUTE, .axes = axes, .perm = perm, .npairs = npairs, .in = in,
+            .out = out);
     DEVICES_RUN(m, k, l, op_ppermute_prepare(k, m, axes, perm, npairs, in + l, out + l));
 }
 
@@ -111,6 +114,7 @@ int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
 int shmesh_pshuffle(shmesh_mesh *m, const char *axes, const int *perm, const shmesh_array *in,
                     shmesh_array *out)
 {
+    BATCHED(m, .op = OP_PSHUFFLE, .axes = axes, .shuffle = perm, .in = in, .out = out);
     DEVICES_RUN(m, k, l, op_pshuffle_prepare(k, m, axes, perm, in + l, out + l));
 }
 
@@ -133,5 +137,6 @@ int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int 
 int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh_array *in,
                       shmesh_array *out)
 {
+    BATCHED(m, .op = OP_PBROADCAST, .axes = axes, .source = source, .in = in, .out = out);
     DEVICES_RUN(m, k, l, op_pbroadcast_prepare(k, m, axes, source, in + l, out + l));
 }

@@ -56,7 +56,7 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
         uint64_t gh = 0;
         rc = mesh_group(m, k->name, a, gs, equal_groups, &g, &gh);
         if (!rc)
-            call_group(k, g.n, g.me, g.ranks);
+            call_group(k, g.n, g.me, g.ranks, m->per);
         k->d.extra_hash = gh;
     }
     k->d.mesh = m->id;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "batch/batch.h"
 #include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
@@ -433,6 +434,7 @@ int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_grou
                              const shmesh_array *input_offsets, const shmesh_array *send_sizes,
                              const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
 {
+    BATCHED(m, .op = OP_RAGGED_ALL_TO_ALL, .axes = axes, .gs = gs, .in = operand, .out = output);
     DEVICES_RUN(m, k, l,
                 op_ragged_all_to_all_prepare(k, m, axes, gs, operand + l, output + l,
                                              input_offsets + l, send_sizes + l,

@@ -1,6 +1,7 @@
 /* psum, pmax, pmin, pmean, pargmax, pargmin: every member's output is the
  * reduction of every member's whole input, combined in group order. */
 #include "core/context.h"
+#include "batch/batch.h"
 #include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
@@ -67,6 +68,7 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
     int shmesh_##name(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,               \
                       const shmesh_array *in, shmesh_array *out)                               \
     {                                                                                          \
+        BATCHED(m, .op = OP, .axes = axes, .gs = gs, .in = in, .out = out);                    \
         DEVICES_RUN(m, k, l, op_reduce_prepare(k, m, OP, axes, gs, in + l, out + l));          \
     }
 

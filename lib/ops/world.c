@@ -48,7 +48,7 @@ int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
                         count);
     call_group_world(k);
     /* In place: input and output are the same one-dimensional buffer. */
-    shmesh_array a = {buf, dtype, 1, {(int64_t)count}};
+    shmesh_array a = {.data = buf, .dtype = dtype, .ndim = 1, .shape = {(int64_t)count}};
     flow_init(&k->f, FLOW_REDUCE, &a, &a);
     k->f.red = RED_SUM;
     k->f.mean_n = 1;
@@ -75,8 +75,8 @@ static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const st
         return call_finish(&k, rc);
     k.name = name;
     call_group_world(&k);
-    shmesh_array a = {(void *)in, SHMESH_UINT8, 1, {(int64_t)in_n}};
-    shmesh_array o = {out, SHMESH_UINT8, 2, {(int64_t)out_rows, (int64_t)out_n}};
+    shmesh_array a = {.data = (void *)in, .dtype = SHMESH_UINT8, .ndim = 1, .shape = {(int64_t)in_n}};
+    shmesh_array o = {.data = out, .dtype = SHMESH_UINT8, .ndim = 2, .shape = {(int64_t)out_rows, (int64_t)out_n}};
     flow_init(&k.f, FLOW_MOVE, &a, &o);
     if (root >= 0) {
         k.f.source = root;

@@ -122,7 +122,7 @@ static const char *const op_names[NOPS] = {
 static void shapes(enum op op, int64_t m, shmesh_array *in, shmesh_array *out)
 {
     int64_t N = n;
-    *in = (shmesh_array){NULL, in->dtype, 2, {4, m}};
+    *in = (shmesh_array){.data = NULL, .dtype = in->dtype, .ndim = 2, .shape = {4, m}};
     *out = *in;
     switch (op) {
     case GATHER0: in->ndim = 1, in->shape[0] = m; *out = *in; out->shape[0] = N * m; break;
@@ -265,7 +265,7 @@ static int psum_check(void *din, void *dout, size_t count, float base, const cha
     for (size_t k = 0; k < count; k++)
         h[k] = base + (float)rank + 1 + (float)(k % 1000);
     to_device(din, h, count * sizeof *h);
-    shmesh_array in = {din, SHMESH_FLOAT32, 1, {(int64_t)count}}, out = in;
+    shmesh_array in = {.data = din, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}}, out = in;
     out.data = dout;
     int rc = shmesh_psum(mesh, "x", NULL, &in, &out);
     bool ok = !rc;
@@ -360,7 +360,7 @@ static int mode_pool(void)
         in = must_alloc(count * 4);
     float h[256] = {0};
     to_device(in, h, sizeof h);
-    shmesh_array a = {in, SHMESH_FLOAT32, 1, {(int64_t)count}}, o = a;
+    shmesh_array a = {.data = in, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}}, o = a;
     o.data = out;
     int rc = shmesh_psum(mesh, "x", NULL, &a, &o);
     const char *e = shmesh_last_error(ctx);
@@ -385,7 +385,7 @@ static int mode_openfail(void)
         fail();
     float h[256] = {0};
     to_device(a, h, sizeof h);
-    shmesh_array in = {a, SHMESH_FLOAT32, 1, {(int64_t)count}}, out = in;
+    shmesh_array in = {.data = a, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}}, out = in;
     out.data = b;
     int rc = shmesh_psum(mesh, "x", NULL, &in, &out);
     const char *e = shmesh_last_error(ctx);
@@ -405,7 +405,7 @@ static int mode_async(void)
     for (size_t k = 0; k < count; k++)
         h[k] = (float)(rank + 1);
     to_device(a, h, count * 4);
-    shmesh_array in = {a, SHMESH_FLOAT32, 1, {(int64_t)count}}, out = in;
+    shmesh_array in = {.data = a, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}}, out = in;
     out.data = b;
     shmesh_token t;
     int rc = shmesh_psum_async(mesh, "x", NULL, &in, &out, &t);
@@ -429,7 +429,7 @@ static int mode_mixed(void)
 {
     float h[64] = {0}, o[64];
     void *d = must_alloc(sizeof h), *dout = must_alloc(sizeof h);
-    shmesh_array in = {rank == 0 ? d : h, SHMESH_FLOAT32, 1, {64}}, out = in;
+    shmesh_array in = {.data = rank == 0 ? d : h, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {64}}, out = in;
     out.data = rank == 0 ? dout : o;
     int rc = shmesh_psum(mesh, "x", NULL, &in, &out);
     const char *e = shmesh_last_error(ctx);

@@ -643,7 +643,7 @@ static int gen_case(struct tcase *c, uint64_t seed, long index, int opfilter)
 
     /* The output the call gives (ragged: the output array itself). */
     bool bool_scatter = op == REF_PSUM_SCATTER && c->dt == SHMESH_BOOL;
-    shmesh_array probe = {NULL, bool_scatter ? SHMESH_INT8 : c->dt, c->ndim, {0}};
+    shmesh_array probe = {.data = NULL, .dtype = bool_scatter ? SHMESH_INT8 : c->dt, .ndim = c->ndim, .shape = {0}};
     memcpy(probe.shape, c->shape, sizeof c->shape);
     if (op == REF_RAGGED_ALL_TO_ALL)
         probe.shape[0] = c->rows_out;
@@ -903,7 +903,7 @@ static void offsets_array(const struct tcase *c, int d, int which, struct dev_ar
             store(a->off_buf[which], es, i, (uint64_t)v);
         }
     }
-    a->off[which] = (shmesh_array){a->off_buf[which], odt, 1, {c->K}};
+    a->off[which] = (shmesh_array){.data = a->off_buf[which], .dtype = odt, .ndim = 1, .shape = {c->K}};
 }
 
 /* Device d's arrays as the model and the library take them.  The output
@@ -915,12 +915,12 @@ static void make_arrays(const struct tcase *c, int d, struct dev_arrays *a)
     size_t es = dsize(c->dt);
     int64_t nin = ref_numel(c->ndim, c->shape);
     a->in_buf = buf_alloc((size_t)(nin + 1) * es);
-    a->in = (shmesh_array){a->in_buf, c->dt, c->ndim, {0}};
+    a->in = (shmesh_array){.data = a->in_buf, .dtype = c->dt, .ndim = c->ndim, .shape = {0}};
     memcpy(a->in.shape, c->shape, sizeof c->shape);
     a->out_buf = buf_alloc((size_t)c->out_room * 8);
     memset(a->out_buf, SENTINEL, (size_t)c->out_room * 8);
     if (c->call.op == REF_RAGGED_ALL_TO_ALL) {
-        a->out = (shmesh_array){a->out_buf, c->dt, c->ndim, {0}};
+        a->out = (shmesh_array){.data = a->out_buf, .dtype = c->dt, .ndim = c->ndim, .shape = {0}};
         memcpy(a->out.shape, c->shape, sizeof c->shape);
         a->out.shape[0] = c->rows_out;
         if (c->out_extra_ndim) {
@@ -931,7 +931,7 @@ static void make_arrays(const struct tcase *c, int d, struct dev_arrays *a)
         for (int w = 0; w < 4; w++)
             offsets_array(c, d, w, a);
     } else {
-        a->out = (shmesh_array){a->out_buf, c->out_dt, c->out_ndim, {0}};
+        a->out = (shmesh_array){.data = a->out_buf, .dtype = c->out_dt, .ndim = c->out_ndim, .shape = {0}};
         memcpy(a->out.shape, c->out_shape, sizeof c->out_shape);
         fill_inputs(c, d, a->in_buf, NULL, 0);
     }

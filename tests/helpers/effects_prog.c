@@ -251,7 +251,7 @@ static shmesh_mesh *line_mesh(void)
 
 static shmesh_array arr1(void *data, shmesh_dtype dt, int64_t n)
 {
-    shmesh_array a = {data, dt, 1, {n}};
+    shmesh_array a = {.data = data, .dtype = dt, .ndim = 1, .shape = {n}};
     return a;
 }
 
@@ -464,8 +464,8 @@ static int mode_shardable(int argc, char **argv)
             shmesh_array in[MAXDEV], out[MAXDEV];
             for (int l = 0; l < nlocal; l++) {
                 pin[p * nlocal + l] = 1.0f;
-                in[l] = (shmesh_array){&pin[p * nlocal + l], SHMESH_FLOAT32, 0, {0}};
-                out[l] = (shmesh_array){&pout[p * nlocal + l], SHMESH_FLOAT32, 0, {0}};
+                in[l] = (shmesh_array){.data = &pin[p * nlocal + l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
+                out[l] = (shmesh_array){.data = &pout[p * nlocal + l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
             }
             MUST(shmesh_psum_async(m, "i", NULL, in, out, NULL));
             p++;
@@ -684,7 +684,7 @@ static int mode_peer_death(int argc, char **argv)
     shmesh_mesh *m = line_mesh();
     /* One async psum that completes: the progress thread is running. */
     float one = 1.0f, sum = 0;
-    shmesh_array in = {&one, SHMESH_FLOAT32, 0, {0}}, out = {&sum, SHMESH_FLOAT32, 0, {0}};
+    shmesh_array in = {.data = &one, .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}}, out = {.data = &sum, .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
     shmesh_token tok;
     MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &tok));
     MUST(shmesh_token_wait(tok));
@@ -1101,8 +1101,8 @@ static void basics_results(shmesh_mesh *m)
         float *pa = xcalloc((size_t)n, sizeof(float)), *pb = xcalloc((size_t)n, sizeof(float));
         shmesh_array in = arr1(x, SHMESH_FLOAT32, n);
         shmesh_array sum_a = arr1(sa, SHMESH_FLOAT32, n), sum_b = arr1(sb, SHMESH_FLOAT32, n);
-        shmesh_array gat_a = {ga, SHMESH_FLOAT32, 2, {world, n}},
-                     gat_b = {gb, SHMESH_FLOAT32, 2, {world, n}};
+        shmesh_array gat_a = {.data = ga, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, n}},
+                     gat_b = {.data = gb, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, n}};
         shmesh_array per_a = arr1(pa, SHMESH_FLOAT32, n), per_b = arr1(pb, SHMESH_FLOAT32, n);
         int(*perm)[2] = xcalloc((size_t)world, sizeof *perm);
         for (int i = 0; i < world; i++) {
@@ -1182,7 +1182,7 @@ static void basics_all_ops(shmesh_mesh *m)
     float a[4 * 64], b[4 * 64];
     int32_t ia[4 * 64], ib[4 * 64];
     shmesh_array in = arr1(x, SHMESH_FLOAT32, n);
-    shmesh_array in2 = {x, SHMESH_FLOAT32, 2, {w, 4}};
+    shmesh_array in2 = {.data = x, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}};
     int *rev = xcalloc((size_t)w, sizeof *rev);
     for (int i = 0; i < w; i++)
         rev[i] = (int)w - 1 - i;
@@ -1235,7 +1235,7 @@ static void basics_all_ops(shmesh_mesh *m)
             break;
         case 7: {
             name = "pswapaxes";
-            shmesh_array a2 = {a, SHMESH_FLOAT32, 2, {w, 4}}, b2 = {b, SHMESH_FLOAT32, 2, {w, 4}};
+            shmesh_array a2 = {.data = a, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}}, b2 = {.data = b, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}};
             rca = shmesh_pswapaxes_async(m, "i", NULL, 0, &in2, &a2, &t);
             rcb = shmesh_pswapaxes(m, "i", NULL, 0, &in2, &b2);
             break;
@@ -1283,8 +1283,8 @@ static void basics_all_ops(shmesh_mesh *m)
         oo[i] = rank;
         rs[i] = 1;
     }
-    shmesh_array op = {x, SHMESH_FLOAT32, 2, {w, 4}};
-    shmesh_array ra = {a, SHMESH_FLOAT32, 2, {w, 4}}, rb = {b, SHMESH_FLOAT32, 2, {w, 4}};
+    shmesh_array op = {.data = x, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}};
+    shmesh_array ra = {.data = a, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}}, rb = {.data = b, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {w, 4}};
     shmesh_array aio = arr1(io, SHMESH_INT32, w), ass = arr1(ss, SHMESH_INT32, w),
                  aoo = arr1(oo, SHMESH_INT32, w), ars = arr1(rs, SHMESH_INT32, w);
     memset(a, 0, sizeof a);
@@ -1316,7 +1316,7 @@ static void *handoff_thread(void *arg)
 {
     struct handoff *h = arg;
     h->before = shmesh_token_test(shmesh_runtime_token(ctx));
-    shmesh_array in = {&h->v, SHMESH_INT32, 0, {0}}, out = {&h->sum, SHMESH_INT32, 0, {0}};
+    shmesh_array in = {.data = &h->v, .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}}, out = {.data = &h->sum, .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
     shmesh_token t;
     h->rc = shmesh_psum_async(h->m, "i", NULL, &in, &out, &t);
     shmesh_token rt = shmesh_runtime_token(ctx);
@@ -1443,8 +1443,8 @@ static void basics_failed_work(shmesh_mesh *m)
     }
     if (rank == 0)
         rs[1] = 2; /* rank 1 sends one row */
-    shmesh_array aop = {op, SHMESH_FLOAT32, 2, {world, 4}},
-                 aout = {out, SHMESH_FLOAT32, 2, {world, 4}};
+    shmesh_array aop = {.data = op, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, 4}},
+                 aout = {.data = out, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, 4}};
     shmesh_array aio = arr1(io, SHMESH_INT32, world), ass = arr1(ss, SHMESH_INT32, world),
                  aoo = arr1(oo, SHMESH_INT32, world), ars = arr1(rs, SHMESH_INT32, world);
     shmesh_token t[3];
@@ -1622,7 +1622,7 @@ static void basics_flood(shmesh_mesh *m)
     for (int i = 0; i < N; i++) {
         in[i] = i + rank;
         out[i] = -1;
-        shmesh_array a = {&in[i], SHMESH_INT32, 0, {0}}, b = {&out[i], SHMESH_INT32, 0, {0}};
+        shmesh_array a = {.data = &in[i], .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}}, b = {.data = &out[i], .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
         MUST(shmesh_psum_async(m, "i", NULL, &a, &b, &t[i]));
     }
     MUST(shmesh_token_wait_all(N, t));
@@ -1686,8 +1686,8 @@ static int mode_devices(void)
         oa[l] = arr1(a[l], SHMESH_FLOAT32, N);
         ob[l] = arr1(b[l], SHMESH_FLOAT32, N);
         gin[l] = in[l];
-        gxa[l] = (shmesh_array){ga[l], SHMESH_FLOAT32, 2, {ndev, N}};
-        gxb[l] = (shmesh_array){gb[l], SHMESH_FLOAT32, 2, {ndev, N}};
+        gxa[l] = (shmesh_array){.data = ga[l], .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {ndev, N}};
+        gxb[l] = (shmesh_array){.data = gb[l], .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {ndev, N}};
     }
     if (ndev > 64)
         return 2;

@@ -37,7 +37,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define ARR(data, dt, ndim, d0) ((shmesh_array){(data), (dt), (ndim), {(d0)}})
+#define ARR(p, dt, nd, d0) ((shmesh_array){.data = (p), .dtype = (dt), .ndim = (nd), .shape = {(d0)}})
 
 /* Mesh x=2, y=2 over 4 ranks: rank = 2 * x + y. */
 static int mode_inflight(void)

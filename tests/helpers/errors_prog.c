@@ -52,7 +52,7 @@ static int report(const char *name, int rc)
 _Static_assert(sizeof LONG_A - 1 == SHMESH_MAX_AXIS_NAME, "LONG_A is as long as a name may be");
 
 /* A pointer to an array description living until the end of the block. */
-#define ARR(data, dt, ndim, d0, d1) (&(shmesh_array){(data), (dt), (ndim), {(d0), (d1)}})
+#define ARR(p, dt, nd, d0, d1) (&(shmesh_array){.data = (p), .dtype = (dt), .ndim = (nd), .shape = {(d0), (d1)}})
 
 /* The job still works: psum over "i" of the rank. */
 static int still_works(void)
@@ -91,7 +91,7 @@ static int mode_local(void)
     int uneven[] = {0, 1, 2, 3}, sizes[] = {1, 3};
     shmesh_groups g_uneven = {2, 0, uneven, sizes};
     CASE("groups-unequal-gather",
-         shmesh_all_gather(line, "i", &g_uneven, 0, true, in4, &(shmesh_array){o16, SHMESH_INT32, 1, {4}}));
+         shmesh_all_gather(line, "i", &g_uneven, 0, true, in4, &(shmesh_array){.data = o16, .dtype = SHMESH_INT32, .ndim = 1, .shape = {4}}));
     /* Unequal subgroups are fine for reductions: {0}, {1, 2, 3}. */
     int rc = CASE("groups-unequal-psum", shmesh_psum(line, "i", &g_uneven, sc, sco));
     printf("rank %d: unequal psum gave %d\n", rank, rc ? -1 : so);
@@ -178,8 +178,8 @@ static int mode_local(void)
     const int64_t two40 = INT64_C(1) << 40;
     CASE("ragged-row-overflow",
          shmesh_ragged_all_to_all(line, "i", NULL,
-                                  &(shmesh_array){NULL, SHMESH_INT8, 3, {0, two40, two40}},
-                                  &(shmesh_array){NULL, SHMESH_INT8, 3, {0, two40, two40}}, i4,
+                                  &(shmesh_array){.data = NULL, .dtype = SHMESH_INT8, .ndim = 3, .shape = {0, two40, two40}},
+                                  &(shmesh_array){.data = NULL, .dtype = SHMESH_INT8, .ndim = 3, .shape = {0, two40, two40}}, i4,
                                   i4, i4, i4));
 
     const char *names2[] = {"a", "b"}, *dupnames[] = {"a", "a"};

@@ -284,7 +284,7 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
     int rc;
     for (int i = 0; i < ZC_COUNT; i++)
         zin[i] = zval(rank, i, it);
-    shmesh_array a = {zin, SHMESH_INT32, 1, {ZC_COUNT}}, b = {zout, SHMESH_INT32, 1, {ZC_COUNT}};
+    shmesh_array a = {.data = zin, .dtype = SHMESH_INT32, .ndim = 1, .shape = {ZC_COUNT}}, b = {.data = zout, .dtype = SHMESH_INT32, .ndim = 1, .shape = {ZC_COUNT}};
     if ((rc = shmesh_psum(m, "i", NULL, &a, &b)))
         return rc;
     for (int i = 0; i < ZC_COUNT; i++) {
@@ -300,8 +300,8 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
     int64_t sin[SMALL_COUNT], sout[SMALL_COUNT];
     for (int i = 0; i < SMALL_COUNT; i++)
         sin[i] = sval(rank, i, it);
-    a = (shmesh_array){sin, SHMESH_INT64, 1, {SMALL_COUNT}};
-    b = (shmesh_array){sout, SHMESH_INT64, 1, {SMALL_COUNT}};
+    a = (shmesh_array){.data = sin, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
+    b = (shmesh_array){.data = sout, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
     if ((rc = shmesh_psum(m, "i", NULL, &a, &b)))
         return rc;
     for (int i = 0; i < SMALL_COUNT; i++) {
@@ -314,8 +314,8 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
 
     for (int i = 0; i < CMA_COUNT; i++)
         cin[i] = zval(rank, i, it + 1);
-    a = (shmesh_array){cin, SHMESH_INT32, 1, {CMA_COUNT}};
-    b = (shmesh_array){cout, SHMESH_INT32, 1, {CMA_COUNT}};
+    a = (shmesh_array){.data = cin, .dtype = SHMESH_INT32, .ndim = 1, .shape = {CMA_COUNT}};
+    b = (shmesh_array){.data = cout, .dtype = SHMESH_INT32, .ndim = 1, .shape = {CMA_COUNT}};
     if ((rc = shmesh_psum(m, "i", NULL, &a, &b)))
         return rc;
     for (int i = 0; i < CMA_COUNT; i++) {
@@ -332,8 +332,8 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
     for (int i = 0; i < world; i++)
         alone[i] = i;
     shmesh_groups singles = {.ngroups = world, .group_size = 1, .indices = alone};
-    a = (shmesh_array){sin, SHMESH_INT64, 1, {SMALL_COUNT}};
-    b = (shmesh_array){sout, SHMESH_INT64, 1, {SMALL_COUNT}};
+    a = (shmesh_array){.data = sin, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
+    b = (shmesh_array){.data = sout, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
     if ((rc = shmesh_psum(m, "i", &singles, &a, &b)))
         return rc;
     for (int i = 0; i < SMALL_COUNT; i++)
@@ -343,8 +343,8 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
     int32_t gin[GATHER_COUNT], gout[64 * GATHER_COUNT];
     for (int i = 0; i < GATHER_COUNT; i++)
         gin[i] = zval(rank, i, it + 2);
-    a = (shmesh_array){gin, SHMESH_INT32, 1, {GATHER_COUNT}};
-    b = (shmesh_array){gout, SHMESH_INT32, 2, {world, GATHER_COUNT}};
+    a = (shmesh_array){.data = gin, .dtype = SHMESH_INT32, .ndim = 1, .shape = {GATHER_COUNT}};
+    b = (shmesh_array){.data = gout, .dtype = SHMESH_INT32, .ndim = 2, .shape = {world, GATHER_COUNT}};
     if ((rc = shmesh_all_gather(m, "i", NULL, 0, false, &a, &b)))
         return rc;
     for (int r = 0; r < world; r++)

@@ -101,7 +101,7 @@ static void values(void)
     rc = shmesh_mesh_push(abs_a);
     check_refused(rc, shmesh_last_error(NULL), "cannot be the mesh context", "pushing an abstract mesh");
     float v = 1, s = 0;
-    shmesh_array in = {&v, SHMESH_FLOAT32, 0, {0}}, out = {&s, SHMESH_FLOAT32, 0, {0}};
+    shmesh_array in = {.data = &v, .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}}, out = {.data = &s, .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
     rc = shmesh_psum(abs_a, "x", NULL, &in, &out);
     check_refused(rc, shmesh_last_error(NULL), "collectives need a concrete mesh",
                   "a collective on an abstract mesh");
@@ -129,8 +129,8 @@ static void values(void)
     shmesh_mesh_local_devices(c, ids, 8);
     for (int l = 0; l < 8; l++) {
         in8[l] = (float)(ids[l] + 1);
-        ins[l] = (shmesh_array){&in8[l], SHMESH_FLOAT32, 0, {0}};
-        outs[l] = (shmesh_array){&out8[l], SHMESH_FLOAT32, 0, {0}};
+        ins[l] = (shmesh_array){.data = &in8[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
+        outs[l] = (shmesh_array){.data = &out8[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
     }
     /* On c (the current mesh), position (i, j) holds device 7 - (2i + j):
      * the sum over y of devices 7-2i and 6-2i, plus one each. */
@@ -190,8 +190,8 @@ static void local_case(const char *name, const int *order, int lx, int ly, const
         shmesh_array ins[4], outs[4];
         for (int l = 0; l < n; l++) {
             in[l] = 1;
-            ins[l] = (shmesh_array){&in[l], SHMESH_FLOAT32, 0, {0}};
-            outs[l] = (shmesh_array){&out[l], SHMESH_FLOAT32, 0, {0}};
+            ins[l] = (shmesh_array){.data = &in[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
+            outs[l] = (shmesh_array){.data = &out[l], .dtype = SHMESH_FLOAT32, .ndim = 0, .shape = {0}};
         }
         check(!rc && !shmesh_psum(lm, "x,y", NULL, ins, outs) && out[0] == (float)n,
               "%s: psum on the local mesh", name);
