@@ -275,7 +275,7 @@ static void spoil(rng *r, struct bcase *c)
         snprintf(c->spoiled, sizeof c->spoiled, "unknown axis");
         return;
     case 1: {
-        char first[40];
+        char first[sizeof c->axes];
         snprintf(first, sizeof first, "%s", c->axes);
         first[strcspn(first, ",")] = '\0';
         size_t l = strlen(c->axes);
