@@ -29,25 +29,9 @@ int shmesh_mesh_batch(const shmesh_mesh *m, const char *name, int size, shmesh_m
                        m->ndim);
     if (rc)
         return rc;
-    if (size < 1 || (int64_t)size * m->size > INT32_MAX / 8)
-        return mesh_fail(m, "%s: the batched axis '%s' has size %d; it must be 1..%d here", fn,
-                         name ? name : "(null)", size, INT32_MAX / 8 / m->size);
-    /* The names' rules are the mesh's own: check them on the new shape. */
-    shmesh_mesh *abs = NULL;
-    const char *names[SHMESH_MAX_MESH_DIMS];
-    int sizes[SHMESH_MAX_MESH_DIMS];
-    for (int d = 0; d < m->ndim; d++) {
-        names[d] = m->names[d];
-        sizes[d] = m->sizes[d];
-    }
-    names[m->ndim] = name;
-    sizes[m->ndim] = size;
-    if ((rc = shmesh_abstract_mesh_create(m->ndim + 1, names, sizes, &abs)))
-        return mesh_fail(m, "%s: %s", fn, shmesh_last_error(NULL));
-    shmesh_mesh_destroy(abs);
-    shmesh_mesh *b = mesh_batched(m, name, size);
-    if (!b)
-        return ctx_fail(m->ctx, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    shmesh_mesh *b;
+    if ((rc = mesh_batched(m, fn, name, size, &b)))
+        return rc;
     /* Calls' scratch must have room for every position of the job. */
     shmesh_ctx *c = m->ctx;
     if (c->world * b->per > c->scratch_members)

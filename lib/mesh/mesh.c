@@ -172,7 +172,8 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
     return mesh_new_batched(c, ndim, names, sizes, size, ids, 0);
 }
 
-shmesh_mesh *mesh_batched(const shmesh_mesh *m, const char *name, int batch)
+int mesh_batched(const shmesh_mesh *m, const char *fn, const char *name, int batch,
+                 shmesh_mesh **out)
 {
     const char *names[SHMESH_MAX_MESH_DIMS];
     int sizes[SHMESH_MAX_MESH_DIMS];
@@ -182,11 +183,20 @@ shmesh_mesh *mesh_batched(const shmesh_mesh *m, const char *name, int batch)
     }
     names[m->ndim] = name;
     sizes[m->ndim] = batch;
-    shmesh_mesh *b = mesh_new_batched(m->ctx, m->ndim + 1, names, sizes, m->size * batch,
-                                      m->ids, batch);
-    if (b)
-        b->id = m->id;
-    return b;
+    int64_t size;
+    int rc = check_shape(m, fn, m->ndim + 1, names, sizes, INT32_MAX / 8, &size);
+    if (!rc && size > INT32_MAX / 8)
+        rc = mesh_fail(m, "%s: %d positions of %d devices each are too many", fn, batch,
+                       m->size);
+    if (rc)
+        return rc;
+    shmesh_mesh *b = mesh_new_batched(m->ctx, m->ndim + 1, names, sizes, (int)size, m->ids,
+                                      batch);
+    if (!b)
+        return ctx_fail(m->ctx, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    b->id = m->id;
+    *out = b;
+    return 0;
 }
 
 void mesh_coords(const shmesh_mesh *m, int pos, int *coords)
@@ -577,8 +587,12 @@ int mesh_axis_group(const shmesh_mesh *m, const struct axes *a, int *ids)
     return idx;
 }
 
-int mesh_group(shmesh_mesh *m, const char *op, const struct axes *a, const shmesh_groups *gs,
-               bool equal_sizes, struct group *g, uint64_t *groups_hash)
+/* Inlined into every call's prologue (coll_open) even with a second
+ * caller (piles): it is most of a small call's group resolution. */
+__attribute__((always_inline)) inline int mesh_group(shmesh_mesh *m, const char *op,
+                                                     const struct axes *a,
+                                                     const shmesh_groups *gs, bool equal_sizes,
+                                                     struct group *g, uint64_t *groups_hash)
 {
     shmesh_ctx *c = m->ctx;
     int n = a->size;

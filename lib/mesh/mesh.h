@@ -88,8 +88,10 @@ shmesh_mesh *mesh_block(const shmesh_mesh *m, const int *lo, const int *hi);
 void mesh_select(shmesh_mesh *m, int l);
 
 /* The mesh of m's axes and a batched axis `name` of size `batch` (the
- * last dimension): NULL when out of memory. */
-shmesh_mesh *mesh_batched(const shmesh_mesh *m, const char *name, int batch);
+ * last dimension), into *out; the names and sizes follow every mesh's
+ * rules (else SHMESH_ERR_INVALID explained as fn's). */
+int mesh_batched(const shmesh_mesh *m, const char *fn, const char *name, int batch,
+                 shmesh_mesh **out);
 
 /* Parses "x,y"; an unknown or repeated name is SHMESH_ERR_INVALID naming it. */
 int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);

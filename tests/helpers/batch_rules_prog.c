@@ -466,6 +466,12 @@ int main(int argc, char **argv)
     }
     shmesh_mesh *m;
     MUST(shmesh_mesh_create(ctx, 1, (const char *[]){"x"}, (int[]){world}, NULL, &m));
+    shmesh_mesh *no = NULL;
+    int rc = shmesh_mesh_batch(m, "x", B, &no);
+    check(rc == SHMESH_ERR_INVALID && !no && strstr(why(), "given twice"),
+          "a batched axis named like a mesh axis: %s", why());
+    rc = shmesh_mesh_batch(m, "b", 0, &no);
+    check(rc == SHMESH_ERR_INVALID && !no && strstr(why(), "size 0"), "a batch of 0: %s", why());
     MUST(shmesh_mesh_batch(m, "b", B, &bm));
     shmesh_mesh_destroy(m); /* the batched mesh does not need it */
     accessors();
