@@ -5,7 +5,8 @@
  * those programs use, compared with what numpy prints; the trainer
  * (examples/train.c), whose loss must fall; and the metrics example
  * (examples/metrics.c), whose lines, printed by host callbacks on ordered
- * effects from every rank, come in step order.
+ * effects from every rank, come in step order; and the batched example
+ * (examples/batched.c), a program for 8 devices run by 2 processes.
  *
  * About the expected texts.  The seed is a web mirror of JAX's source: it
  * lost every line's leading indentation, collapsed each run of spaces into
@@ -431,6 +432,32 @@ static void metrics_in_step_order(void **state)
         fail_msg("mean lines differ:\n%s\nagain:\n%s\n2 ranks x 2:\n%s", a, b, c);
 }
 
+/* The batched example (examples/batched.c): 2 processes run a program
+ * written for 8 devices (x = 2 over the processes, b = 4 batched in each);
+ * rank 0 prints every position's results, gathered over (x, b). */
+static void batched_example(void **state)
+{
+    (void)state;
+    static const char want[] =
+        "batched: 2 processes, mesh x=2 over them and b=4 batched in each: 8 positions\n"
+        "value (global index):    [0 1 2 3 4 5 6 7]\n"
+        "psum over (x, b):        [28 28 28 28 28 28 28 28]\n"
+        "axis_index over (x, b):  [0 1 2 3 4 5 6 7]\n"
+        "all_gather over b:\n"
+        "[[0 1 2 3]\n"
+        " [0 1 2 3]\n"
+        " [0 1 2 3]\n"
+        " [0 1 2 3]\n"
+        " [4 5 6 7]\n"
+        " [4 5 6 7]\n"
+        " [4 5 6 7]\n"
+        " [4 5 6 7]]\n";
+    char *out = example("SHMESH_BATCHED", "2", "1", NULL);
+    if (strcmp(out, want))
+        fail_msg("shmesh-run -n 2 -- batched:\ngot:\n%s\nexpected:\n%s", out, want);
+    free(out);
+}
+
 static void normalize_rules(void **state)
 {
     char *s = normalize("[[ 4  6  8 10]\n [20 22 24 26]]\n\n  x   \n");
@@ -453,6 +480,7 @@ int main(void)
         EXAMPLE(0),  EXAMPLE(1),  EXAMPLE(2),  EXAMPLE(3),  EXAMPLE(4),  EXAMPLE(5),
         EXAMPLE(6),  EXAMPLE(7),  EXAMPLE(8),  EXAMPLE(9),  EXAMPLE(10), EXAMPLE(11),
         EXAMPLE(12), EXAMPLE(13), EXAMPLE(14), EXAMPLE(15), EXAMPLE(16),
+        cmocka_unit_test(batched_example),
     };
     _Static_assert(sizeof examples / sizeof *examples == 17, "one EXAMPLE() per example");
     /* Name each example test after its program argument and rank count. */
