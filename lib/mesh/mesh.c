@@ -186,8 +186,8 @@ int mesh_batched(const shmesh_mesh *m, const char *fn, const char *name, int bat
     int64_t size;
     int rc = check_shape(m, fn, m->ndim + 1, names, sizes, INT32_MAX / 8, &size);
     if (!rc && size > INT32_MAX / 8)
-        rc = mesh_fail(m, "%s: %d positions of %d devices each are too many", fn, batch,
-                       m->size);
+        rc = mesh_fail(m, "%s: a batch of %d on each of %d devices makes more than %d positions",
+                       fn, batch, m->size, INT32_MAX / 8);
     if (rc)
         return rc;
     shmesh_mesh *b = mesh_new_batched(m->ctx, m->ndim + 1, names, sizes, (int)size, m->ids,
@@ -379,8 +379,6 @@ int mesh_concrete(const shmesh_mesh *m, const char *fn, const char *what)
     return 0;
 }
 
-/* The devices at n positions (pos NULL: every position; `step` apart):
- * on a batched mesh, the device holding each. */
 int mesh_unbatched(const shmesh_mesh *m, const char *fn, const char *what)
 {
     if (!m || m->batch_dim < 0)
@@ -393,6 +391,8 @@ int mesh_unbatched(const shmesh_mesh *m, const char *fn, const char *what)
                      fn, text, m->names[m->batch_dim], what);
 }
 
+/* The devices at n positions (pos NULL: every position; else pos[0],
+ * pos[step], ...): on a batched mesh, the device holding each. */
 static int copy_ids(const shmesh_mesh *m, const int *pos, int n, int step, int *ids,
                     int capacity)
 {
