@@ -26,6 +26,10 @@ struct devices_work {
     int nlocal;
     int per;           /* the mesh's devices (positions) per rank */
     bool process_local;
+    /* Every group of the call lies inside one rank (a local mesh, a job of
+     * one rank, or axes that never leave a rank: a batched axis alone): no
+     * rank needs another's inputs, and none gathers them. */
+    bool alone;
     int ids[];         /* the local devices' ids, in mesh order */
 };
 
@@ -33,7 +37,7 @@ struct devices_work {
  * a local mesh (every device here) by local device. */
 static uint64_t slot_of(const struct devices_work *dw, int id)
 {
-    return dw->process_local ? (uint64_t)(id % dw->per) : (uint64_t)id;
+    return dw->alone ? (uint64_t)(id % dw->per) : (uint64_t)id;
 }
 
 /* Every local device's call must be the same call (its arrays' shapes and
@@ -74,7 +78,7 @@ static int run(struct work *w)
      * the gather, which puts rank r's devices at r * per. */
     uint64_t each = k0->local ? k0->pub_bytes : k0->f.in_bytes;
     uint64_t per = (uint64_t)dw->per;
-    bool alone = dw->process_local || c->world == 1;
+    bool alone = dw->alone;
     uint64_t slots = alone ? per : (uint64_t)c->world * per;
     uint64_t need = (alone ? slots : slots + per) * each;
     if (need > c->dev_buf_bytes) {
@@ -151,6 +155,8 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
     *dw = (struct devices_work){.w = {.run = run, .drop = drop}, .c = c, .ks = ks,
                                 .prepared = prepared, .nlocal = m->nlocal, .per = m->per,
                                 .process_local = m->process_local};
+    dw->alone = m->process_local || c->world == 1 ||
+                mesh_axes_in_rank(m, ks[0].d.naxes, ks[0].d.axis);
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
     if (stream_wanted(c))

@@ -11,7 +11,9 @@
  * mesh with one device per rank.  An op whose data is more than its input
  * publishes its own bytes and computes its own part (struct call's
  * pub_bytes, pub_pack, local: ragged_all_to_all).  A local mesh needs no
- * gather.
+ * gather, and neither does a call whose every group lies inside one rank
+ * (over a batched axis alone, or axes along a rank's own devices): it runs
+ * inside each process, and ranks do not compare it.
  *
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call); a device-level engine is future

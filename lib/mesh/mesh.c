@@ -693,6 +693,32 @@ static int query_axes(const shmesh_mesh **mp, const char *fn, const char *axes, 
     return mesh_axes((shmesh_mesh *)m, fn, axes, a);
 }
 
+bool mesh_axes_in_rank(shmesh_mesh *m, int n, const uint8_t *dims)
+{
+    uint32_t key = 1; /* the named dimensions as a bit set, cached */
+    for (int i = 0; i < n; i++)
+        key |= 2u << dims[i];
+    if (m->in_rank_key == key)
+        return m->in_rank;
+    bool in = true;
+    for (int p = 0; p < m->size && in; p++) {
+        /* Position p's neighbour one step along each named dimension (the
+         * next coordinate, or the first after the last) holds the same rank:
+         * then so does all of p's group. */
+        int stride = 1;
+        for (int d = m->ndim - 1; d >= 0 && in; stride *= m->sizes[d--]) {
+            if (!(key & (2u << d)))
+                continue;
+            int c = p / stride % m->sizes[d];
+            int q = p + (c + 1 < m->sizes[d] ? stride : -c * stride);
+            in = m->pos_rank[q] == m->pos_rank[p];
+        }
+    }
+    m->in_rank_key = key;
+    m->in_rank = in;
+    return in;
+}
+
 int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos)
 {
     int cc[SHMESH_MAX_MESH_DIMS];

@@ -46,6 +46,10 @@ struct shmesh_mesh {
     int batch_dim;
     int batch;
     int per;
+    /* mesh_axes_in_rank's last question (a bit set of dimensions, 0 for
+     * none yet) and its answer. */
+    uint32_t in_rank_key;
+    bool in_rank;
     /* The device a collective is being prepared for (mesh_select): its
      * coordinates. */
     int cur;
@@ -98,6 +102,10 @@ int mesh_axes(shmesh_mesh *m, const char *op, const char *spec, struct axes *a);
 /* The canonical text of `a`: its names, in order, joined by commas; every
  * name in full when len >= SHMESH_MAX_MESH_DIMS * (SHMESH_MAX_AXIS_NAME + 1). */
 void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_t len);
+/* Whether every group over the named mesh dimensions dims[0..n) lies in
+ * one rank: moving along them never leaves a rank's devices.  The same
+ * answer on every rank (it is the mesh's, not this rank's). */
+bool mesh_axes_in_rank(shmesh_mesh *m, int n, const uint8_t *dims);
 /* The index over `a` of the device (position) at mesh position pos. */
 int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos);
 /* Fills ids[0..a->size) with the device ids of the group over `a`, by axis

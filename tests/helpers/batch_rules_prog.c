@@ -391,6 +391,27 @@ static void refusals(void)
           "the context still works after the refusals");
 }
 
+/* A call over the batched axis alone runs inside each process when it
+ * holds several positions: ranks may make different numbers of them (an
+ * exchange would pair rank 0's extra call with rank 1's barrier: a
+ * mismatch).  With B = 1 such a call is an ordinary call of one member. */
+static void inside(void)
+{
+    if (B == 1)
+        return;
+    int32_t in[64], out[64];
+    int64_t shape[1] = {2};
+    shmesh_array a = pack(in, 1, shape, 0, mine);
+    shmesh_array o = {.data = out, .dtype = SHMESH_INT32, .ndim = 1, .shape = {2},
+                      .bdim = SHMESH_NOT_MAPPED};
+    bool ok = true;
+    for (int i = 0; i <= my_rank() * 3; i++)
+        ok &= shmesh_psum(bm, "b", NULL, &a, &o) == 0;
+    ok &= shmesh_barrier(ctx) == 0;
+    check(ok, "%d calls over b alone, then a barrier: nothing exchanged (%s)",
+          my_rank() * 3 + 1, ok ? "no mismatch" : why());
+}
+
 /* The mesh as a value. */
 static void accessors(void)
 {
@@ -483,6 +504,7 @@ int main(int argc, char **argv)
     indices();
     match();
     refusals();
+    inside();
     shmesh_mesh_destroy(bm);
     MUST(shmesh_finalize(ctx));
     if (failures)
