@@ -255,6 +255,10 @@ void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_
             if (theirs->mesh != mine->mesh)
                 snprintf(note, sizeof note, " (on mesh %" PRId32 ", there mesh %" PRId32 ")",
                          mine->mesh, theirs->mesh);
+            else if (theirs->param[CALL_PARAM_BATCH] != mine->param[CALL_PARAM_BATCH])
+                snprintf(note, sizeof note,
+                         " (on a mesh with a batched axis of %" PRId64 ", there %" PRId64 ")",
+                         mine->param[CALL_PARAM_BATCH], theirs->param[CALL_PARAM_BATCH]);
             else if (theirs->naxes != mine->naxes || memcmp(theirs->axis, mine->axis, sizeof mine->axis))
                 snprintf(note, sizeof note, " (with the axes as other mesh dimensions)");
             else if (theirs->extra_hash != mine->extra_hash)

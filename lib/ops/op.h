@@ -42,7 +42,10 @@ struct call_desc {
     int32_t mesh; /* mesh id, -1 for world-wide calls */
     uint32_t dtype, out_dtype;
     int32_t ndim, out_ndim;
-    int64_t param[4];    /* the op's own values, named in the op table */
+    int64_t param[4];    /* the op's own values, named in the op table; mesh ops have at
+                            most 3, and param[CALL_PARAM_BATCH] holds the batch of a
+                            batched mesh (0 otherwise): meshes that differ only there
+                            share an id */
     uint64_t extra_hash; /* groups, permutations, mesh_create's names and device order */
     int32_t naxes;       /* the named axes, resolved: how many, */
     uint8_t axis[SHMESH_MAX_MESH_DIMS]; /* and their mesh dimensions, in the order named */
@@ -56,6 +59,8 @@ struct call_desc {
     char groups[CALL_GROUPS_TEXT]; /* axis_index_groups as text ("" without) */
     int64_t shape[SHMESH_MAX_NDIM], out_shape[SHMESH_MAX_NDIM];
 };
+
+#define CALL_PARAM_BATCH 3
 
 static inline void call_desc_clear(struct call_desc *d)
 {

@@ -60,6 +60,8 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
         k->d.extra_hash = gh;
     }
     k->d.mesh = m->id;
+    if (m->batch_dim >= 0) /* a batched mesh shares its mesh's id */
+        k->d.param[CALL_PARAM_BATCH] = m->batch;
     if (!rc && gs)
         groups_text(gs, k->d.groups, sizeof k->d.groups);
     uint64_t n_in, n_out;

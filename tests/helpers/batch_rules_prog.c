@@ -473,12 +473,39 @@ static void two_devices(void)
     shmesh_mesh_destroy(m2);
 }
 
+/* Ranks whose batched meshes differ only in the batch (B = 2 + rank) make
+ * the "same" call across ranks: a mismatch on every rank, naming the
+ * batches, not a wrong sum. */
+static void batches_differ(void)
+{
+    shmesh_mesh *m, *m2;
+    MUST(shmesh_mesh_create(ctx, 1, (const char *[]){"x"}, (int[]){world}, NULL, &m));
+    B = 2 + my_rank();
+    MUST(shmesh_mesh_batch(m, "b", B, &m2));
+    int32_t in[16] = {0}, out[2];
+    int64_t shape[1] = {2};
+    shmesh_array a = pack(in, 1, shape, 0, mine);
+    shmesh_array o = {.data = out, .dtype = SHMESH_INT32, .ndim = 1, .shape = {2},
+                      .bdim = SHMESH_NOT_MAPPED};
+    int rc = shmesh_psum(m2, "x,b", NULL, &a, &o);
+    check(rc == SHMESH_ERR_MISMATCH && strstr(why(), "batched axis of"),
+          "batches of different sizes on the ranks: %s", why());
+    shmesh_mesh_destroy(m2);
+    shmesh_mesh_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
     B = argc > 1 ? atoi(argv[1]) : 3;
     MUST(shmesh_init(&ctx));
     rank = shmesh_rank(ctx);
     world = shmesh_world_size(ctx);
+    if (argc > 2 && !strcmp(argv[2], "differ")) {
+        batches_differ();
+        shmesh_finalize(ctx); /* poisoned by the mismatch: it only releases */
+        printf("rank %d: %s\n", rank, failures ? "checks FAILED" : "checks ok");
+        return failures ? 1 : 0;
+    }
     if (shmesh_local_device_count(ctx) == 2) {
         two_devices();
         MUST(shmesh_finalize(ctx));
