@@ -460,14 +460,19 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
  *     axis counts as B * x (one product in its dtype; for bool, x), not as
  *     a sum of B copies; axis_index_groups are then refused, as in JAX;
  *   - the result is not mapped (one value for the batch) when the batched
- *     axis is named by psum, pmax, pmin, pmean, pargmax, pargmin, all_gather
- *     or pbroadcast without axis_index_groups, or when the operand is not mapped and either the
- *     batched axis is not named or (ppermute with a full permutation,
- *     pshuffle) the op only moves values among the batch; otherwise it is
- *     mapped, where docs/batching.md's table says (SHMESH_BDIM_AUTO).
+ *     axis is named by psum, pmax, pmin, pmean, pargmax, pargmin,
+ *     all_gather or pbroadcast without axis_index_groups, or when the
+ *     operand is not mapped and either the batched axis is not named or
+ *     (ppermute with a full permutation, pshuffle) the op only moves values
+ *     among the batch; otherwise it is mapped, where docs/batching.md's
+ *     table says (SHMESH_BDIM_AUTO).
  * A not-mapped result asked for at a bdim is broadcast there; a mapped
  * result asked for as SHMESH_NOT_MAPPED is SHMESH_ERR_INVALID, as vmap's
- * "mapped output but out_axes is None".  Not built on a batched mesh
+ * "mapped output but out_axes is None".  A call whose every group lies
+ * inside one rank (over the batched axis alone, B > 1) runs inside each
+ * process: nothing is exchanged and ranks do not compare it.  Every rank
+ * must batch a mesh with the same size (else SHMESH_ERR_MISMATCH on the
+ * calls that cross ranks).  Not built on a batched mesh
  * (SHMESH_ERR_INVALID saying so): ragged_all_to_all, the _async forms,
  * device buffers, shardings and global arrays, local meshes, and a second
  * batched axis.
