@@ -21,23 +21,28 @@
 #include <time.h>
 
 #include "bench.h"
+#include "plot.h"
 #include "device/runtime.h"
 #include "core/settings.h"
 #include "shm/segment.h"
 #include "shmesh.h"
 
 struct opts {
-    enum bench_op op;
+    enum bench_op ops[BENCH_OP_COUNT]; /* -o, in the order given */
+    int nops;
+    enum bench_op op; /* the one running */
     size_t min_bytes, max_bytes;
     double factor;
     shmesh_dtype dtype;
     int warmup, iters;
     bool check, csv, heap, device;
+    const char *plot_path, *plot_mpi_path; /* --plot, --plot-mpi */
 };
 
 static shmesh_ctx *ctx;
 static int rank, world;
 static double total_wrong; /* over every size: the exit status says whether any */
+static struct plot plot;    /* --plot: rank 0's rows, and --plot-mpi's */
 
 static void die(const char *what, int rc)
 {
@@ -70,9 +75,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: shmesh-run -n N -- shmesh-bench [options]\n"
-            "  -o OP      psum | pmax | pmin | all_gather | psum_scatter | all_to_all |\n"
+            "  -o OP[,OP...] psum | pmax | pmin | all_gather | psum_scatter | all_to_all |\n"
             "             ragged_all_to_all | ppermute | pbroadcast | barrier | world_sum\n"
-            "             (default world_sum)\n"
+            "             (default world_sum); several run one after the other\n"
             "  -b BYTES   smallest size (default 8; K, M, G suffixes)\n"
             "  -e BYTES   largest size (default 1M)\n"
             "  -f FACTOR  size multiplier between steps, > 1 (default 2)\n"
@@ -88,6 +93,8 @@ static void usage(FILE *f)
             "  --device   buffers in device memory (shmesh_device_alloc, device 0 of the\n"
             "             rank); first prints the device-to-device copy rate at -e, and\n"
             "             for psum the reduction kernel's rate alone over N buffers\n"
+            "  --plot FILE.svg  also draw busbw and time against size, a line per op\n"
+            "  --plot-mpi CSV   add the MPI lines of bench/compare-mpi.sh's CSV to --plot\n"
             "  -h         this help\n"
             "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
             "every op runs over one mesh axis \"i\" spanning all ranks.\n");
@@ -142,12 +149,14 @@ static int parse_int(char opt, const char *s, int min)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){.op = BENCH_WORLD_SUM, .min_bytes = 8, .max_bytes = 1 << 20,
+    *o = (struct opts){.ops = {BENCH_WORLD_SUM}, .nops = 1, .min_bytes = 8, .max_bytes = 1 << 20,
                        .factor = 2.0, .dtype = SHMESH_FLOAT32, .warmup = 20, .iters = 200,
                        .check = true};
     static const struct option longs[] = {{"csv", no_argument, NULL, 'C'},
                                           {"heap", no_argument, NULL, 'H'},
                                           {"device", no_argument, NULL, 'D'},
+                                          {"plot", required_argument, NULL, 'P'},
+                                          {"plot-mpi", required_argument, NULL, 'M'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     const char *dtype_arg = NULL;
@@ -155,14 +164,29 @@ static void parse(int argc, char **argv, struct opts *o)
     opterr = 0; /* our own messages, printed by rank 0 only */
     while ((c = getopt_long(argc, argv, ":o:b:e:f:d:w:n:c:h", longs, NULL)) != -1) {
         switch (c) {
-        case 'o':
-            o->op = bench_op_parse(optarg);
-            if (o->op == BENCH_OP_COUNT)
-                bad_arg("-o expects psum, pmax, pmin, all_gather, psum_scatter, all_to_all, "
-                        "ragged_all_to_all, ppermute, pbroadcast, barrier or world_sum, got "
-                        "'%s'",
-                        optarg);
+        case 'o': {
+            /* A comma-separated list: the plot's lines come from one run. */
+            char name[64];
+            o->nops = 0;
+            for (const char *p = optarg;; p++) {
+                size_t len = strcspn(p, ",");
+                snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), p);
+                enum bench_op op = len < 63 ? bench_op_parse(name) : BENCH_OP_COUNT;
+                if (op == BENCH_OP_COUNT)
+                    bad_arg("-o expects psum, pmax, pmin, all_gather, psum_scatter, all_to_all, "
+                            "ragged_all_to_all, ppermute, pbroadcast, barrier or world_sum, got "
+                            "'%s' (several: comma-separated)",
+                            name);
+                for (int i = 0; i < o->nops; i++)
+                    if (o->ops[i] == op)
+                        bad_arg("-o names %s twice", name);
+                o->ops[o->nops++] = op;
+                p += len;
+                if (!*p)
+                    break;
+            }
             break;
+        }
         case 'b': o->min_bytes = parse_size('b', optarg); break;
         case 'e': o->max_bytes = parse_size('e', optarg); break;
         case 'f': {
@@ -196,6 +220,8 @@ static void parse(int argc, char **argv, struct opts *o)
         case 'C': o->csv = true; break;
         case 'H': o->heap = true; break;
         case 'D': o->device = true; break;
+        case 'P': o->plot_path = optarg; break;
+        case 'M': o->plot_mpi_path = optarg; break;
         case 'h':
             if (first_rank())
                 usage(stdout);
@@ -213,9 +239,24 @@ static void parse(int argc, char **argv, struct opts *o)
     }
     if (optind < argc)
         bad_arg("unexpected argument '%s' (-h lists the options)", argv[optind]);
-    if (!bench_op_takes(o->op, o->dtype))
-        bad_arg("-d %s is refused by %s: use a numeric dtype (int32, float32, ...)",
-                dtype_arg ? dtype_arg : shmesh_dtype_name(o->dtype), bench_op_name(o->op));
+    for (int i = 0; i < o->nops; i++)
+        if (!bench_op_takes(o->ops[i], o->dtype))
+            bad_arg("-d %s is refused by %s: use a numeric dtype (int32, float32, ...)",
+                    dtype_arg ? dtype_arg : shmesh_dtype_name(o->dtype),
+                    bench_op_name(o->ops[i]));
+    o->op = o->ops[0];
+    if (o->plot_mpi_path && !o->plot_path)
+        bad_arg("--plot-mpi adds lines to --plot FILE.svg, which is missing");
+    if (o->plot_mpi_path) {
+        /* Read now, on every rank, so that a bad file is said once and
+         * before the run rather than after it. */
+        const char *names[BENCH_OP_COUNT];
+        char err[512];
+        for (int i = 0; i < o->nops; i++)
+            names[i] = bench_op_name(o->ops[i]);
+        if (plot_read_mpi_csv(&plot, o->plot_mpi_path, names, (size_t)o->nops, err, sizeof err))
+            bad_arg("--plot-mpi %s", err);
+    }
     if (o->max_bytes < o->min_bytes)
         bad_arg("-e (%zu bytes) must be at least -b (%zu bytes)", o->max_bytes, o->min_bytes);
 }
@@ -285,6 +326,8 @@ static void reduce_stats(double *us, double *wrong)
 
 static void print_header(const struct opts *o)
 {
+    if (o->csv && o->op != o->ops[0])
+        return; /* one header; the op column tells the ops apart */
     if (o->csv) {
         printf("op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n");
     } else {
@@ -308,6 +351,13 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
         snprintf(w, sizeof w, "%.0f", wrong);
     else
         snprintf(w, sizeof w, "N/A");
+    /* A size of 0 (barrier, or too few bytes for one element) has no place
+     * on the plot's log axis. */
+    if (o->plot_path && b->bytes && plot_add(&plot, bench_op_name(o->op), bench_op_name(o->op), PLOT_SOLID,
+                                 (double)b->bytes, us, busbw)) {
+        fprintf(stderr, "shmesh-bench: rank %d: out of memory for --plot\n", rank);
+        exit(1);
+    }
     if (o->csv)
         printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s\n", bench_op_name(o->op), world,
                shmesh_notifier(ctx), b->bytes, b->count, type, us, algbw, busbw, w);
@@ -497,51 +547,73 @@ int main(int argc, char **argv)
     if ((rc = shmesh_mesh_create(ctx, 1, names, sizes, NULL, &mesh)))
         die("shmesh_mesh_create", rc);
 
-    struct bench b = {.op = o.op, .ctx = ctx, .mesh = mesh, .rank = rank, .n = world,
-                      .dtype = o.dtype};
-    if (o.op != BENCH_BARRIER) {
-        b.cap = o.max_bytes ? o.max_bytes : 1;
-        b.in = buffer(&o, b.cap);
-        if (o.op != BENCH_WORLD_SUM)
-            b.out = buffer(&o, b.cap);
+    /* One pair of buffers, as large as the largest op needs, for every op. */
+    bool need_in = false, need_out = false;
+    for (int i = 0; i < o.nops; i++) {
+        need_in |= o.ops[i] != BENCH_BARRIER;
+        need_out |= o.ops[i] != BENCH_BARRIER && o.ops[i] != BENCH_WORLD_SUM;
     }
-    if (bench_setup(&b)) {
-        fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
-        return 1;
-    }
+    size_t cap = o.max_bytes ? o.max_bytes : 1;
+    void *in = need_in ? buffer(&o, cap) : NULL, *out = need_out ? buffer(&o, cap) : NULL;
 
-    if (rank == 0)
-        print_header(&o);
-    if (o.device && b.out)
-        copy_rate(&o, &b);
-    if (o.device && o.op == BENCH_PSUM)
-        kernel_rate(&o, &b);
-    if (o.op == BENCH_BARRIER) { /* one row: it moves no data */
-        bench_size(&b, 0);
-        run_size(&o, &b);
-    } else {
-        for (size_t bytes = o.min_bytes;;) {
-            bench_size(&b, bytes);
-            run_size(&o, &b);
-            if (bytes >= o.max_bytes)
-                break;
-            double next = (double)(bytes ? bytes : 1) * o.factor;
-            if (next > (double)o.max_bytes)
-                bytes = o.max_bytes;
-            else /* at least one byte more, whatever the factor */
-                bytes = (size_t)next > bytes ? (size_t)next : bytes + 1;
+    for (int i = 0; i < o.nops; i++) {
+        o.op = o.ops[i];
+        bool barrier = o.op == BENCH_BARRIER;
+        struct bench b = {.op = o.op, .ctx = ctx, .mesh = mesh, .rank = rank, .n = world,
+                          .dtype = o.dtype, .cap = barrier ? 0 : cap, .in = barrier ? NULL : in,
+                          .out = barrier || o.op == BENCH_WORLD_SUM ? NULL : out};
+        if (bench_setup(&b)) {
+            fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
+            return 1;
         }
+        if (rank == 0)
+            print_header(&o);
+        if (o.device && b.out)
+            copy_rate(&o, &b);
+        if (o.device && o.op == BENCH_PSUM)
+            kernel_rate(&o, &b);
+        if (barrier) { /* one row: it moves no data */
+            bench_size(&b, 0);
+            run_size(&o, &b);
+        } else {
+            for (size_t bytes = o.min_bytes;;) {
+                bench_size(&b, bytes);
+                run_size(&o, &b);
+                if (bytes >= o.max_bytes)
+                    break;
+                double next = (double)(bytes ? bytes : 1) * o.factor;
+                if (next > (double)o.max_bytes)
+                    bytes = o.max_bytes;
+                else /* at least one byte more, whatever the factor */
+                    bytes = (size_t)next > bytes ? (size_t)next : bytes + 1;
+            }
+        }
+        bench_teardown(&b);
     }
 
-    bench_teardown(&b);
-    release(&o, b.in);
-    release(&o, b.out);
+    release(&o, in);
+    release(&o, out);
+    /* For the plot's title: the name is the context's, gone after finalize. */
+    char notifier[32];
+    snprintf(notifier, sizeof notifier, "%s", shmesh_notifier(ctx));
     shmesh_mesh_destroy(mesh);
     rc = shmesh_finalize(ctx);
     if (rc) {
         fprintf(stderr, "shmesh-bench: shmesh_finalize: %s\n", shmesh_last_error(NULL));
         return 1;
     }
+    if (rank == 0 && o.plot_path) {
+        char title[160];
+        snprintf(title, sizeof title, "shmesh-bench: %d ranks, %s, %s notifier", world,
+                 shmesh_dtype_name(o.dtype), notifier);
+        rc = plot_write_svg(&plot, o.plot_path, title);
+        if (rc) {
+            fprintf(stderr, "shmesh-bench: --plot %s: cannot write the SVG: %s\n", o.plot_path,
+                    strerror(-rc));
+            return 1;
+        }
+    }
+    plot_free(&plot);
     if (total_wrong > 0) { /* as nccl-tests: wrong results fail the run */
         if (rank == 0)
             fprintf(stderr, "shmesh-bench: %.0f wrong elements in all: FAILED\n", total_wrong);
