@@ -4,14 +4,17 @@
  * CSV's sizes, counts and bandwidths follow nccl-tests' conventions; argument
  * errors exit 2 naming the option, once; --heap buffers checked the same
  * way, and a heap too small for them refused with the library's reason;
- * bench/async_overlap.c's table at a small size.  Every run leaves no
- * segment behind. */
+ * bench/async_overlap.c's table at a small size; --plot writes well-formed
+ * SVG with one line per op in each panel, and --plot-mpi adds the MPI lines
+ * of a compare-mpi.sh CSV.  Every run leaves no segment behind. */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -339,6 +342,254 @@ static void async_overlap_table(void **state)
     run_free(&r);
 }
 
+/* --- --plot ---------------------------------------------------------------- */
+
+/* The file's bytes, NUL-terminated; fails when it cannot be read. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    size_t len = 0, cap = 1 << 16;
+    char *s = malloc(cap);
+    for (size_t got; s && (got = fread(s + len, 1, cap - len - 1, f)) > 0;) {
+        len += got;
+        if (len + 1 == cap)
+            s = realloc(s, cap *= 2);
+    }
+    fclose(f);
+    if (!s)
+        fail_msg("out of memory reading %s", path);
+    s[len] = '\0';
+    return s;
+}
+
+/* Whether s is well-formed XML as the SVG writer produces it: an optional
+ * <?xml ...?> declaration, then one <svg> root whose tags nest and close,
+ * attributes name="value", and text with no raw '<' and only the five
+ * entities or character references after '&'.  NULL, or what is wrong. */
+static const char *xml_problem(const char *s)
+{
+    static char why[160];
+    char stack[64][32];
+    int depth = 0;
+    bool root_done = false;
+    if (!strncmp(s, "<?xml", 5)) {
+        const char *e = strstr(s, "?>");
+        if (!e)
+            return "unterminated XML declaration";
+        s = e + 2;
+    }
+    while (*s) {
+        if (*s == '&') {
+            static const char *const ent[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+            size_t i = 0, n = sizeof ent / sizeof *ent;
+            while (i < n && strncmp(s, ent[i], strlen(ent[i])))
+                i++;
+            if (i == n && !(s[1] == '#' && strchr(s, ';')))
+                return snprintf(why, sizeof why, "bare '&' at '%.20s'", s), why;
+            s++;
+            continue;
+        }
+        if (*s != '<') {
+            if (!isspace((unsigned char)*s) && (depth == 0))
+                return snprintf(why, sizeof why, "text outside the root at '%.20s'", s), why;
+            s++;
+            continue;
+        }
+        bool end = s[1] == '/';
+        const char *name = s + 1 + end;
+        size_t nlen = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-:_");
+        if (!nlen || nlen >= 32)
+            return snprintf(why, sizeof why, "bad tag at '%.20s'", s), why;
+        const char *p = name + nlen;
+        if (end) {
+            if (!depth || strlen(stack[depth - 1]) != nlen || strncmp(stack[depth - 1], name, nlen))
+                return snprintf(why, sizeof why, "'</%.*s>' closes nothing open", (int)nlen, name),
+                       why;
+            if (*p != '>')
+                return snprintf(why, sizeof why, "bad end tag '%.20s'", s), why;
+            if (--depth == 0)
+                root_done = true;
+            s = p + 1;
+            continue;
+        }
+        if (root_done || (depth == 0 && strncmp(name, "svg", nlen)))
+            return snprintf(why, sizeof why, "a second root, or a root other than svg: '%.20s'", s),
+                   why;
+        /* Attributes: name="value" with no '<' or '"' inside. */
+        for (;;) {
+            while (isspace((unsigned char)*p))
+                p++;
+            if (*p == '>' || (p[0] == '/' && p[1] == '>'))
+                break;
+            size_t alen = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-:_");
+            if (!alen || p[alen] != '=' || p[alen + 1] != '"')
+                return snprintf(why, sizeof why, "bad attribute at '%.30s'", p), why;
+            const char *v = p + alen + 2, *q = strchr(v, '"');
+            if (!q || memchr(v, '<', (size_t)(q - v)))
+                return snprintf(why, sizeof why, "unterminated attribute at '%.30s'", p), why;
+            p = q + 1;
+        }
+        if (*p == '/') {
+            s = p + 2;
+            if (depth == 0)
+                root_done = true;
+            continue;
+        }
+        if (depth == 64)
+            return "nested too deep";
+        snprintf(stack[depth++], sizeof *stack, "%.*s", (int)nlen, name);
+        s = p + 1;
+    }
+    if (depth)
+        return snprintf(why, sizeof why, "<%s> never closed", stack[depth - 1]), why;
+    return root_done ? NULL : "no <svg> root";
+}
+
+/* How many times needle occurs in s. */
+static int occurrences(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* The SVG at path is well-formed, and each of `labels` has one path in each
+ * of the two panels and one legend entry; no other line. */
+static void check_svg(const char *path, const char *const *labels, int n)
+{
+    char *svg = slurp(path);
+    const char *why = xml_problem(svg);
+    if (why)
+        fail_msg("%s is not well-formed: %s\n%s", path, why, svg);
+    if (occurrences(svg, "<path ") != 2 * n || occurrences(svg, "class=\"series\"") != 2 * n ||
+        occurrences(svg, "<g class=\"panel\"") != 2)
+        fail_msg("%s: expected 2 panels and %d series paths\n%s", path, 2 * n, svg);
+    for (int i = 0; i < n; i++) {
+        char path_tag[96], key[96];
+        snprintf(path_tag, sizeof path_tag, "<path class=\"series\" data-series=\"%s\"", labels[i]);
+        snprintf(key, sizeof key, ">%s</text>", labels[i]);
+        if (occurrences(svg, path_tag) != 2 || occurrences(svg, key) != 1)
+            fail_msg("%s: expected 2 paths and a legend entry for '%s'\n%s", path, labels[i], svg);
+    }
+    free(svg);
+}
+
+/* The directory plot_svg works in, removed by plot_cleanup even when a
+ * check fails: nothing is left in /tmp. */
+static char plot_dir[] = "/tmp/shmesh-test-plot-XXXXXX";
+
+static int plot_cleanup(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"bench.svg", "compare.csv", "bad.csv"};
+    char path[96];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", plot_dir, names[i]);
+        unlink(path);
+    }
+    rmdir(plot_dir);
+    return 0;
+}
+
+/* --plot with two ops (and barrier, which has no size to draw); --plot-mpi
+ * with a CSV in compare-mpi.sh's format; the errors, each said once. */
+static void plot_svg(void **state)
+{
+    (void)state;
+    char *dir = plot_dir, svg[64], csv[64], bad[64], nowhere[80];
+    if (!mkdtemp(dir))
+        fail_msg("mkdtemp failed");
+    snprintf(svg, sizeof svg, "%s/bench.svg", dir);
+    snprintf(csv, sizeof csv, "%s/compare.csv", dir);
+    snprintf(bad, sizeof bad, "%s/bad.csv", dir);
+    snprintf(nowhere, sizeof nowhere, "%s/missing/bench.svg", dir);
+
+    const char *args[] = {"-o", "psum,all_gather,barrier", "-b", "8", "-e", "64K", "-f", "4",
+                          "-w", "1", "-n", "3", "--plot", svg, NULL};
+    struct run r;
+    run_bench(&r, NULL, 2, args);
+    if (r.code != 0 || count_lines(r.out, "# shmesh-bench: psum, 2 ranks", NULL) != 1 ||
+        count_lines(r.out, "# shmesh-bench: all_gather, 2 ranks", NULL) != 1)
+        fail_msg("exit %d, expected 0 and a table per op\nstdout:\n%s\nstderr:\n%s", r.code,
+                 r.out, r.err);
+    assert_clean(&r);
+    run_free(&r);
+    check_svg(svg, (const char *const[]){"psum", "all_gather"}, 2);
+
+    /* Two rounds of Open MPI and one of MPICH allreduce, an alltoall that
+     * was not asked for, and the shmesh and memcpy rows compare-mpi.sh also
+     * writes: two MPI lines. */
+    FILE *f = fopen(csv, "w");
+    assert_non_null(f);
+    fputs("round,pair,side,op,ranks,impl,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n"
+          "1,memcpy,memcpy,memcpy,1,libc,1048576,9,-,21.313,49.200,49.200,0\n"
+          "1,allreduce,shmesh,psum,2,uring,8,2,float32,0.5,0.016,0.016,0\n"
+          "1,allreduce,openmpi,allreduce,2,openmpi,8,2,float32,1.5,0.005,0.005,0\n"
+          "1,allreduce,openmpi,allreduce,2,openmpi,65536,16384,float32,30,2.1,2.1,0\n"
+          "2,allreduce,openmpi,allreduce,2,openmpi,8,2,float32,1.7,0.005,0.005,0\n"
+          "1,allreduce,mpich,allreduce,2,mpich,8,2,float32,1.1,0.007,0.007,0\n"
+          "1,allreduce,mpich,allreduce,2,mpich,65536,16384,float32,25,2.6,2.6,0\n"
+          "1,alltoall,openmpi,alltoall,2,openmpi,8,2,float32,1.1,0.007,0.007,0\n",
+          f);
+    fclose(f);
+    const char *mpi_args[] = {"-o", "psum,all_gather", "-b", "8", "-e", "64K", "-f", "8", "-w",
+                              "1", "-n", "3", "--plot", svg, "--plot-mpi", csv, "--csv", NULL};
+    run_bench(&r, NULL, 2, mpi_args);
+    if (r.code != 0)
+        fail_msg("--plot-mpi: exit %d\nstderr:\n%s", r.code, r.err);
+    assert_clean(&r);
+    run_free(&r);
+    check_svg(svg, (const char *const[]){"psum", "all_gather", "Open MPI allreduce",
+                                          "MPICH allreduce"},
+              4);
+
+    /* A file that cannot be written: exit 1 naming it, after the run. */
+    const char *nowhere_args[] = {"-o", "psum", "-b", "8", "-e", "8", "-w", "0", "-n", "1",
+                                  "--plot", nowhere, NULL};
+    run_bench(&r, NULL, 2, nowhere_args);
+    char want[160];
+    snprintf(want, sizeof want, "--plot %s: cannot write the SVG", nowhere);
+    if (r.code != 1 || count_lines(r.err, "shmesh-bench: ", want) != 1)
+        fail_msg("exit %d, expected 1 and once '%s'\nstderr:\n%s", r.code, want, r.err);
+    assert_clean(&r);
+    run_free(&r);
+
+    /* A CSV that is not compare-mpi.sh's, a line that is short: exit 2,
+     * naming the file, said once; and --plot-mpi alone. */
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"op,ranks,notifier\n", "not a bench/compare-mpi.sh CSV"},
+        {"round,pair,side,op,ranks,impl,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n"
+         "1,allreduce,openmpi,allreduce,2\n",
+         ":2: expected 13 comma-separated fields, found 5"},
+        {"round,pair,side,op,ranks,impl,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n"
+         "1,allreduce,openmpi,allreduce,2,openmpi,8,2,float32,fast,0.005,0.005,0\n",
+         ":2: expected numbers in columns bytes, time_us and busbw_GBs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        f = fopen(bad, "w");
+        assert_non_null(f);
+        fputs(cases[i].text, f);
+        fclose(f);
+        const char *bad_args[] = {"-o", "psum", "--plot", svg, "--plot-mpi", bad, NULL};
+        run_bench(&r, NULL, 2, bad_args);
+        if (r.code != 2 || count_lines(r.err, bad, cases[i].message) != 1)
+            fail_msg("case %zu: exit %d, expected 2 and once '%s' naming %s\nstderr:\n%s", i,
+                     r.code, cases[i].message, bad, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+    const char *alone[] = {"-o", "psum", "--plot-mpi", csv, NULL};
+    run_bench(&r, NULL, 2, alone);
+    if (r.code != 2 || count_lines(r.err, "--plot-mpi adds lines to --plot", NULL) != 1)
+        fail_msg("--plot-mpi alone: exit %d\nstderr:\n%s", r.code, r.err);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +600,7 @@ int main(void)
         cmocka_unit_test(heap_buffers),
         cmocka_unit_test(heap_too_small),
         cmocka_unit_test(async_overlap_table),
+        cmocka_unit_test_teardown(plot_svg, plot_cleanup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
