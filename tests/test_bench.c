@@ -364,6 +364,9 @@ static char *slurp(const char *path)
     return s;
 }
 
+static const char xml_name_chars[] =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-:_";
+
 /* Whether s is well-formed XML as the SVG writer produces it: an optional
  * <?xml ...?> declaration, then one <svg> root whose tags nest and close,
  * attributes name="value", and text with no raw '<' and only the five
@@ -399,7 +402,7 @@ static const char *xml_problem(const char *s)
         }
         bool end = s[1] == '/';
         const char *name = s + 1 + end;
-        size_t nlen = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-:_");
+        size_t nlen = strspn(name, xml_name_chars);
         if (!nlen || nlen >= 32)
             return snprintf(why, sizeof why, "bad tag at '%.20s'", s), why;
         const char *p = name + nlen;
@@ -423,7 +426,7 @@ static const char *xml_problem(const char *s)
                 p++;
             if (*p == '>' || (p[0] == '/' && p[1] == '>'))
                 break;
-            size_t alen = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-:_");
+            size_t alen = strspn(p, xml_name_chars);
             if (!alen || p[alen] != '=' || p[alen + 1] != '"')
                 return snprintf(why, sizeof why, "bad attribute at '%.30s'", p), why;
             const char *v = p + alen + 2, *q = strchr(v, '"');

@@ -353,13 +353,14 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
         snprintf(w, sizeof w, "N/A");
     /* A size of 0 (barrier, or too few bytes for one element) has no place
      * on the plot's log axis. */
-    if (o->plot_path && b->bytes && plot_add(&plot, bench_op_name(o->op), bench_op_name(o->op), PLOT_SOLID,
-                                 (double)b->bytes, us, busbw)) {
+    const char *name = bench_op_name(o->op);
+    if (o->plot_path && b->bytes &&
+        plot_add(&plot, name, name, PLOT_SOLID, (double)b->bytes, us, busbw)) {
         fprintf(stderr, "shmesh-bench: rank %d: out of memory for --plot\n", rank);
         exit(1);
     }
     if (o->csv)
-        printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s\n", bench_op_name(o->op), world,
+        printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s\n", name, world,
                shmesh_notifier(ctx), b->bytes, b->count, type, us, algbw, busbw, w);
     else
         printf("  %12zu %12zu %9s %10.2f %10.3f %10.3f %7s\n", b->bytes, b->count, type, us,

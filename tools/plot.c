@@ -263,7 +263,8 @@ static void write_panel(FILE *f, const struct plot *p, const struct panel *pn, i
         if (k % step == 0) {
             char lab[16];
             size_label(lab, sizeof lab, k);
-            fprintf(f, "<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">%s</text>\n",
+            fprintf(f,
+                    "<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">%s</text>\n",
                     x, y0 + PH + 18, lab);
         }
     }
