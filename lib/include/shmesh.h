@@ -405,7 +405,10 @@ SHMESH_API int shmesh_all_to_all(shmesh_mesh *mesh, const char *axes, const shme
 SHMESH_API int shmesh_pswapaxes(shmesh_mesh *mesh, const char *axes, const shmesh_groups *groups,
                                 int axis, const shmesh_array *in, shmesh_array *out);
 /* Ragged all-to-all (JAX's ragged_all_to_all): operand (N, ...) and output
- * (M, ...) share dtype and trailing dimensions; the four offset/size arrays
+ * (M, ...) share dtype and trailing dimensions, and like every collective's
+ * arrays have the same shapes on every member, N and M included (members
+ * whose N or M differ get SHMESH_ERR_MISMATCH; shmesh_ragged_all_to_all_pile
+ * sizes them for the caller); the four offset/size arrays
  * are integer, rank 1, of one length K, a multiple of the group size n.
  * Entry i of this device's arrays describes the slice
  * operand[input_offsets[i] : + send_sizes[i]] sent to group index
