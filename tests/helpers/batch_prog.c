@@ -43,40 +43,14 @@
 #include "reference.h"
 #include "shmesh.h"
 
+#include "cases.h"
+
 #include "checks.h"
 
 #define MAXP 16 /* positions of a case's mesh */
 #define MAXAX 4 /* unbatched axes (at most 3) and the batched one */
 #define SENTINEL 0xA5
 #define SLACK 64 /* bytes past every output that must stay SENTINEL */
-
-/* ------------------------------------------------------------------------
- * Random numbers (splitmix64)
- * ---------------------------------------------------------------------- */
-
-typedef struct {
-    uint64_t s;
-} rng;
-
-static uint64_t next_u64(rng *r)
-{
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static int rnd(rng *r, int n) { return n <= 1 ? 0 : (int)(next_u64(r) % (uint64_t)n); }
-static bool chance(rng *r, int pct) { return rnd(r, 100) < pct; }
-
-static void shuffle(rng *r, int *v, int n)
-{
-    for (int i = n - 1; i > 0; i--) {
-        int j = rnd(r, i + 1), t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-    }
-}
 
 /* ------------------------------------------------------------------------
  * A case
@@ -151,17 +125,6 @@ struct bcase {
 
 static const char *const pool[] = {"x", "y", "z", "data", "model", "b", "batch", "pipe"};
 
-static const shmesh_dtype all_dtypes[] = {
-    SHMESH_BOOL,     SHMESH_INT8,    SHMESH_INT16,   SHMESH_INT32,  SHMESH_INT64,
-    SHMESH_UINT8,    SHMESH_UINT16,  SHMESH_UINT32,  SHMESH_UINT64, SHMESH_FLOAT16,
-    SHMESH_BFLOAT16, SHMESH_FLOAT32, SHMESH_FLOAT64};
-#define NDTYPES ((int)(sizeof all_dtypes / sizeof *all_dtypes))
-
-static bool is_float(shmesh_dtype dt)
-{
-    return dt == SHMESH_FLOAT16 || dt == SHMESH_BFLOAT16 || dt == SHMESH_FLOAT32 ||
-           dt == SHMESH_FLOAT64;
-}
 
 static bool takes_groups(enum bop op)
 {
@@ -212,43 +175,9 @@ static void gen_mesh(rng *r, struct bcase *c)
 /* Random subgroups of 0..nfull-1: equal sizes when asked. */
 static void gen_groups(rng *r, struct bcase *c, bool equal)
 {
-    int nf = c->nfull;
-    for (int i = 0; i < nf; i++)
-        c->gidx[i] = i;
-    shuffle(r, c->gidx, nf);
-    int ng = 0;
-    if (equal) {
-        int div[MAXP], nd = 0;
-        for (int d = 1; d <= nf; d++)
-            if (nf % d == 0)
-                div[nd++] = d;
-        int g = div[rnd(r, nd)];
-        ng = nf / g;
-        for (int i = 0; i < ng; i++)
-            c->gsizes[i] = g;
-    } else {
-        int left = nf;
-        while (left > 0) {
-            int s = 1 + rnd(r, left);
-            c->gsizes[ng++] = s;
-            left -= s;
-        }
-    }
-    bool same = true;
-    for (int i = 1; i < ng; i++)
-        same = same && c->gsizes[i] == c->gsizes[0];
+    c->n = random_groups(r, c->nfull, equal, c->gidx, c->gsizes, &c->groups);
     c->has_groups = true;
-    c->groups.ngroups = ng;
-    c->groups.indices = c->gidx;
-    if (same && chance(r, 60)) {
-        c->groups.group_size = c->gsizes[0];
-        c->groups.group_sizes = NULL;
-    } else {
-        c->groups.group_size = 0;
-        c->groups.group_sizes = c->gsizes;
-    }
     c->call.groups = &c->groups;
-    c->n = equal ? c->gsizes[0] : c->nfull;
 }
 
 /* ndim in minnd..maxnd, small dimensions (now and then 0), at most 48
