@@ -407,13 +407,6 @@ static void print_summary(const struct tally *t, bool all)
     }
 }
 
-static int fatal(shmesh_ctx *ctx, const struct gcase *c, const char *what, int rc)
-{
-    fprintf(stderr, "shmesh-golden-batched: rank %d: case %d %s: %s: %s: %s\n",
-            shmesh_rank(ctx), c->id, c->op, what, shmesh_error_name(rc), why(ctx));
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     shmesh_ctx *ctx;
@@ -431,20 +424,9 @@ int main(int argc, char **argv)
         return 2;
     }
     path = argv[1 + all];
-    if (!read_file()) {
-        if (rank == 0)
-            fprintf(stderr, "shmesh-golden-batched: %s\n", parse_err);
-        shmesh_finalize(ctx);
-        return 2;
-    }
-    if (world != nranks_file || world > MAX_RANKS) {
-        if (rank == 0)
-            fprintf(stderr, "shmesh-golden-batched: %s was recorded on %d devices: run it with "
-                    "shmesh-run -n %d (this job has %d ranks)\n", path, nranks_file,
-                    nranks_file, world);
-        shmesh_finalize(ctx);
-        return 2;
-    }
+    int opened = open_cases(ctx);
+    if (opened)
+        return opened;
     for (int i = 0; i < ncases; i++) {
         char buf[200];
         const char *bad_case = check_case(&cases[i], buf, sizeof buf);
@@ -491,7 +473,7 @@ int main(int argc, char **argv)
         shmesh_mesh *m, *bm;
         int rc = get_plain_mesh(ctx, c, &m);
         if (rc) {
-            exit_code = fatal(ctx, c, "shmesh_mesh_create", rc);
+            exit_code = fatal(ctx, c, "shmesh_mesh_create", rc, why(ctx));
             break;
         }
         const struct garr *e = &c->expect[rank];
@@ -526,7 +508,7 @@ int main(int argc, char **argv)
         /* A refusal leaves the context usable; anything else ends the job
          * (the pooled sum would fail too). */
         if (rc && rc != SHMESH_ERR_INVALID) {
-            exit_code = fatal(ctx, c, what, rc);
+            exit_code = fatal(ctx, c, what, rc, why(ctx));
             break;
         }
         char my_err[600]; /* the library's sentence names the call */
@@ -534,7 +516,7 @@ int main(int argc, char **argv)
             snprintf(my_err, sizeof my_err, "%s", why(ctx));
         rc = shmesh_world_sum(ctx, reps, (size_t)R_WORDS * (size_t)world, SHMESH_INT64);
         if (rc) {
-            exit_code = fatal(ctx, c, "pooling the reports (shmesh_world_sum)", rc);
+            exit_code = fatal(ctx, c, "pooling the reports (shmesh_world_sum)", rc, why(ctx));
             break;
         }
         report(c, reps, world, mine[R_RC] ? my_err : NULL, rank == 0, all, &t);

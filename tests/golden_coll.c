@@ -319,13 +319,6 @@ static void report(const struct gcase *c, const int64_t *reps, int world, const 
     }
 }
 
-static int fatal(shmesh_ctx *ctx, const struct gcase *c, const char *what, int rc)
-{
-    fprintf(stderr, "shmesh-golden-coll: rank %d: case %d %s: %s: %s: %s\n", shmesh_rank(ctx),
-            c->id, c->op, what, shmesh_error_name(rc), shmesh_last_error(ctx));
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     shmesh_ctx *ctx;
@@ -342,20 +335,9 @@ int main(int argc, char **argv)
         return 2;
     }
     path = argv[1];
-    if (!read_file()) {
-        if (rank == 0)
-            fprintf(stderr, "shmesh-golden-coll: %s\n", parse_err);
-        shmesh_finalize(ctx);
-        return 2;
-    }
-    if (world != nranks_file || world > MAX_RANKS) {
-        if (rank == 0)
-            fprintf(stderr, "shmesh-golden-coll: %s was recorded on %d devices: run it with "
-                    "shmesh-run -n %d (this job has %d ranks)\n", path, nranks_file,
-                    nranks_file, world);
-        shmesh_finalize(ctx);
-        return 2;
-    }
+    int opened = open_cases(ctx);
+    if (opened)
+        return opened;
     for (int i = 0; i < ncases; i++) {
         const char *miss = skip_reason(&cases[i]) ? NULL : missing_param(&cases[i]);
         if (miss) {
@@ -384,7 +366,7 @@ int main(int argc, char **argv)
         shmesh_mesh *m;
         int rc = get_mesh(ctx, c, &m);
         if (rc) {
-            exit_code = fatal(ctx, c, "shmesh_mesh_create", rc);
+            exit_code = fatal(ctx, c, "shmesh_mesh_create", rc, shmesh_last_error(ctx));
             break;
         }
         /* The output: as expected, or (JAX refused) as the input. */
@@ -417,7 +399,7 @@ int main(int argc, char **argv)
         /* A refusal leaves the context usable; anything else ends the job
          * (the pooled sum would fail too). */
         if (rc && rc != SHMESH_ERR_INVALID) {
-            exit_code = fatal(ctx, c, c->op, rc);
+            exit_code = fatal(ctx, c, c->op, rc, shmesh_last_error(ctx));
             break;
         }
         const char *my_err = rc ? shmesh_last_error(ctx) : NULL;
@@ -428,7 +410,7 @@ int main(int argc, char **argv)
         }
         rc = shmesh_world_sum(ctx, reps, (size_t)R_WORDS * (size_t)world, SHMESH_INT64);
         if (rc) {
-            exit_code = fatal(ctx, c, "pooling the reports (shmesh_world_sum)", rc);
+            exit_code = fatal(ctx, c, "pooling the reports (shmesh_world_sum)", rc, shmesh_last_error(ctx));
             break;
         }
         report(c, reps, world, my_err, rank == 0, &t);

@@ -559,6 +559,36 @@ static int run_collective(shmesh_mesh *m, const struct gcase *c, const shmesh_ar
     return SHMESH_ERR_INVALID;
 }
 
+/* The readers' start: `path` read whole, and a job of as many ranks as the
+ * file has devices; rank 0 says what is wrong.  0, or the exit status 2
+ * after finalizing ctx. */
+static int open_cases(shmesh_ctx *ctx)
+{
+    int rank = shmesh_rank(ctx), world = shmesh_world_size(ctx);
+    if (!read_file()) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s\n", prog, parse_err);
+    } else if (world != nranks_file || world > MAX_RANKS) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s was recorded on %d devices: run it with "
+                    "shmesh-run -n %d (this job has %d ranks)\n", prog, path, nranks_file,
+                    nranks_file, world);
+    } else
+        return 0;
+    shmesh_finalize(ctx);
+    return 2;
+}
+
+/* A call of case c that should have worked failed with rc: the reader
+ * stops (exit status 1), saying why (the context's sentence, `why`). */
+static int fatal(shmesh_ctx *ctx, const struct gcase *c, const char *what, int rc,
+                 const char *why)
+{
+    fprintf(stderr, "%s: rank %d: case %d %s: %s: %s: %s\n", prog, shmesh_rank(ctx), c->id,
+            c->op, what, shmesh_error_name(rc), why);
+    return 1;
+}
+
 #endif /* GOLDEN_READ_CASES */
 
 #endif
