@@ -252,6 +252,26 @@ static const char *axis_name(const struct batch_call *b)
 
 /* The operand's batch dimension: every local device's array the same,
  * mapped ones of size B there. */
+/* Batch dimension `d` of array a (`what`: "in" or "out"; `others`: what
+ * else its bdim may be), canonical into *dc: a dimension of a, of size B. */
+static int check_bdim(const struct batch_call *b, const char *what, const char *others,
+                      const shmesh_array *a, int d, int *dc)
+{
+    int nd = a->ndim;
+    *dc = canon(d, nd);
+    if (nd < 1 || nd > SHMESH_MAX_NDIM || *dc < 0 || *dc >= nd)
+        return ctx_fail(b->c, SHMESH_ERR_INVALID,
+                        "%s: %s.bdim must be a dimension of %s (-%d..%d)%s, got %d for an "
+                        "array of %d dimensions",
+                        b->fn, what, what, nd, nd - 1, others, d, nd);
+    if (a->shape[*dc] != b->batch)
+        return ctx_fail(b->c, SHMESH_ERR_INVALID,
+                        "%s: %s's batch dimension %d must have the batched axis '%s''s size "
+                        "%d, got %" PRId64,
+                        b->fn, what, *dc, axis_name(b), b->batch, a->shape[*dc]);
+    return 0;
+}
+
 static int check_in(struct batch_call *b)
 {
     const shmesh_array *in = b->p->in;
@@ -265,18 +285,9 @@ static int check_in(struct batch_call *b)
                             b->fn, l, in[l].bdim, d);
         if (d == SHMESH_NOT_MAPPED)
             continue;
-        int nd = in[l].ndim, dc = canon(d, nd);
-        if (nd < 1 || nd > SHMESH_MAX_NDIM || dc < 0 || dc >= nd)
-            return ctx_fail(b->c, SHMESH_ERR_INVALID,
-                            "%s: in.bdim must be a dimension of in (-%d..%d) or "
-                            "SHMESH_NOT_MAPPED, got %d for an array of %d dimensions",
-                            b->fn, nd, nd - 1, d, nd);
-        if (in[l].shape[dc] != b->batch)
-            return ctx_fail(b->c, SHMESH_ERR_INVALID,
-                            "%s: in's batch dimension %d must have the batched axis "
-                            "'%s''s size %d, got %" PRId64,
-                            b->fn, dc, axis_name(b), b->batch, in[l].shape[dc]);
-        b->in_bdim = dc;
+        int rc = check_bdim(b, "in", " or SHMESH_NOT_MAPPED", &in[l], d, &b->in_bdim);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -305,19 +316,10 @@ static int check_out(struct batch_call *b)
         return 0;
     }
     for (int l = 0; l < b->nl; l++) {
-        int nd = out[l].ndim, dc = canon(want, nd);
-        if (nd < 1 || nd > SHMESH_MAX_NDIM || dc < 0 || dc >= nd)
-            return ctx_fail(b->c, SHMESH_ERR_INVALID,
-                            "%s: out.bdim must be a dimension of out (-%d..%d), "
-                            "SHMESH_NOT_MAPPED or SHMESH_BDIM_AUTO, got %d for an array of %d "
-                            "dimensions",
-                            b->fn, nd, nd - 1, want, nd);
-        if (out[l].shape[dc] != b->batch)
-            return ctx_fail(b->c, SHMESH_ERR_INVALID,
-                            "%s: out's batch dimension %d must have the batched axis "
-                            "'%s''s size %d, got %" PRId64,
-                            b->fn, dc, axis_name(b), b->batch, out[l].shape[dc]);
-        b->out_bdim = dc;
+        int rc = check_bdim(b, "out", ", SHMESH_NOT_MAPPED or SHMESH_BDIM_AUTO", &out[l], want,
+                            &b->out_bdim);
+        if (rc)
+            return rc;
     }
     return 0;
 }
