@@ -10,6 +10,9 @@
  *                       call description
  *   heap_offset         the shared heap: world_size shares of heap_share
  *                       bytes, one per rank, allocated by their owner
+ *   trace_offset        only when tracing (shmesh-run --trace): world_size
+ *                       event rings of trace_share bytes, each a page of
+ *                       struct seg_trace_ring then trace_events events
  *
  * Every offset and size here is written once by the creator and validated by
  * each attacher against the real size of the mapping (segment.c) before any
@@ -24,13 +27,14 @@
 
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
 /* Bumped whenever what ranks exchange changes meaning: 5, the op table
- * gained the world-wide gather and broadcast (op numbers moved). */
-#define SEG_LAYOUT_VERSION 6u
+ * gained the world-wide gather and broadcast (op numbers moved); 7, the
+ * status block and the trace rings. */
+#define SEG_LAYOUT_VERSION 7u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
  * so sharing a 128-byte pair between writers is false sharing too. */
-#define SEG_CTRL_STRIDE 640u
+#define SEG_CTRL_STRIDE 768u
 /* Effects whose program points a rank publishes (lib/effects/): 32
  * registered ones and one for callbacks without an effect. */
 #define SEG_EFFECT_SLOTS 33
@@ -74,6 +78,29 @@ struct seg_progress {
     struct seg_flag bell;
 };
 
+/* What a rank is doing, for observers (shmesh-top, tools/top.c) and for
+ * the trace of a job that died (an unfinished call): written by the rank
+ * alone, on lines of their own, and never read by its peers, so that it
+ * costs a call a few stores to its own cache.  Observers read the words
+ * one by one: a snapshot may mix two moments, never two ranks. */
+enum seg_activity {
+    SEG_ACT_IDLE = 0, /* outside any call: computing, or before its first call */
+    SEG_ACT_CALL = 1, /* inside call `call` */
+    SEG_ACT_WAIT = 2, /* inside it, blocked until wait_rank moves */
+};
+
+struct seg_status {
+    _Atomic uint64_t call;       /* (number << 8) | op: the current call, or the last one */
+    _Atomic uint32_t activity;   /* enum seg_activity */
+    _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */
+    _Atomic uint64_t wait_tag;   /* and for what: (call << 32) | window */
+    _Atomic int64_t wait_since;  /* CLOCK_MONOTONIC ns, when the block began */
+    _Atomic uint64_t calls;      /* calls finished */
+    _Atomic uint64_t bytes;      /* their bytes, each call's size as the bench counts it */
+    _Atomic int64_t call_since;  /* tracing only: CLOCK_MONOTONIC ns of the current call's start */
+    char notifier[8];            /* "uring" or "futex", written at start */
+};
+
 struct seg_ctrl {
     /* Written by the owner on every window; read by its group's members, so
      * everything a reader needs shares this one line. */
@@ -98,6 +125,7 @@ struct seg_ctrl {
      * window missing at that call number can say what the rank did). */
     _Atomic uint64_t cb_call, cb_point;
     _Atomic int32_t cb_slot, cb_placement;
+    alignas(128) struct seg_status status;
 };
 
 /* The head of each slot buffer: which window it holds and, for a call's
@@ -111,6 +139,55 @@ struct seg_slot_hdr {
 };
 #define SEG_SLOT_HDR 16u
 #define SEG_CALL_DESC_MAX 1024u
+
+/* Tracing (lib/trace/): one ring of events per rank, written by the rank
+ * alone and read by the launcher while the job runs and after it ends
+ * (launcher/trace.c), so that a rank that dies leaves what it did.  The
+ * writer never waits: it stores event `head % capacity`, then head + 1
+ * (release); a reader that copied events [from, head) checks head again
+ * and drops those the writer may have overwritten meanwhile. */
+#define SEG_TRACE_PATHS 16
+#define SEG_TRACE_NAME 16
+struct seg_trace_ring {
+    alignas(SEG_CACHE_LINE) _Atomic uint64_t head; /* events written so far */
+    /* The event clock (lib/trace/clock.h): its kind, and one reading of it
+     * and of CLOCK_MONOTONIC taken together when the rank started. */
+    uint32_t clock_kind;
+    int32_t pid;
+    uint64_t clock_ticks;
+    int64_t clock_ns;
+    /* The path table's names (engine/path.c), by index, for the reader. */
+    char path_names[SEG_TRACE_PATHS][SEG_TRACE_NAME];
+};
+
+enum seg_trace_kind {
+    SEG_TEV_CALL = 1, /* a call, from its submission to its end */
+    SEG_TEV_WAIT = 2, /* one wait inside a call, past the first look */
+};
+/* Flags of a call: the rank is its group's first or last (the flow that
+ * joins the members' slices starts and ends there). */
+#define SEG_TEV_FIRST 1u
+#define SEG_TEV_LAST 2u
+#define SEG_TEV_NO_PATH 0xffu
+
+struct seg_trace_event {
+    uint8_t kind;    /* enum seg_trace_kind */
+    uint8_t op;      /* enum call_op */
+    uint8_t path;    /* CALL: the last exchange's path, or SEG_TEV_NO_PATH */
+    uint8_t flags;   /* CALL: SEG_TEV_FIRST, SEG_TEV_LAST */
+    int32_t who;     /* CALL: 0 or the shmesh error; WAIT: the rank waited for */
+    uint64_t call;   /* the call number */
+    uint64_t t0, t1; /* event clock: CALL submitted and finished; WAIT begun and over */
+    uint64_t bytes;  /* CALL: its size as the bench counts it; WAIT: the window's tag */
+    int32_t leader;  /* CALL: the group's first device: a call number and a leader
+                        name one collective */
+    int32_t members; /* CALL: devices in the group */
+    uint8_t dtype;   /* CALL: enum shmesh_dtype of the input */
+    uint8_t pad[3];
+    char axes[12];   /* CALL: the axes as named ("" for world calls), cut */
+};
+#define SEG_TRACE_EVENT 64u
+#define SEG_TRACE_MAX_EVENTS (1u << 24)
 
 struct seg_header {
     uint64_t magic;
@@ -127,6 +204,9 @@ struct seg_header {
     uint64_t heap_share;  /* bytes of heap per rank (page multiple, may be 0) */
     int32_t creator_pid;
     uint32_t numa_nodes; /* nodes the regions were spread over; 0 or 1: none */
+    uint64_t trace_offset; /* the rings; 0 (and the next two 0): no tracing */
+    uint64_t trace_share;  /* bytes per rank: the ring's page and its events */
+    uint32_t trace_events; /* events per ring: a power of two */
 
     /* Number of ranks attached; the one that completes the count unlinks the
      * name.  Ranks block on it during start-up. */
@@ -143,5 +223,7 @@ _Static_assert(sizeof(struct seg_header) <= SEG_PAGE, "header must fit in one pa
 _Static_assert(sizeof(struct seg_ctrl) <= SEG_CTRL_STRIDE, "control block too large");
 _Static_assert(sizeof(struct seg_slot_hdr) == SEG_SLOT_HDR, "slot header size");
 _Static_assert(sizeof(_Atomic uint32_t) == 4, "futex words are 32-bit");
+_Static_assert(sizeof(struct seg_trace_event) == SEG_TRACE_EVENT, "trace event size");
+_Static_assert(sizeof(struct seg_trace_ring) <= SEG_PAGE, "trace ring header must fit in a page");
 
 #endif

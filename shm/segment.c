@@ -45,9 +45,21 @@ uint64_t seg_default_slot_bytes(int world_size)
     return round_up(b, SEG_PAGE);
 }
 
+static uint64_t trace_share(uint32_t events)
+{
+    return events ? SEG_PAGE + round_up((uint64_t)events * SEG_TRACE_EVENT, SEG_PAGE) : 0;
+}
+
+uint64_t seg_trace_bytes(int world_size, uint32_t trace_events)
+{
+    return (uint64_t)world_size * trace_share(trace_events);
+}
+
 /* total: the whole segment wanted, 0 for the default; the heap gets what
- * the fixed parts leave, in equal page-aligned shares. */
-static void layout(int world, uint64_t slot_bytes, uint64_t total, struct seg_header *h)
+ * the fixed parts leave, in equal page-aligned shares.  The trace rings
+ * (trace_events per rank, 0: none) come after, on top of total. */
+static void layout(int world, uint64_t slot_bytes, uint64_t total, uint32_t trace_events,
+                   struct seg_header *h)
 {
     memset(h, 0, sizeof *h);
     h->magic = SEG_MAGIC;
@@ -66,6 +78,12 @@ static void layout(int world, uint64_t slot_bytes, uint64_t total, struct seg_he
                         ? (total - h->heap_offset) / (uint64_t)world / SEG_PAGE * SEG_PAGE
                         : 0;
     h->total_bytes = h->heap_offset + (uint64_t)world * h->heap_share;
+    if (trace_events) {
+        h->trace_offset = h->total_bytes;
+        h->trace_share = trace_share(trace_events);
+        h->trace_events = trace_events;
+        h->total_bytes += (uint64_t)world * h->trace_share;
+    }
     h->abort_rank = -1;
 }
 
@@ -75,7 +93,7 @@ uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes)
         slot_bytes % SEG_PAGE || slot_bytes > (1ull << 40))
         return 0;
     struct seg_header h;
-    layout(world_size, slot_bytes, 1, &h); /* 1: smaller than any fixed part, so no heap */
+    layout(world_size, slot_bytes, 1, 0, &h); /* 1: smaller than any fixed part, so no heap */
     return h.heap_offset;
 }
 
@@ -156,11 +174,15 @@ static struct seg *seg_new(void *base, size_t size, int world, const struct seg_
         .slot_bytes = h->slot_bytes,
         .heap_offset = h->heap_offset,
         .heap_share = h->heap_share,
+        .trace_offset = h->trace_offset,
+        .trace_share = h->trace_share,
+        .trace_events = h->trace_events,
         .ctrl_stride = h->ctrl_stride,
         .world_size = h->world_size,
     };
     s->size = size;
     s->world = world;
+    s->fd = -1;
     return s;
 }
 
@@ -233,8 +255,13 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
     int rc = check_opts(o->world_size, &slot_bytes, o->total_bytes, err, errlen);
     if (rc)
         return rc;
+    if (o->trace_events &&
+        (o->trace_events > SEG_TRACE_MAX_EVENTS || (o->trace_events & (o->trace_events - 1))))
+        return fail(err, errlen, -EINVAL,
+                    "trace rings hold a power of two of events, at most %u; got %u",
+                    SEG_TRACE_MAX_EVENTS, o->trace_events);
     struct seg_header h;
-    layout(o->world_size, slot_bytes, o->total_bytes, &h);
+    layout(o->world_size, slot_bytes, o->total_bytes, o->trace_events, &h);
 
     char name[SEG_NAME_MAX];
     int fd = -1;
@@ -283,7 +310,7 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
     s->hdr->creator_pid = (int32_t)getpid();
     s->named = true;
     snprintf(s->name, sizeof s->name, "%s", name);
-    close(fd);
+    s->fd = fd; /* kept for observers (seg_close closes it) */
     *out = s;
     return 0;
 
@@ -305,7 +332,7 @@ int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes
     if (rc)
         return rc;
     struct seg_header h;
-    layout(world_size, slot_bytes, total_bytes, &h);
+    layout(world_size, slot_bytes, total_bytes, 0, &h);
     void *base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     if (base == MAP_FAILED)
@@ -348,17 +375,25 @@ int seg_validate(const char *name, const struct seg_header *h, uint64_t real, in
                     "(SHMESH_WORLD_SIZE)",
                     name, h->world_size, world);
     struct seg_header want;
-    if (h->world_size < 1 || h->world_size > SEG_MAX_WORLD ||
+    uint32_t ev = h->trace_events;
+    uint64_t rings = ev <= SEG_TRACE_MAX_EVENTS && !(ev & (ev - 1)) && h->world_size >= 1 &&
+                             h->world_size <= SEG_MAX_WORLD
+                         ? seg_trace_bytes((int)h->world_size, ev)
+                         : UINT64_MAX;
+    if (h->world_size < 1 || h->world_size > SEG_MAX_WORLD || rings == UINT64_MAX ||
         !seg_required_bytes((int)h->world_size, h->slot_bytes) ||
-        h->total_bytes < seg_required_bytes((int)h->world_size, h->slot_bytes))
+        h->total_bytes < rings ||
+        h->total_bytes - rings < seg_required_bytes((int)h->world_size, h->slot_bytes))
         return fail(err, errlen, -EBADMSG,
-                    "segment %s has an impossible layout (world %u, slot %" PRIu64 " bytes)", name,
-                    h->world_size, h->slot_bytes);
-    layout((int)h->world_size, h->slot_bytes, h->total_bytes, &want);
+                    "segment %s has an impossible layout (world %u, slot %" PRIu64
+                    " bytes, %u trace events per rank)",
+                    name, h->world_size, h->slot_bytes, ev);
+    layout((int)h->world_size, h->slot_bytes, h->total_bytes - rings, ev, &want);
     if (h->header_bytes != want.header_bytes || h->ctrl_stride != want.ctrl_stride ||
         h->ctrl_offset != want.ctrl_offset || h->slot_offset != want.slot_offset ||
         h->slot_stride != want.slot_stride || h->heap_offset != want.heap_offset ||
-        h->heap_share != want.heap_share || want.total_bytes != real)
+        h->heap_share != want.heap_share || h->trace_offset != want.trace_offset ||
+        h->trace_share != want.trace_share || want.total_bytes != real)
         return fail(err, errlen, -EBADMSG,
                     "segment %s has a corrupt layout: header %u/%u bytes, control blocks at "
                     "%" PRIu64 " (expected %" PRIu64 "), slots at %" PRIu64 " (expected %" PRIu64
@@ -430,6 +465,35 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
     return 0;
 }
 
+int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return fail(err, errlen, -errno, "cannot stat %s: %s", what, strerror(errno));
+    uint64_t real = (uint64_t)st.st_size;
+    if (real < SEG_PAGE)
+        return fail(err, errlen, -EBADMSG,
+                    "%s is %" PRIu64 " bytes, smaller than a segment's %u-byte header", what,
+                    real, SEG_PAGE);
+    void *base = mmap(NULL, real, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return fail(err, errlen, -errno, "cannot map %s read-only (%" PRIu64 " bytes): %s", what,
+                    real, strerror(errno));
+    struct seg_header h;
+    memcpy(&h, base, sizeof h);
+    int world = h.world_size <= SEG_MAX_WORLD ? (int)h.world_size : -1;
+    int rc = seg_validate(what, &h, real, world, err, errlen);
+    struct seg *s = rc ? NULL : seg_new(base, real, world, &h);
+    if (!s) {
+        munmap(base, real);
+        return rc ? rc : fail(err, errlen, -ENOMEM, "out of memory");
+    }
+    s->readonly = true;
+    *out = s;
+    return 0;
+}
+
 int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen)
 {
     struct seg_ctrl *c = seg_ctrl(s, rank);
@@ -464,6 +528,8 @@ void seg_close(struct seg *s)
     if (!s)
         return;
     munmap(s->base, s->size);
+    if (s->fd >= 0)
+        close(s->fd);
     free(s);
 }
 

@@ -24,6 +24,8 @@ struct seg_layout {
     uint64_t ctrl_offset;
     uint64_t slot_offset, slot_stride, slot_bytes;
     uint64_t heap_offset, heap_share;
+    uint64_t trace_offset, trace_share; /* 0: no rings */
+    uint32_t trace_events;
     uint32_t ctrl_stride;
     uint32_t world_size;
 };
@@ -37,6 +39,11 @@ struct seg {
     size_t size;
     int world;
     bool named;   /* false for a private (anonymous) segment */
+    bool readonly; /* mapped by seg_observe: nothing may be written */
+    /* The creator's descriptor (kept open for the job's life, so that
+     * shmesh-top can open the segment read-only through /proc after the
+     * name is gone), or -1. */
+    int fd;
     char name[SEG_NAME_MAX];
 };
 
@@ -56,6 +63,10 @@ struct seg_create_opts {
      * launcher gives a rank's GPU's node), or -1 for the default spread of
      * ranks over nodes in contiguous blocks.  NULL: the default for all. */
     const int *nodes;
+    /* Events per rank's trace ring (shmesh-run --trace): 0 for none, else a
+     * power of two up to SEG_TRACE_MAX_EVENTS.  The rings come on top of
+     * total_bytes. */
+    uint32_t trace_events;
 };
 
 uint64_t seg_default_slot_bytes(int world_size);
@@ -83,6 +94,15 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
  * -EBADMSG with a sentence in err.  Pure: reads nothing but *h. */
 int seg_validate(const char *name, const struct seg_header *h, uint64_t real, int world,
                  char *err, size_t errlen);
+
+/* Maps a segment read-only from a descriptor (shmesh-top: the launcher's,
+ * reopened through /proc) and validates it like seg_attach, whatever its
+ * world size.  `what` names it in messages.  The result's writes fault:
+ * use only the views and loads. */
+int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t errlen);
+
+/* Bytes the trace rings add to a segment of `world_size` ranks. */
+uint64_t seg_trace_bytes(int world_size, uint32_t trace_events);
 
 /* Registers `rank` as attached by process `pid`; the rank that completes the
  * count unlinks the name.  Returns -EBUSY when the rank is already taken. */
@@ -120,6 +140,18 @@ static inline uint64_t seg_payload_bytes(const struct seg *s)
 static inline unsigned char *seg_heap(const struct seg *s, int rank)
 {
     return s->base + s->lay.heap_offset + (uint64_t)rank * s->lay.heap_share;
+}
+
+/* `rank`'s trace ring and its events (only when s->lay.trace_events). */
+static inline struct seg_trace_ring *seg_trace_ring(const struct seg *s, int rank)
+{
+    return (struct seg_trace_ring *)(s->base + s->lay.trace_offset +
+                                     (uint64_t)rank * s->lay.trace_share);
+}
+
+static inline struct seg_trace_event *seg_trace_events(const struct seg *s, int rank)
+{
+    return (struct seg_trace_event *)((unsigned char *)seg_trace_ring(s, rank) + SEG_PAGE);
 }
 
 /* Where a buffer keeps the description of the call whose first window it holds. */
