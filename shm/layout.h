@@ -97,7 +97,7 @@ struct seg_status {
     _Atomic int64_t wait_since;  /* CLOCK_MONOTONIC ns, when the block began */
     _Atomic uint64_t calls;      /* calls finished */
     _Atomic uint64_t bytes;      /* their bytes, each call's size as the bench counts it */
-    _Atomic int64_t call_since;  /* tracing only: CLOCK_MONOTONIC ns of the current call's start */
+    _Atomic uint64_t call_since; /* tracing only: the current call's start, in event-clock ticks */
     char notifier[8];            /* "uring" or "futex", written at start */
 };
 
