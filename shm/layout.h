@@ -179,8 +179,8 @@ struct seg_trace_event {
     uint64_t call;   /* the call number */
     uint64_t t0, t1; /* event clock: CALL submitted and finished; WAIT begun and over */
     uint64_t bytes;  /* CALL: its size as the bench counts it; WAIT: the window's tag */
-    int32_t leader;  /* CALL: the group's first device: a call number and a leader
-                        name one collective */
+    int32_t leader;  /* CALL: the rank of the group's first member: a call number
+                        and a leader name one collective */
     int32_t members; /* CALL: devices in the group */
     uint8_t dtype;   /* CALL: enum shmesh_dtype of the input */
     uint8_t pad[3];

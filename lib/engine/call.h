@@ -42,6 +42,7 @@ struct wait_for {
     bool window;
     bool spun; /* the spin and yield phases are over already */
     int64_t t0; /* SHMESH_DEBUG=waits: when the wait began */
+    uint64_t t_trace; /* tracing: the same, in event-clock ticks */
 };
 
 /* Per-call scratch, sized for every device of the job, recycled through the
@@ -136,6 +137,7 @@ struct call {
     struct xrun xr;
     struct wait_for wait;
     int64_t t_start;     /* SHMESH_DEBUG: when it was submitted */
+    uint64_t t_enter;    /* tracing: the same, in event-clock ticks */
 
     /* Last, the two large parts: the description (call_desc_clear: it is
      * hashed and published) and the flow (filled by the op's flow_init). */
