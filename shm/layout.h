@@ -95,8 +95,8 @@ struct seg_status {
     _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */
     _Atomic uint64_t wait_tag;   /* and for what: (call << 32) | window */
     _Atomic int64_t wait_since;  /* CLOCK_MONOTONIC ns, when the block began */
-    _Atomic uint64_t calls;      /* calls finished */
-    _Atomic uint64_t bytes;      /* their bytes, each call's size as the bench counts it */
+    _Atomic uint64_t bytes;      /* bytes of the calls finished: each one's size as the
+                                    path table counts it (engine/path.c), 0 without data */
     _Atomic uint64_t call_since; /* tracing only: the current call's start, in event-clock ticks */
     char notifier[8];            /* "uring" or "futex", written at start */
 };

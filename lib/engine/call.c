@@ -183,7 +183,8 @@ int call_buffers(struct call *k)
     return 0;
 }
 
-int call_submit(struct call *k)
+/* call_submit's body, inlined where the blocking API calls it. */
+static inline __attribute__((always_inline)) int submit(struct call *k)
 {
     shmesh_ctx *c = k->c;
     k->seq = ++c->calls;
@@ -209,6 +210,8 @@ int call_submit(struct call *k)
     c->queue_tail = k;
     return 0;
 }
+
+int call_submit(struct call *k) { return submit(k); }
 
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
@@ -365,7 +368,7 @@ int call_finish(struct call *k, int rc)
 {
     if (!rc && stream_wanted(k->c))
         return call_dispatch(k);
-    if (!rc && (rc = call_submit(k)) == 0)
+    if (!rc && (rc = submit(k)) == 0)
         rc = call_wait(k);
     if (k->c) {
         call_release(k);

@@ -125,6 +125,9 @@ struct call {
     int32_t err, err_peer; /* a peer path's failed read: errno, whose buffer */
     struct call *next;   /* in the context's queue */
 
+    uint64_t size;       /* flow_size(), once the path is being chosen (0 before: what
+                            the status counts for a call that moved nothing) */
+
     /* Set before they are read. */
     struct group g;                 /* by the op */
     enum mem_kind in_kind, out_kind; /* call_buffers */
@@ -132,7 +135,6 @@ struct call {
     uint64_t seq;        /* call number, from submission */
     uint64_t tag;        /* the window posted last */
     uint64_t hash;       /* of the description, with the context's thresholds */
-    uint64_t size;       /* flow_size(), once the path is being chosen */
     unsigned candidates; /* bit i: entry i of the path table is a candidate */
     struct xrun xr;
     struct wait_for wait;

@@ -56,12 +56,8 @@ static inline void status_call(shmesh_ctx *c, const struct call *k)
 static inline void status_done(shmesh_ctx *c, const struct call *k, const struct call *next)
 {
     struct seg_status *s = &c->me->status;
-    /* Only this rank writes them: no atomic read-modify-write needed. */
-    atomic_store_explicit(&s->calls, atomic_load_explicit(&s->calls, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    atomic_store_explicit(&s->bytes,
-                          atomic_load_explicit(&s->bytes, memory_order_relaxed) +
-                              flow_size(&k->f),
+    /* Only this rank writes it: no atomic read-modify-write needed. */
+    atomic_store_explicit(&s->bytes, atomic_load_explicit(&s->bytes, memory_order_relaxed) + k->size,
                           memory_order_relaxed);
     if (next)
         status_call(c, next);
