@@ -4,17 +4,26 @@
 Usage: check_trace.py [options] SHMESH_RUN PROGRAM [ARGS...]
 
   --ranks N         ranks of the job (default 4)
-  --expect ok|die|flood
+  --expect ok|die|flood|hang|refused
                     ok: the launcher exits 0, every call the program says it
                     made ("...: rank R calls N" on stdout) is in the trace once,
                     no event was lost; die: the launcher exits non-zero, the
                     trace still parses, holds every call the ranks said they
                     finished, and an unfinished call on --dead-rank's track;
                     flood: events were lost, the launcher says so, and the
-                    counts in otherData add up with what is in the trace
+                    counts in otherData add up with what is in the trace;
+                    hang: the launcher exits non-zero (--timeout or --signal
+                    ended the job) and every rank has an unfinished call;
+                    refused: the launcher exits 2 before starting anything,
+                    saying what --stderr matches
   --dead-rank R     the rank that dies (die; default 2)
   --trace-events N  passed to shmesh-run
   --env VAR=VALUE   set for the job (repeatable)
+  --timeout SECS    shmesh-run --timeout (default 60)
+  --signal SECS     send SIGTERM to shmesh-run after SECS
+  --launcher-arg A  one more option for shmesh-run (repeatable)
+  --trace-path P    the trace file (default: a temporary file)
+  --stderr REGEX    refused: what shmesh-run must say
   --ops A,B,...     the ops the program counts in what it says (default: all);
                     the trace may hold others (the library's own calls)
 
@@ -32,6 +41,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,21 +61,31 @@ def ns(us):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--expect", choices=["ok", "die", "flood"], default="ok")
+    ap.add_argument("--expect", choices=["ok", "die", "flood", "hang", "refused"],
+                    default="ok")
     ap.add_argument("--dead-rank", type=int, default=2)
     ap.add_argument("--trace-events")
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--ops")
+    ap.add_argument("--timeout", default="60")
+    ap.add_argument("--signal", type=float)
+    ap.add_argument("--launcher-arg", action="append", default=[])
+    ap.add_argument("--trace-path")
+    ap.add_argument("--stderr")
     ap.add_argument("launcher")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args()
 
-    fd, path = tempfile.mkstemp(prefix="shmesh-trace-", suffix=".json")
-    os.close(fd)
+    if a.trace_path:
+        path = a.trace_path
+    else:
+        fd, path = tempfile.mkstemp(prefix="shmesh-trace-", suffix=".json")
+        os.close(fd)
     try:
         run(a, path)
     finally:
-        os.unlink(path)
+        if not a.trace_path:
+            os.unlink(path)
     for f in failures:
         print("FAIL:", f)
     if failures:
@@ -75,7 +95,8 @@ def main():
 
 
 def run(a, path):
-    cmd = [a.launcher, "-n", str(a.ranks), "--timeout", "60", "--grace", "2", "--trace", path]
+    cmd = [a.launcher, "-n", str(a.ranks), "--timeout", a.timeout, "--grace", "2",
+           "--trace", path] + a.launcher_arg
     if a.trace_events:
         cmd += ["--trace-events", a.trace_events]
     cmd += ["--"] + a.program
@@ -83,15 +104,28 @@ def run(a, path):
     for kv in a.env:
         k, _, v = kv.partition("=")
         env[k] = v
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                       timeout=120)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if a.signal is not None:
+        try:
+            p.wait(timeout=a.signal)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    p.stdout, p.stderr = out, err
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     print("launcher exit status", p.returncode)
-    if a.expect == "die":
+    if a.expect == "refused":
+        if p.returncode != 2:
+            fail("expected exit status 2 (a usage error), found %d" % p.returncode)
+        if not re.search(a.stderr or ".", p.stderr):
+            fail("expected stderr to match %r" % a.stderr)
+        if p.stdout:
+            fail("expected no rank to start, found output %r" % p.stdout[:200])
+        return
+    if a.expect in ("die", "hang"):
         if p.returncode == 0:
-            fail("expected the launcher to fail when rank %d dies, found exit status 0"
-                 % a.dead_rank)
+            fail("expected the launcher to fail (%s), found exit status 0" % a.expect)
     elif p.returncode != 0:
         fail("expected the launcher to exit 0, found %d" % p.returncode)
     said = {}
@@ -160,12 +194,12 @@ def check(a, doc, said, lost_said):
             fail("rank %d: calls %s appear more than once" % (r, dup[:5]))
         # After a death, the survivors may have finished one more call (with
         # an error) after they spoke.
-        exact = a.expect == "ok" or r == a.dead_rank
+        exact = a.expect in ("ok", "hang") or r == a.dead_rank
         if r in said and a.expect != "flood" and (
                 len(finished) != said[r] if exact else len(finished) < said[r]):
             fail("rank %d said it made %d calls%s; the trace has %d finished ones"
                  % (r, said[r], " of " + a.ops if a.ops else "", len(finished)))
-        if a.expect != "die" and any(c[2]["args"].get("unfinished") for c in calls[r]):
+        if a.expect not in ("die", "hang") and any(c[2]["args"].get("unfinished") for c in calls[r]):
             fail("rank %d: unfinished calls in a job that ended well" % r)
         for c in finished:
             args = c[2]["args"]
@@ -182,6 +216,11 @@ def check(a, doc, said, lost_said):
         if len(unf) != 1:
             fail("expected one unfinished call on rank %d's track, found %d"
                  % (a.dead_rank, len(unf)))
+    if a.expect == "hang":
+        for r in range(a.ranks):
+            unf = [c for c in calls[r] if c[2]["args"].get("unfinished")]
+            if len(unf) != 1:
+                fail("expected one unfinished call on rank %d's track, found %d" % (r, len(unf)))
 
     # Waits inside a call slice of their own track.
     for r in range(a.ranks):

@@ -12,6 +12,8 @@
  *                     overwritten before the launcher reads them)
  *   trace_fake die    ok, then rank 2 enters one more call, is seen waiting
  *                     for rank 3, and exits 3 without finishing it
+ *   trace_fake hang   ok, then every rank enters one more call and stays in
+ *                     it until a signal ends it (--timeout, SIGTERM)
  *
  * Usage: trace_fake MODE [CALLS] (default 20). */
 #include <stdatomic.h>
@@ -149,7 +151,12 @@ int main(int argc, char **argv)
         atomic_store(&st->activity, SEG_ACT_WAIT);
         _exit(3);
     }
-    if (!strcmp(mode, "die")) {
+    if (!strcmp(mode, "hang")) {
+        atomic_store(&st->call_since, (uint64_t)base + (uint64_t)total * CALL_NS);
+        atomic_store(&st->call, ((uint64_t)total << 8) | OP_ALL_GATHER);
+        atomic_store(&st->activity, SEG_ACT_CALL);
+    }
+    if (!strcmp(mode, "die") || !strcmp(mode, "hang")) {
         /* The others wait to be stopped by the launcher, as ranks blocked
          * in the call rank 2 never finishes would. */
         for (;;)
