@@ -24,34 +24,46 @@
 #include <unistd.h>
 
 #include "launcher.h"
-#include "ops/optable.h"
+#include "ops/op.h"
+#include "shmesh.h"
 #include "trace/clock.h"
 
 #define DRAIN_PERIOD_NS 10000000L /* 10 ms */
 
-static const char *const op_names[] = {
-#define TRACE_OP_NAME(ID, name, scope, bus, bool_in, params) #name,
+/* An event's op is an enum call_op (ops/op.h: the op table's order after
+ * OP_NONE); the launcher links no library, so the names are expanded here
+ * from the same table. */
+static const char *const op_names[OP_COUNT] = {
+    [OP_NONE] = "none",
+#define TRACE_OP_NAME(ID, name, scope, bus, bool_in, params) [OP_##ID] = #name,
     SHMESH_OPS(TRACE_OP_NAME)
 #undef TRACE_OP_NAME
 };
-#define OP_COUNT (sizeof op_names / sizeof op_names[0])
 
-/* enum shmesh_dtype's names, in its order (lib/include/shmesh.h: the
- * numbering is part of the ABI). */
-static const char *const dtype_names[] = {
-    "bool",   "int8",    "int16",    "int32",   "int64",  "uint8",  "uint16",
-    "uint32", "uint64",  "float16",  "bfloat16", "float32", "float64",
+/* enum shmesh_dtype's names (as shmesh_dtype_name gives them). */
+static const char *const dtype_names[SHMESH_DTYPE_COUNT] = {
+    [SHMESH_BOOL] = "bool",       [SHMESH_INT8] = "int8",       [SHMESH_INT16] = "int16",
+    [SHMESH_INT32] = "int32",     [SHMESH_INT64] = "int64",     [SHMESH_UINT8] = "uint8",
+    [SHMESH_UINT16] = "uint16",   [SHMESH_UINT32] = "uint32",   [SHMESH_UINT64] = "uint64",
+    [SHMESH_FLOAT16] = "float16", [SHMESH_BFLOAT16] = "bfloat16", [SHMESH_FLOAT32] = "float32",
+    [SHMESH_FLOAT64] = "float64",
 };
-#define DTYPE_COUNT (sizeof dtype_names / sizeof dtype_names[0])
+#define DTYPE_COUNT SHMESH_DTYPE_COUNT
 
-/* The SHMESH_ERR_* names by code (lib/include/shmesh.h's error map: -1 to
- * -8), as shmesh_error_name gives them. */
-static const char *const error_names[] = {
-    "SHMESH_OK",         "SHMESH_ERR_INVALID", "SHMESH_ERR_PEER_DEAD", "SHMESH_ERR_ABORTED",
-    "SHMESH_ERR_TIMEOUT", "SHMESH_ERR_MISMATCH", "SHMESH_ERR_NOMEM",   "SHMESH_ERR_SYSTEM",
-    "SHMESH_ERR_BAD_SEGMENT",
-};
-#define ERROR_COUNT (int)(sizeof error_names / sizeof error_names[0])
+/* A call's result: "ok" or the SHMESH_ERR_* name (shmesh_error_name's). */
+static const char *error_name(int code)
+{
+    switch (code) {
+    case 0:
+        return "ok";
+#define TRACE_ERR(name, value, text)                                                          \
+    case value:                                                                               \
+        return "SHMESH_ERR_" #name;
+        SHMESH_ERROR_MAP(TRACE_ERR)
+#undef TRACE_ERR
+    }
+    return NULL;
+}
 
 /* What the drain writes to the temporary file: an event and its rank. */
 struct record {
@@ -330,9 +342,9 @@ static void metadata(struct writer *w, int rank, const char *name, const char *k
     w->first = false;
 }
 
-static const char *op_name(unsigned op, char *buf, size_t len)
+static const char *event_op_name(unsigned op, char *buf, size_t len)
 {
-    if (op < OP_COUNT)
+    if (op < OP_COUNT && op_names[op])
         return op_names[op];
     snprintf(buf, len, "op %u", op);
     return buf;
@@ -347,7 +359,7 @@ static void call_slice(struct writer *w, int rank, const struct seg_trace_event 
     put_us(w->f, end - start);
     fprintf(w->f, ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
                   ",\"bytes\":%" PRIu64 ",\"path\":",
-            op_name(e->op, buf, sizeof buf), e->call, e->bytes);
+            event_op_name(e->op, buf, sizeof buf), e->call, e->bytes);
     if (e->path < SEG_TRACE_PATHS)
         put_str(w->f, ring->path_names[e->path], SEG_TRACE_NAME);
     else
@@ -361,10 +373,8 @@ static void call_slice(struct writer *w, int rank, const struct seg_trace_event 
     fputs(",\"axes\":", w->f);
     put_str(w->f, e->axes, sizeof e->axes);
     fputs(",\"result\":", w->f);
-    if (e->who == 0)
-        fputs("\"ok\"", w->f);
-    else if (e->who < 0 && -e->who < ERROR_COUNT)
-        fprintf(w->f, "\"%s\"", error_names[-e->who]);
+    if (error_name(e->who))
+        fprintf(w->f, "\"%s\"", error_name(e->who));
     else
         fprintf(w->f, "\"error %" PRId32 "\"", e->who);
     fputs("}}", w->f);
@@ -528,7 +538,7 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
             char buf[32];
             begin_event(&w, ph, r, at);
             fprintf(f, ",\"cat\":\"collective\",\"name\":\"%s\",\"id\":%" PRIu64 "%s}",
-                    op_name(e->op, buf, sizeof buf), flow_id(e->call, e->leader),
+                    event_op_name(e->op, buf, sizeof buf), flow_id(e->call, e->leader),
                     *ph == 'f' ? ",\"bp\":\"e\"" : "");
         }
         o->bytes += e->bytes;
@@ -557,7 +567,7 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         fprintf(f,
                 ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
                 ",\"unfinished\":true}}",
-                op_name((unsigned)(word & 0xff), buf, sizeof buf), number);
+                event_op_name((unsigned)(word & 0xff), buf, sizeof buf), number);
         calls++;
         flush_waits(&w, r, o);
         if (act == SEG_ACT_WAIT) {

@@ -23,15 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ops/optable.h"
+#include "ops/op.h"
 #include "shm/segment.h"
 #include "trace/clock.h"
-
-enum {
-#define FAKE_OP_ID(ID, name, scope, bus, bool_in, params) OP_##ID,
-    SHMESH_OPS(FAKE_OP_ID)
-#undef FAKE_OP_ID
-};
 
 #define CALL_NS 10000  /* a call every 10 us of the shared timeline */
 #define RANK_NS 100    /* each rank enters 100 ns after the one before */
@@ -135,7 +129,6 @@ int main(int argc, char **argv)
         bytes += e.bytes;
         put(&e);
         atomic_store(&st->call, ((uint64_t)c << 8) | e.op);
-        atomic_store(&st->calls, (uint64_t)c + 1);
         atomic_store(&st->bytes, bytes);
     }
     printf("trace_fake: rank %d calls %d\n", rank, total);
