@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--launcher-arg", action="append", default=[])
     ap.add_argument("--trace-path")
     ap.add_argument("--stderr")
+    ap.add_argument("--html", help="shmesh-trace-html: draw the trace and check the page")
     ap.add_argument("launcher")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -142,6 +143,41 @@ def run(a, path):
         fail("the trace does not parse as JSON: %s" % e)
         return
     check(a, doc, said, lost_said)
+    if a.html:
+        check_html(a.html, path, doc)
+
+
+def check_html(tool, path, doc):
+    """The offline picture: one rect with a tooltip per slice, a track name
+    per rank, one arrow per step of each flow."""
+    out = path + ".html"
+    try:
+        p = subprocess.run([sys.executable, tool, path, "-o", out], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            fail("shmesh-trace-html failed (%d): %s" % (p.returncode, p.stderr))
+            return
+        with open(out) as f:
+            page = f.read()
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+    events = doc["traceEvents"]
+    slices = [e for e in events if e.get("ph") == "X"]
+    want = min(len(slices), 3000)
+    got = len(re.findall(r"<rect [^>]*><title>", page))
+    if got != want:
+        fail("expected the page to draw %d slices, found %d" % (want, got))
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            if ">%s</text>" % e["args"]["name"] not in page:
+                fail("expected the page to name the track %r" % e["args"]["name"])
+    steps = collections.Counter(e["id"] for e in events if e.get("ph") in ("s", "t", "f"))
+    arrows = len(re.findall(r'marker-end="url\(#arrow\)"', page))
+    if len(slices) <= 3000 and arrows != sum(n - 1 for n in steps.values()):
+        fail("expected %d flow arrows, found %d" % (sum(n - 1 for n in steps.values()), arrows))
+    if not page.rstrip().endswith("</html>") or page.count("<svg") != 1:
+        fail("expected one <svg> in a complete page")
 
 
 def check(a, doc, said, lost_said):
