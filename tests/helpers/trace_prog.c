@@ -6,6 +6,7 @@
  * creation, finalize).
  *
  *   trace_prog ok [ROUNDS]    (default 5)
+ *   trace_prog slow [ROUNDS]  the same, rank 2 starting each round 100 us late
  *   trace_prog die [ROUNDS]   the rounds, then rank 2 enters one more psum
  *                             that the others enter only 2 s later, and a
  *                             thread of its exits 3 while it waits: its
@@ -73,6 +74,10 @@ int main(int argc, char **argv)
     const int ring[4][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
     int calls = 0;
     for (int r = 0; r < rounds; r++) {
+        /* "slow": rank 2 computes 100 us longer before each round (a
+         * straggler, for the picture in docs/profiling.md). */
+        if (!strcmp(mode, "slow") && rank == 2)
+            usleep(100);
         check(shmesh_psum(mesh, "x,y", NULL, &a, &o), "psum", rank);
         check(shmesh_all_gather(mesh, "x,y", NULL, 0, false, &a, &gathered), "all_gather", rank);
         check(shmesh_ppermute(mesh, "x,y", ring, 4, &a, &o), "ppermute", rank);
