@@ -12,6 +12,7 @@
  *
  * Everything runs with a deadline, and every process a test starts is
  * killed by its process group, the fake ranks by their pids. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -448,6 +449,81 @@ static void other_user(void **state)
     run_free(&r);
 }
 
+/* The launcher that runuser (pid `leader`) started: runuser itself once
+ * it has executed shmesh-run, or its child; 0 when none shows up. */
+static pid_t launcher_in_group(pid_t leader)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        pid_t found = 0;
+        while (d && !found && (e = readdir(d))) {
+            char path[300], buf[512];
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            FILE *f = fopen(path, "re");
+            if (!f)
+                continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            char *p = strrchr(buf, ')');
+            int ppid, pid = atoi(e->d_name);
+            if (strncmp(strchr(buf, '(') ? strchr(buf, '(') : "", "(shmesh-run)", 12) || !p ||
+                sscanf(p + 1, " %*c %d", &ppid) != 1 || (pid != leader && ppid != leader))
+                continue;
+            found = pid;
+        }
+        if (d)
+            closedir(d);
+        if (found)
+            return found;
+        sleep_secs(0.05);
+    }
+    return 0;
+}
+
+struct as_root {
+    pid_t launcher;
+    struct run top;
+};
+
+/* While nobody's job runs: root's shmesh-top on it, then the job stops. */
+static void root_looks(pid_t runuser, void *arg)
+{
+    struct as_root *a = arg;
+    a->launcher = launcher_in_group(runuser);
+    if (a->launcher) {
+        sleep_secs(0.5); /* past the segment's creation */
+        char pid[32];
+        snprintf(pid, sizeof pid, "%d", (int)a->launcher);
+        char *argv[] = {(char *)top_path(), "--once", pid, NULL};
+        run_cmd(argv, NULL, 20, &a->top);
+        kill(a->launcher, SIGTERM); /* it stops its ranks */
+    }
+    killpg(runuser, SIGTERM);
+}
+
+/* Root on nobody's job: refused too, though root could read it. */
+static void root_refused(void **state)
+{
+    char *argv[] = {(char *)runuser_path(), "-u", "nobody", "--", (char *)launcher_path(), "-n",
+                    "4", "--timeout", "30", "--", (char *)top_prog_path(), "sleep", "20", NULL};
+    struct as_root a = {0};
+    struct run r;
+    assert_int_equal(run_cmd_with(argv, NULL, 40, &r, root_looks, &a), 0);
+    if (!a.launcher)
+        fail_msg("no shmesh-run of nobody's job found\nstdout:\n%s\nstderr:\n%s", r.out, r.err);
+    bool ok = a.top.code == 1 && !a.top.out[0] &&
+              strstr(a.top.err, "belongs to user nobody: shmesh-top attaches only to your own");
+    if (!ok)
+        fail_msg("root attaching to nobody's job %d: expected exit 1, no output and the "
+                 "refusal, got exit %d\nstdout:\n%s\nstderr:\n%s\njob's stderr:\n%s",
+                 (int)a.launcher, a.top.code, a.top.out, a.top.err, r.err);
+    run_free(&a.top);
+    assert_false(r.timed_out);
+    run_free(&r);
+}
+
 /* Why another user cannot be tried here, or NULL. */
 static const char *other_user_impossible(void)
 {
@@ -507,6 +583,7 @@ int main(int argc, char **argv)
         }
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(other_user, fake_setup, fake_teardown),
+            cmocka_unit_test(root_refused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
