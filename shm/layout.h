@@ -95,8 +95,8 @@ struct seg_status {
     _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */
     _Atomic uint64_t wait_tag;   /* and for what: (call << 32) | window */
     _Atomic int64_t wait_since;  /* CLOCK_MONOTONIC ns, when the block began */
-    _Atomic uint64_t calls;      /* calls finished */
-    _Atomic uint64_t bytes;      /* their bytes, each call's size as the bench counts it */
+    _Atomic uint64_t bytes;      /* bytes of the calls finished: each one's size as the
+                                    path table counts it (engine/path.c), 0 without data */
     _Atomic uint64_t call_since; /* tracing only: the current call's start, in event-clock ticks */
     char notifier[8];            /* "uring" or "futex", written at start */
 };
@@ -179,8 +179,8 @@ struct seg_trace_event {
     uint64_t call;   /* the call number */
     uint64_t t0, t1; /* event clock: CALL submitted and finished; WAIT begun and over */
     uint64_t bytes;  /* CALL: its size as the bench counts it; WAIT: the window's tag */
-    int32_t leader;  /* CALL: the group's first device: a call number and a leader
-                        name one collective */
+    int32_t leader;  /* CALL: the rank of the group's first member: a call number
+                        and a leader name one collective */
     int32_t members; /* CALL: devices in the group */
     uint8_t dtype;   /* CALL: enum shmesh_dtype of the input */
     uint8_t pad[3];

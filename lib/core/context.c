@@ -19,6 +19,7 @@
 #include "ops/ops.h"
 #include "paths/single_copy.h"
 #include "shm/notify.h"
+#include "trace/trace.h"
 
 /* How long one sleep lasts before liveness is looked at again.  The uring
  * notifier hears of a peer's death at once, so its slice is only a backstop. */
@@ -51,6 +52,7 @@ static void release(shmesh_ctx *c)
     free(c->dev_buf);
     windows_fini(&c->win);
     heap_fini(&c->heap);
+    trace_close(c);
     notify_close(c->notify);
     seg_close(c->seg);
     free(c->all_ranks);
@@ -127,6 +129,11 @@ int shmesh_init(shmesh_ctx **out)
         return rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
     }
     c->me = seg_ctrl(c->seg, c->rank);
+    if (trace_open(c)) {
+        release(c);
+        init_error("rank %d: out of memory", e.rank);
+        return SHMESH_ERR_NOMEM;
+    }
     c->zc_min = e.zc_min;
     c->rsag_min = e.rsag_min;
     c->cma_min = e.cma_min;

@@ -18,6 +18,7 @@
 struct call;
 struct call_scratch;
 struct stream;
+struct tracer;
 
 struct shmesh_ctx {
     int rank;
@@ -79,6 +80,7 @@ struct shmesh_ctx {
     /* The GPU runtime and its caches (lib/device/device.h); NULL: none. */
     struct device_layer *dev;
     unsigned debug;       /* SHMESH_DEBUG: enum debug_what bits */
+    struct tracer *trace; /* the event ring (lib/trace/trace.h); NULL: not tracing */
     unsigned kinds_taken; /* memory kinds some path takes (engine/path.h) */
     struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */
     char err[CTX_ERR_MAX];

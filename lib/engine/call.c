@@ -14,6 +14,7 @@
 #include "engine/call.h"
 #include "engine/path.h"
 #include "engine/window.h"
+#include "trace/trace.h"
 
 /* The pool of scratch is shared with the progress thread once there is
  * one (a call is prepared by the caller and released by the thread). */
@@ -182,13 +183,16 @@ int call_buffers(struct call *k)
     return 0;
 }
 
-int call_submit(struct call *k)
+/* call_submit's body, inlined where the blocking API calls it. */
+static inline __attribute__((always_inline)) int submit(struct call *k)
 {
     shmesh_ctx *c = k->c;
     k->seq = ++c->calls;
     k->desc_pending = true;
     if (c->debug)
         k->t_start = debug_now();
+    if (c->trace)
+        k->t_enter = trace_now(c->trace);
     int rc = fail_if_aborted(c, k->name, k->seq);
     if (rc) {
         k->state = CALL_DONE;
@@ -197,13 +201,17 @@ int call_submit(struct call *k)
     }
     k->state = CALL_QUEUED;
     k->next = NULL;
-    if (c->queue_tail)
+    if (c->queue_tail) {
         c->queue_tail->next = k;
-    else
+    } else {
         c->queue_head = k;
+        status_call(c, k); /* the one moving now */
+    }
     c->queue_tail = k;
     return 0;
 }
+
+int call_submit(struct call *k) { return submit(k); }
 
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
@@ -258,6 +266,9 @@ static inline void finish_one(shmesh_ctx *c, int rc)
         rc = unstage(k, rc);
     k->state = CALL_DONE;
     k->rc = rc;
+    status_done(c, k, c->queue_head);
+    if (c->trace)
+        trace_call(c, k);
     if (c->debug & DEBUG_CALLS)
         debug_done(k);
 }
@@ -357,7 +368,7 @@ int call_finish(struct call *k, int rc)
 {
     if (!rc && stream_wanted(k->c))
         return call_dispatch(k);
-    if (!rc && (rc = call_submit(k)) == 0)
+    if (!rc && (rc = submit(k)) == 0)
         rc = call_wait(k);
     if (k->c) {
         call_release(k);

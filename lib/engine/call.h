@@ -42,6 +42,7 @@ struct wait_for {
     bool window;
     bool spun; /* the spin and yield phases are over already */
     int64_t t0; /* SHMESH_DEBUG=waits: when the wait began */
+    uint64_t t_trace; /* tracing: the same, in event-clock ticks */
 };
 
 /* Per-call scratch, sized for every device of the job, recycled through the
@@ -124,6 +125,9 @@ struct call {
     int32_t err, err_peer; /* a peer path's failed read: errno, whose buffer */
     struct call *next;   /* in the context's queue */
 
+    uint64_t size;       /* flow_size(), once the path is being chosen (0 before: what
+                            the status counts for a call that moved nothing) */
+
     /* Set before they are read. */
     struct group g;                 /* by the op */
     enum mem_kind in_kind, out_kind; /* call_buffers */
@@ -131,11 +135,11 @@ struct call {
     uint64_t seq;        /* call number, from submission */
     uint64_t tag;        /* the window posted last */
     uint64_t hash;       /* of the description, with the context's thresholds */
-    uint64_t size;       /* flow_size(), once the path is being chosen */
     unsigned candidates; /* bit i: entry i of the path table is a candidate */
     struct xrun xr;
     struct wait_for wait;
     int64_t t_start;     /* SHMESH_DEBUG: when it was submitted */
+    uint64_t t_enter;    /* tracing: the same, in event-clock ticks */
 
     /* Last, the two large parts: the description (call_desc_clear: it is
      * hashed and published) and the flow (filled by the op's flow_init). */

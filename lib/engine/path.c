@@ -1,4 +1,5 @@
 /* The path table and the one choice (see path.h). */
+#include <stdio.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -22,6 +23,20 @@ static const struct path *const table[] = {
     &path_staged,
 };
 #define NPATHS (sizeof table / sizeof *table)
+
+void path_names(char (*names)[SEG_TRACE_NAME], int max)
+{
+    for (size_t i = 0; i < NPATHS && (int)i < max; i++)
+        snprintf(names[i], SEG_TRACE_NAME, "%s", table[i]->name);
+}
+
+unsigned path_index(const struct path *p)
+{
+    for (size_t i = 0; i < NPATHS; i++)
+        if (table[i] == p)
+            return (unsigned)i;
+    return SEG_TEV_NO_PATH;
+}
 
 unsigned path_kinds(void)
 {

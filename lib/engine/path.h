@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "engine/call.h"
+#include "shm/layout.h"
 
 struct path {
     const char *name;
@@ -72,5 +73,10 @@ unsigned path_kinds(void);
 /* Runs the call's current exchange: the handshake if a candidate needs it,
  * the choice, then the chosen path. */
 int path_step(struct call *k);
+
+/* The path table's names, by index, into names[max] (for the trace's
+ * readers), and a path's index there (SEG_TEV_NO_PATH for none). */
+void path_names(char (*names)[SEG_TRACE_NAME], int max);
+unsigned path_index(const struct path *p);
 
 #endif

@@ -11,6 +11,7 @@
 #include "effects/effect.h"
 #include "engine/call.h"
 #include "engine/window.h"
+#include "trace/trace.h"
 
 int windows_init(struct windows *w, int world)
 {
@@ -108,7 +109,7 @@ unsigned char *win_open(struct call *k, int *rc)
              * (or its progress word was overwritten). */
             uint64_t t = latest_tag(c, r);
             if (t <= old) {
-                k->wait = (struct wait_for){r, old + 1, false, false, 0};
+                k->wait = (struct wait_for){r, old + 1, false, false, 0, 0};
                 *rc = CALL_WAIT;
                 return NULL;
             }
@@ -245,13 +246,17 @@ int win_collect(struct call *k)
             /* The caller would wait for it anyway: spin here, and the data
              * is read the moment it arrives (win_wait would spin alike). */
             struct window_wait ww = {c, r, k->tag, NULL, 0};
-            k->wait = (struct wait_for){r, k->tag, true, true, 0};
+            k->wait = (struct wait_for){r, k->tag, true, true, 0, 0};
             if (c->debug & DEBUG_WAITS)
                 k->wait.t0 = debug_now();
+            if (c->trace)
+                k->wait.t_trace = trace_now(c->trace);
             if (seg_spin(&c->waiter, window_ready, &ww)) {
                 h = ww.h;
                 if (c->debug & DEBUG_WAITS)
                     debug_wait(k);
+                if (c->trace)
+                    trace_wait(c, k);
             }
         }
         if (!h) {
@@ -260,7 +265,7 @@ int win_collect(struct call *k)
                 return went_back(k, r, prog);
             if (prog < k->tag) {
                 if (!c->blocking)
-                    k->wait = (struct wait_for){r, k->tag, true, false, 0};
+                    k->wait = (struct wait_for){r, k->tag, true, false, 0, 0};
                 return CALL_WAIT;
             }
             /* r went past this window without it: it formed another group
@@ -302,6 +307,8 @@ int win_wait(struct call *k)
     struct seg_waiter w = c->waiter;
     if ((c->debug & DEBUG_WAITS) && !wf->t0)
         wf->t0 = debug_now();
+    if (c->trace && !wf->t_trace)
+        wf->t_trace = trace_now(c->trace);
     struct window_wait ww = {c, wf->rank, wf->target, NULL, 0};
     /* A window's tag shares a cache line with the payload's start: spinning
      * on it brings a small window over in one transfer.  The buffer cannot
@@ -310,9 +317,11 @@ int win_wait(struct call *k)
         goto done;
     w.spin_ns = w.yield_ns = 0; /* spun already */
     int culprit = wf->rank;
+    status_block(c, wf);
     int rc = seg_wait_until(&w, &seg_ctrl(c->seg, wf->rank)->progress,
                             wf->window ? window_wait_ready : reclaim_ready, &ww, wf->rank,
                             &culprit);
+    status_unblock(c);
     if (rc == -EBADMSG)
         return went_back(k, wf->rank, ww.bad);
     if (rc) {
@@ -323,5 +332,7 @@ int win_wait(struct call *k)
 done:
     if (c->debug & DEBUG_WAITS)
         debug_wait(k);
+    if (c->trace)
+        trace_wait(c, k);
     return 0;
 }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# trace-overhead.sh: what `shmesh-run --trace` costs a small collective.
+# Runs shmesh-bench with and without tracing, alternating (which goes first
+# changes every round), and prints the median time per call of each and
+# their ratio.  See bench/README.md.
+#   bench/trace-overhead.sh [-n RANKS] [-r ROUNDS] [-o OP] [-s SIZE] [-i ITERS]
+set -euo pipefail
+ranks=2 rounds=9 op=psum size=8 iters=200000
+while getopts "n:r:o:s:i:h" o; do
+    case $o in
+    n) ranks=$OPTARG ;;
+    r) rounds=$OPTARG ;;
+    o) op=$OPTARG ;;
+    s) size=$OPTARG ;;
+    i) iters=$OPTARG ;;
+    *) sed -n '2,6p' "$0"; exit 2 ;;
+    esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+run=$root/build/launcher/shmesh-run
+bench=$root/build/tools/shmesh-bench
+[ -x "$run" ] && [ -x "$bench" ] || { echo "trace-overhead.sh: build first (./run.sh --build-only)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# One launch: the time per call (us) from the bench's CSV line.
+once() {
+    "$run" -n "$ranks" "$@" -- "$bench" -o "$op" -b "$size" -e "$size" -w 1000 -n "$iters" \
+        -c 0 --csv | awk -F, 'NR == 2 { print $7 }'
+}
+
+plain=() traced=()
+for ((r = 0; r < rounds; r++)); do
+    if ((r % 2)); then
+        traced+=("$(once --trace "$tmp/t.json")")
+        plain+=("$(once)")
+    else
+        plain+=("$(once)")
+        traced+=("$(once --trace "$tmp/t.json")")
+    fi
+    echo "round $((r + 1)): plain ${plain[-1]} us, traced ${traced[-1]} us" >&2
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+mp=$(median "${plain[@]}")
+mt=$(median "${traced[@]}")
+events=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
+echo "# $op, $size B, $ranks ranks, $iters iterations, $rounds rounds (medians)"
+echo "plain_us=$mp traced_us=$mt ratio=$(awk -v a="$mt" -v b="$mp" 'BEGIN { printf "%.3f", a / b }')"
+echo "# the last traced run wrote $events slices ($(du -h "$tmp/t.json" | cut -f1) of JSON)"

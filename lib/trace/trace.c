@@ -1,0 +1,98 @@
+/* The status block and the event ring (see trace.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fail.h"
+#include "engine/path.h"
+#include "shm/notify.h"
+#include "trace/trace.h"
+
+int trace_open(shmesh_ctx *c)
+{
+    struct seg_status *s = &c->me->status;
+    snprintf(s->notifier, sizeof s->notifier, "%s", notify_name(c->notify));
+    const struct seg *g = c->seg;
+    if (!g->lay.trace_events)
+        return 0;
+    struct tracer *t = calloc(1, sizeof *t);
+    if (!t)
+        return -1;
+    t->ring = seg_trace_ring(g, c->rank);
+    t->ev = seg_trace_events(g, c->rank);
+    t->mask = g->lay.trace_events - 1;
+    t->clock = trace_clock_pick();
+    /* The launcher reads the ring from the start of the job: its header is
+     * written before the first event, and head is still 0. */
+    t->ring->clock_kind = t->clock;
+    t->ring->pid = (int32_t)getpid();
+    path_names(t->ring->path_names, SEG_TRACE_PATHS);
+    trace_clock_pair(t->clock, &t->ring->clock_ticks, &t->ring->clock_ns);
+    t->head = atomic_load_explicit(&t->ring->head, memory_order_relaxed);
+    c->trace = t;
+    return 0;
+}
+
+void trace_close(shmesh_ctx *c)
+{
+    free(c->trace);
+    c->trace = NULL;
+}
+
+void status_block(shmesh_ctx *c, const struct wait_for *wf)
+{
+    struct seg_status *s = &c->me->status;
+    atomic_store_explicit(&s->wait_rank, wf->rank, memory_order_relaxed);
+    /* A window's tag, or for a reclaim the tag it must pass. */
+    atomic_store_explicit(&s->wait_tag, wf->window ? wf->target : wf->target - 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->wait_since, trace_mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->activity, SEG_ACT_WAIT, memory_order_release);
+}
+
+void trace_call(shmesh_ctx *c, const struct call *k)
+{
+    struct tracer *t = c->trace;
+    struct seg_trace_event *e = trace_next(t);
+    const struct group *g = &k->g;
+    uint8_t flags = 0;
+    if (g->n > 0) {
+        flags |= g->ranks[0] == c->rank ? SEG_TEV_FIRST : 0;
+        flags |= g->ranks[g->n - 1] == c->rank ? SEG_TEV_LAST : 0;
+    }
+    *e = (struct seg_trace_event){
+        .kind = SEG_TEV_CALL,
+        .op = (uint8_t)k->op,
+        .path = (uint8_t)path_index(k->path),
+        .flags = flags,
+        .who = k->rc,
+        .call = k->seq,
+        .t0 = k->t_enter,
+        .t1 = trace_now(t),
+        .bytes = flow_size(&k->f),
+        .leader = g->n > 0 ? g->ranks[0] : c->rank,
+        .members = g->n,
+        .dtype = (uint8_t)k->d.dtype,
+    };
+    memcpy(e->axes, k->d.axes, sizeof e->axes - 1); /* axes is longer and terminated */
+    e->axes[sizeof e->axes - 1] = '\0';
+    trace_commit(t);
+}
+
+void trace_wait(shmesh_ctx *c, const struct call *k)
+{
+    struct tracer *t = c->trace;
+    const struct wait_for *wf = &k->wait;
+    struct seg_trace_event *e = trace_next(t);
+    *e = (struct seg_trace_event){
+        .kind = SEG_TEV_WAIT,
+        .op = (uint8_t)k->op,
+        .who = wf->rank,
+        .call = k->seq,
+        .t0 = wf->t_trace,
+        .t1 = trace_now(t),
+        .bytes = wf->window ? wf->target : wf->target - 1,
+    };
+    trace_commit(t);
+}
