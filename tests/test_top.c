@@ -200,7 +200,6 @@ static void set_rank(int r, int act, uint64_t call, int for_rank, double secs)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     atomic_store(&s->wait_since, now - (int64_t)(secs * 1e9));
-    atomic_store(&s->calls, call - (act == IDLE ? 0 : 1));
     atomic_store(&s->bytes, 4 * (call - (act == IDLE ? 0 : 1)));
     snprintf(s->notifier, sizeof s->notifier, "futex");
     atomic_store(&s->activity, (uint32_t)act);

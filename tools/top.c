@@ -385,7 +385,9 @@ static void take_snapshot(const struct job *j, struct snapshot *sn, const struct
             v->wait_window = tag & 0xffffffffu;
             v->waited_s = since > 0 && since < sn->t_ns ? (double)(sn->t_ns - since) / 1e9 : 0;
         }
-        v->calls = atomic_load_explicit(&st->calls, memory_order_relaxed);
+        /* Calls are numbered from 1 in order: those finished are the
+         * current one's predecessors, or the last one and its own. */
+        v->calls = v->call - (v->call && v->activity != SEG_ACT_IDLE ? 1 : 0);
         v->bytes = atomic_load_explicit(&st->bytes, memory_order_relaxed);
         memcpy(v->notifier, st->notifier, sizeof st->notifier);
         v->notifier[sizeof st->notifier] = '\0';
@@ -433,7 +435,8 @@ static void follow_waits(const struct snapshot *sn, int *sink)
     }
 }
 
-/* "rank 3", "ranks 0-2", "ranks 0, 2, 5-7": the ranks marked in `in`. */
+/* "rank 3", "ranks 0-2", "ranks 0, 1, 3, 5-7": the ranks marked in `in`
+ * (a range for three or more in a row). */
 static void rank_list(const bool *in, int n, char *buf, size_t len)
 {
     int count = 0;
@@ -447,6 +450,8 @@ static void rank_list(const bool *in, int n, char *buf, size_t len)
         int end = r;
         while (end + 1 < n && in[end + 1])
             end++;
+        if (end == r + 1) /* two: "0, 1", not "0-1" */
+            end = r;
         if (end == r)
             used += (size_t)snprintf(buf + used, len - used, "%s%d", first ? "" : ", ", r);
         else
