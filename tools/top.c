@@ -694,7 +694,7 @@ static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
             cmd, when);
     if (sn->aborted)
         fprintf(o, "job aborted: %s\n", sn->abort.reason[0] ? sn->abort.reason : "(no reason)");
-    fprintf(o, "%4s %8s %-9s %-4s %8s %-20s %9s %9s %-8s %10s %9s\n", "RANK", "PID", "STATE", "DO",
+    fprintf(o, "%4s %8s %-9s %-4s %10s %-20s %9s %9s %-8s %10s %9s\n", "RANK", "PID", "STATE", "DO",
             "CALL", "OP", "WAITS_FOR", "WAITED", "NOTIFIER", "BYTES", "CALLS/S");
     for (int r = 0; r < sn->world; r++) {
         const struct rank_view *v = &sn->r[r];
@@ -708,7 +708,7 @@ static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
         human_bytes(v->bytes, bytes, sizeof bytes);
         if (v->rate >= 0)
             snprintf(rate, sizeof rate, "%.1f", v->rate);
-        fprintf(o, "%4d %8d %-9s %-4s %8s %-20s %9s %9s %-8s %10s %9s\n", r, (int)v->pid,
+        fprintf(o, "%4d %8d %-9s %-4s %10s %-20s %9s %9s %-8s %10s %9s\n", r, (int)v->pid,
                 state_word(v), activity_word(v), call, v->call ? op_name(v->op) : "-", waits,
                 waited, v->notifier[0] ? v->notifier : "-", bytes, rate);
     }
