@@ -7,7 +7,8 @@
  *                         shmesh-run, children as ranks): each kind of rank
  *                         the others may wait for, chains and a cycle
  *   test-top jobs         real jobs of shmesh-test-top under shmesh-run: a
- *                         rank that sleeps between calls, one that skips one
+ *                         rank that sleeps between calls, one that skips one;
+ *                         the live view (--json) ends with its job
  *   test-top other-user   another user (nobody, through runuser) is refused;
  *                         exits 77 (skipped) when not root or without runuser
  *
@@ -72,6 +73,19 @@ static void top(struct run *r, char *const env[], ...)
     argv[n] = NULL;
     assert_int_equal(run_cmd(argv, env, 20, r), 0);
     assert_false(r->timed_out);
+}
+
+/* As top(), for use while a job runs: no assertion (a failure's jump
+ * would leave the job running); a run that could not start has code -1. */
+static void top_quiet(struct run *r, const char *a, const char *b, const char *c)
+{
+    char *argv[] = {(char *)top_path(), (char *)a, (char *)b, (char *)c, NULL};
+    if (run_cmd(argv, NULL, 20, r)) {
+        memset(r, 0, sizeof *r);
+        r->code = -1;
+        r->out = strdup("");
+        r->err = strdup("cannot run shmesh-top");
+    }
 }
 
 static void expect_in(const struct run *r, const char *text, const char *what)
@@ -355,13 +369,13 @@ static void poll_job(pid_t launcher, void *arg)
     while (mono_secs() - t0 < 20 && !p->seen) {
         sleep_secs(0.3);
         struct run r;
-        top(&r, NULL, "--once", pid, NULL);
+        top_quiet(&r, "--once", pid, NULL);
         snprintf(p->text, sizeof p->text, "exit %d\n%s%s", r.code, r.out, r.err);
         bool ok = r.code == 0 && strstr(r.out, p->want) && strstr(r.out, p->want2);
         run_free(&r);
         if (!ok)
             continue;
-        top(&r, NULL, "--once", "--json", pid, NULL);
+        top_quiet(&r, "--once", "--json", pid);
         snprintf(p->jtext, sizeof p->jtext, "exit %d\n%s%s", r.code, r.out, r.err);
         p->seen = r.code == 0 && strstr(r.out, p->json);
         run_free(&r);
@@ -409,6 +423,41 @@ static void job_stuck(void **state)
                 "\"its_op\":\"psum\",\"waiters\":[0,1,2],\"call\":5,\"op\":\"psum\"",
     };
     run_job("stuck", &p);
+}
+
+struct live {
+    struct run top;
+};
+
+/* The live view of a job that ends by itself: it stops with the job. */
+static void watch_live(pid_t launcher, void *arg)
+{
+    struct live *l = arg;
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)launcher);
+    sleep_secs(0.5); /* past the segment's creation */
+    top_quiet(&l->top, "--json", "--interval=0.2", pid);
+}
+
+static void job_live(void **state)
+{
+    /* Rank 2 sleeps 3 s, then the job finishes. */
+    char *argv[] = {(char *)launcher_path(), "-n", "4", "--timeout", "60", "--",
+                    (char *)top_prog_path(), "sleep", "3", NULL};
+    struct live l = {0};
+    struct run r;
+    assert_int_equal(run_cmd_with(argv, NULL, 90, &r, watch_live, &l), 0);
+    int lines = count_lines(l.top.out, "{\"job\":", NULL);
+    bool ok = l.top.code == 0 && lines >= 5 && count_lines(l.top.out, NULL, NULL) == lines &&
+              strstr(l.top.out, "\"for\":2,") && strstr(l.top.err, "has ended");
+    if (!ok)
+        fail_msg("live view: expected exit 0, at least 5 JSON lines (got %d), one saying the "
+                 "others wait for rank 2, and 'has ended'; exit %d\nstdout:\n%.4000s\n"
+                 "stderr:\n%s",
+                 lines, l.top.code, l.top.out, l.top.err);
+    assert_int_equal(r.code, 0);
+    run_free(&l.top);
+    run_free(&r);
 }
 
 /* ---- another user ---------------------------------------------------------- */
@@ -497,7 +546,8 @@ static void root_looks(pid_t runuser, void *arg)
         char pid[32];
         snprintf(pid, sizeof pid, "%d", (int)a->launcher);
         char *argv[] = {(char *)top_path(), "--once", pid, NULL};
-        run_cmd(argv, NULL, 20, &a->top);
+        if (run_cmd(argv, NULL, 20, &a->top))
+            a->top = (struct run){.code = -1, .out = strdup(""), .err = strdup("cannot run")};
         kill(a->launcher, SIGTERM); /* it stops its ranks */
     }
     killpg(runuser, SIGTERM);
@@ -574,6 +624,7 @@ static int run_group(const char *group)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(job_sleep),
             cmocka_unit_test(job_stuck),
+            cmocka_unit_test(job_live),
         };
         return cmocka_run_group_tests_name("jobs", tests, NULL, NULL);
     }
