@@ -32,6 +32,8 @@ struct options {
     uint64_t slot_bytes;  /* 0: the segment's default */
     uint64_t shm_size;    /* the whole segment; 0: the default */
     const char *sysroot;  /* SHMESH_SYSROOT: prefix of /sys and /proc (tests' fake GPUs) */
+    const char *trace_path; /* --trace or SHMESH_TRACE; NULL: no tracing */
+    uint32_t trace_events;  /* --trace-events: per rank's ring, a power of two */
     char **argv;          /* the program and its arguments */
 };
 
@@ -78,9 +80,12 @@ struct gpu_env {
     bool set_order;  /* the ranks get CUDA_DEVICE_ORDER=PCI_BUS_ID */
 };
 
+struct trace;
+
 struct job {
     struct options o;
     struct seg *seg;
+    struct trace *trace;  /* --trace; NULL: off */
     struct rank_proc *ranks;
     struct rank_proc **reaped; /* scratch: ranks reaped by one SIGCHLD */
     struct gpu_env gpus;
@@ -188,5 +193,16 @@ bool relay_pump(struct relay *r);
 void relay_close(struct relay *r);
 
 void describe_status(int status, char *buf, size_t len);
+
+/* trace.c: --trace.  trace_open opens the output (and a temporary file for
+ * the events) before any fork: -1 after saying why on stderr.  trace_start
+ * starts the thread that drains the ranks' rings, once every fork is done.
+ * trace_finish, after supervise() and before the segment is closed, drains
+ * what is left and writes the JSON whatever became of the ranks; it returns
+ * the launcher's exit status, `rc` or 1 when the trace could not be written
+ * after a job that succeeded. */
+int trace_open(struct job *j);
+int trace_start(struct job *j);
+int trace_finish(struct job *j, int rc);
 
 #endif

@@ -45,6 +45,12 @@ static void usage(FILE *f)
             "      --bind-to core|numa|none  run each rank on a core of its own; near its\n"
             "                        (first) GPU, or without one on the NUMA node holding\n"
             "                        its memory (the default); or anywhere\n"
+            "      --trace FILE      write a Chrome trace of the job to FILE (Perfetto,\n"
+            "                        chrome://tracing): each rank's calls, their waits, flows\n"
+            "                        joining a collective's members, bytes moved; written\n"
+            "                        however the job ends (or SHMESH_TRACE)\n"
+            "      --trace-events N  events each rank's ring holds between two reads, a power\n"
+            "                        of two (default 65536, or SHMESH_TRACE_EVENTS)\n"
             "  -v, --verbose         say what is started, and how each rank ends\n"
             "  -h, --help            show this help\n"
             "  -V, --version         show the version\n"
@@ -116,9 +122,31 @@ static int parse_gpus(const char *s, struct options *o)
     return 0;
 }
 
+/* --trace-events and SHMESH_TRACE_EVENTS: what the segment's rings take. */
+static int trace_events_check(const char *what, long v, const char *given)
+{
+    if (v >= 1 && v <= (long)SEG_TRACE_MAX_EVENTS && !(v & (v - 1)))
+        return 0;
+    fprintf(stderr,
+            PROG ": %s expects a power of two from 1 to %u (events per rank's ring, such as "
+                 "65536), got '%s'\n",
+            what, SEG_TRACE_MAX_EVENTS, given);
+    return -1;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    enum { OPT_TAG = 256, OPT_TIMEOUT, OPT_GRACE, OPT_BIND, OPT_SHM_SIZE, OPT_DEVICES, OPT_GPUS };
+    enum {
+        OPT_TAG = 256,
+        OPT_TIMEOUT,
+        OPT_GRACE,
+        OPT_BIND,
+        OPT_SHM_SIZE,
+        OPT_DEVICES,
+        OPT_GPUS,
+        OPT_TRACE,
+        OPT_TRACE_EVENTS,
+    };
     static const struct option longs[] = {
         {"np", required_argument, NULL, 'n'},
         {"devices-per-rank", required_argument, NULL, OPT_DEVICES},
@@ -128,6 +156,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"grace", required_argument, NULL, OPT_GRACE},
         {"bind-to", required_argument, NULL, OPT_BIND},
         {"shm-size", required_argument, NULL, OPT_SHM_SIZE},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"trace-events", required_argument, NULL, OPT_TRACE_EVENTS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -187,6 +217,22 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->shm_size_from = given;
             break;
         }
+        case OPT_TRACE:
+            if (!*optarg) {
+                fprintf(stderr, PROG ": --trace expects a file name, got ''\n");
+                return -1;
+            }
+            o->trace_path = optarg;
+            break;
+        case OPT_TRACE_EVENTS: {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || trace_events_check("--trace-events", v, optarg))
+                return -1;
+            o->trace_events = (uint32_t)v;
+            break;
+        }
         case 'v':
             o->verbose = true;
             break;
@@ -216,7 +262,8 @@ static int parse_options(int argc, char **argv, struct options *o)
     settings_defaults(&env);
     for (int id = 0; id < SETTING_COUNT; id++) {
         if (!(settings_table[id].who & SETTINGS_LAUNCHER) ||
-            (id == SETTING_SHM_SIZE && o->shm_size))
+            (id == SETTING_SHM_SIZE && o->shm_size) ||
+            (id == SETTING_TRACE_EVENTS && o->trace_events))
             continue;
         char why[256];
         if (settings_read(&env, (enum setting)id, why, sizeof why)) {
@@ -233,6 +280,15 @@ static int parse_options(int argc, char **argv, struct options *o)
         }
     }
     o->slot_bytes = env.slot_bytes;
+    if (!o->trace_path)
+        o->trace_path = env.trace;
+    if (!o->trace_events) {
+        char given[32];
+        snprintf(given, sizeof given, "%d", env.trace_events);
+        if (trace_events_check("SHMESH_TRACE_EVENTS", env.trace_events, given))
+            return -1;
+        o->trace_events = (uint32_t)env.trace_events;
+    }
     o->sysroot = env.sysroot ? env.sysroot : "";
     return 0;
 }
@@ -446,7 +502,10 @@ int main(int argc, char **argv)
         .total_bytes = j.o.shm_size,
         .numa = j.o.bind == BIND_NONE ? 0 : -1,
         .nodes = j.slot_nodes,
+        .trace_events = j.o.trace_path ? j.o.trace_events : 0,
     };
+    if (trace_open(&j) < 0)
+        return 2;
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
         fprintf(stderr, PROG ": %s\n", err);
         return 1;
@@ -470,8 +529,13 @@ int main(int argc, char **argv)
     int rc = spawn_ranks(&j);
     out_start();
     if (rc == 0)
+        trace_start(&j); /* without it the job still runs, untraced (it says why) */
+    if (rc == 0)
         rc = supervise(&j, sigfd);
     seg_unlink(j.seg);
+    /* Whatever became of the ranks: a job that failed is the one whose
+     * trace matters most. */
+    rc = trace_finish(&j, rc);
     watchdog_stop(&j);
     out_finish();
     seg_close(j.seg);

@@ -90,7 +90,10 @@ enum seg_activity {
 };
 
 struct seg_status {
-    _Atomic uint64_t call;       /* (number << 8) | op: the current call, or the last one */
+    /* (number << 8) | op: the current call, or the last one.  op is enum
+     * call_op (lib/ops/op.h): 0 for none, then line i of the op table
+     * (lib/ops/optable.h) is op i + 1. */
+    _Atomic uint64_t call;
     _Atomic uint32_t activity;   /* enum seg_activity */
     _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */
     _Atomic uint64_t wait_tag;   /* and for what: (call << 32) | window */
@@ -172,7 +175,7 @@ enum seg_trace_kind {
 
 struct seg_trace_event {
     uint8_t kind;    /* enum seg_trace_kind */
-    uint8_t op;      /* enum call_op */
+    uint8_t op;      /* enum call_op: line op - 1 of the op table (as in seg_status) */
     uint8_t path;    /* CALL: the last exchange's path, or SEG_TEV_NO_PATH */
     uint8_t flags;   /* CALL: SEG_TEV_FIRST, SEG_TEV_LAST */
     int32_t who;     /* CALL: 0 or the shmesh error; WAIT: the rank waited for */

@@ -94,6 +94,10 @@ enum settings_debug {
       1, "bytes in each of a rank's two staging buffers")                                      \
     X(SYSROOT, sysroot, TEXT, NULL, "empty", SETTINGS_LAUNCHER, 0,                             \
       "prefix for /sys and /proc when finding GPUs (tests)")                                   \
+    X(TRACE, trace, TEXT, NULL, "empty: no trace", SETTINGS_LAUNCHER, 0,                       \
+      "write a Chrome trace of the job to this file (shmesh-run --trace)")                     \
+    X(TRACE_EVENTS, trace_events, INDEX, 65536, "65536", SETTINGS_LAUNCHER, 0,                 \
+      "events each rank's trace ring holds, a power of two (shmesh-run --trace-events)")       \
     X(DEVICE, device, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                 \
       "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \

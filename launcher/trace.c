@@ -1,0 +1,655 @@
+/* --trace: the launcher reads every rank's event ring (shm/layout.h,
+ * written by lib/trace/) while the job runs, and writes the Chrome trace
+ * JSON (Perfetto, chrome://tracing) once it has ended, however it ended.
+ *
+ * A drain thread copies new events every DRAIN_PERIOD_NS into an unlinked
+ * temporary file, so that the launcher's memory stays bounded however long
+ * the job runs and a ring only has to hold what a rank writes in that
+ * period.  At the end, after supervise() has returned and before the
+ * segment is closed, a last drain takes what the ranks left, and two passes
+ * over the file write the JSON: the first finds each collective's members
+ * (for its flow arrows) and the earliest time, the second the events.
+ *
+ * The JSON's pids are rank + 1: Perfetto treats pid 0 as the kernel's idle
+ * task; process_sort_index keeps the tracks in rank order. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher.h"
+#include "ops/op.h"
+#include "shmesh.h"
+#include "trace/clock.h"
+
+#define DRAIN_PERIOD_NS 10000000L /* 10 ms */
+
+/* An event's op is an enum call_op (ops/op.h: the op table's order after
+ * OP_NONE); the launcher links no library, so the names are expanded here
+ * from the same table. */
+static const char *const op_names[OP_COUNT] = {
+    [OP_NONE] = "none",
+#define TRACE_OP_NAME(ID, name, scope, bus, bool_in, params) [OP_##ID] = #name,
+    SHMESH_OPS(TRACE_OP_NAME)
+#undef TRACE_OP_NAME
+};
+
+/* enum shmesh_dtype's names (as shmesh_dtype_name gives them). */
+static const char *const dtype_names[SHMESH_DTYPE_COUNT] = {
+    [SHMESH_BOOL] = "bool",       [SHMESH_INT8] = "int8",       [SHMESH_INT16] = "int16",
+    [SHMESH_INT32] = "int32",     [SHMESH_INT64] = "int64",     [SHMESH_UINT8] = "uint8",
+    [SHMESH_UINT16] = "uint16",   [SHMESH_UINT32] = "uint32",   [SHMESH_UINT64] = "uint64",
+    [SHMESH_FLOAT16] = "float16", [SHMESH_BFLOAT16] = "bfloat16", [SHMESH_FLOAT32] = "float32",
+    [SHMESH_FLOAT64] = "float64",
+};
+#define DTYPE_COUNT SHMESH_DTYPE_COUNT
+
+/* A call's result: "ok" or the SHMESH_ERR_* name (shmesh_error_name's). */
+static const char *error_name(int code)
+{
+    switch (code) {
+    case 0:
+        return "ok";
+#define TRACE_ERR(name, value, text)                                                          \
+    case value:                                                                               \
+        return "SHMESH_ERR_" #name;
+        SHMESH_ERROR_MAP(TRACE_ERR)
+#undef TRACE_ERR
+    }
+    return NULL;
+}
+
+/* What the drain writes to the temporary file: an event and its rank. */
+struct record {
+    int32_t rank;
+    uint32_t pad;
+    struct seg_trace_event ev;
+};
+
+/* Per rank: how far the drain got, and what the writer needs to know
+ * before its second pass. */
+struct ring_state {
+    uint64_t next;    /* the next event number to copy */
+    uint64_t dropped; /* overwritten before they were copied */
+    uint64_t calls;   /* CALL events copied */
+    bool any_call;
+    uint64_t last_call; /* the number of the last CALL copied */
+};
+
+struct trace {
+    const char *path;
+    int fd;        /* the JSON's file, opened before the ranks start */
+    FILE *tmp;     /* the records; only the drain writes it until it stops */
+    struct seg *seg;
+    const struct rank_proc *ranks; /* their pids, for ranks that never wrote theirs */
+    int world;
+    struct ring_state *rings;
+    struct seg_trace_event *copy; /* the drain's scratch: a ring's worth */
+    uint64_t multi;  /* CALL records of groups of more than one member */
+    bool tmp_failed; /* writing the temporary file failed (errno in tmp_errno) */
+    int tmp_errno;
+    pthread_t thread;
+    bool running;
+    _Atomic bool stop;
+};
+
+int trace_open(struct job *j)
+{
+    if (!j->o.trace_path)
+        return 0;
+    struct trace *t = calloc(1, sizeof *t);
+    if (!t) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return -1;
+    }
+    t->path = j->o.trace_path;
+    /* Opened now, before any rank starts: a trace that cannot be written is
+     * a usage error found at once, not after an hour of work. */
+    t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (t->fd < 0) {
+        fprintf(stderr, PROG ": --trace: cannot open '%s' for writing: %s\n", t->path,
+                strerror(errno));
+        free(t);
+        return -1;
+    }
+    /* Unnamed and close-on-exec: the ranks must not inherit it. */
+    int tfd = open(P_tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    t->tmp = tfd >= 0 ? fdopen(tfd, "w+") : NULL;
+    if (!t->tmp) {
+        if (tfd >= 0)
+            close(tfd);
+        fprintf(stderr,
+                PROG ": --trace: cannot create a temporary file (in %s) for the events: %s\n",
+                P_tmpdir, strerror(errno));
+        close(t->fd);
+        free(t);
+        return -1;
+    }
+    j->trace = t;
+    return 0;
+}
+
+/* Copies rank r's new events to the temporary file.  The writer never
+ * waits: while we copy, it may overwrite the oldest events, so head is read
+ * again after the copy and those it may have reached are dropped. */
+static void drain_ring(struct trace *t, int r)
+{
+    struct ring_state *rs = &t->rings[r];
+    const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+    const struct seg_trace_event *evs = seg_trace_events(t->seg, r);
+    uint64_t cap = t->seg->lay.trace_events;
+    uint64_t head = atomic_load_explicit(&((struct seg_trace_ring *)ring)->head,
+                                         memory_order_acquire);
+    if (head <= rs->next)
+        return; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
+    uint64_t from = rs->next;
+    if (head - from > cap) {
+        rs->dropped += head - cap - from;
+        from = head - cap;
+    }
+    /* At most a ring's worth, copied in one go: 4 MiB at the default size. */
+    if (!t->copy && !(t->copy = malloc(cap * sizeof *t->copy)))
+        return; /* tried again on the next round; counted as lost if overwritten */
+    struct seg_trace_event *copy = t->copy;
+    uint64_t n = head - from;
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(&copy[i], (const void *)&evs[(from + i) & (cap - 1)], sizeof *copy);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t again = atomic_load_explicit(&((struct seg_trace_ring *)ring)->head,
+                                          memory_order_acquire);
+    /* The writer may be storing event `again` (slot again % cap) right now,
+     * which held event again - cap: events up to that one are suspect. */
+    uint64_t safe = again >= cap ? again - cap + 1 : 0;
+    uint64_t skip = safe > from ? (safe - from < n ? safe - from : n) : 0;
+    rs->dropped += skip;
+    for (uint64_t i = skip; i < n; i++) {
+        struct record rec = {.rank = r, .ev = copy[i]};
+        if (rec.ev.kind == SEG_TEV_CALL) {
+            rs->calls++;
+            rs->any_call = true;
+            rs->last_call = rec.ev.call;
+            if (rec.ev.members > 1 && rec.ev.flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
+                t->multi++;
+        }
+        if (!t->tmp_failed && fwrite(&rec, sizeof rec, 1, t->tmp) != 1) {
+            t->tmp_failed = true;
+            t->tmp_errno = errno;
+        }
+    }
+    rs->next = head;
+}
+
+static void drain_all(struct trace *t)
+{
+    for (int r = 0; r < t->world; r++)
+        drain_ring(t, r);
+}
+
+static void *drain_thread(void *arg)
+{
+    struct trace *t = arg;
+    while (!atomic_load(&t->stop)) {
+        drain_all(t);
+        struct timespec ts = {0, DRAIN_PERIOD_NS};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int trace_start(struct job *j)
+{
+    struct trace *t = j->trace;
+    if (!t)
+        return 0;
+    t->seg = j->seg;
+    t->ranks = j->ranks;
+    t->world = j->o.np;
+    t->rings = calloc((size_t)t->world, sizeof *t->rings);
+    if (!t->rings) {
+        say("--trace: out of memory; no trace");
+        return -1;
+    }
+    /* Started once every rank is forked (a thread that holds malloc's lock
+     * across a fork would leave the child stuck in it). */
+    int e = pthread_create(&t->thread, NULL, drain_thread, t);
+    if (e) {
+        /* The final drain still takes what fits in the rings. */
+        say("--trace: cannot start the drain thread (%s): only the last %u events of each "
+            "rank will be in the trace", strerror(e), t->seg->lay.trace_events);
+        return 0;
+    }
+    t->running = true;
+    return 0;
+}
+
+/* ---- the JSON ------------------------------------------------------------- */
+
+/* Ticks of one rank's clock to CLOCK_MONOTONIC nanoseconds: the rank's pair
+ * of readings taken at its start and ours taken at the end. */
+struct conv {
+    enum trace_clock_kind kind;
+    uint64_t t0, t1;
+    int64_t ns0, ns1;
+    bool valid; /* the rank wrote its ring's header */
+};
+
+static int64_t to_ns(const struct conv *c, uint64_t ticks)
+{
+    return trace_ticks_to_ns(c->kind, ticks, c->t0, c->ns0, c->t1, c->ns1);
+}
+
+/* A collective: call number and leader; the latest start of its members
+ * (their flow steps are placed there, so that the steps come in order in
+ * time and each lies inside its own slice), and which ends were seen. */
+struct flow {
+    uint64_t call;
+    int64_t leader; /* -1: empty */
+    int64_t latest;
+    unsigned flags;
+};
+
+struct flows {
+    struct flow *v;
+    size_t mask;
+};
+
+static uint64_t flow_hash(uint64_t call, int64_t leader)
+{
+    uint64_t h = call * 0x9e3779b97f4a7c15ull ^ (uint64_t)leader * 0xc2b2ae3d27d4eb4full;
+    return h ^ (h >> 29);
+}
+
+static struct flow *flow_find(struct flows *f, uint64_t call, int64_t leader, bool add)
+{
+    if (!f->v)
+        return NULL;
+    for (size_t i = flow_hash(call, leader) & f->mask;; i = (i + 1) & f->mask) {
+        struct flow *e = &f->v[i];
+        if (e->leader == leader && e->call == call)
+            return e;
+        if (e->leader < 0) {
+            if (!add)
+                return NULL;
+            *e = (struct flow){.call = call, .leader = leader, .latest = INT64_MIN};
+            return e;
+        }
+    }
+}
+
+/* The flow id of a collective: call * 2^20 + leader (device ids stay below
+ * 2^18: 4096 ranks of 64 devices). */
+static uint64_t flow_id(uint64_t call, int32_t leader)
+{
+    return (call << 20) + (uint64_t)(uint32_t)leader;
+}
+
+/* JSON output: a string of at most `max` bytes, escaped. */
+static void put_str(FILE *f, const char *s, size_t max)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < max && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            fprintf(f, "\\u%04x", c); /* bytes as Latin-1: never invalid UTF-8 */
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Nanoseconds as microseconds with three decimals, exactly. */
+static void put_us(FILE *f, int64_t ns)
+{
+    if (ns < 0) {
+        fputc('-', f);
+        ns = -ns;
+    }
+    fprintf(f, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+struct writer {
+    FILE *f;
+    bool first;
+    int64_t base; /* the earliest time in the trace: ts 0 */
+};
+
+static void begin_event(struct writer *w, const char *ph, int rank, int64_t ns)
+{
+    fprintf(w->f, "%s\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", w->first ? "" : ",", ph,
+            rank + 1, rank + 1);
+    put_us(w->f, ns - w->base);
+    w->first = false;
+}
+
+static void metadata(struct writer *w, int rank, const char *name, const char *key,
+                     const char *text, int value)
+{
+    fprintf(w->f, "%s\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"%s\":",
+            w->first ? "" : ",", rank + 1, rank + 1, name, key);
+    if (text)
+        put_str(w->f, text, strlen(text));
+    else
+        fprintf(w->f, "%d", value);
+    fputs("}}", w->f);
+    w->first = false;
+}
+
+static const char *event_op_name(unsigned op, char *buf, size_t len)
+{
+    if (op < OP_COUNT && op_names[op])
+        return op_names[op];
+    snprintf(buf, len, "op %u", op);
+    return buf;
+}
+
+static void call_slice(struct writer *w, int rank, const struct seg_trace_event *e,
+                       int64_t start, int64_t end, const struct seg_trace_ring *ring)
+{
+    char buf[32];
+    begin_event(w, "X", rank, start);
+    fputs(",\"dur\":", w->f);
+    put_us(w->f, end - start);
+    fprintf(w->f, ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
+                  ",\"bytes\":%" PRIu64 ",\"path\":",
+            event_op_name(e->op, buf, sizeof buf), e->call, e->bytes);
+    if (e->path < SEG_TRACE_PATHS)
+        put_str(w->f, ring->path_names[e->path], SEG_TRACE_NAME);
+    else
+        fputs(e->path == SEG_TEV_NO_PATH ? "null" : "\"?\"", w->f);
+    fprintf(w->f, ",\"leader\":%" PRId32 ",\"members\":%" PRId32 ",\"dtype\":", e->leader,
+            e->members);
+    if (e->dtype < DTYPE_COUNT)
+        fprintf(w->f, "\"%s\"", dtype_names[e->dtype]);
+    else
+        fprintf(w->f, "%u", e->dtype);
+    fputs(",\"axes\":", w->f);
+    put_str(w->f, e->axes, sizeof e->axes);
+    fputs(",\"result\":", w->f);
+    if (error_name(e->who))
+        fprintf(w->f, "\"%s\"", error_name(e->who));
+    else
+        fprintf(w->f, "\"error %" PRId32 "\"", e->who);
+    fputs("}}", w->f);
+}
+
+static void wait_slice(struct writer *w, int rank, int peer, uint64_t tag, int64_t start,
+                       int64_t end, bool unfinished)
+{
+    begin_event(w, "X", rank, start);
+    fputs(",\"dur\":", w->f);
+    put_us(w->f, end - start);
+    fprintf(w->f,
+            ",\"cat\":\"wait\",\"name\":\"wait rank %d\",\"args\":{\"peer\":%d,\"call\":%" PRIu64
+            ",\"window\":%" PRIu64 "%s}}",
+            peer, peer, tag >> 32, tag & 0xffffffffu, unfinished ? ",\"unfinished\":true" : "");
+}
+
+/* Waits come before their call in the ring; they are written after it, so
+ * that a viewer meets the enclosing slice first. */
+struct pending {
+    struct seg_trace_event *v;
+    size_t n, cap;
+};
+
+struct rank_out {
+    struct conv conv;
+    struct pending waits;
+    uint64_t bytes; /* cumulative, for the counter */
+};
+
+static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
+{
+    for (size_t i = 0; i < ro->waits.n; i++) {
+        const struct seg_trace_event *e = &ro->waits.v[i];
+        wait_slice(w, rank, e->who, e->bytes, to_ns(&ro->conv, e->t0), to_ns(&ro->conv, e->t1),
+                   false);
+    }
+    ro->waits.n = 0;
+}
+
+static bool read_record(FILE *f, struct record *rec)
+{
+    return fread(rec, sizeof *rec, 1, f) == 1;
+}
+
+/* Everything from the temporary file and the status blocks to the JSON. */
+static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
+{
+    int world = t->world;
+    struct rank_out *ro = calloc((size_t)world, sizeof *ro);
+    struct flows flows = {0};
+    if (!ro)
+        return -ENOMEM;
+    int64_t end_ns = trace_mono_ns();
+    for (int r = 0; r < world; r++) {
+        const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+        struct conv *c = &ro[r].conv;
+        c->kind = ring->clock_kind == TRACE_CLOCK_TSC ? TRACE_CLOCK_TSC : TRACE_CLOCK_NS;
+        c->t0 = ring->clock_ticks;
+        c->ns0 = ring->clock_ns;
+        c->valid = ring->clock_ns != 0;
+        trace_clock_pair(c->kind, &c->t1, &c->ns1);
+    }
+    size_t slots = 16;
+    while (slots < 2 * t->multi)
+        slots *= 2;
+    flows.v = malloc(slots * sizeof *flows.v);
+    if (!flows.v) {
+        free(ro);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < slots; i++)
+        flows.v[i].leader = -1;
+    flows.mask = slots - 1;
+
+    /* Pass 1: the earliest time, and each collective's latest start. */
+    int64_t base = INT64_MAX;
+    struct record rec;
+    rewind(t->tmp);
+    while (read_record(t->tmp, &rec)) {
+        if (rec.rank < 0 || rec.rank >= world)
+            continue;
+        int64_t s = to_ns(&ro[rec.rank].conv, rec.ev.t0);
+        base = s < base ? s : base;
+        if (rec.ev.kind != SEG_TEV_CALL || rec.ev.members <= 1 || rec.ev.leader < 0 ||
+            rec.ev.flags == (SEG_TEV_FIRST | SEG_TEV_LAST))
+            continue;
+        struct flow *fl = flow_find(&flows, rec.ev.call, rec.ev.leader, true);
+        fl->latest = s > fl->latest ? s : fl->latest;
+        fl->flags |= rec.ev.flags;
+    }
+    /* Calls still running at the end start no later than their slices. */
+    for (int r = 0; r < world; r++) {
+        const struct seg_status *st = &seg_ctrl(t->seg, r)->status;
+        uint64_t since = atomic_load(&((struct seg_status *)st)->call_since);
+        if (atomic_load(&((struct seg_status *)st)->activity) != SEG_ACT_IDLE && since &&
+            ro[r].conv.valid) {
+            int64_t s = to_ns(&ro[r].conv, since);
+            base = s < base ? s : base;
+        }
+    }
+    if (base == INT64_MAX)
+        base = end_ns;
+
+    struct writer w = {.f = f, .first = true, .base = base};
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+    for (int r = 0; r < world; r++) {
+        const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+        char name[64];
+        int pid = ring->pid ? ring->pid : t->ranks ? (int)t->ranks[r].pid : 0;
+        snprintf(name, sizeof name, "rank %d (pid %d)", r, pid);
+        metadata(&w, r, "process_name", "name", name, 0);
+        metadata(&w, r, "process_sort_index", "sort_index", NULL, r);
+        snprintf(name, sizeof name, "rank %d", r);
+        metadata(&w, r, "thread_name", "name", name, 0);
+    }
+
+    /* Pass 2: the events, each rank's in its own order. */
+    uint64_t calls = 0;
+    int err = 0;
+    rewind(t->tmp);
+    while (read_record(t->tmp, &rec)) {
+        int r = rec.rank;
+        if (r < 0 || r >= world)
+            continue;
+        const struct seg_trace_event *e = &rec.ev;
+        struct rank_out *o = &ro[r];
+        if (e->kind == SEG_TEV_WAIT) {
+            if (o->waits.n == o->waits.cap) {
+                size_t cap = o->waits.cap ? 2 * o->waits.cap : 16;
+                void *v = realloc(o->waits.v, cap * sizeof *o->waits.v);
+                if (!v) {
+                    err = -ENOMEM;
+                    break;
+                }
+                o->waits.v = v;
+                o->waits.cap = cap;
+            }
+            o->waits.v[o->waits.n++] = *e;
+            continue;
+        }
+        if (e->kind != SEG_TEV_CALL)
+            continue;
+        const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+        int64_t start = to_ns(&o->conv, e->t0), end = to_ns(&o->conv, e->t1);
+        end = end < start ? start : end;
+        calls++;
+        call_slice(&w, r, e, start, end, ring);
+        flush_waits(&w, r, o);
+        /* The flow: only where both ends are in the trace. */
+        struct flow *fl = e->members > 1 && e->leader >= 0 &&
+                                  e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST)
+                              ? flow_find(&flows, e->call, e->leader, false)
+                              : NULL;
+        if (fl && fl->flags == (SEG_TEV_FIRST | SEG_TEV_LAST)) {
+            /* s, then the steps, then f, 1 ns apart at the latest start, each
+             * kept inside its own slice. */
+            const char *ph = e->flags & SEG_TEV_FIRST ? "s" : e->flags & SEG_TEV_LAST ? "f" : "t";
+            int64_t at = fl->latest + (e->flags & SEG_TEV_FIRST ? 0 : e->flags & SEG_TEV_LAST ? 2 : 1);
+            at = at < start ? start : at > end ? end : at;
+            char buf[32];
+            begin_event(&w, ph, r, at);
+            fprintf(f, ",\"cat\":\"collective\",\"name\":\"%s\",\"id\":%" PRIu64 "%s}",
+                    event_op_name(e->op, buf, sizeof buf), flow_id(e->call, e->leader),
+                    *ph == 'f' ? ",\"bp\":\"e\"" : "");
+        }
+        o->bytes += e->bytes;
+        begin_event(&w, "C", r, end);
+        fprintf(f, ",\"name\":\"bytes moved\",\"args\":{\"bytes\":%" PRIu64 "}}", o->bytes);
+    }
+
+    /* Ranks that were inside a call when the job ended. */
+    for (int r = 0; r < world && !err; r++) {
+        struct seg_status *st = &seg_ctrl(t->seg, r)->status;
+        struct ring_state *rs = &t->rings[r];
+        struct rank_out *o = &ro[r];
+        uint32_t act = atomic_load(&st->activity);
+        uint64_t word = atomic_load(&st->call);
+        uint64_t since = atomic_load(&st->call_since);
+        uint64_t number = word >> 8;
+        if (act == SEG_ACT_IDLE || !since || !o->conv.valid ||
+            (rs->any_call && rs->last_call >= number))
+            continue;
+        int64_t start = to_ns(&o->conv, since);
+        start = start > end_ns ? end_ns : start;
+        char buf[32];
+        begin_event(&w, "X", r, start);
+        fputs(",\"dur\":", f);
+        put_us(f, end_ns - start);
+        fprintf(f,
+                ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
+                ",\"unfinished\":true}}",
+                event_op_name((unsigned)(word & 0xff), buf, sizeof buf), number);
+        calls++;
+        flush_waits(&w, r, o);
+        if (act == SEG_ACT_WAIT) {
+            int64_t ws = atomic_load(&st->wait_since);
+            ws = ws < start ? start : ws > end_ns ? end_ns : ws;
+            wait_slice(&w, r, atomic_load(&st->wait_rank), atomic_load(&st->wait_tag), ws,
+                       end_ns, true);
+        }
+    }
+
+    fputs("\n],\"otherData\":{\"launcher\":\"" PROG "\"", f);
+    fprintf(f, ",\"ranks\":%d,\"ring_events\":%u,\"lost_events\":[", world,
+            t->seg->lay.trace_events);
+    for (int r = 0; r < world; r++)
+        fprintf(f, "%s%" PRIu64, r ? "," : "", t->rings[r].dropped);
+    fputs("]}}\n", f);
+
+    for (int r = 0; r < world; r++)
+        free(ro[r].waits.v);
+    free(ro);
+    free(flows.v);
+    *calls_out = calls;
+    return err;
+}
+
+int trace_finish(struct job *j, int rc)
+{
+    struct trace *t = j->trace;
+    if (!t)
+        return rc;
+    j->trace = NULL;
+    if (t->running) {
+        atomic_store(&t->stop, true);
+        pthread_join(t->thread, NULL);
+    }
+    int status = rc;
+    if (t->rings) {
+        drain_all(t); /* what the ranks wrote since, or all of it without the thread */
+        uint64_t calls = 0;
+        int err = 0;
+        FILE *f = NULL;
+        if (t->tmp_failed) {
+            err = -t->tmp_errno;
+        } else if (!(f = fdopen(t->fd, "w"))) {
+            err = -errno;
+        } else {
+            t->fd = -1;
+            err = write_json(t, f, &calls);
+            if (fflush(f) && !err)
+                err = -errno;
+        }
+        if (f && fclose(f) && !err)
+            err = -errno;
+        if (err) {
+            say("--trace: writing the trace to '%s' failed: %s", t->path,
+                t->tmp_failed ? "the temporary file of events could not be written" : strerror(-err));
+            if (status == 0)
+                status = 1;
+        } else {
+            /* Said once, for all ranks: which lost most, and how many in all. */
+            uint64_t lost = 0;
+            int worst = 0, ranks = 0;
+            for (int r = 0; r < t->world; r++) {
+                lost += t->rings[r].dropped;
+                ranks += t->rings[r].dropped != 0;
+                worst = t->rings[r].dropped > t->rings[worst].dropped ? r : worst;
+            }
+            if (lost)
+                say("trace: %" PRIu64 " events of rank %d were lost (%" PRIu64 " of %d rank%s in "
+                    "all): overwritten in its ring of %u events before they were read; raise "
+                    "--trace-events",
+                    t->rings[worst].dropped, worst, lost, ranks, ranks == 1 ? "" : "s",
+                    t->seg->lay.trace_events);
+            say("trace of %" PRIu64 " calls on %d rank%s written to %s%s", calls, t->world,
+                t->world == 1 ? "" : "s", t->path, lost ? " (with events lost)" : "");
+        }
+    }
+    if (t->fd >= 0)
+        close(t->fd);
+    fclose(t->tmp);
+    free(t->rings);
+    free(t->copy);
+    free(t);
+    return status;
+}

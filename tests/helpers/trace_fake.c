@@ -1,0 +1,160 @@
+/* A rank that writes its trace ring and status block by hand, as
+ * lib/trace/ does, so that shmesh-run --trace's reader (launcher/trace.c)
+ * is tested against events whose every field is known: the library is not
+ * linked.  Times are in the ns clock, on a timeline shared by the ranks
+ * (rank 0's start, read from its ring), so that a collective's slices
+ * overlap as real ones do.
+ *
+ *   trace_fake ok     CALLS collectives (world, then pairs), each with a
+ *                     wait for the next rank; says "trace_fake: rank R
+ *                     calls N" on stdout
+ *   trace_fake flood  64 times the ring's events at once, no waits (most are
+ *                     overwritten before the launcher reads them)
+ *   trace_fake die    ok, then rank 2 enters one more call, is seen waiting
+ *                     for rank 3, and exits 3 without finishing it
+ *   trace_fake hang   ok, then every rank enters one more call and stays in
+ *                     it until a signal ends it (--timeout, SIGTERM)
+ *
+ * Usage: trace_fake MODE [CALLS] (default 20). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ops/op.h"
+#include "shm/segment.h"
+#include "trace/clock.h"
+
+#define CALL_NS 10000  /* a call every 10 us of the shared timeline */
+#define RANK_NS 100    /* each rank enters 100 ns after the one before */
+
+static struct seg_trace_ring *ring;
+static struct seg_trace_event *events;
+static uint32_t cap;
+
+static void put(const struct seg_trace_event *e)
+{
+    uint64_t h = atomic_load_explicit(&ring->head, memory_order_relaxed);
+    events[h & (cap - 1)] = *e;
+    atomic_store_explicit(&ring->head, h + 1, memory_order_release);
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "trace_fake: %s\n", what);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "ok";
+    int calls = argc > 2 ? atoi(argv[2]) : 20;
+    const char *name = getenv("SHMESH_SEGMENT");
+    const char *rs = getenv("SHMESH_RANK"), *ws = getenv("SHMESH_WORLD_SIZE");
+    if (!name || !rs || !ws)
+        return fail("expected SHMESH_SEGMENT, SHMESH_RANK and SHMESH_WORLD_SIZE (run me under "
+                    "shmesh-run --trace)");
+    int rank = atoi(rs), world = atoi(ws);
+    struct seg *s;
+    char err[512];
+    if (seg_attach(name, world, rank, &s, err, sizeof err) < 0)
+        return fail(err);
+    if (!s->lay.trace_events)
+        return fail("expected trace rings in the segment (shmesh-run --trace), found none");
+    ring = seg_trace_ring(s, rank);
+    events = seg_trace_events(s, rank);
+    cap = s->lay.trace_events;
+    struct seg_status *st = &seg_ctrl(s, rank)->status;
+
+    /* The ring's header: the ns clock, so ticks are the timeline's ns. */
+    struct seg_trace_ring *r0 = seg_trace_ring(s, 0);
+    ring->clock_kind = TRACE_CLOCK_NS;
+    ring->pid = (int32_t)getpid();
+    strcpy(ring->path_names[0], "staged");
+    strcpy(ring->path_names[1], "zero_copy");
+    int64_t base;
+    if (rank == 0) {
+        base = trace_mono_ns();
+        ring->clock_ticks = (uint64_t)base;
+        atomic_store_explicit((_Atomic int64_t *)&ring->clock_ns, base, memory_order_release);
+    } else {
+        /* Rank 0's start is everyone's time 0; it comes within milliseconds. */
+        while (!(base = atomic_load_explicit((_Atomic int64_t *)&r0->clock_ns,
+                                             memory_order_acquire)))
+            usleep(100);
+        ring->clock_ticks = (uint64_t)base;
+        ring->clock_ns = base;
+    }
+
+    static const int ops[] = {OP_PSUM, OP_ALL_GATHER, OP_PPERMUTE, OP_BARRIER};
+    int total = !strcmp(mode, "flood") ? (int)cap * 64 : calls;
+    uint64_t bytes = 0;
+    for (int c = 0; c < total; c++) {
+        bool pairs = c % 2; /* odd calls: groups {0,1}, {2,3}, ... */
+        int leader = pairs ? rank & ~1 : 0;
+        int members = pairs ? (world - leader >= 2 ? 2 : 1) : world;
+        int pos = rank - leader;
+        uint64_t t0 = (uint64_t)base + (uint64_t)c * CALL_NS + (uint64_t)pos * RANK_NS;
+        uint64_t t1 = (uint64_t)base + (uint64_t)c * CALL_NS + CALL_NS / 2 + (uint64_t)pos * RANK_NS;
+        if (strcmp(mode, "flood")) {
+            struct seg_trace_event w = {
+                .kind = SEG_TEV_WAIT,
+                .op = (uint8_t)ops[c % 4],
+                .who = members > 1 ? leader + (pos + 1) % members : rank,
+                .call = (uint64_t)c,
+                .t0 = t0 + 1000,
+                .t1 = t0 + 2000,
+                .bytes = ((uint64_t)c << 32) | 1,
+            };
+            put(&w);
+        }
+        struct seg_trace_event e = {
+            .kind = SEG_TEV_CALL,
+            .op = (uint8_t)ops[c % 4],
+            .path = c % 3 == 2 ? SEG_TEV_NO_PATH : (uint8_t)(c % 3),
+            .flags = (uint8_t)((pos == 0 ? SEG_TEV_FIRST : 0) |
+                               (pos == members - 1 ? SEG_TEV_LAST : 0)),
+            .who = 0,
+            .call = (uint64_t)c,
+            .t0 = t0,
+            .t1 = t1,
+            .bytes = ops[c % 4] == OP_BARRIER ? 0 : 4096 * (uint64_t)(c % 5 + 1),
+            .leader = leader,
+            .members = members,
+            .dtype = 11, /* float32 */
+        };
+        strcpy(e.axes, pairs ? "y" : "x,y");
+        bytes += e.bytes;
+        put(&e);
+        atomic_store(&st->call, ((uint64_t)c << 8) | e.op);
+        atomic_store(&st->bytes, bytes);
+    }
+    printf("trace_fake: rank %d calls %d\n", rank, total);
+    fflush(stdout);
+    if (!strcmp(mode, "die") && rank == 2) {
+        /* Inside call `total`, blocked on rank 3, when it dies. */
+        uint64_t since = (uint64_t)base + (uint64_t)total * CALL_NS;
+        atomic_store(&st->call_since, since);
+        atomic_store(&st->call, ((uint64_t)total << 8) | OP_PSUM);
+        atomic_store(&st->wait_rank, 3);
+        atomic_store(&st->wait_tag, ((uint64_t)total << 32) | 0);
+        atomic_store(&st->wait_since, (int64_t)since + 500);
+        atomic_store(&st->activity, SEG_ACT_WAIT);
+        _exit(3);
+    }
+    if (!strcmp(mode, "hang")) {
+        atomic_store(&st->call_since, (uint64_t)base + (uint64_t)total * CALL_NS);
+        atomic_store(&st->call, ((uint64_t)total << 8) | OP_ALL_GATHER);
+        atomic_store(&st->activity, SEG_ACT_CALL);
+    }
+    if (!strcmp(mode, "die") || !strcmp(mode, "hang")) {
+        /* The others wait to be stopped by the launcher, as ranks blocked
+         * in the call rank 2 never finishes would. */
+        for (;;)
+            pause();
+    }
+    seg_close(s);
+    return 0;
+}
