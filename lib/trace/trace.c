@@ -56,25 +56,22 @@ void trace_call(shmesh_ctx *c, const struct call *k)
     struct tracer *t = c->trace;
     struct seg_trace_event *e = trace_next(t);
     const struct group *g = &k->g;
-    uint8_t flags = 0;
-    if (g->n > 0) {
-        flags |= g->ranks[0] == c->rank ? SEG_TEV_FIRST : 0;
-        flags |= g->ranks[g->n - 1] == c->rank ? SEG_TEV_LAST : 0;
-    }
-    *e = (struct seg_trace_event){
-        .kind = SEG_TEV_CALL,
-        .op = (uint8_t)k->op,
-        .path = (uint8_t)path_index(k->path),
-        .flags = flags,
-        .who = k->rc,
-        .call = k->seq,
-        .t0 = k->t_enter,
-        .t1 = trace_now(t),
-        .bytes = flow_size(&k->f),
-        .leader = g->n > 0 ? g->ranks[0] : c->rank,
-        .members = g->n,
-        .dtype = (uint8_t)k->d.dtype,
-    };
+    /* Field by field into the ring (no clearing of the whole line first):
+     * every byte the reader looks at is written. */
+    e->kind = SEG_TEV_CALL;
+    e->op = (uint8_t)k->op;
+    e->path = (uint8_t)path_index(k->path);
+    e->flags = g->n > 0 ? (uint8_t)((g->ranks[0] == c->rank ? SEG_TEV_FIRST : 0) |
+                                    (g->ranks[g->n - 1] == c->rank ? SEG_TEV_LAST : 0))
+                        : 0;
+    e->who = k->rc;
+    e->call = k->seq;
+    e->t0 = k->t_enter;
+    e->t1 = trace_now(t);
+    e->bytes = k->size;
+    e->leader = g->n > 0 ? g->ranks[0] : c->rank;
+    e->members = g->n;
+    e->dtype = (uint8_t)k->d.dtype;
     memcpy(e->axes, k->d.axes, sizeof e->axes - 1); /* axes is longer and terminated */
     e->axes[sizeof e->axes - 1] = '\0';
     trace_commit(t);

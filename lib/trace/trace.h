@@ -29,7 +29,7 @@ struct tracer {
 int trace_open(shmesh_ctx *c);
 void trace_close(shmesh_ctx *c);
 
-/* The ring's next event, cleared; trace_commit publishes it. */
+/* The ring's next slot, to fill; trace_commit publishes it. */
 static inline struct seg_trace_event *trace_next(struct tracer *t)
 {
     return &t->ev[t->head & t->mask];
