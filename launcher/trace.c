@@ -2,10 +2,11 @@
  * written by lib/trace/) while the job runs, and writes the Chrome trace
  * JSON (Perfetto, chrome://tracing) once it has ended, however it ended.
  *
- * A drain thread copies new events every DRAIN_PERIOD_NS into an unlinked
- * temporary file, so that the launcher's memory stays bounded however long
- * the job runs and a ring only has to hold what a rank writes in that
- * period.  At the end, after supervise() has returned and before the
+ * A drain thread looks at the rings every DRAIN_PERIOD_NS and copies the
+ * new events of those a quarter full (or not copied for DRAIN_IDLE_NS) into
+ * an unlinked temporary file, so that the launcher's memory stays bounded
+ * however long the job runs and a ring only has to hold what a rank writes
+ * in a few periods.  At the end, after supervise() has returned and before the
  * segment is closed, a last drain takes what the ranks left, and two passes
  * over the file write the JSON: the first finds each collective's members
  * (for its flow arrows) and the earliest time, the second the events.
@@ -28,7 +29,8 @@
 #include "shmesh.h"
 #include "trace/clock.h"
 
-#define DRAIN_PERIOD_NS 10000000L /* 10 ms */
+#define DRAIN_PERIOD_NS 10000000L /* 10 ms: how often the rings are looked at */
+#define DRAIN_IDLE_NS 1000000000L /* 1 s: the longest a ring waits for a copy */
 
 /* An event's op is an enum call_op (ops/op.h: the op table's order after
  * OP_NONE); the launcher links no library, so the names are expanded here
@@ -88,6 +90,7 @@ struct ring_state {
     uint64_t calls;   /* CALL events copied */
     bool any_call;
     uint64_t last_call; /* the number of the last CALL copied */
+    int64_t drained_ns; /* when the drain thread last copied this ring */
 };
 
 struct trace {
@@ -202,11 +205,31 @@ static void drain_all(struct trace *t)
         drain_ring(t, r);
 }
 
+/* The drain thread shares the machine with the ranks (on a node with no
+ * free core, every copy it makes takes a core from one): a ring is copied
+ * once it is a quarter full, or DRAIN_IDLE_NS after its last copy, so a
+ * large ring (--trace-events) is copied in few large pieces, and a short
+ * job's events mostly wait for the last drain after it. */
+static void drain_due(struct trace *t)
+{
+    int64_t now = trace_mono_ns();
+    uint64_t quarter = t->seg->lay.trace_events / 4;
+    for (int r = 0; r < t->world; r++) {
+        struct ring_state *rs = &t->rings[r];
+        uint64_t head = atomic_load_explicit(&seg_trace_ring(t->seg, r)->head,
+                                             memory_order_relaxed);
+        if (head - rs->next >= quarter || now - rs->drained_ns >= DRAIN_IDLE_NS) {
+            drain_ring(t, r);
+            rs->drained_ns = now;
+        }
+    }
+}
+
 static void *drain_thread(void *arg)
 {
     struct trace *t = arg;
     while (!atomic_load(&t->stop)) {
-        drain_all(t);
+        drain_due(t);
         struct timespec ts = {0, DRAIN_PERIOD_NS};
         nanosleep(&ts, NULL);
     }

@@ -81,6 +81,12 @@ void trace_wait(shmesh_ctx *c, const struct call *k)
 {
     struct tracer *t = c->trace;
     const struct wait_for *wf = &k->wait;
+    uint64_t end = trace_now(t);
+    /* A wait shorter than a call's own work is noise in a picture of the
+     * job, and in a loop of small calls it would double the events the ring
+     * and the launcher's drain must carry: left out. */
+    if (end - wf->t_trace < TRACE_WAIT_MIN_TICKS)
+        return;
     struct seg_trace_event *e = trace_next(t);
     *e = (struct seg_trace_event){
         .kind = SEG_TEV_WAIT,
@@ -88,7 +94,7 @@ void trace_wait(shmesh_ctx *c, const struct call *k)
         .who = wf->rank,
         .call = k->seq,
         .t0 = wf->t_trace,
-        .t1 = trace_now(t),
+        .t1 = end,
         .bytes = wf->window ? wf->target : wf->target - 1,
     };
     trace_commit(t);
