@@ -486,6 +486,81 @@ static void init_refuses_bad_environment(void **state)
     assert_int_equal(shmesh_init(NULL), SHMESH_ERR_INVALID);
 }
 
+/* Trace rings: laid out after the heap, on top of the size asked for,
+ * checked on attach like the rest; and seg_observe maps a segment through
+ * a descriptor, read-only, whatever its world size. */
+static void trace_rings_and_observers(void **state)
+{
+    (void)state;
+    struct seg_create_opts o = {.world_size = 3, .numa = 0, .trace_events = 1024};
+    struct seg *s = NULL;
+    if (seg_create(&o, &s, err, sizeof err) < 0)
+        fail_msg("seg_create: %s", err);
+    char name[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", s->name);
+    assert_int_equal(s->lay.trace_events, 1024);
+    assert_int_equal(s->lay.trace_share, SEG_PAGE + 1024 * SEG_TRACE_EVENT);
+    assert_int_equal(s->lay.trace_offset, s->lay.heap_offset + 3 * s->lay.heap_share);
+    assert_int_equal(s->size, s->lay.trace_offset + 3 * s->lay.trace_share);
+    assert_int_equal(s->size, SEG_DEFAULT_TOTAL + seg_trace_bytes(3, 1024));
+    /* The last event of the last ring is the mapping's last byte. */
+    assert_ptr_equal((unsigned char *)(seg_trace_events(s, 2) + 1024), s->base + s->size);
+
+    struct seg *a = NULL;
+    assert_int_equal(seg_attach(name, 3, 1, &a, err, sizeof err), 0);
+    assert_int_equal(a->lay.trace_offset, s->lay.trace_offset);
+    seg_close(a);
+    uint32_t events = 1000; /* not a power of two */
+    poke(name, offsetof(struct seg_header, trace_events), &events, sizeof events);
+    expect_attach_error(name, 3, -EBADMSG, "1000 trace events per rank");
+    events = SEG_TRACE_MAX_EVENTS; /* rings larger than the whole segment */
+    poke(name, offsetof(struct seg_header, trace_events), &events, sizeof events);
+    expect_attach_error(name, 3, -EBADMSG, "has an impossible layout");
+    events = 2048; /* rings that would take what the heap has */
+    poke(name, offsetof(struct seg_header, trace_events), &events, sizeof events);
+    expect_attach_error(name, 3, -EBADMSG, "has a corrupt layout");
+    events = 1024;
+    poke(name, offsetof(struct seg_header, trace_events), &events, sizeof events);
+    uint64_t off = s->lay.trace_offset + SEG_PAGE;
+    poke(name, offsetof(struct seg_header, trace_offset), &off, sizeof off);
+    expect_attach_error(name, 3, -EBADMSG, "has a corrupt layout");
+    off = s->lay.trace_offset;
+    poke(name, offsetof(struct seg_header, trace_offset), &off, sizeof off);
+
+    /* An observer: through the creator's descriptor, as /proc/PID/fd. */
+    assert_true(s->fd >= 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", s->fd);
+    assert_int_equal(seg_unlink(s), 0); /* the name is gone, the job goes on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct seg *v = NULL;
+    assert_int_equal(seg_observe(fd, "job", &v, err, sizeof err), 0);
+    close(fd);
+    assert_true(v->readonly);
+    assert_int_equal(v->world, 3);
+    assert_int_equal(v->lay.trace_events, 1024);
+    atomic_store(&seg_ctrl(s, 2)->status.bytes, 12345);
+    assert_int_equal(atomic_load(&seg_ctrl(v, 2)->status.bytes), 12345);
+    /* What an observer opens cannot be mapped for writing. */
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    void *w = mmap(NULL, SEG_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(w == MAP_FAILED && errno == EACCES);
+    /* Not a segment: refused with a sentence. */
+    int junk = memfd_create("junk", MFD_CLOEXEC);
+    assert_true(junk >= 0 && ftruncate(junk, 3 * SEG_PAGE) == 0);
+    struct seg *j = NULL;
+    assert_int_equal(seg_observe(junk, "junk", &j, err, sizeof err), -EBADMSG);
+    assert_null(j);
+    if (!strstr(err, "junk is not a shmesh segment"))
+        fail_msg("error '%s'", err);
+    close(junk);
+    close(fd);
+    seg_close(v);
+    seg_close(s);
+}
+
 /* A failed assertion leaves its test early: remove whatever segments this
  * process created, so that a failure leaves nothing in /dev/shm either. */
 static int remove_own_segments(void **state)
@@ -510,6 +585,7 @@ int main(void)
         TEST(segment_size_is_chosen),
         TEST(heap_alloc_and_free),
         TEST(init_refuses_bad_environment),
+        TEST(trace_rings_and_observers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,20 @@ static void check_layout(const struct seg_header *h, uint64_t real, int world)
     EXPECT(h->heap_share % SEG_PAGE == 0, "heap shares are not page multiples");
     EXPECT(h->heap_offset % SEG_PAGE == 0, "the heap is not page-aligned");
     EXPECT(end_of(h->heap_offset, n, h->heap_share) <= real, "the heap runs past the mapping");
+    /* Trace rings: seg_trace_ring(s, r) a page, then trace_events events. */
+    if (h->trace_events) {
+        EXPECT(h->trace_events <= SEG_TRACE_MAX_EVENTS &&
+                   !(h->trace_events & (h->trace_events - 1)),
+               "the trace rings' size is not a power of two up to SEG_TRACE_MAX_EVENTS");
+        EXPECT(h->trace_offset % SEG_PAGE == 0 && h->trace_share % SEG_PAGE == 0,
+               "the trace rings are not page-aligned");
+        EXPECT(end_of(h->heap_offset, n, h->heap_share) <= h->trace_offset,
+               "the heap runs into the trace rings");
+        EXPECT(end_of(SEG_PAGE, h->trace_events, SEG_TRACE_EVENT) <= h->trace_share,
+               "a trace ring cannot hold its page and its events");
+        EXPECT(end_of(h->trace_offset, n, h->trace_share) <= real,
+               "the trace rings run past the mapping");
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -41,6 +41,28 @@ static void segment(const char *name, int world, uint64_t slot, uint64_t total)
     seg_close(s);
 }
 
+/* A segment of 2 ranks with trace rings of `events` each, as shmesh-run
+ * --trace lays it out (seg_create_private makes none: the rings are added
+ * to its header by the same rule). */
+static void traced_segment(const char *name, uint32_t events)
+{
+    struct seg *s;
+    char err[256];
+    if (seg_create_private(2, 0, 0, &s, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        exit(1);
+    }
+    struct seg_header h = *s->hdr;
+    h.trace_offset = h.total_bytes;
+    h.trace_share = SEG_PAGE + ((uint64_t)events * SEG_TRACE_EVENT + SEG_PAGE - 1) / SEG_PAGE * SEG_PAGE;
+    h.trace_events = events;
+    h.total_bytes += 2 * h.trace_share;
+    uint64_t real = h.total_bytes;
+    int32_t w = 2;
+    put("segment", name, &real, sizeof real, &w, sizeof w, &h, sizeof h);
+    seg_close(s);
+}
+
 /* The description, then the call number. */
 static void desc(const char *name, const struct call_desc *d, uint64_t call)
 {
@@ -75,6 +97,7 @@ int main(int argc, char **argv)
     segment("world4-default", 4, 0, 0);
     segment("world2-small-slots-no-heap", 2, 2 * SEG_PAGE, 0);
     segment("world3-heap", 3, 16 * SEG_PAGE, 8u << 20);
+    traced_segment("world2-traced", 1024);
 
     struct call_desc d = mesh_call(OP_PSUM, "x,y", 2);
     snprintf(d.groups, sizeof d.groups, "[[0,1],[2,3]]");
