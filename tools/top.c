@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/settings.h"
 #include "ops/optable.h"
 #include "shm/segment.h"
 
@@ -984,8 +985,12 @@ int main(int argc, char **argv)
         }
         pid = (pid_t)v;
     }
-    const char *sysroot = getenv("SHMESH_SYSROOT");
-    snprintf(proc_root, sizeof proc_root, "%s/proc", sysroot ? sysroot : "");
+    struct settings env;
+    char why[256];
+    settings_defaults(&env);
+    if (settings_read(&env, SETTING_SYSROOT, why, sizeof why))
+        die(2, "%s", why);
+    snprintf(proc_root, sizeof proc_root, "%s/proc", env.sysroot ? env.sysroot : "");
 
     if (!pid)
         pid = choose_job();

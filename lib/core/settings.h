@@ -93,7 +93,7 @@ enum settings_debug {
       "512 KiB for up to 8 ranks, then `8 MiB / N / 2` (at least 64 KiB)", SETTINGS_LAUNCHER,  \
       1, "bytes in each of a rank's two staging buffers")                                      \
     X(SYSROOT, sysroot, TEXT, NULL, "empty", SETTINGS_LAUNCHER, 0,                             \
-      "prefix for /sys and /proc when finding GPUs (tests)")                                   \
+      "prefix for /sys and /proc: GPUs (shmesh-run), jobs (shmesh-top); for tests")          \
     X(TRACE, trace, TEXT, NULL, "empty: no trace", SETTINGS_LAUNCHER, 0,                       \
       "write a Chrome trace of the job to this file (shmesh-run --trace)")                     \
     X(TRACE_EVENTS, trace_events, INDEX, 65536, "65536", SETTINGS_LAUNCHER, 0,                 \
