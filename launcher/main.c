@@ -504,11 +504,14 @@ int main(int argc, char **argv)
         .nodes = j.slot_nodes,
         .trace_events = j.o.trace_path ? j.o.trace_events : 0,
     };
-    if (trace_open(&j) < 0)
-        return 2;
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
         fprintf(stderr, PROG ": %s\n", err);
         return 1;
+    }
+    if (trace_open(&j) < 0) { /* said why; nothing started yet, nothing left */
+        seg_unlink(j.seg);
+        seg_close(j.seg);
+        return 2;
     }
     if (j.o.verbose)
         fprintf(stderr,

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dtype_names.h"
 #include "launcher.h"
 #include "ops/op.h"
 #include "shmesh.h"
@@ -42,14 +43,6 @@ static const char *const op_names[OP_COUNT] = {
 #undef TRACE_OP_NAME
 };
 
-/* enum shmesh_dtype's names (as shmesh_dtype_name gives them). */
-static const char *const dtype_names[SHMESH_DTYPE_COUNT] = {
-    [SHMESH_BOOL] = "bool",       [SHMESH_INT8] = "int8",       [SHMESH_INT16] = "int16",
-    [SHMESH_INT32] = "int32",     [SHMESH_INT64] = "int64",     [SHMESH_UINT8] = "uint8",
-    [SHMESH_UINT16] = "uint16",   [SHMESH_UINT32] = "uint32",   [SHMESH_UINT64] = "uint64",
-    [SHMESH_FLOAT16] = "float16", [SHMESH_BFLOAT16] = "bfloat16", [SHMESH_FLOAT32] = "float32",
-    [SHMESH_FLOAT64] = "float64",
-};
 #define DTYPE_COUNT SHMESH_DTYPE_COUNT
 
 /* A call's result: "ok" or the SHMESH_ERR_* name (shmesh_error_name's). */

@@ -1,12 +1,5 @@
 #include "core/dtype.h"
-
-static const char *const names[SHMESH_DTYPE_COUNT] = {
-    [SHMESH_BOOL] = "bool",       [SHMESH_INT8] = "int8",       [SHMESH_INT16] = "int16",
-    [SHMESH_INT32] = "int32",     [SHMESH_INT64] = "int64",     [SHMESH_UINT8] = "uint8",
-    [SHMESH_UINT16] = "uint16",   [SHMESH_UINT32] = "uint32",   [SHMESH_UINT64] = "uint64",
-    [SHMESH_FLOAT16] = "float16", [SHMESH_BFLOAT16] = "bfloat16", [SHMESH_FLOAT32] = "float32",
-    [SHMESH_FLOAT64] = "float64",
-};
+#include "core/dtype_names.h"
 
 const unsigned char dtype_sizes[SHMESH_DTYPE_COUNT] = {
     [SHMESH_BOOL] = 1,    [SHMESH_INT8] = 1,    [SHMESH_INT16] = 2,   [SHMESH_INT32] = 4,
@@ -19,7 +12,7 @@ bool dtype_valid(shmesh_dtype dt) { return (unsigned)dt < SHMESH_DTYPE_COUNT; }
 
 size_t shmesh_dtype_size(shmesh_dtype dt) { return dtype_size(dt); }
 
-const char *shmesh_dtype_name(shmesh_dtype dt) { return dtype_valid(dt) ? names[dt] : "?"; }
+const char *shmesh_dtype_name(shmesh_dtype dt) { return dtype_valid(dt) ? dtype_names[dt] : "?"; }
 
 bool dtype_is_float(shmesh_dtype dt)
 {
