@@ -1024,6 +1024,8 @@ int main(int argc, char **argv)
             print_text(stdout, &j, &a, &d);
         diagnosis_free(&d);
         seg_close(j.seg);
+        free(a.r);
+        free(b.r);
         return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
     }
 

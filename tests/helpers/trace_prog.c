@@ -96,6 +96,8 @@ int main(int argc, char **argv)
         }
         /* Rank 2 dies in it; the others get an error or are stopped. */
         shmesh_psum(mesh, "x,y", NULL, &a, &o);
+        shmesh_mesh_destroy(mesh);
+        shmesh_finalize(ctx); /* fails after the death: it frees the context all the same */
         return 1;
     }
     shmesh_mesh_destroy(mesh);
