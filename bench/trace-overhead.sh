@@ -3,17 +3,21 @@
 # Runs shmesh-bench with and without tracing, alternating (which goes first
 # changes every round), and prints the median time per call of each and
 # their ratio.  See bench/README.md.
-#   bench/trace-overhead.sh [-n RANKS] [-r ROUNDS] [-o OP] [-s SIZE] [-i ITERS]
+#   bench/trace-overhead.sh [-n RANKS] [-r ROUNDS] [-o OP] [-s SIZE] [-i ITERS] [-e EVENTS]
+# -e sets --trace-events: with a ring larger than a run's events the
+# launcher's drain has nothing to copy until the job ends, which leaves the
+# ranks' own cost.
 set -euo pipefail
-ranks=2 rounds=9 op=psum size=8 iters=200000
-while getopts "n:r:o:s:i:h" o; do
+ranks=2 rounds=9 op=psum size=8 iters=200000 events=()
+while getopts "n:r:o:s:i:e:h" o; do
     case $o in
     n) ranks=$OPTARG ;;
     r) rounds=$OPTARG ;;
     o) op=$OPTARG ;;
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
-    *) sed -n '2,6p' "$0"; exit 2 ;;
+    e) events=(--trace-events "$OPTARG") ;;
+    *) sed -n '2,9p' "$0"; exit 2 ;;
     esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,11 +36,11 @@ once() {
 plain=() traced=()
 for ((r = 0; r < rounds; r++)); do
     if ((r % 2)); then
-        traced+=("$(once --trace "$tmp/t.json")")
+        traced+=("$(once --trace "$tmp/t.json" "${events[@]}")")
         plain+=("$(once)")
     else
         plain+=("$(once)")
-        traced+=("$(once --trace "$tmp/t.json")")
+        traced+=("$(once --trace "$tmp/t.json" "${events[@]}")")
     fi
     echo "round $((r + 1)): plain ${plain[-1]} us, traced ${traced[-1]} us" >&2
 done
@@ -44,6 +48,6 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 
 mp=$(median "${plain[@]}")
 mt=$(median "${traced[@]}")
 events=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
-echo "# $op, $size B, $ranks ranks, $iters iterations, $rounds rounds (medians)"
+echo "# $op, $size B, $ranks ranks, $iters iterations, $rounds rounds (medians)${events:+, ${events[*]}}"
 echo "plain_us=$mp traced_us=$mt ratio=$(awk -v a="$mt" -v b="$mp" 'BEGIN { printf "%.3f", a / b }')"
 echo "# the last traced run wrote $events slices ($(du -h "$tmp/t.json" | cut -f1) of JSON)"
