@@ -47,7 +47,7 @@ done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mp=$(median "${plain[@]}")
 mt=$(median "${traced[@]}")
-events=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
+slices=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
 echo "# $op, $size B, $ranks ranks, $iters iterations, $rounds rounds (medians)${events:+, ${events[*]}}"
 echo "plain_us=$mp traced_us=$mt ratio=$(awk -v a="$mt" -v b="$mp" 'BEGIN { printf "%.3f", a / b }')"
-echo "# the last traced run wrote $events slices ($(du -h "$tmp/t.json" | cut -f1) of JSON)"
+echo "# the last traced run wrote $slices slices ($(du -h "$tmp/t.json" | cut -f1) of JSON)"

@@ -1,6 +1,6 @@
 /* The path table and the one choice (see path.h). */
-#include <stdio.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/context.h"
