@@ -59,7 +59,7 @@ void trace_call(shmesh_ctx *c, const struct call *k)
     /* Field by field into the ring (no clearing of the whole line first):
      * every byte the reader looks at is written. */
     e->kind = SEG_TEV_CALL;
-    e->op = (uint8_t)k->op;
+    e->op = (uint8_t)k->d.op;
     e->path = (uint8_t)path_index(k->path);
     e->flags = g->n > 0 ? (uint8_t)((g->ranks[0] == c->rank ? SEG_TEV_FIRST : 0) |
                                     (g->ranks[g->n - 1] == c->rank ? SEG_TEV_LAST : 0))
@@ -90,7 +90,7 @@ void trace_wait(shmesh_ctx *c, const struct call *k)
     struct seg_trace_event *e = trace_next(t);
     *e = (struct seg_trace_event){
         .kind = SEG_TEV_WAIT,
-        .op = (uint8_t)k->op,
+        .op = (uint8_t)k->d.op,
         .who = wf->rank,
         .call = k->seq,
         .t0 = wf->t_trace,

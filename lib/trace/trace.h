@@ -42,11 +42,15 @@ static inline void trace_commit(struct tracer *t)
 
 static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t->clock); }
 
-/* The status's current call: k, now the one moving through the segment. */
+/* The status's current call: k, now the one moving through the segment.
+ * Status and trace name a call by its description's op: the caller's
+ * (psum) where the engine carries it out as another (the world gather of
+ * a mesh with several devices per rank, engine/devices.c). */
 static inline void status_call(shmesh_ctx *c, const struct call *k)
 {
     struct seg_status *s = &c->me->status;
-    atomic_store_explicit(&s->call, (k->seq << 8) | (uint64_t)k->op, memory_order_relaxed);
+    atomic_store_explicit(&s->call, (k->seq << 8) | (uint64_t)(k->d.op & 0xff),
+                          memory_order_relaxed);
     if (c->trace)
         atomic_store_explicit(&s->call_since, k->t_enter, memory_order_relaxed);
     atomic_store_explicit(&s->activity, SEG_ACT_CALL, memory_order_release);
