@@ -1,0 +1,613 @@
+"""shmesh from Python: JAX's named-axis collectives between the processes of
+one node, on numpy arrays.
+
+    import numpy as np, shmesh
+    shmesh.init()                                  # a world of 1 without shmesh-run
+    mesh = shmesh.Mesh(np.arange(4).reshape(2, 2), ("data", "model"))
+    with mesh:
+        y = shmesh.psum(x, "data")
+
+Run under the launcher: ``shmesh-run -n 4 -- python3 train.py``.  Names and
+arguments follow ``jax.lax`` and ``jax.sharding``; every function returns a
+new array (``ragged_all_to_all`` a new output), and a failed call raises a
+``shmesh.Error`` carrying the library's sentence.  See docs/python.md.
+"""
+import atexit
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+__all__ = [
+    "init", "finalize", "initialized", "rank", "world_size", "device_count", "notifier",
+    "barrier", "Mesh", "psum", "pmean", "pmax", "pmin", "pargmax", "pargmin", "all_gather",
+    "psum_scatter", "all_to_all", "pswapaxes", "ppermute", "pshuffle", "pbroadcast",
+    "ragged_all_to_all", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
+    "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
+    "BadSegment",
+]
+
+
+# ---- errors -----------------------------------------------------------------
+
+class Error(Exception):
+    """A failed shmesh call: `code` is the library's (negative) error code,
+    the message the sentence that explains it (shmesh_last_error)."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidArgument(Error, ValueError):
+    """SHMESH_ERR_INVALID: a wrong argument, found before anything moved."""
+
+
+class PeerDead(Error):
+    """SHMESH_ERR_PEER_DEAD: another rank died."""
+
+
+class Aborted(Error):
+    """SHMESH_ERR_ABORTED: the job was aborted."""
+
+
+class Timeout(Error, TimeoutError):
+    """SHMESH_ERR_TIMEOUT: a wait lasted longer than SHMESH_TIMEOUT."""
+
+
+class Mismatch(Error):
+    """SHMESH_ERR_MISMATCH: ranks made different collective calls."""
+
+
+class OutOfMemory(Error, MemoryError):
+    """SHMESH_ERR_NOMEM."""
+
+
+class SystemFailure(Error, OSError):
+    """SHMESH_ERR_SYSTEM: a system call failed."""
+
+
+class BadSegment(Error):
+    """SHMESH_ERR_BAD_SEGMENT: the job's segment is missing or corrupt."""
+
+
+_ERRORS = {-1: InvalidArgument, -2: PeerDead, -3: Aborted, -4: Timeout, -5: Mismatch,
+           -6: OutOfMemory, -7: SystemFailure, -8: BadSegment}
+
+
+def _raise(rc, ctx=None):
+    text = lib.shmesh_last_error(ctx)
+    text = text.decode(errors="replace") if text else ""
+    if not text:
+        text = (lib.shmesh_strerror(rc) or b"error %d" % rc).decode(errors="replace")
+    raise _ERRORS.get(rc, Error)(text, rc)
+
+
+def _invalid(text):
+    raise InvalidArgument(text, -1)
+
+
+# ---- the context ------------------------------------------------------------
+
+_ctx = None       # ctypes.c_void_p of shmesh_ctx, once init() has run
+_meshes = weakref.WeakSet()
+_lock = threading.Lock()
+
+
+def init():
+    """Joins the job (shmesh-run's environment), or makes a world of one.
+    Collective under the launcher.  Calling it again does nothing; the
+    functions below call it themselves when needed."""
+    global _ctx
+    with _lock:
+        if _ctx is not None:
+            return
+        p = ctypes.c_void_p()
+        rc = lib.shmesh_init(ctypes.byref(p))
+        if rc:
+            _raise(rc, None)
+        _ctx = p
+        atexit.register(_at_exit)
+
+
+def initialized():
+    return _ctx is not None
+
+
+def _c():
+    if _ctx is None:
+        init()
+    return _ctx
+
+
+def finalize():
+    """Leaves the job (collective): meshes made are destroyed first, and
+    arrays from alloc() must not be used after."""
+    global _ctx
+    with _lock:
+        if _ctx is None:
+            return
+        for m in list(_meshes):
+            m._destroy()
+        ctx, _ctx = _ctx, None
+        rc = lib.shmesh_finalize(ctx)
+    if rc:
+        _raise(rc, None)
+
+
+def _at_exit():
+    # A rank that returns without finalize() would look to the others like
+    # one that left early: leave cleanly.
+    if _ctx is not None:
+        try:
+            finalize()
+        except Error:
+            pass
+
+
+def rank():
+    return lib.shmesh_rank(_c())
+
+
+def world_size():
+    return lib.shmesh_world_size(_c())
+
+
+def device_count():
+    return lib.shmesh_device_count(_c())
+
+
+def notifier():
+    """How this rank sleeps while it waits: "uring" or "futex"."""
+    return lib.shmesh_notifier(_c()).decode()
+
+
+def barrier():
+    rc = lib.shmesh_barrier(_c())
+    if rc:
+        _raise(rc, _ctx)
+
+
+# ---- dtypes and arrays --------------------------------------------------------
+
+try:  # bfloat16 is numpy's only through ml_dtypes
+    import ml_dtypes as _ml
+
+    _BF16 = np.dtype(_ml.bfloat16)
+except ImportError:
+    _BF16 = None
+
+_CODES = {np.dtype(t): c for c, t in enumerate(
+    [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+     np.float16])}
+_CODES[np.dtype(np.float32)] = 11
+_CODES[np.dtype(np.float64)] = 12
+if _BF16 is not None:
+    _CODES[_BF16] = 10
+
+
+def _code(dt, what):
+    dt = np.dtype(dt)
+    c = _CODES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
+    if c is None:
+        if dt.name == "bfloat16" or str(dt) == "bfloat16":
+            _invalid("%s: bfloat16 needs the ml_dtypes package (pip install ml_dtypes); "
+                     "it is not installed" % what)
+        _invalid("%s: dtype %s is not one shmesh has (bool, int8..int64, uint8..uint64, "
+                 "float16, bfloat16, float32, float64)" % (what, dt))
+    return c
+
+
+def _prepare(x, what):
+    """x as a C-contiguous native-order array: the same memory when it is one
+    already, else a copy."""
+    a = np.asarray(x)
+    _code(a.dtype, what)
+    if a.dtype.byteorder not in "=|":
+        a = a.astype(a.dtype.newbyteorder("="))
+    if a.ndim > _lib.MAX_NDIM:
+        _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
+    return np.ascontiguousarray(a)
+
+
+def _desc(a):
+    d = _lib.Array()
+    d.data = a.ctypes.data if a.size else None
+    d.dtype = _CODES[a.dtype]
+    d.ndim = a.ndim
+    for i, n in enumerate(a.shape):
+        d.shape[i] = n
+    d.bdim = 0
+    return d
+
+
+def _axes(axis_name, what):
+    if isinstance(axis_name, str):
+        names = [axis_name]
+    elif isinstance(axis_name, (tuple, list)) and all(isinstance(n, str) for n in axis_name):
+        names = list(axis_name)
+    else:
+        _invalid("%s: axis_name must be a name or a tuple of names, got %r" % (what, axis_name))
+    if not names:
+        _invalid("%s: axis_name names no axis" % what)
+    return ",".join(names).encode()
+
+
+def _groups(axis_index_groups, what):
+    """The shmesh_groups of JAX's axis_index_groups (a list of lists of
+    indices), and the arrays it points to (kept alive by the caller)."""
+    if axis_index_groups is None:
+        return None, None
+    try:
+        groups = [[int(i) for i in g] for g in axis_index_groups]
+    except TypeError:
+        _invalid("%s: axis_index_groups must be a list of lists of axis indices, got %r"
+                 % (what, axis_index_groups))
+    flat = [i for g in groups for i in g]
+    idx = (ctypes.c_int * max(len(flat), 1))(*flat)
+    sizes = (ctypes.c_int * max(len(groups), 1))(*[len(g) for g in groups])
+    g = _lib.Groups(len(groups), len(groups[0]) if groups else 0, idx, sizes)
+    return g, (idx, sizes)
+
+
+def _mesh_ptr(mesh):
+    if mesh is None:
+        _c()
+        return None
+    if not isinstance(mesh, Mesh):
+        _invalid("mesh must be a shmesh.Mesh, got %r" % (mesh,))
+    if not mesh._p:
+        _invalid("the mesh was destroyed (shmesh.finalize or Mesh.close)")
+    return mesh._p
+
+
+def _group_size(mp, axes, groups, what):
+    """n: the size of the groups the call runs in."""
+    if groups is not None:
+        return groups.group_size
+    n = ctypes.c_int()
+    rc = lib.shmesh_axis_size(mp, axes, ctypes.byref(n))
+    if rc:
+        _raise(rc, _ctx)
+    return n.value
+
+
+def _axis(axis, ndim, what, name="axis"):
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        _invalid("%s: %s %d is out of range for an array of %d dimensions" % (what, name, a, ndim))
+    return a + ndim if a < 0 else a
+
+
+def _tree_map(f, tree):
+    """f applied to every leaf of a pytree of lists, tuples and dicts (as
+    JAX's collectives take them), the structure kept."""
+    if isinstance(tree, dict):
+        return type(tree)((k, _tree_map(f, v)) for k, v in tree.items())
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
+        return type(tree)(*(_tree_map(f, v) for v in tree))
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_tree_map(f, v) for v in tree)
+    return f(tree)
+
+
+def _call(fn, what, mesh, axis_name, groups_arg, x, out_shape, out_dtype, *params):
+    mp = _mesh_ptr(mesh)
+    axes = _axes(axis_name, what)
+    g, keep = _groups(groups_arg, what)
+    a = x
+    out = np.empty(out_shape, dtype=out_dtype)
+    din, dout = _desc(a), _desc(out)
+    rc = fn(mp, axes, ctypes.byref(g) if g is not None else None, *params, ctypes.byref(din),
+            ctypes.byref(dout))
+    del keep
+    if rc:
+        _raise(rc, _ctx)
+    return out
+
+
+# ---- meshes -------------------------------------------------------------------
+
+class Mesh:
+    """A mesh of the job's devices (jax.sharding.Mesh): `devices` an array of
+    device ids (np.arange(n).reshape(...) is the default order) whose shape
+    gives the axes' sizes, `axis_names` one name per dimension.  Creating one
+    is collective: every rank makes the same meshes in the same order.
+    ``with mesh:`` makes it the one collectives use when given no mesh."""
+
+    def __init__(self, devices, axis_names):
+        devices = np.asarray(devices)
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        self.axis_names = tuple(axis_names)
+        if devices.ndim != len(self.axis_names):
+            _invalid("Mesh: %d axis names for a devices array of %d dimensions"
+                     % (len(self.axis_names), devices.ndim))
+        if not np.issubdtype(devices.dtype, np.integer):
+            _invalid("Mesh: devices must be device ids (integers), got dtype %s" % devices.dtype)
+        self.devices = devices
+        ctx = _c()
+        nd = devices.ndim
+        names = (ctypes.c_char_p * nd)(*[n.encode() for n in self.axis_names])
+        sizes = (ctypes.c_int * nd)(*devices.shape)
+        order = (ctypes.c_int * max(devices.size, 1))(*[int(i) for i in devices.ravel()])
+        p = ctypes.c_void_p()
+        rc = lib.shmesh_mesh_create(ctx, nd, names, sizes, order, ctypes.byref(p))
+        if rc:
+            _raise(rc, ctx)
+        self._p = p
+        self._pushed = 0
+        _meshes.add(self)
+
+    @property
+    def shape(self):
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def size(self):
+        return int(self.devices.size)
+
+    def __enter__(self):
+        rc = lib.shmesh_mesh_push(_mesh_ptr(self))
+        if rc:
+            _raise(rc, None)
+        self._pushed += 1
+        return self
+
+    def __exit__(self, *exc):
+        rc = lib.shmesh_mesh_pop(self._p)
+        self._pushed -= 1
+        if rc:
+            _raise(rc, None)
+        return False
+
+    def __repr__(self):
+        return "Mesh(%s)" % ", ".join("'%s': %d" % kv for kv in self.shape.items())
+
+    def _destroy(self):
+        if self._p:
+            while self._pushed > 0:
+                lib.shmesh_mesh_pop(self._p)
+                self._pushed -= 1
+            lib.shmesh_mesh_destroy(self._p)
+            self._p = None
+
+    def close(self):
+        """Frees the mesh now (else at garbage collection or finalize())."""
+        self._destroy()
+
+    def __del__(self):
+        if _ctx is not None and getattr(self, "_p", None) and not self._pushed:
+            self._destroy()
+
+
+def axis_index(axis_name, *, mesh=None):
+    """This device's index along the named axes (row-major over them)."""
+    i = ctypes.c_int()
+    rc = lib.shmesh_axis_index(_mesh_ptr(mesh), _axes(axis_name, "axis_index"), ctypes.byref(i))
+    if rc:
+        _raise(rc, _ctx)
+    return np.int32(i.value)
+
+
+def axis_size(axis_name, *, mesh=None):
+    """The number of devices along the named axes."""
+    n = ctypes.c_int()
+    rc = lib.shmesh_axis_size(_mesh_ptr(mesh), _axes(axis_name, "axis_size"), ctypes.byref(n))
+    if rc:
+        _raise(rc, _ctx)
+    return n.value
+
+
+# ---- the collectives ----------------------------------------------------------
+
+def _reduce(fn, what, result_dtype):
+    def op(x, axis_name, *, axis_index_groups=None, mesh=None):
+        def leaf(v):
+            a = _prepare(v, what)
+            return _call(fn, what, mesh, axis_name, axis_index_groups, a, a.shape,
+                         result_dtype(a.dtype))
+        return _tree_map(leaf, x)
+    op.__name__ = what
+    return op
+
+
+def _sum_dtype(dt):
+    return np.dtype(np.int32) if dt == np.bool_ else dt
+
+
+def _mean_dtype(dt):
+    if np.issubdtype(dt, np.floating) or dt == _BF16:
+        return dt
+    return np.dtype(np.float64) if dt.itemsize == 8 else np.dtype(np.float32)
+
+
+psum = _reduce(lib.shmesh_psum, "psum", _sum_dtype)
+psum.__doc__ = "Sum over the named axes (jax.lax.psum); bool sums to int32."
+pmax = _reduce(lib.shmesh_pmax, "pmax", lambda dt: dt)
+pmax.__doc__ = "Element-wise maximum over the named axes (jax.lax.pmax)."
+pmin = _reduce(lib.shmesh_pmin, "pmin", lambda dt: dt)
+pmin.__doc__ = "Element-wise minimum over the named axes (jax.lax.pmin)."
+pmean = _reduce(lib.shmesh_pmean, "pmean", _mean_dtype)
+pmean.__doc__ = ("Mean over the named axes (jax.lax.pmean); integer inputs give float32 "
+                 "(float64 for 64-bit ones).")
+
+
+def _argreduce(fn, what):
+    def op(x, axis_name, *, mesh=None):
+        def leaf(v):
+            a = _prepare(v, what)
+            return _call(fn, what, mesh, axis_name, None, a, a.shape, np.int32)
+        return _tree_map(leaf, x)
+    op.__name__ = what
+    return op
+
+
+pargmax = _argreduce(lib.shmesh_pargmax, "pargmax")
+pargmax.__doc__ = "The axis index holding the maximum, element-wise (int32; one axis)."
+pargmin = _argreduce(lib.shmesh_pargmin, "pargmin")
+pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
+    """The group's inputs stacked along a new dimension `axis` (or
+    concatenated along it with tiled=True), as jax.lax.all_gather."""
+    def leaf(v):
+        a = _prepare(v, "all_gather")
+        mp = _mesh_ptr(mesh)
+        g, _ = _groups(axis_index_groups, "all_gather")
+        n = _group_size(mp, _axes(axis_name, "all_gather"), g, "all_gather")
+        shape = list(a.shape)
+        if tiled:
+            ax = _axis(axis, a.ndim, "all_gather")
+            shape[ax] *= n
+        else:
+            ax = _axis(axis, a.ndim + 1, "all_gather")
+            shape.insert(ax, n)
+        return _call(lib.shmesh_all_gather, "all_gather", mesh, axis_name, axis_index_groups, a,
+                     shape, a.dtype, ax, bool(tiled))
+    return _tree_map(leaf, x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False,
+                 mesh=None):
+    """The psum, block p of it (along scatter_dimension) to group index p
+    (jax.lax.psum_scatter)."""
+    def leaf(v):
+        a = _prepare(v, "psum_scatter")
+        mp = _mesh_ptr(mesh)
+        g, _ = _groups(axis_index_groups, "psum_scatter")
+        n = _group_size(mp, _axes(axis_name, "psum_scatter"), g, "psum_scatter")
+        d = _axis(scatter_dimension, a.ndim, "psum_scatter", "scatter_dimension")
+        shape = list(a.shape)
+        if tiled:
+            shape[d] = shape[d] // n if n else 0
+        else:
+            del shape[d]
+        return _call(lib.shmesh_psum_scatter, "psum_scatter", mesh, axis_name,
+                     axis_index_groups, a, shape, _sum_dtype(a.dtype), d, bool(tiled))
+    return _tree_map(leaf, x)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False,
+               mesh=None):
+    """Block j along split_axis to group index j, received blocks placed along
+    concat_axis (jax.lax.all_to_all)."""
+    def leaf(v):
+        a = _prepare(v, "all_to_all")
+        mp = _mesh_ptr(mesh)
+        g, _ = _groups(axis_index_groups, "all_to_all")
+        n = _group_size(mp, _axes(axis_name, "all_to_all"), g, "all_to_all")
+        s = _axis(split_axis, a.ndim, "all_to_all", "split_axis")
+        shape = list(a.shape)
+        if tiled:
+            c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
+            shape[s] = shape[s] // n if n else 0
+            shape[c] *= n
+        else:
+            c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
+            del shape[s]
+            shape.insert(c, n)
+        return _call(lib.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
+                     a, shape, a.dtype, s, c, bool(tiled))
+    return _tree_map(leaf, x)
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
+    """Swaps the named axis with dimension `axis` (jax.lax.pswapaxes)."""
+    def leaf(v):
+        a = _prepare(v, "pswapaxes")
+        return _call(lib.shmesh_pswapaxes, "pswapaxes", mesh, axis_name, axis_index_groups, a,
+                     a.shape, a.dtype, int(axis))
+    return _tree_map(leaf, x)
+
+
+def _perm_call(fn, what, x, axis_name, mesh, arg, nparams):
+    def leaf(v):
+        a = _prepare(v, what)
+        mp = _mesh_ptr(mesh)
+        out = np.empty(a.shape, a.dtype)
+        din, dout = _desc(a), _desc(out)
+        rc = fn(mp, _axes(axis_name, what), *arg, *nparams, ctypes.byref(din), ctypes.byref(dout))
+        if rc:
+            _raise(rc, _ctx)
+        return out
+    return _tree_map(leaf, x)
+
+
+def ppermute(x, axis_name, perm, *, mesh=None):
+    """Sends each (source, destination) pair's input along (jax.lax.ppermute);
+    a device that is no destination gets zeros."""
+    try:
+        pairs = [(int(s), int(d)) for s, d in perm]
+    except (TypeError, ValueError):
+        _invalid("ppermute: perm must be a list of (source, destination) pairs, got %r" % (perm,))
+    flat = (ctypes.c_int * max(2 * len(pairs), 2))(*[i for p in pairs for i in p])
+    return _perm_call(lib.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat,),
+                      (len(pairs),))
+
+
+def pshuffle(x, axis_name, perm, *, mesh=None):
+    """Group index i receives the input of group index perm[i] (jax.lax.pshuffle)."""
+    try:
+        p = [int(i) for i in perm]
+    except (TypeError, ValueError):
+        _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
+    arr = (ctypes.c_int * max(len(p), 1))(*p)
+    return _perm_call(lib.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), ())
+
+
+def pbroadcast(x, axis_name, source, *, mesh=None):
+    """Every device of the group gets the input of group index `source`."""
+    return _perm_call(lib.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh, (), (int(source),))
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      axis_name, axis_index_groups=None, mesh=None):
+    """jax.lax.ragged_all_to_all: a new array, `output` with the rows received
+    written into it (output itself is not changed)."""
+    what = "ragged_all_to_all"
+    a = _prepare(operand, what)
+    out = np.array(_prepare(output, what), copy=True)
+    ints = [_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets, recv_sizes)]
+    mp = _mesh_ptr(mesh)
+    g, keep = _groups(axis_index_groups, what)
+    descs = [_desc(a), _desc(out)] + [_desc(v) for v in ints]
+    rc = lib.shmesh_ragged_all_to_all(mp, _axes(axis_name, what),
+                                      ctypes.byref(g) if g is not None else None,
+                                      *[ctypes.byref(d) for d in descs])
+    del keep
+    if rc:
+        _raise(rc, _ctx)
+    return out
+
+
+# ---- shared memory ------------------------------------------------------------
+
+def alloc(shape, dtype=np.float32):
+    """A zeroed array in the job's shared heap: collectives on it move data
+    with one copy (zero-copy path).  Freed when the last reference goes;
+    not to be used after finalize()."""
+    dt = np.dtype(dtype)
+    _code(dt, "alloc")
+    shape = tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if nbytes == 0:
+        return np.zeros(shape, dt)
+    ctx = _c()
+    ptr = lib.shmesh_alloc(ctx, nbytes)
+    if not ptr:
+        _raise(-6, ctx)
+    buf = (ctypes.c_char * nbytes).from_address(ptr)
+    ctypes.memset(ptr, 0, nbytes)
+    weakref.finalize(buf, _free, ctx, ptr)
+    return np.frombuffer(buf, dtype=dt).reshape(shape)
+
+
+def _free(ctx, ptr):
+    if _ctx is not None and _ctx.value == ctx.value:
+        lib.shmesh_free(ctx, ptr)

@@ -1,0 +1,117 @@
+"""libshmesh through ctypes: finding the library, its structs and prototypes.
+
+The library is looked for, in order: the file SHMESH_LIBRARY names; a
+libshmesh.so.0 next to this package (a copy placed there); the build tree
+this package sits in (python/ beside build*/lib/); the system's search path
+(LD_LIBRARY_PATH, the installed library)."""
+import ctypes
+import glob
+import os
+
+MAX_NDIM = 8  # SHMESH_MAX_NDIM
+NOT_MAPPED = -(2 ** 31)  # SHMESH_NOT_MAPPED
+
+
+class Array(ctypes.Structure):
+    """shmesh_array."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.c_int64 * MAX_NDIM),
+        ("bdim", ctypes.c_int),
+    ]
+
+
+class Groups(ctypes.Structure):
+    """shmesh_groups."""
+    _fields_ = [
+        ("ngroups", ctypes.c_int),
+        ("group_size", ctypes.c_int),
+        ("indices", ctypes.POINTER(ctypes.c_int)),
+        ("group_sizes", ctypes.POINTER(ctypes.c_int)),
+    ]
+
+
+def _candidates():
+    given = os.environ.get("SHMESH_LIBRARY")
+    if given:
+        return [given], True
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [os.path.join(here, "libshmesh.so.0")]
+    root = os.path.dirname(os.path.dirname(here))
+    paths += sorted(glob.glob(os.path.join(root, "build*", "lib", "libshmesh.so.0")))
+    paths.append("libshmesh.so.0")
+    return paths, False
+
+
+def _load():
+    paths, given = _candidates()
+    errors = []
+    for p in paths:
+        if p != "libshmesh.so.0" and not os.path.exists(p):
+            if given:
+                errors.append("%s: no such file" % p)
+            continue
+        try:
+            return ctypes.CDLL(p)
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError(
+        "shmesh: cannot load libshmesh (%s); build it (./run.sh --build-only) and set "
+        "SHMESH_LIBRARY to build/lib/libshmesh.so.0, or install it"
+        % "; ".join(errors or ["not found next to the package, in a build tree or on the "
+                               "library path"]))
+
+
+lib = _load()
+
+P = ctypes.c_void_p
+I = ctypes.c_int
+AP = ctypes.POINTER(Array)
+GP = ctypes.POINTER(Groups)
+S = ctypes.c_char_p
+
+_PROTOS = {
+    "shmesh_init": (I, [ctypes.POINTER(P)]),
+    "shmesh_finalize": (I, [P]),
+    "shmesh_rank": (I, [P]),
+    "shmesh_world_size": (I, [P]),
+    "shmesh_barrier": (I, [P]),
+    "shmesh_notifier": (S, [P]),
+    "shmesh_alloc": (P, [P, ctypes.c_size_t]),
+    "shmesh_free": (None, [P, P]),
+    "shmesh_device_count": (I, [P]),
+    "shmesh_local_device_count": (I, [P]),
+    "shmesh_mesh_create": (I, [P, I, ctypes.POINTER(S), ctypes.POINTER(I), ctypes.POINTER(I),
+                               ctypes.POINTER(P)]),
+    "shmesh_mesh_destroy": (None, [P]),
+    "shmesh_mesh_push": (I, [P]),
+    "shmesh_mesh_pop": (I, [P]),
+    "shmesh_mesh_current": (P, []),
+    "shmesh_mesh_text": (I, [P, ctypes.c_char_p, ctypes.c_size_t]),
+    "shmesh_axis_index": (I, [P, S, ctypes.POINTER(I)]),
+    "shmesh_axis_size": (I, [P, S, ctypes.POINTER(I)]),
+    "shmesh_psum": (I, [P, S, GP, AP, AP]),
+    "shmesh_pmax": (I, [P, S, GP, AP, AP]),
+    "shmesh_pmin": (I, [P, S, GP, AP, AP]),
+    "shmesh_pmean": (I, [P, S, GP, AP, AP]),
+    "shmesh_pargmax": (I, [P, S, GP, AP, AP]),
+    "shmesh_pargmin": (I, [P, S, GP, AP, AP]),
+    "shmesh_all_gather": (I, [P, S, GP, I, ctypes.c_bool, AP, AP]),
+    "shmesh_psum_scatter": (I, [P, S, GP, I, ctypes.c_bool, AP, AP]),
+    "shmesh_all_to_all": (I, [P, S, GP, I, I, ctypes.c_bool, AP, AP]),
+    "shmesh_pswapaxes": (I, [P, S, GP, I, AP, AP]),
+    "shmesh_ragged_all_to_all": (I, [P, S, GP, AP, AP, AP, AP, AP, AP]),
+    "shmesh_ppermute": (I, [P, S, ctypes.POINTER(I), I, AP, AP]),
+    "shmesh_pshuffle": (I, [P, S, ctypes.POINTER(I), AP, AP]),
+    "shmesh_pbroadcast": (I, [P, S, I, AP, AP]),
+    "shmesh_strerror": (S, [I]),
+    "shmesh_error_name": (S, [I]),
+    "shmesh_last_error": (S, [P]),
+}
+
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
