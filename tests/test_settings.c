@@ -398,6 +398,7 @@ static void docs_match_the_table(void **state)
             section = strstr(line, "Set by") ? SETTINGS_RANKS
                       : strstr(line, "Read by the library") ? SETTINGS_LIBRARY
                       : strstr(line, "Read by `shmesh-run`") ? SETTINGS_LAUNCHER
+                      : strstr(line, "Read by the Python package") ? SETTINGS_PYTHON
                                                             : 0;
             continue;
         }

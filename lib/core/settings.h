@@ -25,7 +25,7 @@
  *   doc      the default as docs/environment.md gives it
  *   who      SETTINGS_LIBRARY: shmesh_init reads it; SETTINGS_LAUNCHER:
  *            shmesh-run reads it; SETTINGS_RANKS: shmesh-run sets it for
- *            every rank (or'ed)
+ *            every rank; SETTINGS_PYTHON: the Python package reads it (or'ed)
  *   hashed   1: it chooses algorithms, so it is part of every call's hash
  *            and ranks that differ get SHMESH_ERR_MISMATCH
  *   meaning  one line
@@ -50,6 +50,7 @@ enum settings_who {
     SETTINGS_LIBRARY = 1,
     SETTINGS_LAUNCHER = 2,
     SETTINGS_RANKS = 4,
+    SETTINGS_PYTHON = 8, /* the Python package (python/shmesh) reads it; C never does */
 };
 
 /* SHMESH_DEBUG's words, as bits of settings.debug. */
@@ -103,7 +104,9 @@ enum settings_debug {
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
       "the smallest device reduction whose members each reduce a share (two-shot)")           \
     X(DEBUG, debug, DEBUG, 0, "empty", SETTINGS_LIBRARY, 0,                                    \
-      "what to trace on stderr: paths, waits, calls or all")
+      "what to trace on stderr: paths, waits, calls or all")                                   \
+    X(LIBRARY, library, TEXT, NULL, "unset", SETTINGS_PYTHON, 0,                               \
+      "the libshmesh file the Python package loads")
 
 #define SETTINGS_CTYPE_TEXT const char *
 #define SETTINGS_CTYPE_WORLD int
