@@ -255,8 +255,12 @@ def _groups(axis_index_groups, what):
 
 
 def _mesh_ptr(mesh):
+    if lib.shmesh_local_device_count(_c()) > 1:
+        # The C call would read one array per local device from the one given.
+        _invalid("collectives from Python take one device per rank; this rank holds %d "
+                 "(shmesh-run --devices-per-rank): not built yet"
+                 % lib.shmesh_local_device_count(_ctx))
     if mesh is None:
-        _c()
         return None
     if not isinstance(mesh, Mesh):
         _invalid("mesh must be a shmesh.Mesh, got %r" % (mesh,))
