@@ -68,8 +68,10 @@ lib = _load()
 
 P = ctypes.c_void_p
 I = ctypes.c_int
-AP = ctypes.POINTER(Array)
-GP = ctypes.POINTER(Groups)
+# Arrays and groups go by address (ctypes.addressof): converting an int
+# costs a call less than checking a byref's type.
+AP = ctypes.c_void_p
+GP = ctypes.c_void_p
 S = ctypes.c_char_p
 
 _PROTOS = {
