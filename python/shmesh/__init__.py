@@ -211,7 +211,8 @@ def _prepare(x, what):
         a = a.astype(a.dtype.newbyteorder("="))
     if a.ndim > _lib.MAX_NDIM:
         _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
-    return np.ascontiguousarray(a)
+    # not np.ascontiguousarray, which makes a 0-d array (a scalar) 1-d
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def _desc(a):
