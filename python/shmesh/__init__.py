@@ -191,7 +191,13 @@ if _BF16 is not None:
 
 
 def _code(dt, what):
-    dt = np.dtype(dt)
+    if isinstance(dt, str) and dt == "bfloat16" and _BF16 is None:
+        dt = None  # numpy alone does not know the name: say what is missing below
+    else:
+        dt = np.dtype(dt)
+    if dt is None:
+        _invalid("%s: bfloat16 needs the ml_dtypes package (pip install ml_dtypes); "
+                 "it is not installed" % what)
     c = _CODES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
     if c is None:
         if dt.name == "bfloat16" or str(dt) == "bfloat16":
@@ -593,8 +599,8 @@ def alloc(shape, dtype=np.float32):
     """A zeroed array in the job's shared heap: collectives on it move data
     with one copy (zero-copy path).  Freed when the last reference goes;
     not to be used after finalize()."""
+    _code(dtype, "alloc")  # before np.dtype: "bfloat16" without ml_dtypes gets the clear message
     dt = np.dtype(dtype)
-    _code(dt, "alloc")
     shape = tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if nbytes == 0:
