@@ -564,6 +564,11 @@ def pshuffle(x, axis_name, perm, *, mesh=None):
         p = [int(i) for i in perm]
     except (TypeError, ValueError):
         _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
+    # the C call reads as many entries as the axis has: check the length here
+    n = _group_size(_mesh_ptr(mesh), _axes(axis_name, "pshuffle"), None, "pshuffle")
+    if len(p) != n:
+        _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
+                 "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
     arr = (ctypes.c_int * max(len(p), 1))(*p)
     return _perm_call(lib.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), ())
 
