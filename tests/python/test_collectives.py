@@ -270,9 +270,10 @@ def test_several_axes(mesh2, rank, world):
 
 
 def pair_groups(world):
-    """[[1, 0], [3, 2], ...] (each pair backwards); [[0]] for one rank."""
-    if world == 1:
-        return [[0]]
+    """[[1, 0], [3, 2], ...] (each pair backwards); groups of one (backwards)
+    for an odd world size (equal sizes, as all_gather needs)."""
+    if world % 2:
+        return [[k] for k in reversed(range(world))]
     return [[2 * k + 1, 2 * k] for k in range(world // 2)]
 
 
