@@ -354,3 +354,24 @@ def test_empty_arrays(mesh, world):
     x = np.zeros((0, 3), np.float32)
     check(shmesh.psum(x, "i", mesh=mesh), x)
     check(shmesh.all_gather(x, "i", mesh=mesh), np.zeros((world, 0, 3), np.float32))
+
+
+def test_several_axes_other_collectives(mesh2, rank, world):
+    """The rest over ("x", "y") (group index = rank) and over "y" alone."""
+    a, b = mesh2.devices.shape
+    x, y = divmod(rank, b)
+    xy = ("x", "y")
+    xs = inputs(world, lambda r: x_of(r, (world, 2), np.int32))
+    total = np.sum(xs, axis=0, dtype=np.int32)
+    check(shmesh.psum_scatter(xs[rank], xy, mesh=mesh2), total[rank])
+    check(shmesh.all_to_all(xs[rank], xy, 0, 0, mesh=mesh2), a2a_untiled(xs, rank, 0, 0))
+    ring = [(j, (j + 1) % world) for j in range(world)]
+    check(shmesh.ppermute(xs[rank], xy, ring, mesh=mesh2), xs[(rank - 1) % world])
+    check(shmesh.pshuffle(xs[rank], xy, list(range(world))[::-1], mesh=mesh2),
+          xs[world - 1 - rank])
+    check(shmesh.pbroadcast(xs[rank], xy, world - 1, mesh=mesh2), xs[world - 1])
+    # along "y": the ranks of this row x
+    row = [xs[x * b + j] for j in range(b)]
+    check(shmesh.pargmax(xs[rank], "y", mesh=mesh2), np.argmax(row, axis=0).astype(np.int32))
+    check(shmesh.pbroadcast(xs[rank], "y", 0, mesh=mesh2), row[0])
+    check(shmesh.all_gather(xs[rank], "y", mesh=mesh2), np.stack(row))
