@@ -193,7 +193,13 @@ if _BF16 is not None:
 
 
 def _code(dt, what):
-    dt = np.dtype(dt)
+    if isinstance(dt, str) and dt == "bfloat16" and _BF16 is None:
+        dt = None  # numpy alone does not know the name: say what is missing below
+    else:
+        dt = np.dtype(dt)
+    if dt is None:
+        _invalid("%s: bfloat16 needs the ml_dtypes package (pip install ml_dtypes); "
+                 "it is not installed" % what)
     c = _CODES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
     if c is None:
         if dt.name == "bfloat16" or str(dt) == "bfloat16":
@@ -215,7 +221,8 @@ def _prepare(x, what):
         a = a.astype(a.dtype.newbyteorder("="))
     if a.ndim > _lib.MAX_NDIM:
         _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
-    return np.ascontiguousarray(a)
+    # not np.ascontiguousarray, which makes a 0-d array (a scalar) 1-d
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def _ptr(a):
@@ -605,6 +612,11 @@ def pshuffle(x, axis_name, perm, *, mesh=None):
         p = [int(i) for i in perm]
     except (TypeError, ValueError):
         _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
+    # the C call reads as many entries as the axis has: check the length here
+    n = _group_size(_mesh_ptr(mesh), _axes(axis_name, "pshuffle"), None, "pshuffle")
+    if len(p) != n:
+        _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
+                 "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
     arr = (ctypes.c_int * max(len(p), 1))(*p)
     return _perm_call(lib.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), ())
 
@@ -640,8 +652,8 @@ def alloc(shape, dtype=np.float32):
     """A zeroed array in the job's shared heap: collectives on it move data
     with one copy (zero-copy path).  Freed when the last reference goes;
     not to be used after finalize()."""
+    _code(dtype, "alloc")  # before np.dtype: "bfloat16" without ml_dtypes gets the clear message
     dt = np.dtype(dtype)
-    _code(dt, "alloc")
     shape = tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if nbytes == 0:

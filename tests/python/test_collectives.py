@@ -1,0 +1,377 @@
+"""Every collective of the binding against numpy: each rank computes every
+rank's input from the rank number and so the exact expected result."""
+import os
+
+import numpy as np
+import pytest
+
+import shmesh
+from conftest import inputs
+
+eq = np.testing.assert_array_equal
+
+
+def x_of(r, shape=(2, 3), dtype=np.float32):
+    """Rank r's input: small integers (exact in every dtype and any sum order)."""
+    n = int(np.prod(shape))
+    return ((np.arange(n) * (r + 3) + 5 * r) % 11 - 4).reshape(shape).astype(dtype)
+
+
+def check(got, want):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    eq(got, want)
+
+
+# ---- the job --------------------------------------------------------------------
+
+def test_rank_and_world_size(rank, world):
+    assert 0 <= rank < world
+    assert world == int(os.environ.get("SHMESH_WORLD_SIZE", "1"))
+    assert rank == int(os.environ.get("SHMESH_RANK", "0"))
+    assert shmesh.initialized()
+    assert shmesh.device_count() == world
+
+
+def test_barrier():
+    for _ in range(3):
+        assert shmesh.barrier() is None
+
+
+def test_axis_index_and_size(mesh, rank, world):
+    assert shmesh.axis_index("i", mesh=mesh) == rank
+    assert shmesh.axis_index("i", mesh=mesh).dtype == np.int32
+    assert shmesh.axis_size("i", mesh=mesh) == world
+
+
+def test_axis_index_reversed_devices(rank, world):
+    m = shmesh.Mesh(np.arange(world)[::-1], "i")
+    assert shmesh.axis_index("i", mesh=m) == world - 1 - rank
+    # the group order follows the mesh: all_gather lists ranks backwards
+    check(shmesh.all_gather(np.int32(rank), "i", mesh=m),
+          np.arange(world, dtype=np.int32)[::-1])
+    m.close()
+
+
+# ---- reductions -------------------------------------------------------------------
+
+def test_psum(mesh, rank, world):
+    xs = inputs(world, x_of)
+    check(shmesh.psum(x_of(rank), "i", mesh=mesh), np.sum(xs, axis=0).astype(np.float32))
+
+
+def test_pmean(mesh, rank, world):
+    xs = inputs(world, x_of)
+    got = shmesh.pmean(x_of(rank), "i", mesh=mesh)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.mean(xs, axis=0), rtol=1e-6)
+
+
+def test_pmax_pmin(mesh, rank, world):
+    xs = inputs(world, lambda r: x_of(r, (3, 4), np.int32))
+    check(shmesh.pmax(xs[rank], "i", mesh=mesh), np.max(xs, axis=0))
+    check(shmesh.pmin(xs[rank], "i", mesh=mesh), np.min(xs, axis=0))
+
+
+def test_pargmax_pargmin(mesh, rank, world):
+    # ties broken by the smallest index, as np.argmax does
+    xs = inputs(world, lambda r: x_of(r, (3, 4), np.float64) % 3)
+    check(shmesh.pargmax(xs[rank], "i", mesh=mesh), np.argmax(xs, axis=0).astype(np.int32))
+    check(shmesh.pargmin(xs[rank], "i", mesh=mesh), np.argmin(xs, axis=0).astype(np.int32))
+
+
+# ---- all_gather, psum_scatter, all_to_all, pswapaxes -------------------------------
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_all_gather(mesh, rank, world, axis):
+    xs = inputs(world, x_of)
+    check(shmesh.all_gather(xs[rank], "i", axis=axis, mesh=mesh), np.stack(xs, axis=axis))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_all_gather_tiled(mesh, rank, world, axis):
+    xs = inputs(world, x_of)
+    check(shmesh.all_gather(xs[rank], "i", axis=axis, tiled=True, mesh=mesh),
+          np.concatenate(xs, axis=axis))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_psum_scatter(mesh, rank, world, dim):
+    shape = (world, 3) if dim == 0 else (3, world)
+    xs = inputs(world, lambda r: x_of(r, shape, np.int32))
+    total = np.sum(xs, axis=0, dtype=np.int32)
+    check(shmesh.psum_scatter(xs[rank], "i", scatter_dimension=dim, mesh=mesh),
+          np.take(total, rank, axis=dim))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_psum_scatter_tiled(mesh, rank, world, dim):
+    shape = (2 * world, 3) if dim == 0 else (3, 2 * world)
+    xs = inputs(world, lambda r: x_of(r, shape, np.int32))
+    total = np.sum(xs, axis=0, dtype=np.int32)
+    want = np.split(total, world, axis=dim)[rank]
+    check(shmesh.psum_scatter(xs[rank], "i", scatter_dimension=dim, tiled=True, mesh=mesh),
+          want)
+
+
+def a2a_untiled(xs, rank, split, concat):
+    return np.stack([np.take(x, rank, axis=split) for x in xs], axis=concat)
+
+
+def a2a_tiled(xs, rank, world, split, concat):
+    return np.concatenate([np.split(x, world, axis=split)[rank] for x in xs], axis=concat)
+
+
+@pytest.mark.parametrize("split,concat", [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (0, 2)])
+def test_all_to_all(mesh, rank, world, split, concat):
+    shape = [2, 3, 2]
+    shape[split] = world
+    xs = inputs(world, lambda r: x_of(r, tuple(shape)))
+    check(shmesh.all_to_all(xs[rank], "i", split, concat, mesh=mesh),
+          a2a_untiled(xs, rank, split, concat))
+
+
+@pytest.mark.parametrize("split,concat", [(0, 0), (0, 1), (1, 0), (1, 1), (2, 1)])
+def test_all_to_all_tiled(mesh, rank, world, split, concat):
+    shape = [2, 3, 2]
+    shape[split] = 2 * world
+    xs = inputs(world, lambda r: x_of(r, tuple(shape), np.int64))
+    check(shmesh.all_to_all(xs[rank], "i", split, concat, tiled=True, mesh=mesh),
+          a2a_tiled(xs, rank, world, split, concat))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_pswapaxes(mesh, rank, world, axis):
+    shape = [3, 3]
+    shape[axis] = world
+    xs = inputs(world, lambda r: x_of(r, tuple(shape)))
+    check(shmesh.pswapaxes(xs[rank], "i", axis, mesh=mesh),
+          a2a_untiled(xs, rank, axis, axis))
+
+
+# ---- permutations -------------------------------------------------------------------
+
+def test_ppermute_ring(mesh, rank, world):
+    xs = inputs(world, x_of)
+    perm = [(j, (j + 1) % world) for j in range(world)]
+    check(shmesh.ppermute(xs[rank], "i", perm, mesh=mesh), xs[(rank - 1) % world])
+
+
+def test_ppermute_partial(mesh, rank, world):
+    # one pair: the destination gets the source's input, every other rank zeros
+    xs = inputs(world, x_of)
+    got = shmesh.ppermute(xs[rank], "i", [(0, world - 1)], mesh=mesh)
+    check(got, xs[0] if rank == world - 1 else np.zeros_like(xs[0]))
+
+
+def test_pshuffle(mesh, rank, world):
+    xs = inputs(world, x_of)
+    perm = [(2 * j + 1) % world for j in range(world)]
+    if sorted(perm) != list(range(world)):  # a world where 2j+1 is no permutation
+        perm = list(range(world))[::-1]
+    check(shmesh.pshuffle(xs[rank], "i", perm, mesh=mesh), xs[perm[rank]])
+
+
+@pytest.mark.parametrize("source", [0, -1])
+def test_pbroadcast(mesh, rank, world, source):
+    src = source % world
+    xs = inputs(world, x_of)
+    check(shmesh.pbroadcast(xs[rank], "i", src, mesh=mesh), xs[src])
+
+
+# ---- ragged_all_to_all ---------------------------------------------------------------
+
+def test_ragged_all_to_all(mesh, rank, world):
+    """Rank r sends s(r, j) = 1 + (r + 2j) % 3 rows to rank j, which stacks
+    what it receives in sender order (offsets chosen by the senders)."""
+    def s(r, j):
+        return 1 + (r + 2 * j) % 3
+
+    N = M = 3 * world
+
+    def operand(r):
+        return (100 * r + np.arange(N * 2).reshape(N, 2)).astype(np.int32)
+
+    in_off = np.cumsum([0] + [s(rank, j) for j in range(world)])[:-1]
+    send = [s(rank, j) for j in range(world)]
+    out_off = [sum(s(q, j) for q in range(rank)) for j in range(world)]
+    recv = [s(j, rank) for j in range(world)]
+    output = np.full((M, 2), -1, np.int32)
+    got = shmesh.ragged_all_to_all(operand(rank), output, np.asarray(in_off, np.int32),
+                                   np.asarray(send, np.int32), np.asarray(out_off, np.int32),
+                                   np.asarray(recv, np.int32), axis_name="i", mesh=mesh)
+    want = output.copy()
+    row = 0
+    for q in range(world):  # q's slice for this rank: its rows after those for ranks < rank
+        start = sum(s(q, j) for j in range(rank))
+        want[row:row + s(q, rank)] = operand(q)[start:start + s(q, rank)]
+        row += s(q, rank)
+    check(got, want)
+    assert (output == -1).all(), "the output argument was changed"
+
+
+def test_ragged_bad_slice_is_invalid_everywhere_and_recoverable(mesh, rank, world):
+    # every rank sends one row too many to rank 0: refused on every rank
+    send = np.ones(world, np.int64)
+    send[0] = 2
+    with pytest.raises(shmesh.InvalidArgument):
+        shmesh.ragged_all_to_all(np.zeros((world, 1)), np.zeros((world, 1)),
+                                 np.arange(world, dtype=np.int64), send,
+                                 np.full(world, rank, np.int64), np.ones(world, np.int64),
+                                 axis_name="i", mesh=mesh)
+    # the context is still usable
+    check(shmesh.psum(np.int32(1), "i", mesh=mesh), np.int32(world))
+
+
+# ---- meshes: with, mesh=, several axes, groups -----------------------------------------
+
+def test_with_mesh(mesh, mesh2, rank, world):
+    xs = inputs(world, x_of)
+    with mesh as m:
+        assert m is mesh
+        check(shmesh.psum(xs[rank], "i"), np.sum(xs, axis=0).astype(np.float32))
+        assert shmesh.axis_index("i") == rank
+        with mesh2:  # the innermost mesh is the one used
+            assert shmesh.axis_size("x") == mesh2.shape["x"]
+            with pytest.raises(shmesh.InvalidArgument, match="i"):
+                shmesh.axis_size("i")
+        check(shmesh.all_gather(np.int32(rank), "i"), np.arange(world, dtype=np.int32))
+    # an explicit mesh= wins over the pushed one
+    with mesh2:
+        assert shmesh.axis_size("i", mesh=mesh) == world
+
+
+def test_mesh_properties(mesh2, world):
+    a, b = mesh2.devices.shape
+    assert mesh2.shape == {"x": a, "y": b}
+    assert mesh2.size == world
+    assert "'x': %d" % a in repr(mesh2)
+
+
+def test_several_axes(mesh2, rank, world):
+    a, b = mesh2.devices.shape
+    x, y = divmod(rank, b)
+    assert (shmesh.axis_index("x", mesh=mesh2), shmesh.axis_index("y", mesh=mesh2)) == (x, y)
+    assert shmesh.axis_index(("x", "y"), mesh=mesh2) == rank
+    assert shmesh.axis_index(("y", "x"), mesh=mesh2) == y * a + x
+    assert shmesh.axis_size(("x", "y"), mesh=mesh2) == world
+    xs = inputs(world, x_of)
+    grid = np.asarray(xs).reshape((a, b) + xs[0].shape)
+    check(shmesh.psum(xs[rank], ("x", "y"), mesh=mesh2), np.sum(xs, axis=0).astype(np.float32))
+    check(shmesh.psum(xs[rank], "x", mesh=mesh2), grid[:, y].sum(axis=0).astype(np.float32))
+    check(shmesh.psum(xs[rank], ["y"], mesh=mesh2), grid[x].sum(axis=0).astype(np.float32))
+    check(shmesh.pmax(xs[rank], ("y", "x"), mesh=mesh2), np.max(xs, axis=0))
+    check(shmesh.all_gather(xs[rank], ("x", "y"), mesh=mesh2), np.stack(xs))
+    # ("y", "x"): row-major over y then x
+    order = [xx * b + yy for yy in range(b) for xx in range(a)]
+    check(shmesh.all_gather(xs[rank], ("y", "x"), mesh=mesh2), np.stack([xs[q] for q in order]))
+    check(shmesh.all_gather(xs[rank], "x", axis=1, tiled=True, mesh=mesh2),
+          np.concatenate(list(grid[:, y]), axis=1))
+
+
+def pair_groups(world):
+    """[[1, 0], [3, 2], ...] (each pair backwards); groups of one (backwards)
+    for an odd world size (equal sizes, as all_gather needs)."""
+    if world % 2:
+        return [[k] for k in reversed(range(world))]
+    return [[2 * k + 1, 2 * k] for k in range(world // 2)]
+
+
+def test_groups_psum_all_gather(mesh, rank, world):
+    groups = pair_groups(world)
+    g = next(g for g in groups if rank in g)
+    xs = inputs(world, x_of)
+    check(shmesh.psum(xs[rank], "i", axis_index_groups=groups, mesh=mesh),
+          np.sum([xs[q] for q in g], axis=0).astype(np.float32))
+    check(shmesh.all_gather(xs[rank], "i", axis_index_groups=groups, mesh=mesh),
+          np.stack([xs[q] for q in g]))
+    check(shmesh.all_gather(xs[rank], "i", axis_index_groups=groups, axis=1, tiled=True,
+                            mesh=mesh),
+          np.concatenate([xs[q] for q in g], axis=1))
+
+
+def test_groups_psum_scatter_all_to_all(mesh, rank, world):
+    groups = pair_groups(world)
+    g = next(g for g in groups if rank in g)
+    n = len(g)
+    me = g.index(rank)
+    xs = inputs(world, lambda r: x_of(r, (2 * n, 3), np.int32))
+    total = np.sum([xs[q] for q in g], axis=0, dtype=np.int32)
+    check(shmesh.psum_scatter(xs[rank], "i", axis_index_groups=groups, tiled=True, mesh=mesh),
+          np.split(total, n)[me])
+    check(shmesh.all_to_all(xs[rank], "i", 0, 1, axis_index_groups=groups, tiled=True,
+                            mesh=mesh),
+          a2a_tiled([xs[q] for q in g], me, n, 0, 1))
+    ys = inputs(world, lambda r: x_of(r, (n, 3)))
+    check(shmesh.pswapaxes(ys[rank], "i", 0, axis_index_groups=groups, mesh=mesh),
+          a2a_untiled([ys[q] for q in g], me, 0, 0))
+
+
+def test_groups_of_different_sizes(mesh, rank, world):
+    """psum, pmax, pmin and pmean take subgroups of different sizes; pmean
+    divides by the first subgroup's size (as JAX's psum(1) does)."""
+    groups = [list(range(world - 1)), [world - 1]] if world > 1 else [[0]]
+    g = next(g for g in groups if rank in g)
+    xs = inputs(world, lambda r: x_of(r, (4,), np.int32))
+    mine = [xs[q] for q in g]
+    check(shmesh.psum(xs[rank], "i", axis_index_groups=groups, mesh=mesh),
+          np.sum(mine, axis=0, dtype=np.int32))
+    check(shmesh.pmax(xs[rank], "i", axis_index_groups=groups, mesh=mesh), np.max(mine, axis=0))
+    check(shmesh.pmin(xs[rank], "i", axis_index_groups=groups, mesh=mesh), np.min(mine, axis=0))
+    got = shmesh.pmean(xs[rank], "i", axis_index_groups=groups, mesh=mesh)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.sum(mine, axis=0) / len(groups[0]), rtol=1e-6)
+
+
+def test_groups_on_two_axes(mesh2, rank, world):
+    # groups over the flattened ("x", "y") axis: all ranks backwards in one group
+    groups = [list(range(world))[::-1]]
+    xs = inputs(world, x_of)
+    check(shmesh.all_gather(xs[rank], ("x", "y"), axis_index_groups=groups, mesh=mesh2),
+          np.stack(xs[::-1]))
+
+
+# ---- shared memory --------------------------------------------------------------------
+
+def test_alloc(mesh, rank, world):
+    a = shmesh.alloc((3, 4), np.float32)
+    assert a.shape == (3, 4) and a.dtype == np.float32 and (a == 0).all()
+    a[...] = x_of(rank, (3, 4))
+    xs = inputs(world, lambda r: x_of(r, (3, 4)))
+    check(shmesh.psum(a, "i", mesh=mesh), np.sum(xs, axis=0).astype(np.float32))
+    # an alloc'd array as output: the result written into it, then used again
+    b = shmesh.alloc(12, np.int64)
+    assert b.shape == (12,)
+    b[...] = shmesh.all_gather(np.int64(rank), "i", axis=0, tiled=False, mesh=mesh).sum()
+    check(shmesh.pmax(b, "i", mesh=mesh), np.full(12, world * (world - 1) // 2, np.int64))
+    check(shmesh.all_gather(a, "i", tiled=True, mesh=mesh), np.concatenate(xs))
+    e = shmesh.alloc((0, 3))
+    assert e.shape == (0, 3)
+    del a, b
+
+
+def test_empty_arrays(mesh, world):
+    x = np.zeros((0, 3), np.float32)
+    check(shmesh.psum(x, "i", mesh=mesh), x)
+    check(shmesh.all_gather(x, "i", mesh=mesh), np.zeros((world, 0, 3), np.float32))
+
+
+def test_several_axes_other_collectives(mesh2, rank, world):
+    """The rest over ("x", "y") (group index = rank) and over "y" alone."""
+    a, b = mesh2.devices.shape
+    x, y = divmod(rank, b)
+    xy = ("x", "y")
+    xs = inputs(world, lambda r: x_of(r, (world, 2), np.int32))
+    total = np.sum(xs, axis=0, dtype=np.int32)
+    check(shmesh.psum_scatter(xs[rank], xy, mesh=mesh2), total[rank])
+    check(shmesh.all_to_all(xs[rank], xy, 0, 0, mesh=mesh2), a2a_untiled(xs, rank, 0, 0))
+    ring = [(j, (j + 1) % world) for j in range(world)]
+    check(shmesh.ppermute(xs[rank], xy, ring, mesh=mesh2), xs[(rank - 1) % world])
+    check(shmesh.pshuffle(xs[rank], xy, list(range(world))[::-1], mesh=mesh2),
+          xs[world - 1 - rank])
+    check(shmesh.pbroadcast(xs[rank], xy, world - 1, mesh=mesh2), xs[world - 1])
+    # along "y": the ranks of this row x
+    row = [xs[x * b + j] for j in range(b)]
+    check(shmesh.pargmax(xs[rank], "y", mesh=mesh2), np.argmax(row, axis=0).astype(np.int32))
+    check(shmesh.pbroadcast(xs[rank], "y", 0, mesh=mesh2), row[0])
+    check(shmesh.all_gather(xs[rank], "y", mesh=mesh2), np.stack(row))
