@@ -213,7 +213,8 @@ def _code(dt, what):
 def _prepare(x, what):
     """x as a C-contiguous native-order array: the same memory when it is one
     already, else a copy."""
-    if type(x) is np.ndarray and x.dtype in _CODES and x.flags.c_contiguous:
+    if (type(x) is np.ndarray and x.dtype in _CODES and x.flags.c_contiguous
+            and x.ndim <= _lib.MAX_NDIM):
         return x  # the common case, at once
     a = np.asarray(x)
     _code(a.dtype, what)
