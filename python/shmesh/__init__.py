@@ -211,7 +211,9 @@ def _prepare(x, what):
         a = a.astype(a.dtype.newbyteorder("="))
     if a.ndim > _lib.MAX_NDIM:
         _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
-    return np.ascontiguousarray(a)
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d (a scalar's psum
+    # would come back with shape (1,), not ()).
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def _desc(a):
