@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""python_overhead.py: what the Python binding adds to a psum.
+
+    /usr/bin/python3 bench/python_overhead.py [-n RANKS] [-r ROUNDS] [-s SIZE,...]
+
+For each size (default 8 B and 16 MiB of float32), runs shmesh-bench
+(`-o psum -b SIZE -e SIZE -c 0 --csv`) and this file's worker (the same
+psum from Python: `shmesh.psum(x, "i")` over a mesh of one axis i spanning
+the ranks), each launched by shmesh-run with the same ranks, warm-up and
+iterations, alternating which goes first every round.  Both time their loop
+the same way: a barrier, then the mean per call over the iterations, the
+largest over ranks.  It prints the median of the rounds for each, their
+ratio and the microseconds Python adds per call.
+
+The worker also times the same psum on a non-contiguous view of as many
+elements (x2[::2]), which the binding must copy before the call, and checks
+with np.shares_memory that the array handed to the library for a
+contiguous input is the input itself (no copy) and for the view is not:
+the time difference of the two is then the copy's (one pass over SIZE
+bytes), and a contiguous input does not pay it.
+
+Every Python call also allocates its result (np.empty: JAX's functions
+return new arrays); that cost is part of the figure, as it is of any use
+of the API.  The library and package are found as docs/python.md says
+(this script sets SHMESH_LIBRARY to build/lib/libshmesh.so.0 and
+PYTHONPATH to python/ when they are unset).  See bench/README.md.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_size(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+
+
+def iters_for(size):
+    """Iterations and warm-up for a size: about a tenth of a second of C."""
+    if size <= 4096:
+        return 20000, 1000
+    return max(30, min(20000, (1 << 30) // (size * 8))), 5
+
+
+# ---- the worker (under shmesh-run) ------------------------------------------
+
+def worker(size, iters, warm):
+    import numpy as np
+
+    import shmesh
+    shmesh.init()
+    n = shmesh.world_size()
+    mesh = shmesh.Mesh(np.arange(n), ("i",))
+    count = max(size // 4, 1)
+    x = np.arange(count, dtype=np.float32)            # contiguous: used in place
+    view = np.arange(2 * count, dtype=np.float32)[::2]  # the same values, strided
+
+    # The array the binding gives the library: the input itself, or a copy.
+    same = np.shares_memory(shmesh._prepare(x, "psum"), x)
+    copied = not np.shares_memory(shmesh._prepare(view, "psum"), view)
+    ok = bool(np.array_equal(shmesh.psum(x, "i", mesh=mesh), x * n)
+              and np.array_equal(shmesh.psum(view, "i", mesh=mesh), view * n))
+
+    def timed(a):
+        for _ in range(warm):
+            shmesh.psum(a, "i", mesh=mesh)
+        shmesh.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            shmesh.psum(a, "i", mesh=mesh)
+        us = (time.perf_counter() - t0) / iters * 1e6
+        return float(shmesh.pmax(np.float64(us), "i", mesh=mesh))  # the slowest rank's
+
+    t_contig = timed(x)
+    t_view = timed(view)
+    if shmesh.rank() == 0:
+        print("py,%d,%.3f,%.3f,%d,%d,%d" % (size, t_contig, t_view, same, copied, ok))
+    mesh.close()
+    shmesh.finalize()
+
+
+# ---- the driver -------------------------------------------------------------
+
+def run_c(ranks, size, iters, warm):
+    out = subprocess.run(
+        [os.path.join(ROOT, "build/launcher/shmesh-run"), "-n", str(ranks), "--",
+         os.path.join(ROOT, "build/tools/shmesh-bench"), "-o", "psum", "-b", str(size), "-e",
+         str(size), "-w", str(warm), "-n", str(iters), "-c", "0", "--csv"],
+        check=True, stdout=subprocess.PIPE, text=True).stdout
+    return float(out.splitlines()[1].split(",")[6])
+
+
+def run_py(ranks, size, iters, warm):
+    out = subprocess.run(
+        [os.path.join(ROOT, "build/launcher/shmesh-run"), "-n", str(ranks), "--", sys.executable,
+         os.path.abspath(__file__), "--worker", str(size), str(iters), str(warm)],
+        check=True, stdout=subprocess.PIPE, text=True).stdout
+    f = [line for line in out.splitlines() if line.startswith("py,")][0].split(",")
+    return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=2, help="ranks (default 2)")
+    ap.add_argument("-r", type=int, default=7, help="rounds (default 7)")
+    ap.add_argument("-s", default="8,16M", help="sizes in bytes, K/M suffixes (default 8,16M)")
+    ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(*a.worker)
+        return 0
+    os.environ.setdefault("SHMESH_LIBRARY", os.path.join(ROOT, "build/lib/libshmesh.so.0"))
+    os.environ.setdefault("PYTHONPATH", os.path.join(ROOT, "python"))
+    for p in ("build/launcher/shmesh-run", "build/tools/shmesh-bench"):
+        if not os.access(os.path.join(ROOT, p), os.X_OK):
+            sys.exit("python_overhead.py: build first (./run.sh --build-only): no %s" % p)
+    print("# psum of float32, %d ranks, %d rounds (medians of the rounds; each round's time is "
+          "the mean per call, the slowest rank's)" % (a.n, a.r))
+    print("%10s %8s %10s %10s %7s %10s %12s %10s" % ("bytes", "iters", "C_us", "py_us", "ratio",
+                                                    "added_us", "py_strided", "copy_us"))
+    for size in (parse_size(s) for s in a.s.split(",")):
+        iters, warm = iters_for(size)
+        cs, ps, vs, checks = [], [], [], []
+        for r in range(a.r):
+            order = (run_c, run_py) if r % 2 == 0 else (run_py, run_c)
+            for f in order:
+                if f is run_c:
+                    cs.append(run_c(a.n, size, iters, warm))
+                else:
+                    t, v, same, copied, ok = run_py(a.n, size, iters, warm)
+                    ps.append(t)
+                    vs.append(v)
+                    checks.append((same, copied, ok))
+            print("#   round %d, %d B: C %.3f us, Python %.3f us, strided %.3f us"
+                  % (r + 1, size, cs[-1], ps[-1], vs[-1]), file=sys.stderr)
+        c, p, v = statistics.median(cs), statistics.median(ps), statistics.median(vs)
+        print("%10d %8d %10.3f %10.3f %7.2f %10.3f %12.3f %10.3f"
+              % (size, iters, c, p, p / c, p - c, v, v - p))
+        same, copied, ok = (all(x[k] for x in checks) for k in range(3))
+        print("#   contiguous input passed in place (np.shares_memory): %s; strided view copied: "
+              "%s; results right: %s" % ("yes" if same else "NO", "yes" if copied else "NO",
+                                         "yes" if ok else "NO"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
