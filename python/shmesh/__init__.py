@@ -235,24 +235,31 @@ def _ptr(a):
         return a.ctypes.data if a.size else None
 
 
-_desc_seen = {}
+_descs = threading.local()
 
 
-def _desc(a):
-    """a's shmesh_array.  Calls mostly repeat their dtypes and shapes: the
-    rest of the struct is copied from the last one made for them."""
-    key = (a.dtype.num, a.shape)
-    t = _desc_seen.get(key)
-    if t is None:
-        t = _lib.Array()
-        t.dtype = _CODES[a.dtype]
-        t.ndim = a.ndim
+def _desc(a, role):
+    """a's shmesh_array, for argument `role` (0, 1, ...) of a call.  Calls
+    mostly repeat their dtypes and shapes, and a call's structs are not kept
+    after it returns: each thread keeps one struct per role, dtype and
+    shape, and only the data address changes (building one costs a
+    microsecond, more than the C psum of a few bytes)."""
+    try:
+        seen = _descs.seen
+    except AttributeError:
+        seen = _descs.seen = {}
+    key = (role, a.dtype.num, a.shape)
+    d = seen.get(key)
+    if d is None:
+        d = _lib.Array()
+        d.dtype = _CODES[a.dtype]
+        d.ndim = a.ndim
         for i, n in enumerate(a.shape):
-            t.shape[i] = n
-        t.bdim = 0
-        if len(_desc_seen) < 256:
-            _desc_seen[key] = t
-    d = _lib.Array.from_buffer_copy(t)
+            d.shape[i] = n
+        d.bdim = 0
+        if len(seen) >= 512:
+            seen.clear()
+        seen[key] = d
     d.data = _ptr(a)
     return d
 
@@ -353,7 +360,7 @@ def _call(fn, what, mesh, axis_name, groups_arg, x, out_shape, out_dtype, *param
     g, keep = _groups(groups_arg, what)
     a = x
     out = np.empty(out_shape, dtype=out_dtype)
-    din, dout = _desc(a), _desc(out)
+    din, dout = _desc(a, 0), _desc(out, 1)
     rc = fn(mp, axes, ctypes.addressof(g) if g is not None else None, *params, ctypes.addressof(din),
             ctypes.addressof(dout))
     del keep
@@ -463,6 +470,8 @@ def _reduce(fn, what, result_dtype):
             a = _prepare(v, what)
             return _call(fn, what, mesh, axis_name, axis_index_groups, a, a.shape,
                          result_dtype(a.dtype))
+        if type(x) is np.ndarray:  # one array: no tree to walk
+            return leaf(x)
         return _tree_map(leaf, x)
     op.__name__ = what
     return op
@@ -586,7 +595,7 @@ def _perm_call(fn, what, x, axis_name, mesh, arg, nparams):
         a = _prepare(v, what)
         mp = _mesh_ptr(mesh)
         out = np.empty(a.shape, a.dtype)
-        din, dout = _desc(a), _desc(out)
+        din, dout = _desc(a, 0), _desc(out, 1)
         rc = fn(mp, _axes(axis_name, what), *arg, *nparams, ctypes.addressof(din),
                 ctypes.addressof(dout))
         if rc:
@@ -637,7 +646,7 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
     ints = [_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets, recv_sizes)]
     mp = _mesh_ptr(mesh)
     g, keep = _groups(axis_index_groups, what)
-    descs = [_desc(a), _desc(out)] + [_desc(v) for v in ints]
+    descs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
     rc = lib.shmesh_ragged_all_to_all(mp, _axes(axis_name, what),
                                       ctypes.addressof(g) if g is not None else None,
                                       *[ctypes.addressof(d) for d in descs])
