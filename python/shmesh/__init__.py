@@ -335,6 +335,14 @@ def _group_size(mp, axes, groups, what):
     return n.value
 
 
+def _with_group_size(v, what, mesh, axis_name, axis_index_groups):
+    """The input of an op whose output shape depends on the group size, and
+    that size."""
+    a = _prepare(v, what)
+    g, _ = _groups(axis_index_groups, what)
+    return a, _group_size(_mesh_ptr(mesh), _axes(axis_name, what), g, what)
+
+
 def _axis(axis, ndim, what, name="axis"):
     a = int(axis)
     if not -ndim <= a < ndim:
@@ -521,10 +529,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mes
     """The group's inputs stacked along a new dimension `axis` (or
     concatenated along it with tiled=True), as jax.lax.all_gather."""
     def leaf(v):
-        a = _prepare(v, "all_gather")
-        mp = _mesh_ptr(mesh)
-        g, _ = _groups(axis_index_groups, "all_gather")
-        n = _group_size(mp, _axes(axis_name, "all_gather"), g, "all_gather")
+        a, n = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
         shape = list(a.shape)
         if tiled:
             ax = _axis(axis, a.ndim, "all_gather")
@@ -542,10 +547,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     """The psum, block p of it (along scatter_dimension) to group index p
     (jax.lax.psum_scatter)."""
     def leaf(v):
-        a = _prepare(v, "psum_scatter")
-        mp = _mesh_ptr(mesh)
-        g, _ = _groups(axis_index_groups, "psum_scatter")
-        n = _group_size(mp, _axes(axis_name, "psum_scatter"), g, "psum_scatter")
+        a, n = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
         d = _axis(scatter_dimension, a.ndim, "psum_scatter", "scatter_dimension")
         shape = list(a.shape)
         if tiled:
@@ -562,18 +564,14 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     """Block j along split_axis to group index j, received blocks placed along
     concat_axis (jax.lax.all_to_all)."""
     def leaf(v):
-        a = _prepare(v, "all_to_all")
-        mp = _mesh_ptr(mesh)
-        g, _ = _groups(axis_index_groups, "all_to_all")
-        n = _group_size(mp, _axes(axis_name, "all_to_all"), g, "all_to_all")
+        a, n = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
         s = _axis(split_axis, a.ndim, "all_to_all", "split_axis")
+        c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
         shape = list(a.shape)
         if tiled:
-            c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
             shape[s] = shape[s] // n if n else 0
             shape[c] *= n
         else:
-            c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
             del shape[s]
             shape.insert(c, n)
         return _call(lib.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
