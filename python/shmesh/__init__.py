@@ -28,7 +28,8 @@ __all__ = [
     "psum_scatter", "all_to_all", "pswapaxes", "ppermute", "pshuffle", "pbroadcast",
     "ragged_all_to_all", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
-    "BadSegment",
+    "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
+    "make_array_from_callback", "device_put",
 ]
 
 
@@ -127,8 +128,9 @@ def _c():
 
 
 def finalize():
-    """Leaves the job (collective): meshes made are destroyed first, and
-    arrays from alloc() must not be used after."""
+    """Leaves the job (collective): meshes made are destroyed first (with
+    their shardings and global arrays), and arrays from alloc() and shards'
+    data must not be used after."""
     global _ctx
     with _lock:
         if _ctx is None:
@@ -408,6 +410,7 @@ class Mesh:
             _raise(rc, ctx)
         self._p = p
         self._pushed = 0
+        self._shardings = weakref.WeakSet()  # freed before the mesh
         _meshes.add(self)
 
     @property
@@ -437,6 +440,8 @@ class Mesh:
 
     def _destroy(self):
         if self._p:
+            for s in list(self._shardings):
+                s._destroy()
             while self._pushed > 0:
                 lib.shmesh_mesh_pop(self._p)
                 self._pushed -= 1
@@ -444,7 +449,8 @@ class Mesh:
             self._p = None
 
     def close(self):
-        """Frees the mesh now (else at garbage collection or finalize())."""
+        """Frees the mesh now (else at garbage collection or finalize()), and
+        the shardings and global arrays made on it."""
         self._destroy()
 
     def __del__(self):
@@ -679,3 +685,371 @@ def alloc(shape, dtype=np.float32):
 def _free(ctx, ptr):
     if _ctx is not None and _ctx.value == ctx.value:
         lib.shmesh_free(ctx, ptr)
+
+
+# ---- partition specs, shardings and global arrays -----------------------------
+
+def _checked(fn, *args):
+    """fn(*args), raising on a negative result with the sentence of the
+    context or of the thread (NULL), whichever the call set: sharding and
+    global-array calls explain some errors in one, some in the other."""
+    ctx = _ctx
+    before = (lib.shmesh_last_error(ctx), lib.shmesh_last_error(None))
+    rc = fn(*args)
+    if rc < 0:
+        after = (lib.shmesh_last_error(ctx), lib.shmesh_last_error(None))
+        use_thread = after[1] != before[1] and after[0] == before[0]
+        _raise(rc, None if use_thread else ctx)
+    return rc
+
+
+def _shape_arg(shape, what):
+    try:
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    except (TypeError, ValueError):
+        _invalid("%s: a shape is a tuple of integers, got %r" % (what, shape))
+    if len(shape) > _lib.MAX_NDIM:
+        _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, len(shape)))
+    return shape, (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+class PartitionSpec(tuple):
+    """jax.sharding.PartitionSpec (also `P`): one entry per leading dimension
+    of an array, each None (not split), a mesh axis name, or a tuple of
+    names (split over the product of their sizes, the first varying
+    slowest).  Dimensions past the entries are not split."""
+
+    def __new__(cls, *entries):
+        out = []
+        for e in entries:
+            if e is None or isinstance(e, str):
+                out.append(e)
+            elif isinstance(e, (tuple, list)) and all(isinstance(n, str) for n in e):
+                out.append(tuple(e))
+            else:
+                _invalid("PartitionSpec: an entry is None, an axis name or a tuple of names, "
+                         "got %r" % (e,))
+        if len(out) > _lib.MAX_NDIM:
+            _invalid("PartitionSpec: at most %d entries, got %d" % (_lib.MAX_NDIM, len(out)))
+        return super().__new__(cls, out)
+
+    def __repr__(self):
+        # JAX's form: PartitionSpec('data', None), PartitionSpec('x',), PartitionSpec()
+        return "PartitionSpec(%s)" % tuple.__repr__(self)[1:-1]
+
+    __str__ = __repr__
+
+    def _text(self):
+        """The spec as shmesh_pspec_parse reads it: "x,(y,z),-"."""
+        def entry(e):
+            if e is None:
+                return "-"
+            if isinstance(e, str):
+                return e
+            return "(%s)" % ",".join(e)
+        return ",".join(entry(e) for e in self)
+
+    def _c(self):
+        spec = _lib.PSpec()
+        for e in self:
+            for n in ([] if e is None else [e] if isinstance(e, str) else e):
+                if not n or any(c in n for c in ",() '\""):
+                    _invalid("PartitionSpec: an axis name is 1 to %d characters, none of ',', "
+                             "'(', ')', a quote or a space; got %r" % (_lib.MAX_AXIS_NAME, n))
+        _checked(lib.shmesh_pspec_parse, self._text().encode(), ctypes.byref(spec))
+        return spec
+
+
+P = PartitionSpec
+
+_shardings = weakref.WeakSet()
+_garrays = weakref.WeakSet()
+
+
+def _slices(idx, shape, shard_shape):
+    """JAX's index of a block: slice(None) where the dimension is whole."""
+    return tuple(slice(None) if shard_shape[d] == shape[d] else
+                 slice(int(idx.start[d]), int(idx.stop[d])) for d in range(len(shape)))
+
+
+class NamedSharding:
+    """jax.sharding.NamedSharding: a mesh and a PartitionSpec.  Local (not
+    collective); it keeps its mesh alive, and is freed with it (Mesh.close,
+    finalize) or when garbage collected."""
+
+    def __init__(self, mesh, spec):
+        if not isinstance(mesh, Mesh):
+            _invalid("NamedSharding: mesh must be a shmesh.Mesh, got %r" % (mesh,))
+        if not mesh._p:
+            _invalid("NamedSharding: the mesh was destroyed (shmesh.finalize or Mesh.close)")
+        if not isinstance(spec, PartitionSpec):
+            if spec is None or isinstance(spec, str):
+                spec = PartitionSpec(spec)
+            else:
+                spec = PartitionSpec(*spec)
+        self.mesh = mesh
+        self.spec = spec
+        self._cspec = spec._c()
+        p = ctypes.c_void_p()
+        _checked(lib.shmesh_sharding_create, mesh._p, ctypes.byref(self._cspec), ctypes.byref(p))
+        self._p = p
+        self._arrays = weakref.WeakSet()
+        _shardings.add(self)
+        mesh._shardings.add(self)
+
+    def __repr__(self):
+        return "NamedSharding(mesh=%r, spec=%r)" % (self.mesh, self.spec)
+
+    def _ptr(self):
+        if not self._p:
+            _invalid("the sharding was destroyed (its mesh was closed, or shmesh.finalize)")
+        return self._p
+
+    def shard_shape(self, global_shape):
+        """The shape of every shard of an array of global_shape."""
+        shape, cshape = _shape_arg(global_shape, "shard_shape")
+        out = (ctypes.c_int64 * max(len(shape), 1))()
+        _checked(lib.shmesh_sharding_shard_shape, self._ptr(), len(shape), cshape, out)
+        return tuple(int(out[d]) for d in range(len(shape)))
+
+    def is_fully_replicated_for(self, global_shape):
+        """Whether every shard of an array of global_shape is the whole array."""
+        shape, cshape = _shape_arg(global_shape, "is_fully_replicated")
+        return bool(_checked(lib.shmesh_sharding_is_fully_replicated, self._ptr(), len(shape),
+                             cshape))
+
+    @property
+    def is_fully_replicated(self):
+        """Whether the spec splits nothing (every axis it names has size 1),
+        as JAX's property: each device holds the whole array."""
+        sizes = self.mesh.shape
+        for e in self.spec:
+            for n in ([] if e is None else [e] if isinstance(e, str) else e):
+                if sizes.get(n, 1) != 1:
+                    return False
+        return True
+
+    def _indices(self, shape, cshape):
+        n = lib.shmesh_mesh_size(self.mesh._p)
+        out = (_lib.Index * max(n, 1))()
+        _checked(lib.shmesh_sharding_indices, self._ptr(), len(shape), cshape, out)
+        return out, n
+
+    def devices_indices_map(self, global_shape):
+        """{device id: its block as a tuple of slices}, in mesh order, as
+        JAX's (keyed by device ids, not Device objects)."""
+        shape, cshape = _shape_arg(global_shape, "devices_indices_map")
+        sshape = self.shard_shape(shape)
+        out, n = self._indices(shape, cshape)
+        return {int(out[i].device): _slices(out[i], shape, sshape) for i in range(n)}
+
+    def replica_ids(self, global_shape):
+        """{device id: replica id} (0 for the first holder of a block in mesh
+        order)."""
+        shape, cshape = _shape_arg(global_shape, "replica_ids")
+        out, n = self._indices(shape, cshape)
+        return {int(out[i].device): int(out[i].replica_id) for i in range(n)}
+
+    def _destroy(self):
+        if self._p:
+            for a in list(self._arrays):
+                a._destroy()
+            lib.shmesh_sharding_destroy(self._p)
+            self._p = None
+
+    def __del__(self):
+        if _ctx is not None and getattr(self, "_p", None):
+            self._destroy()
+
+
+class Shard:
+    """One local shard of a GlobalArray (jax.Shard): `device` (its id),
+    `index` (its block, a tuple of slices), `replica_id`, and `data`, a
+    read-only numpy view of the array's own buffer (no copy: valid while
+    the array lives, not after its mesh is closed or finalize())."""
+
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device, index, replica_id, data):
+        self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+    def __repr__(self):
+        return "Shard(device=%d, index=%r, replica_id=%d, data=%r)" % (
+            self.device, self.index, self.replica_id, self.data)
+
+
+class GlobalArray:
+    """A global array (jax.Array): one logical array of `shape` and `dtype`
+    split over the devices of `sharding.mesh`; this rank holds the shards of
+    its own devices (`addressable_shards`).  Made by
+    make_array_from_callback or device_put; ``np.asarray(a)`` (or
+    a.gather()) gathers the whole array to every rank, which is collective."""
+
+    def __init__(self, p, sharding, dtype):
+        self._p = p
+        self.sharding = sharding
+        self.dtype = np.dtype(dtype)
+        cshape = (ctypes.c_int64 * _lib.MAX_NDIM)()
+        nd = lib.shmesh_global_array_shape(p, cshape)
+        self.shape = tuple(int(cshape[d]) for d in range(nd))
+        sharding._arrays.add(self)
+        _garrays.add(self)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def is_fully_replicated(self):
+        return bool(lib.shmesh_global_array_is_fully_replicated(self._ptr()))
+
+    def _ptr(self):
+        if not self._p:
+            _invalid("the global array was destroyed (close, its mesh closed, or "
+                     "shmesh.finalize)")
+        return self._p
+
+    @property
+    def addressable_shards(self):
+        """This rank's shards, one per local device of the mesh, in mesh order
+        (made anew at each access: the array is not in a cycle with them)."""
+        ptr = ctypes.POINTER(_lib.Shard)()
+        n = _checked(lib.shmesh_global_array_local_shards, self._ptr(), ctypes.byref(ptr))
+        sshape = self.sharding.shard_shape(self.shape)
+        shards = []
+        for i in range(n):
+            sh = ptr[i]
+            count = int(np.prod(sshape, dtype=np.int64))
+            if sh.data.data and count:
+                buf = (ctypes.c_char * (count * self.dtype.itemsize)).from_address(
+                    sh.data.data)
+                buf._owner = self  # the view keeps the array alive
+                data = np.frombuffer(buf, dtype=self.dtype).reshape(sshape)
+                data.flags.writeable = False
+            else:
+                data = np.zeros(sshape, self.dtype)
+                data.flags.writeable = False
+            shards.append(Shard(int(sh.index.device),
+                                _slices(sh.index, self.shape, sshape),
+                                int(sh.index.replica_id), data))
+        return shards
+
+    def gather(self, root=-1):
+        """Collective: the whole array (a new numpy array) on every rank
+        (root -1), or on rank `root` only (None elsewhere);
+        shmesh_global_array_gather."""
+        root = int(root)
+        ptr = self._ptr()
+        want = root == -1 or root == rank()
+        out = np.empty(self.shape, self.dtype) if want else None
+        _checked(lib.shmesh_global_array_gather, ptr, root,
+                 out.ctypes.data if want and out.size else None)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.gather(-1)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __repr__(self):
+        return "GlobalArray(shape=%r, dtype=%s, sharding=%r)" % (self.shape, self.dtype,
+                                                                  self.sharding)
+
+    def _destroy(self):
+        if self._p:
+            lib.shmesh_global_array_destroy(self._p)
+            self._p = None
+
+    def close(self):
+        """Frees the array's shards now (else when it and its shards' data
+        are garbage collected, its mesh is closed, or at finalize())."""
+        self._destroy()
+
+    def __del__(self):
+        if _ctx is not None and getattr(self, "_p", None):
+            self._destroy()
+
+
+def _local_devices_of(mesh):
+    n = lib.shmesh_mesh_size(mesh._p)
+    ids = (ctypes.c_int * max(n, 1))()
+    k = _checked(lib.shmesh_mesh_local_devices, mesh._p, ids, n)
+    return [ids[i] for i in range(k)]
+
+
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+    """jax.make_array_from_callback: a GlobalArray of `shape` whose shard on
+    each local device is data_callback(index), index that device's block as
+    a tuple of slices (so a global numpy array g gives it as g[index]).
+    Local (not collective): every rank should make the same arrays.  With
+    dtype None, the dtype is that of the first block the callback returns."""
+    what = "make_array_from_callback"
+    if not isinstance(sharding, NamedSharding):
+        _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
+    shape, cshape = _shape_arg(shape, what)
+    sp = sharding._ptr()
+    first = {}
+    if dtype is None:
+        imap = sharding.devices_indices_map(shape)  # the refusals of a bad shape, first
+        local = _local_devices_of(sharding.mesh)
+        if not local:
+            _invalid("%s: dtype=None takes the dtype of the callback's first block, but this "
+                     "rank holds no device of the mesh: pass dtype" % what)
+        block = np.asarray(data_callback(imap[local[0]]))
+        dtype = block.dtype
+        first[local[0]] = block
+    code = _code(dtype, what)
+    dtype = np.dtype(dtype)
+    failure = []
+
+    def fill(arg, shard_p):
+        try:
+            sh = shard_p.contents
+            index = _slices(sh.index, shape, tuple(int(sh.data.shape[d])
+                                                   for d in range(len(shape))))
+            sshape = tuple(int(sh.data.shape[d]) for d in range(len(shape)))
+            dev = int(sh.index.device)
+            block = first.pop(dev) if dev in first else np.asarray(data_callback(index))
+            if block.shape != sshape:
+                raise InvalidArgument(
+                    "%s: the callback returned shape %s for device %d's block %r, whose shape "
+                    "is %s" % (what, block.shape, dev, index, sshape), -1)
+            count = int(np.prod(sshape, dtype=np.int64))
+            if count and sh.data.data:
+                buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(sh.data.data)
+                np.frombuffer(buf, dtype=dtype).reshape(sshape)[...] = block
+            return 0
+        except BaseException as e:  # noqa: B902 -- carried out of C, raised below
+            failure.append(e)
+            return 1
+
+    cb = _lib.SHARD_FN(fill)
+    p = ctypes.c_void_p()
+    try:
+        _checked(lib.shmesh_global_array_from_callback, sp, code, len(shape), cshape, cb, None,
+                 ctypes.byref(p))
+    except Error:
+        if failure:
+            raise failure[0]
+        raise
+    return GlobalArray(p, sharding, dtype)
+
+
+def device_put(x, sharding, *, root=0):
+    """jax.device_put onto a NamedSharding, collective: a GlobalArray x
+    resharded (shmesh_global_array_reshard), or a host array whose data is
+    rank root's (read there only; shmesh_global_array_scatter)."""
+    if not isinstance(sharding, NamedSharding):
+        _invalid("device_put: sharding must be a shmesh.NamedSharding, got %r" % (sharding,))
+    p = ctypes.c_void_p()
+    if isinstance(x, GlobalArray):
+        _checked(lib.shmesh_global_array_reshard, x._ptr(), sharding._ptr(), ctypes.byref(p))
+        return GlobalArray(p, sharding, x.dtype)
+    a = _prepare(x, "device_put")
+    shape, cshape = _shape_arg(a.shape, "device_put")
+    _checked(lib.shmesh_global_array_scatter, sharding._ptr(), _CODES[a.dtype], len(shape),
+             cshape, int(root), a.ctypes.data if a.size else None, ctypes.byref(p))
+    return GlobalArray(p, sharding, a.dtype)

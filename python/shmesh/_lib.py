@@ -33,6 +33,38 @@ class Groups(ctypes.Structure):
     ]
 
 
+MAX_MESH_DIMS = 8  # SHMESH_MAX_MESH_DIMS
+MAX_AXIS_NAME = 31  # SHMESH_MAX_AXIS_NAME
+
+
+class PSpec(ctypes.Structure):
+    """shmesh_pspec."""
+    _fields_ = [
+        ("n", ctypes.c_int),
+        ("naxes", ctypes.c_int * MAX_NDIM),
+        ("axes", ((ctypes.c_char * (MAX_AXIS_NAME + 1)) * MAX_MESH_DIMS) * MAX_NDIM),
+    ]
+
+
+class Index(ctypes.Structure):
+    """shmesh_index."""
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("replica_id", ctypes.c_int),
+        ("start", ctypes.c_int64 * MAX_NDIM),
+        ("stop", ctypes.c_int64 * MAX_NDIM),
+    ]
+
+
+class Shard(ctypes.Structure):
+    """shmesh_shard."""
+    _fields_ = [("index", Index), ("data", Array)]
+
+
+# shmesh_shard_fn: int (*)(void *arg, const shmesh_shard *shard)
+SHARD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Shard))
+
+
 def _candidates():
     given = os.environ.get("SHMESH_LIBRARY")
     if given:
@@ -108,6 +140,27 @@ _PROTOS = {
     "shmesh_ppermute": (I, [P, S, ctypes.POINTER(I), I, AP, AP]),
     "shmesh_pshuffle": (I, [P, S, ctypes.POINTER(I), AP, AP]),
     "shmesh_pbroadcast": (I, [P, S, I, AP, AP]),
+    "shmesh_mesh_size": (I, [P]),
+    "shmesh_mesh_local_devices": (I, [P, ctypes.POINTER(I), I]),
+    "shmesh_pspec_parse": (I, [S, ctypes.POINTER(PSpec)]),
+    "shmesh_pspec_text": (I, [ctypes.POINTER(PSpec), ctypes.c_char_p, ctypes.c_size_t]),
+    "shmesh_sharding_create": (I, [P, ctypes.POINTER(PSpec), ctypes.POINTER(P)]),
+    "shmesh_sharding_destroy": (None, [P]),
+    "shmesh_sharding_shard_shape": (I, [P, I, ctypes.POINTER(ctypes.c_int64),
+                                        ctypes.POINTER(ctypes.c_int64)]),
+    "shmesh_sharding_is_fully_replicated": (I, [P, I, ctypes.POINTER(ctypes.c_int64)]),
+    "shmesh_sharding_indices": (I, [P, I, ctypes.POINTER(ctypes.c_int64),
+                                    ctypes.POINTER(Index)]),
+    "shmesh_global_array_from_callback": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64), SHARD_FN,
+                                              P, ctypes.POINTER(P)]),
+    "shmesh_global_array_scatter": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64), I, P,
+                                        ctypes.POINTER(P)]),
+    "shmesh_global_array_reshard": (I, [P, P, ctypes.POINTER(P)]),
+    "shmesh_global_array_destroy": (None, [P]),
+    "shmesh_global_array_shape": (I, [P, ctypes.POINTER(ctypes.c_int64)]),
+    "shmesh_global_array_is_fully_replicated": (ctypes.c_bool, [P]),
+    "shmesh_global_array_local_shards": (I, [P, ctypes.POINTER(ctypes.POINTER(Shard))]),
+    "shmesh_global_array_gather": (I, [P, I, P]),
     "shmesh_strerror": (S, [I]),
     "shmesh_error_name": (S, [I]),
     "shmesh_last_error": (S, [P]),
