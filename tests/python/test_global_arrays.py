@@ -2,8 +2,13 @@
 against numpy: every block is checked against the test's own slicing of a
 global numpy array (`blocks` below, the rule of docs/arrays.md), on 1, 2
 and 4 ranks (one device each).  Every rank runs every test in the same
-order; the collective ones (gather, device_put, Mesh) everywhere."""
+order; the collective ones (gather, device_put, Mesh) everywhere.  The
+single-rank run also replays tests/golden/sharding-101.txt (recorded from
+JAX) through golden_sharding.py in jobs of 8 devices."""
 import itertools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -248,3 +253,28 @@ def test_array_close_and_garbage(mesh, world):
     b = shmesh.make_array_from_callback(g.shape, s, lambda i: g[i])
     b.close()
     invalid(lambda: np.asarray(b), "destroyed")
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# what the launcher gives a rank: not passed on to the jobs started here
+JOB_VARS = ("SHMESH_SEGMENT", "SHMESH_RANK", "SHMESH_WORLD_SIZE", "SHMESH_LOCAL_RANK",
+            "SHMESH_LOCAL_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+            "SHMESH_TIMEOUT")
+
+
+@pytest.mark.skipif(shmesh.world_size() != 1, reason="jobs are started from the single-rank run")
+@pytest.mark.parametrize("ranks,devices", [(2, 4), (1, 8)])
+def test_golden_sharding_cases(launcher, ranks, devices):
+    """The 600 recorded cases on 8 devices (2 ranks of 4, 1 of 8): shard
+    shapes, blocks, replica ids and refusals as JAX's, and
+    make_array_from_callback and its gather with several devices per rank."""
+    e = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
+    e["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(shmesh.__file__)))
+    e["SHMESH_LIBRARY"] = os.path.abspath(shmesh._lib.lib._name)
+    golden = os.path.join(HERE, "..", "golden", "sharding-101.txt")
+    cmd = [launcher, "-n", str(ranks), "--devices-per-rank", str(devices), "--timeout", "60",
+           "--", sys.executable, os.path.join(HERE, "golden_sharding.py"), golden]
+    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=90, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("golden sharding: 600 cases, 600 passed, 0 failed") == ranks, p.stdout
