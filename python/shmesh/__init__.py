@@ -10,7 +10,9 @@ one node, on numpy arrays.
 Run under the launcher: ``shmesh-run -n 4 -- python3 train.py``.  Names and
 arguments follow ``jax.lax`` and ``jax.sharding``; every function returns a
 new array (``ragged_all_to_all`` a new output), and a failed call raises a
-``shmesh.Error`` carrying the library's sentence.  See docs/python.md.
+``shmesh.Error`` carrying the library's sentence.  Global arrays:
+``NamedSharding(mesh, P("data", None))``, ``make_array_from_callback``,
+``np.asarray(a)`` (a collective gather).  See docs/python.md.
 """
 import atexit
 import ctypes
@@ -709,7 +711,8 @@ def _shape_arg(shape, what):
     except (TypeError, ValueError):
         _invalid("%s: a shape is a tuple of integers, got %r" % (what, shape))
     if len(shape) > _lib.MAX_NDIM:
-        _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, len(shape)))
+        _invalid("%s: arrays have at most %d dimensions, got %d"
+                 % (what, _lib.MAX_NDIM, len(shape)))
     return shape, (ctypes.c_int64 * max(len(shape), 1))(*shape)
 
 
