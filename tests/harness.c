@@ -151,7 +151,7 @@ void run_free(struct run *r)
     r->out = r->err = NULL;
 }
 
-static const char *need_env(const char *name)
+const char *need_env(const char *name)
 {
     const char *v = getenv(name);
     if (!v) {

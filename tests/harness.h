@@ -54,7 +54,9 @@ bool uring_available(void);
  * name; returns how many were found (at most max). */
 int op_times_ms(const char *out, const char *op_arrow_err, double *ms, int max);
 
-/* Paths given by meson through the environment. */
+/* Paths given by meson through the environment: the variable's value, or
+ * exit 1 saying it is not set. */
+const char *need_env(const char *name);
 const char *launcher_path(void);
 const char *rank_prog_path(void);
 

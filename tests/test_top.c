@@ -48,15 +48,7 @@ enum {
 #undef TOP_OP_ID
 };
 
-static const char *top_path(void)
-{
-    const char *p = getenv("SHMESH_TOP");
-    if (!p) {
-        fprintf(stderr, "SHMESH_TOP is not set (run the tests through meson test)\n");
-        exit(1);
-    }
-    return p;
-}
+static const char *top_path(void) { return need_env("SHMESH_TOP"); }
 
 /* shmesh-top with these arguments (NULL-terminated). */
 static void top(struct run *r, char *const env[], ...)
@@ -348,15 +340,7 @@ struct poll_job {
     bool seen;
 };
 
-static const char *top_prog_path(void)
-{
-    const char *p = getenv("SHMESH_TEST_TOP");
-    if (!p) {
-        fprintf(stderr, "SHMESH_TEST_TOP is not set (run the tests through meson test)\n");
-        exit(1);
-    }
-    return p;
-}
+static const char *top_prog_path(void) { return need_env("SHMESH_TEST_TOP"); }
 
 /* While the job runs: shmesh-top until it shows what is expected (20 s at
  * most), then the launcher is told to stop. */
