@@ -97,7 +97,8 @@ def _invalid(text):
 # ---- the context ------------------------------------------------------------
 
 _ctx = None       # ctypes.c_void_p of shmesh_ctx, once init() has run
-_local_devices = 1
+_local_devices = 1  # K: arrays of collectives carry a leading axis of K (_shape_of)
+_MAX_NDIM = _lib.MAX_NDIM  # the most dimensions an argument may have: one more with K > 1
 _meshes = weakref.WeakSet()
 _lock = threading.Lock()
 
@@ -106,7 +107,7 @@ def init():
     """Joins the job (shmesh-run's environment), or makes a world of one.
     Collective under the launcher.  Calling it again does nothing; the
     functions below call it themselves when needed."""
-    global _ctx, _local_devices
+    global _ctx, _local_devices, _MAX_NDIM
     with _lock:
         if _ctx is not None:
             return
@@ -116,6 +117,7 @@ def init():
             _raise(rc, None)
         _ctx = p
         _local_devices = lib.shmesh_local_device_count(p)
+        _MAX_NDIM = _lib.MAX_NDIM + (_local_devices > 1)
         atexit.register(_at_exit)
 
 
@@ -218,54 +220,152 @@ def _prepare(x, what):
     """x as a C-contiguous native-order array: the same memory when it is one
     already, else a copy."""
     if (type(x) is np.ndarray and x.dtype in _CODES and x.flags.c_contiguous
-            and x.ndim <= _lib.MAX_NDIM):
+            and x.ndim <= _MAX_NDIM):
         return x  # the common case, at once
     a = np.asarray(x)
     _code(a.dtype, what)
     if a.dtype.byteorder not in "=|":
         a = a.astype(a.dtype.newbyteorder("="))
-    if a.ndim > _lib.MAX_NDIM:
+    if a.ndim > _MAX_NDIM:
         _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
     # not np.ascontiguousarray, which makes a 0-d array (a scalar) 1-d
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
-def _ptr(a):
-    """a's data address.  Through the buffer protocol where it can (a
-    writable array: about 0.4 us, against 1.5 for a.ctypes.data)."""
+def _shape_of(a, what):
+    """The shape of one device's array.  With several devices per rank
+    (shmesh-run --devices-per-rank K), an argument carries one array per
+    device along a leading axis of K entries, as jax.pmap's inputs do,
+    entry i for the mesh's i-th device on this rank (Mesh.local_devices)."""
+    k = _local_devices
+    if k == 1:
+        return a.shape
+    if a.ndim == 0 or a.shape[0] != k:
+        _invalid("%s: this rank holds %d devices, so an array's leading axis must have one "
+                 "entry per device (as jax.pmap's inputs), got shape %s"
+                 % (what, k, tuple(a.shape)))
+    return a.shape[1:]
+
+
+def _ptr_checked(a):
+    """a's data address through the buffer protocol (or a.ctypes.data for
+    a read-only array): 0.6 to 1.1 us."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
     except (TypeError, ValueError, BufferError):
         return a.ctypes.data if a.size else None
 
 
+# numpy's array object is PyObject_HEAD followed by the data pointer (the
+# field PyArray_DATA reads); on CPython id() is the object's address.
+# Reading the pointer there costs 0.35 us, half of the buffer protocol's,
+# and works for read-only arrays too.  Used only once it is seen to agree
+# with a.ctypes.data on a few arrays; elsewhere (another interpreter, another
+# layout) the buffer protocol is used.
+_DATA_AT = object.__basicsize__
+_VP = ctypes.c_void_p
+
+
+def _ptr_fast(a):
+    return _VP.from_address(id(a) + _DATA_AT).value
+
+
+def _fast_ptr_agrees():
+    import sys
+    if sys.implementation.name != "cpython":
+        return False
+    base = np.arange(24, dtype=np.int64).reshape(4, 6)
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    return all(_ptr_fast(a) == a.ctypes.data
+               for a in (base, base[1:], base[2, 3:], np.zeros(5, np.int8), ro))
+
+
+_ptr = _ptr_fast if _fast_ptr_agrees() else _ptr_checked
+
 _descs = threading.local()
 
 
-def _desc(a, role):
-    """a's shmesh_array, for argument `role` (0, 1, ...) of a call.  Calls
-    mostly repeat their dtypes and shapes, and a call's structs are not kept
-    after it returns: each thread keeps one struct per role, dtype and
-    shape, and only the data address changes (building one costs a
-    microsecond, more than the C psum of a few bytes)."""
+def _seen():
     try:
-        seen = _descs.seen
+        return _descs.seen
     except AttributeError:
-        seen = _descs.seen = {}
-    key = (role, a.dtype.num, a.shape)
-    d = seen.get(key)
-    if d is None:
-        d = _lib.Array()
+        _descs.seen = {}
+        return _descs.seen
+
+
+def _new_desc(a):
+    """(a's first struct, a reference to its structs, the structs, the
+    bytes of one device's array)."""
+    k = _local_devices
+    shape = a.shape[1:] if k > 1 else a.shape
+    arr = (_lib.Array * k)()
+    for d in arr:
         d.dtype = _CODES[a.dtype]
-        d.ndim = a.ndim
-        for i, n in enumerate(a.shape):
+        d.ndim = len(shape)
+        for i, n in enumerate(shape):
             d.shape[i] = n
         d.bdim = 0
+    return (arr[0], ctypes.byref(arr), arr, a.nbytes // k)
+
+
+def _set_data(e, a):
+    p = _ptr(a)
+    if _local_devices == 1:
+        e[0].data = p
+    else:
+        for i, d in enumerate(e[2]):
+            d.data = p + i * e[3] if p is not None else None
+
+
+def _desc(a, role):
+    """What a call takes for array a as its argument `role` (0, 1, ...): a
+    reference to its shmesh_array, or to one per local device when the rank
+    holds several (a's leading axis, see _shape_of).  Calls mostly repeat
+    their dtypes and shapes, and a call's structs are not kept after it
+    returns: each thread keeps the structs per role, dtype, shape and
+    device count, and only the data addresses change (building them costs
+    a microsecond, more than the C psum of a few bytes)."""
+    seen = _seen()
+    key = (role, a.dtype.num, a.shape, _local_devices)
+    e = seen.get(key)
+    if e is None:
         if len(seen) >= 512:
             seen.clear()
-        seen[key] = d
-    d.data = _ptr(a)
-    return d
+        e = seen[key] = _new_desc(a)
+    _set_data(e, a)
+    return e[1]
+
+
+def _in_out(a, out):
+    """_desc(a, 0) and _desc(out, 1) with one lookup: the pair every op but
+    ragged_all_to_all passes (0.3 us less than two)."""
+    seen = _seen()
+    key = (a.dtype.num, a.shape, out.dtype.num, out.shape, _local_devices)
+    e = seen.get(key)
+    if e is None:
+        if len(seen) >= 512:
+            seen.clear()
+        e = seen[key] = (_new_desc(a), _new_desc(out))
+    if _local_devices == 1:  # _set_data, inline
+        e[0][0].data = _ptr(a)
+        e[1][0].data = _ptr(out)
+    else:
+        _set_data(e[0], a)
+        _set_data(e[1], out)
+    return e[0][1], e[1][1]
+
+
+def _cint(v, what, name):
+    """v as a C int argument (a call without declared argument types would
+    refuse a larger one with ctypes' own error)."""
+    try:
+        i = int(v)
+    except (TypeError, ValueError):
+        _invalid("%s: %s must be an integer, got %r" % (what, name, v))
+    if not -2 ** 31 <= i < 2 ** 31:
+        _invalid("%s: %s %d is out of range" % (what, name, i))
+    return i
 
 
 _axes_seen = {}
@@ -297,7 +397,8 @@ def _axes_text(axis_name, what):
 
 def _groups(axis_index_groups, what):
     """The shmesh_groups of JAX's axis_index_groups (a list of lists of
-    indices), and the arrays it points to (kept alive by the caller)."""
+    indices), and a reference to it for the call (which keeps the struct
+    and the arrays it points to alive)."""
     if axis_index_groups is None:
         return None, None
     try:
@@ -309,16 +410,12 @@ def _groups(axis_index_groups, what):
     idx = (ctypes.c_int * max(len(flat), 1))(*flat)
     sizes = (ctypes.c_int * max(len(groups), 1))(*[len(g) for g in groups])
     g = _lib.Groups(len(groups), len(groups[0]) if groups else 0, idx, sizes)
-    return g, (idx, sizes)
+    return g, ctypes.byref(g)
 
 
 def _mesh_ptr(mesh):
     if _ctx is None:
         init()
-    if _local_devices > 1:
-        # The C call would read one array per local device from the one given.
-        _invalid("collectives from Python take one device per rank; this rank holds %d "
-                 "(shmesh-run --devices-per-rank): not built yet" % _local_devices)
     if mesh is None:
         return None
     if not isinstance(mesh, Mesh):
@@ -340,11 +437,11 @@ def _group_size(mp, axes, groups, what):
 
 
 def _with_group_size(v, what, mesh, axis_name, axis_index_groups):
-    """The input of an op whose output shape depends on the group size, and
-    that size."""
+    """The input of an op whose output shape depends on the group size, one
+    device's shape of it, and that size."""
     a = _prepare(v, what)
     g, _ = _groups(axis_index_groups, what)
-    return a, _group_size(_mesh_ptr(mesh), _axes(axis_name, what), g, what)
+    return a, _shape_of(a, what), _group_size(_mesh_ptr(mesh), _axes(axis_name, what), g, what)
 
 
 def _axis(axis, ndim, what, name="axis"):
@@ -366,16 +463,15 @@ def _tree_map(f, tree):
     return f(tree)
 
 
-def _call(fn, what, mesh, axis_name, groups_arg, x, out_shape, out_dtype, *params):
+def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, *params):
+    """fn (a function of _lib.raw) on a prepared input a, into a new array of
+    one device's shape out_shape (a leading axis of K added with K devices
+    per rank)."""
     mp = _mesh_ptr(mesh)
     axes = _axes(axis_name, what)
-    g, keep = _groups(groups_arg, what)
-    a = x
-    out = np.empty(out_shape, dtype=out_dtype)
-    din, dout = _desc(a, 0), _desc(out, 1)
-    rc = fn(mp, axes, ctypes.addressof(g) if g is not None else None, *params, ctypes.addressof(din),
-            ctypes.addressof(dout))
-    del keep
+    gref = None if groups_arg is None else _groups(groups_arg, what)[1]
+    out = np.empty(out_shape if _local_devices == 1 else (_local_devices, *out_shape), out_dtype)
+    rc = fn(mp, axes, gref, *params, *_in_out(a, out))
     if rc:
         _raise(rc, _ctx)
     return out
@@ -423,6 +519,13 @@ class Mesh:
     def size(self):
         return int(self.devices.size)
 
+    @property
+    def local_devices(self):
+        """This rank's device ids in the mesh, in mesh order: with several
+        devices per rank, entry i of a collective's leading axis is
+        local_devices[i]'s."""
+        return _local_devices_of(_mesh_ptr(self))
+
     def __enter__(self):
         rc = lib.shmesh_mesh_push(_mesh_ptr(self))
         if rc:
@@ -461,12 +564,28 @@ class Mesh:
 
 
 def axis_index(axis_name, *, mesh=None):
-    """This device's index along the named axes (row-major over them)."""
+    """This device's index along the named axes (row-major over them); with
+    several devices per rank, an int32 array of one index per device
+    (Mesh.local_devices order)."""
+    mp = _mesh_ptr(mesh)
+    axes = _axes(axis_name, "axis_index")
     i = ctypes.c_int()
-    rc = lib.shmesh_axis_index(_mesh_ptr(mesh), _axes(axis_name, "axis_index"), ctypes.byref(i))
-    if rc:
-        _raise(rc, _ctx)
-    return np.int32(i.value)
+    if _local_devices == 1:
+        rc = lib.shmesh_axis_index(mp, axes, ctypes.byref(i))
+        if rc:
+            _raise(rc, _ctx)
+        return np.int32(i.value)
+    if mp is None:
+        mp = lib.shmesh_mesh_current()
+        if not mp:
+            _invalid("axis_index: no mesh given and none entered (with mesh: ...)")
+    out = np.empty(_local_devices, np.int32)
+    for j, dev in enumerate(_local_devices_of(mp)):
+        rc = lib.shmesh_axis_index_of(mp, axes, dev, ctypes.byref(i))
+        if rc:
+            _raise(rc, _ctx)
+        out[j] = i.value
+    return out
 
 
 def axis_size(axis_name, *, mesh=None):
@@ -479,17 +598,28 @@ def axis_size(axis_name, *, mesh=None):
 
 
 # ---- the collectives ----------------------------------------------------------
+# Every one goes through _call or _perm_call with a function of _lib.raw
+# (no declared argument types: arrays and groups by reference, ints
+# checked by _cint), one leaf of a pytree at a time.
 
-def _reduce(fn, what, result_dtype):
+_raw = _lib.raw
+
+
+def _reduce(name, result_dtype):
+    fn = getattr(_raw, "shmesh_" + name)
+
     def op(x, axis_name, *, axis_index_groups=None, mesh=None):
-        def leaf(v):
-            a = _prepare(v, what)
-            return _call(fn, what, mesh, axis_name, axis_index_groups, a, a.shape,
-                         result_dtype(a.dtype))
         if type(x) is np.ndarray:  # one array: no tree to walk
-            return leaf(x)
+            a = _prepare(x, name)
+            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
+                         result_dtype(a.dtype))
+
+        def leaf(v):
+            a = _prepare(v, name)
+            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
+                         result_dtype(a.dtype))
         return _tree_map(leaf, x)
-    op.__name__ = what
+    op.__name__ = op.__qualname__ = name
     return op
 
 
@@ -506,30 +636,36 @@ def _mean_dtype(dt):
     return np.dtype(np.float64) if dt.itemsize == 8 else np.dtype(np.float32)
 
 
-psum = _reduce(lib.shmesh_psum, "psum", _sum_dtype)
+def _same_dtype(dt):
+    return dt
+
+
+psum = _reduce("psum", _sum_dtype)
 psum.__doc__ = "Sum over the named axes (jax.lax.psum); bool sums to int32."
-pmax = _reduce(lib.shmesh_pmax, "pmax", lambda dt: dt)
+pmax = _reduce("pmax", _same_dtype)
 pmax.__doc__ = "Element-wise maximum over the named axes (jax.lax.pmax)."
-pmin = _reduce(lib.shmesh_pmin, "pmin", lambda dt: dt)
+pmin = _reduce("pmin", _same_dtype)
 pmin.__doc__ = "Element-wise minimum over the named axes (jax.lax.pmin)."
-pmean = _reduce(lib.shmesh_pmean, "pmean", _mean_dtype)
+pmean = _reduce("pmean", _mean_dtype)
 pmean.__doc__ = ("Mean over the named axes (jax.lax.pmean); integer inputs give float32 "
                  "(float64 for 64-bit ones).")
 
 
-def _argreduce(fn, what):
+def _argreduce(name):
+    fn = getattr(_raw, "shmesh_" + name)
+
     def op(x, axis_name, *, mesh=None):
         def leaf(v):
-            a = _prepare(v, what)
-            return _call(fn, what, mesh, axis_name, None, a, a.shape, np.int32)
+            a = _prepare(v, name)
+            return _call(fn, name, mesh, axis_name, None, a, _shape_of(a, name), _INT32)
         return _tree_map(leaf, x)
-    op.__name__ = what
+    op.__name__ = op.__qualname__ = name
     return op
 
 
-pargmax = _argreduce(lib.shmesh_pargmax, "pargmax")
+pargmax = _argreduce("pargmax")
 pargmax.__doc__ = "The axis index holding the maximum, element-wise (int32; one axis)."
-pargmin = _argreduce(lib.shmesh_pargmin, "pargmin")
+pargmin = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
 
 
@@ -537,16 +673,16 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mes
     """The group's inputs stacked along a new dimension `axis` (or
     concatenated along it with tiled=True), as jax.lax.all_gather."""
     def leaf(v):
-        a, n = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
-        shape = list(a.shape)
+        a, sh, n = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
+        shape = list(sh)
         if tiled:
-            ax = _axis(axis, a.ndim, "all_gather")
+            ax = _axis(axis, len(sh), "all_gather")
             shape[ax] *= n
         else:
-            ax = _axis(axis, a.ndim + 1, "all_gather")
+            ax = _axis(axis, len(sh) + 1, "all_gather")
             shape.insert(ax, n)
-        return _call(lib.shmesh_all_gather, "all_gather", mesh, axis_name, axis_index_groups, a,
-                     shape, a.dtype, ax, bool(tiled))
+        return _call(_raw.shmesh_all_gather, "all_gather", mesh, axis_name, axis_index_groups, a,
+                     shape, a.dtype, ax, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
@@ -555,15 +691,15 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     """The psum, block p of it (along scatter_dimension) to group index p
     (jax.lax.psum_scatter)."""
     def leaf(v):
-        a, n = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
-        d = _axis(scatter_dimension, a.ndim, "psum_scatter", "scatter_dimension")
-        shape = list(a.shape)
+        a, sh, n = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
+        d = _axis(scatter_dimension, len(sh), "psum_scatter", "scatter_dimension")
+        shape = list(sh)
         if tiled:
             shape[d] = shape[d] // n if n else 0
         else:
             del shape[d]
-        return _call(lib.shmesh_psum_scatter, "psum_scatter", mesh, axis_name,
-                     axis_index_groups, a, shape, _sum_dtype(a.dtype), d, bool(tiled))
+        return _call(_raw.shmesh_psum_scatter, "psum_scatter", mesh, axis_name,
+                     axis_index_groups, a, shape, _sum_dtype(a.dtype), d, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
@@ -572,38 +708,40 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     """Block j along split_axis to group index j, received blocks placed along
     concat_axis (jax.lax.all_to_all)."""
     def leaf(v):
-        a, n = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
-        s = _axis(split_axis, a.ndim, "all_to_all", "split_axis")
-        c = _axis(concat_axis, a.ndim, "all_to_all", "concat_axis")
-        shape = list(a.shape)
+        a, sh, n = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
+        s = _axis(split_axis, len(sh), "all_to_all", "split_axis")
+        c = _axis(concat_axis, len(sh), "all_to_all", "concat_axis")
+        shape = list(sh)
         if tiled:
             shape[s] = shape[s] // n if n else 0
             shape[c] *= n
         else:
             del shape[s]
             shape.insert(c, n)
-        return _call(lib.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
-                     a, shape, a.dtype, s, c, bool(tiled))
+        return _call(_raw.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
+                     a, shape, a.dtype, s, c, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
 def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
     """Swaps the named axis with dimension `axis` (jax.lax.pswapaxes)."""
+    ax = _cint(axis, "pswapaxes", "axis")
+
     def leaf(v):
         a = _prepare(v, "pswapaxes")
-        return _call(lib.shmesh_pswapaxes, "pswapaxes", mesh, axis_name, axis_index_groups, a,
-                     a.shape, a.dtype, int(axis))
+        return _call(_raw.shmesh_pswapaxes, "pswapaxes", mesh, axis_name, axis_index_groups, a,
+                     _shape_of(a, "pswapaxes"), a.dtype, ax)
     return _tree_map(leaf, x)
 
 
-def _perm_call(fn, what, x, axis_name, mesh, arg, nparams):
+def _perm_call(fn, what, x, axis_name, mesh, params):
+    """fn(mesh, axes, *params, in, out) on every leaf: out the input's shape."""
     def leaf(v):
         a = _prepare(v, what)
         mp = _mesh_ptr(mesh)
+        _shape_of(a, what)
         out = np.empty(a.shape, a.dtype)
-        din, dout = _desc(a, 0), _desc(out, 1)
-        rc = fn(mp, _axes(axis_name, what), *arg, *nparams, ctypes.addressof(din),
-                ctypes.addressof(dout))
+        rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
         if rc:
             _raise(rc, _ctx)
         return out
@@ -614,19 +752,18 @@ def ppermute(x, axis_name, perm, *, mesh=None):
     """Sends each (source, destination) pair's input along (jax.lax.ppermute);
     a device that is no destination gets zeros."""
     try:
-        pairs = [(int(s), int(d)) for s, d in perm]
+        pairs = [(_cint(s, "ppermute", "perm"), _cint(d, "ppermute", "perm")) for s, d in perm]
     except (TypeError, ValueError):
         _invalid("ppermute: perm must be a list of (source, destination) pairs, got %r" % (perm,))
     flat = (ctypes.c_int * max(2 * len(pairs), 2))(*[i for p in pairs for i in p])
-    return _perm_call(lib.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat,),
-                      (len(pairs),))
+    return _perm_call(_raw.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat, len(pairs)))
 
 
 def pshuffle(x, axis_name, perm, *, mesh=None):
     """Group index i receives the input of group index perm[i] (jax.lax.pshuffle)."""
     try:
-        p = [int(i) for i in perm]
-    except (TypeError, ValueError):
+        p = [_cint(i, "pshuffle", "perm") for i in perm]
+    except TypeError:
         _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
     # the C call reads as many entries as the axis has: check the length here
     n = _group_size(_mesh_ptr(mesh), _axes(axis_name, "pshuffle"), None, "pshuffle")
@@ -634,12 +771,13 @@ def pshuffle(x, axis_name, perm, *, mesh=None):
         _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
                  "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
     arr = (ctypes.c_int * max(len(p), 1))(*p)
-    return _perm_call(lib.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), ())
+    return _perm_call(_raw.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,))
 
 
 def pbroadcast(x, axis_name, source, *, mesh=None):
     """Every device of the group gets the input of group index `source`."""
-    return _perm_call(lib.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh, (), (int(source),))
+    return _perm_call(_raw.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh,
+                      (_cint(source, "pbroadcast", "source"),))
 
 
 def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
@@ -650,13 +788,12 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
     a = _prepare(operand, what)
     out = np.array(_prepare(output, what), copy=True)
     ints = [_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets, recv_sizes)]
+    for v in [a, out] + ints:
+        _shape_of(v, what)
     mp = _mesh_ptr(mesh)
-    g, keep = _groups(axis_index_groups, what)
-    descs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
-    rc = lib.shmesh_ragged_all_to_all(mp, _axes(axis_name, what),
-                                      ctypes.addressof(g) if g is not None else None,
-                                      *[ctypes.addressof(d) for d in descs])
-    del keep
+    gref = None if axis_index_groups is None else _groups(axis_index_groups, what)[1]
+    refs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
+    rc = _raw.shmesh_ragged_all_to_all(mp, _axes(axis_name, what), gref, *refs)
     if rc:
         _raise(rc, _ctx)
     return out
@@ -976,10 +1113,11 @@ class GlobalArray:
             self._destroy()
 
 
-def _local_devices_of(mesh):
-    n = lib.shmesh_mesh_size(mesh._p)
+def _local_devices_of(mp):
+    """This rank's device ids in the mesh mp (a pointer), in mesh order."""
+    n = lib.shmesh_mesh_size(mp)
     ids = (ctypes.c_int * max(n, 1))()
-    k = _checked(lib.shmesh_mesh_local_devices, mesh._p, ids, n)
+    k = _checked(lib.shmesh_mesh_local_devices, mp, ids, n)
     return [ids[i] for i in range(k)]
 
 
@@ -997,7 +1135,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     first = {}
     if dtype is None:
         imap = sharding.devices_indices_map(shape)  # the refusals of a bad shape, first
-        local = _local_devices_of(sharding.mesh)
+        local = _local_devices_of(sharding.mesh._p)
         if not local:
             _invalid("%s: dtype=None takes the dtype of the callback's first block, but this "
                      "rank holds no device of the mesh: pass dtype" % what)
