@@ -15,20 +15,7 @@
 #include <sys/stat.h>
 
 #include "launcher.h"
-
-/* The first line of a small sysfs or procfs file, without its newline;
- * false when it cannot be read. */
-static bool read_line(const char *path, char *buf, size_t len)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    bool ok = fgets(buf, (int)len, f) != NULL;
-    fclose(f);
-    if (ok)
-        buf[strcspn(buf, "\n")] = '\0';
-    return ok;
-}
+#include "proc.h"
 
 /* A kernel CPU list ("0-3,8,10-11"), as in local_cpulist; false when it
  * does not parse.  CPUs beyond CPU_SETSIZE are left out. */
@@ -68,17 +55,17 @@ static void read_locality(struct gpu_info *g, const char *sysroot)
     if (!g->pci[0])
         return;
     snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", sysroot, g->pci);
-    if (read_line(path, line, sizeof line)) {
+    if (proc_read_line(path, line, sizeof line)) {
         char *end;
         long node = strtol(line, &end, 10);
         if (end != line && !*end && node >= 0 && node < 1 << 16)
             g->node = (int)node; /* -1 on machines without NUMA */
     }
     snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/local_cpulist", sysroot, g->pci);
-    bool listed = read_line(path, line, sizeof line);
+    bool listed = proc_read_line(path, line, sizeof line);
     if (!listed && g->node >= 0) {
         snprintf(path, sizeof path, "%s/sys/devices/system/node/node%d/cpulist", sysroot, g->node);
-        listed = read_line(path, line, sizeof line);
+        listed = proc_read_line(path, line, sizeof line);
     }
     g->has_cpus = listed && parse_cpulist(line, &g->cpus) && CPU_COUNT(&g->cpus) > 0;
 }
@@ -120,7 +107,7 @@ static int find_amd(const char *sysroot, struct gpu_info *out, int max)
     for (int i = 0; i < count; i++) {
         char file[1024], line[256];
         snprintf(file, sizeof file, "%s/%d/gpu_id", path, nodes[i]);
-        if (!read_line(file, line, sizeof line) || strtoul(line, NULL, 10) == 0)
+        if (!proc_read_line(file, line, sizeof line) || strtoul(line, NULL, 10) == 0)
             continue;
         if (out && n < max) {
             struct gpu_info *g = &out[n];

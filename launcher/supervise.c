@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "launcher.h"
+#include "proc.h"
 
 #define DRAIN_NS 2000000000LL    /* output still arriving after the last rank exits */
 #define LEFTOVER_NS 2000000000LL /* killing what the ranks left: no longer than this */
@@ -195,21 +196,8 @@ static void reap(struct job *j)
 /* The parent of `pid` as /proc says, or -1. */
 static pid_t parent_of(long pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0)
-        return -1;
-    buf[len] = '\0';
-    const char *end = strrchr(buf, ')'); /* the command name may hold anything */
-    int ppid;
-    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
-        return -1;
-    return (pid_t)ppid;
+    struct proc_stat st;
+    return proc_read_stat(NULL, (pid_t)pid, &st) ? st.ppid : -1;
 }
 
 /* After the last rank: anything still running that a rank started has been

@@ -1,5 +1,6 @@
 /* The two notifiers (io_uring, futex) and peer liveness through pidfds. */
 #include "notify.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -353,16 +354,9 @@ bool notify_pid_exited(pid_t pid)
 {
     if (kill(pid, 0) < 0)
         return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return true;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    const char *end = strrchr(buf, ')'); /* the command name may hold anything */
-    return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+    struct proc_stat st;
+    /* unreadable: gone between the two looks */
+    return !proc_read_stat(NULL, pid, &st) || st.state == 'Z' || st.state == 'X';
 }
 
 void notify_check_peers(struct notify *n, bool thorough)

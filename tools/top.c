@@ -37,6 +37,7 @@
 
 #include "core/settings.h"
 #include "ops/optable.h"
+#include "shm/proc.h"
 #include "shm/segment.h"
 
 #define PROG "shmesh-top"
@@ -75,55 +76,16 @@ static int64_t mono_ns(void)
 
 /* ---- processes ---------------------------------------------------------- */
 
-/* What /proc/PID/stat says: state letter, parent, start time (clock ticks
- * since boot: with the pid, it names one process even after the pid is
- * reused). */
-struct proc_stat {
-    char state;
-    pid_t ppid;
-    unsigned long long start;
-};
-
 static bool read_stat(pid_t pid, struct proc_stat *st)
 {
-    char path[PATH_MAX + 32], buf[1024];
-    snprintf(path, sizeof path, "%s/%d/stat", proc_root, (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold anything, ')' included: the fields start
-     * after the last one. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return false;
-    int ppid;
-    unsigned long long start;
-    /* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
-     * cmajflt utime stime cutime cstime priority nice num_threads
-     * itrealvalue starttime */
-    if (sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-               &st->state, &ppid, &start) != 3)
-        return false;
-    st->ppid = ppid;
-    st->start = start;
-    return true;
+    return proc_read_stat(proc_root, pid, st);
 }
 
 static bool read_comm(pid_t pid, char *comm, size_t len)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%d/comm", proc_root, (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    bool ok = fgets(comm, (int)len, f) != NULL;
-    fclose(f);
-    if (ok)
-        comm[strcspn(comm, "\n")] = '\0';
-    return ok;
+    return proc_read_line(path, comm, len);
 }
 
 /* The command line, arguments separated by spaces, cut to len. */

@@ -18,6 +18,7 @@
 #include "engine/path.h"
 #include "paths/peer.h"
 #include "paths/single_copy.h"
+#include "shm/proc.h"
 
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
@@ -26,20 +27,8 @@
 /* The parent of `pid`, from /proc: 0 when it cannot be read. */
 static pid_t parent_of(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* "pid (comm) state ppid ...": comm may hold anything, so look after its last ')'. */
-    const char *p = strrchr(buf, ')');
-    int ppid = 0;
-    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
-        return 0;
-    return (pid_t)ppid;
+    struct proc_stat st;
+    return proc_read_stat(NULL, pid, &st) ? st.ppid : 0;
 }
 
 /* The launcher that created the segment, when it is an ancestor of this
