@@ -274,9 +274,12 @@ def test_ordered_effect_runs_in_program_order(mesh, rank, world):
     assert e.name == "log" and e.kind == "ordered"
     got = []
     toks = []
+
+    def log(dev, i):
+        time.sleep((12 - i) * 0.001)  # an earlier one takes longer: order is not by chance
+        got.append((dev, i))
     for i in range(12):
-        toks.append(shmesh.callback(lambda dev, i: got.append((dev, i)), i, effect=e,
-                                    placement=0))
+        toks.append(shmesh.callback(log, i, effect=e, placement=0))
         if i % 4 == 0:  # collectives in between, on the same stream
             shmesh.psum_async(np.int32(i), "i", mesh=mesh)
     shmesh.effects_barrier()
@@ -348,11 +351,14 @@ def test_callback_exception_reaches_wait_and_barrier(mesh, rank, world, capfd):
 
 
 def test_callback_runs_after_earlier_work(mesh, rank, world):
-    """A callback runs after the collectives dispatched before it: it sees
-    their outputs written."""
+    """A callback runs after the collectives dispatched before it (it sees
+    their outputs written), and its token is done after it returned."""
     ps = [shmesh.psum_async(np.full(1000, i, np.int64), "i", mesh=mesh) for i in range(3)]
     seen = []
-    t = shmesh.callback(lambda dev: seen.append([int(p._result[-1]) for p in ps]),
-                        placement="self")
+
+    def look(dev):
+        time.sleep(0.02)  # the token is done only once the callback returned
+        seen.append([int(p._result[-1]) for p in ps])
+    t = shmesh.callback(look, placement="self")
     t.wait()
     assert seen == [[world * i for i in range(3)]]
