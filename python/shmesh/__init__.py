@@ -12,7 +12,11 @@ arguments follow ``jax.lax`` and ``jax.sharding``; every function returns a
 new array (``ragged_all_to_all`` a new output), and a failed call raises a
 ``shmesh.Error`` carrying the library's sentence.  Global arrays:
 ``NamedSharding(mesh, P("data", None))``, ``make_array_from_callback``,
-``np.asarray(a)`` (a collective gather).  See docs/python.md.
+``np.asarray(a)`` (a collective gather).  Async dispatch: ``psum_async`` and
+the other ``*_async`` forms return a ``Pending`` (``block_until_ready()``)
+holding a ``Token``; effects: ``Effect``, ``callback(fn, *args)`` (run as
+``fn(device, *args)`` on the library's thread), ``effects_barrier()``.  See
+docs/python.md.
 """
 import atexit
 import collections
@@ -34,6 +38,11 @@ __all__ = [
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
     "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
     "make_array_from_callback", "device_put",
+    "psum_async", "pmean_async", "pmax_async", "pmin_async", "pargmax_async", "pargmin_async",
+    "all_gather_async", "psum_scatter_async", "all_to_all_async", "pswapaxes_async",
+    "ppermute_async", "pshuffle_async", "pbroadcast_async", "ragged_all_to_all_async",
+    "barrier_async", "Pending", "Token", "wait_all", "wait_any", "runtime_token", "Effect",
+    "callback", "effects_barrier", "CallbackError",
 ]
 
 
