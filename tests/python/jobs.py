@@ -6,7 +6,7 @@ mismatch: rank r calls psum with r + 1 elements;
 peerdead: the last rank exits (status 5) without finalize, the others psum;
 timeout:  (SHMESH_TIMEOUT=1) the last rank sleeps 3 s, the others psum;
 abort:    the last rank calls shmesh_abort (status 7), the others psum.
-asyncpeerdead: the last rank exits (status 5) 0.3 s in, without finalize;
+asyncpeerdead: the last rank exits (status 5) 0.5 s in, without finalize;
           the others dispatch a psum_async at once and wait for it there.
 asyncfinalize: every rank dispatches async work and a callback, then
           finalizes without waiting: finalize drains it (prints "drained").
@@ -69,7 +69,7 @@ def main(mode):
         import os
         os._exit(5)
     elif mode == "asyncpeerdead" and last:
-        time.sleep(0.3)  # the others' psum_async is dispatched, and waited for
+        time.sleep(0.5)  # the others' psum_async is dispatched, and waited for
         sys.stdout.flush()
         import os
         os._exit(5)

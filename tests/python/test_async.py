@@ -202,7 +202,7 @@ def test_dropped_pending_keeps_its_buffers(mesh, rank, world):
     n = 4096  # 32 KiB: below malloc's mmap threshold, so freed memory is reused at once
     late = world > 1 and rank == world - 1
     if late:
-        time.sleep(0.3)
+        time.sleep(0.5)
     x = np.full(n, rank + 1, np.float64)
     wx = weakref.ref(x)
     p = shmesh.psum_async(x, "i", mesh=mesh)
