@@ -12,10 +12,16 @@ arguments follow ``jax.lax`` and ``jax.sharding``; every function returns a
 new array (``ragged_all_to_all`` a new output), and a failed call raises a
 ``shmesh.Error`` carrying the library's sentence.  Global arrays:
 ``NamedSharding(mesh, P("data", None))``, ``make_array_from_callback``,
-``np.asarray(a)`` (a collective gather).  See docs/python.md.
+``np.asarray(a)`` (a collective gather).  Async dispatch: ``psum_async`` and
+the other ``*_async`` forms return a ``Pending`` (``block_until_ready()``)
+holding a ``Token``; effects: ``Effect``, ``callback(fn, *args)`` (run as
+``fn(device, *args)`` on the library's thread), ``effects_barrier()``.  See
+docs/python.md.
 """
 import atexit
+import collections
 import ctypes
+import itertools
 import threading
 import weakref
 
@@ -32,6 +38,11 @@ __all__ = [
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
     "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
     "make_array_from_callback", "device_put",
+    "psum_async", "pmean_async", "pmax_async", "pmin_async", "pargmax_async", "pargmin_async",
+    "all_gather_async", "psum_scatter_async", "all_to_all_async", "pswapaxes_async",
+    "ppermute_async", "pshuffle_async", "pbroadcast_async", "ragged_all_to_all_async",
+    "barrier_async", "Pending", "Token", "wait_all", "wait_any", "runtime_token", "Effect",
+    "callback", "effects_barrier", "CallbackError",
 ]
 
 
@@ -97,6 +108,8 @@ def _invalid(text):
 # ---- the context ------------------------------------------------------------
 
 _ctx = None       # ctypes.c_void_p of shmesh_ctx, once init() has run
+_gen = 0          # finalize() count: tokens and effects of an earlier context are stale
+_rank = -1        # this rank, for callbacks' messages (which must not call the library)
 _local_devices = 1  # K: arrays of collectives carry a leading axis of K (_shape_of)
 _MAX_NDIM = _lib.MAX_NDIM  # the most dimensions an argument may have: one more with K > 1
 _meshes = weakref.WeakSet()
@@ -107,7 +120,7 @@ def init():
     """Joins the job (shmesh-run's environment), or makes a world of one.
     Collective under the launcher.  Calling it again does nothing; the
     functions below call it themselves when needed."""
-    global _ctx, _local_devices, _MAX_NDIM
+    global _ctx, _local_devices, _MAX_NDIM, _rank
     with _lock:
         if _ctx is not None:
             return
@@ -116,6 +129,7 @@ def init():
         if rc:
             _raise(rc, None)
         _ctx = p
+        _rank = lib.shmesh_rank(p)
         _local_devices = lib.shmesh_local_device_count(p)
         _MAX_NDIM = _lib.MAX_NDIM + (_local_devices > 1)
         atexit.register(_at_exit)
@@ -132,17 +146,21 @@ def _c():
 
 
 def finalize():
-    """Leaves the job (collective): meshes made are destroyed first (with
-    their shardings and global arrays), and arrays from alloc() and shards'
-    data must not be used after."""
-    global _ctx
+    """Leaves the job (collective): work still pending (async collectives,
+    callbacks) is waited for first, its failures kept for its tokens; meshes
+    made are destroyed (with their shardings and global arrays), and arrays
+    from alloc() and shards' data must not be used after."""
+    global _ctx, _gen
     with _lock:
         if _ctx is None:
             return
+        _drain()
         for m in list(_meshes):
             m._destroy()
         ctx, _ctx = _ctx, None
+        _gen += 1
         rc = lib.shmesh_finalize(ctx)
+        _cb_records.clear()  # every callback ran: the stream was drained
     if rc:
         _raise(rc, None)
 
@@ -463,17 +481,21 @@ def _tree_map(f, tree):
     return f(tree)
 
 
-def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, *params):
-    """fn (a function of _lib.raw) on a prepared input a, into a new array of
-    one device's shape out_shape (a leading axis of K added with K devices
-    per rank)."""
+def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, w, *params):
+    """fn (a blocking function of _lib.raw) on a prepared input a, into a new
+    array of one device's shape out_shape (a leading axis of K added with K
+    devices per rank).  With a list w, its _async form is dispatched
+    instead (_dispatch) and the token appended to w."""
     mp = _mesh_ptr(mesh)
     axes = _axes(axis_name, what)
     gref = None if groups_arg is None else _groups(groups_arg, what)[1]
     out = np.empty(out_shape if _local_devices == 1 else (_local_devices, *out_shape), out_dtype)
-    rc = fn(mp, axes, gref, *params, *_in_out(a, out))
-    if rc:
-        _raise(rc, _ctx)
+    if w is None:
+        rc = fn(mp, axes, gref, *params, *_in_out(a, out))
+        if rc:
+            _raise(rc, _ctx)
+    else:
+        _dispatch(w, fn, (mp, axes, gref, *params, *_in_out(a, out)), (a, out, gref, params))
     return out
 
 
@@ -600,27 +622,42 @@ def axis_size(axis_name, *, mesh=None):
 # ---- the collectives ----------------------------------------------------------
 # Every one goes through _call or _perm_call with a function of _lib.raw
 # (no declared argument types: arrays and groups by reference, ints
-# checked by _cint), one leaf of a pytree at a time.
+# checked by _cint), one leaf of a pytree at a time.  Each op's body takes
+# w: None for the blocking call, a list for its `_async` twin (the same
+# checks and output shapes; the tokens of its leaves are appended to w).
 
 _raw = _lib.raw
+_ASYNC = {}  # id(a blocking function of _lib.raw) -> its _async form (not hashable)
+
+
+def _raw_pair(name):
+    fn = getattr(_raw, "shmesh_" + name)
+    _ASYNC[id(fn)] = getattr(_raw, "shmesh_" + name + "_async")
+    return fn
 
 
 def _reduce(name, result_dtype):
-    fn = getattr(_raw, "shmesh_" + name)
+    fn = _raw_pair(name)
+
+    def body(x, axis_name, axis_index_groups, mesh, w):
+        def leaf(v):
+            a = _prepare(v, name)
+            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
+                         result_dtype(a.dtype), w)
+        return _tree_map(leaf, x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None):
         if type(x) is np.ndarray:  # one array: no tree to walk
             a = _prepare(x, name)
             return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
-                         result_dtype(a.dtype))
+                         result_dtype(a.dtype), None)
+        return body(x, axis_name, axis_index_groups, mesh, None)
 
-        def leaf(v):
-            a = _prepare(v, name)
-            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
-                         result_dtype(a.dtype))
-        return _tree_map(leaf, x)
+    def op_async(x, axis_name, *, axis_index_groups=None, mesh=None):
+        return _pending(body, x, axis_name, axis_index_groups, mesh)
     op.__name__ = op.__qualname__ = name
-    return op
+    op_async.__name__ = op_async.__qualname__ = name + "_async"
+    return op, op_async
 
 
 _INT32 = np.dtype(np.int32)
@@ -640,38 +677,60 @@ def _same_dtype(dt):
     return dt
 
 
-psum = _reduce("psum", _sum_dtype)
+def _async_doc(blocking):
+    return ("%s's async form: the same arguments and checks (an error raises here, and nothing "
+            "is dispatched); returns a Pending whose block_until_ready() gives %s's result. "
+            "The input must not be modified until the work is done." % (blocking, blocking))
+
+
+psum, psum_async = _reduce("psum", _sum_dtype)
 psum.__doc__ = "Sum over the named axes (jax.lax.psum); bool sums to int32."
-pmax = _reduce("pmax", _same_dtype)
+pmax, pmax_async = _reduce("pmax", _same_dtype)
 pmax.__doc__ = "Element-wise maximum over the named axes (jax.lax.pmax)."
-pmin = _reduce("pmin", _same_dtype)
+pmin, pmin_async = _reduce("pmin", _same_dtype)
 pmin.__doc__ = "Element-wise minimum over the named axes (jax.lax.pmin)."
-pmean = _reduce("pmean", _mean_dtype)
+pmean, pmean_async = _reduce("pmean", _mean_dtype)
 pmean.__doc__ = ("Mean over the named axes (jax.lax.pmean); integer inputs give float32 "
                  "(float64 for 64-bit ones).")
 
 
 def _argreduce(name):
-    fn = getattr(_raw, "shmesh_" + name)
+    fn = _raw_pair(name)
 
-    def op(x, axis_name, *, mesh=None):
+    def body(x, axis_name, mesh, w):
         def leaf(v):
             a = _prepare(v, name)
-            return _call(fn, name, mesh, axis_name, None, a, _shape_of(a, name), _INT32)
+            return _call(fn, name, mesh, axis_name, None, a, _shape_of(a, name), _INT32, w)
         return _tree_map(leaf, x)
+
+    def op(x, axis_name, *, mesh=None):
+        return body(x, axis_name, mesh, None)
+
+    def op_async(x, axis_name, *, mesh=None):
+        return _pending(body, x, axis_name, mesh)
     op.__name__ = op.__qualname__ = name
-    return op
+    op_async.__name__ = op_async.__qualname__ = name + "_async"
+    return op, op_async
 
 
-pargmax = _argreduce("pargmax")
+pargmax, pargmax_async = _argreduce("pargmax")
 pargmax.__doc__ = "The axis index holding the maximum, element-wise (int32; one axis)."
-pargmin = _argreduce("pargmin")
+pargmin, pargmin_async = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
+for _f in (psum_async, pmax_async, pmin_async, pmean_async, pargmax_async, pargmin_async):
+    _f.__doc__ = _async_doc(_f.__name__[:-6])
+
+_raw_pair("all_gather")
+_raw_pair("psum_scatter")
+_raw_pair("all_to_all")
+_raw_pair("pswapaxes")
+_raw_pair("ppermute")
+_raw_pair("pshuffle")
+_raw_pair("pbroadcast")
+_raw_pair("ragged_all_to_all")
 
 
-def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
-    """The group's inputs stacked along a new dimension `axis` (or
-    concatenated along it with tiled=True), as jax.lax.all_gather."""
+def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
     def leaf(v):
         a, sh, n = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
         shape = list(sh)
@@ -682,14 +741,21 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mes
             ax = _axis(axis, len(sh) + 1, "all_gather")
             shape.insert(ax, n)
         return _call(_raw.shmesh_all_gather, "all_gather", mesh, axis_name, axis_index_groups, a,
-                     shape, a.dtype, ax, ctypes.c_bool(tiled))
+                     shape, a.dtype, w, ax, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
-def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False,
-                 mesh=None):
-    """The psum, block p of it (along scatter_dimension) to group index p
-    (jax.lax.psum_scatter)."""
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
+    """The group's inputs stacked along a new dimension `axis` (or
+    concatenated along it with tiled=True), as jax.lax.all_gather."""
+    return _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, None)
+
+
+def all_gather_async(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
+    return _pending(_all_gather, x, axis_name, axis_index_groups, axis, tiled, mesh)
+
+
+def _psum_scatter(x, axis_name, scatter_dimension, axis_index_groups, tiled, mesh, w):
     def leaf(v):
         a, sh, n = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
         d = _axis(scatter_dimension, len(sh), "psum_scatter", "scatter_dimension")
@@ -699,14 +765,24 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
         else:
             del shape[d]
         return _call(_raw.shmesh_psum_scatter, "psum_scatter", mesh, axis_name,
-                     axis_index_groups, a, shape, _sum_dtype(a.dtype), d, ctypes.c_bool(tiled))
+                     axis_index_groups, a, shape, _sum_dtype(a.dtype), w, d, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
-def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False,
-               mesh=None):
-    """Block j along split_axis to group index j, received blocks placed along
-    concat_axis (jax.lax.all_to_all)."""
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False,
+                 mesh=None):
+    """The psum, block p of it (along scatter_dimension) to group index p
+    (jax.lax.psum_scatter)."""
+    return _psum_scatter(x, axis_name, scatter_dimension, axis_index_groups, tiled, mesh, None)
+
+
+def psum_scatter_async(x, axis_name, *, scatter_dimension=0, axis_index_groups=None,
+                       tiled=False, mesh=None):
+    return _pending(_psum_scatter, x, axis_name, scatter_dimension, axis_index_groups, tiled,
+                    mesh)
+
+
+def _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled, mesh, w):
     def leaf(v):
         a, sh, n = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
         s = _axis(split_axis, len(sh), "all_to_all", "split_axis")
@@ -719,48 +795,82 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
             del shape[s]
             shape.insert(c, n)
         return _call(_raw.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
-                     a, shape, a.dtype, s, c, ctypes.c_bool(tiled))
+                     a, shape, a.dtype, w, s, c, ctypes.c_bool(tiled))
     return _tree_map(leaf, x)
 
 
-def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
-    """Swaps the named axis with dimension `axis` (jax.lax.pswapaxes)."""
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False,
+               mesh=None):
+    """Block j along split_axis to group index j, received blocks placed along
+    concat_axis (jax.lax.all_to_all)."""
+    return _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled, mesh,
+                       None)
+
+
+def all_to_all_async(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
+                     tiled=False, mesh=None):
+    return _pending(_all_to_all, x, axis_name, split_axis, concat_axis, axis_index_groups,
+                    tiled, mesh)
+
+
+def _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, w):
     ax = _cint(axis, "pswapaxes", "axis")
 
     def leaf(v):
         a = _prepare(v, "pswapaxes")
         return _call(_raw.shmesh_pswapaxes, "pswapaxes", mesh, axis_name, axis_index_groups, a,
-                     _shape_of(a, "pswapaxes"), a.dtype, ax)
+                     _shape_of(a, "pswapaxes"), a.dtype, w, ax)
     return _tree_map(leaf, x)
 
 
-def _perm_call(fn, what, x, axis_name, mesh, params):
-    """fn(mesh, axes, *params, in, out) on every leaf: out the input's shape."""
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
+    """Swaps the named axis with dimension `axis` (jax.lax.pswapaxes)."""
+    return _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, None)
+
+
+def pswapaxes_async(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
+    return _pending(_pswapaxes, x, axis_name, axis, axis_index_groups, mesh)
+
+
+def _perm_call(fn, what, x, axis_name, mesh, params, w):
+    """fn(mesh, axes, *params, in, out) on every leaf: out the input's shape
+    (its _async form with a list w, as _call)."""
     def leaf(v):
         a = _prepare(v, what)
         mp = _mesh_ptr(mesh)
         _shape_of(a, what)
         out = np.empty(a.shape, a.dtype)
-        rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
-        if rc:
-            _raise(rc, _ctx)
+        if w is None:
+            rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
+            if rc:
+                _raise(rc, _ctx)
+        else:
+            _dispatch(w, fn, (mp, _axes(axis_name, what), *params, *_in_out(a, out)),
+                      (a, out, params))
         return out
     return _tree_map(leaf, x)
 
 
-def ppermute(x, axis_name, perm, *, mesh=None):
-    """Sends each (source, destination) pair's input along (jax.lax.ppermute);
-    a device that is no destination gets zeros."""
+def _ppermute(x, axis_name, perm, mesh, w):
     try:
         pairs = [(_cint(s, "ppermute", "perm"), _cint(d, "ppermute", "perm")) for s, d in perm]
     except (TypeError, ValueError):
         _invalid("ppermute: perm must be a list of (source, destination) pairs, got %r" % (perm,))
     flat = (ctypes.c_int * max(2 * len(pairs), 2))(*[i for p in pairs for i in p])
-    return _perm_call(_raw.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat, len(pairs)))
+    return _perm_call(_raw.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat, len(pairs)), w)
 
 
-def pshuffle(x, axis_name, perm, *, mesh=None):
-    """Group index i receives the input of group index perm[i] (jax.lax.pshuffle)."""
+def ppermute(x, axis_name, perm, *, mesh=None):
+    """Sends each (source, destination) pair's input along (jax.lax.ppermute);
+    a device that is no destination gets zeros."""
+    return _ppermute(x, axis_name, perm, mesh, None)
+
+
+def ppermute_async(x, axis_name, perm, *, mesh=None):
+    return _pending(_ppermute, x, axis_name, perm, mesh)
+
+
+def _pshuffle(x, axis_name, perm, mesh, w):
     try:
         p = [_cint(i, "pshuffle", "perm") for i in perm]
     except TypeError:
@@ -771,19 +881,34 @@ def pshuffle(x, axis_name, perm, *, mesh=None):
         _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
                  "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
     arr = (ctypes.c_int * max(len(p), 1))(*p)
-    return _perm_call(_raw.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,))
+    return _perm_call(_raw.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), w)
+
+
+def pshuffle(x, axis_name, perm, *, mesh=None):
+    """Group index i receives the input of group index perm[i] (jax.lax.pshuffle)."""
+    return _pshuffle(x, axis_name, perm, mesh, None)
+
+
+def pshuffle_async(x, axis_name, perm, *, mesh=None):
+    return _pending(_pshuffle, x, axis_name, perm, mesh)
+
+
+def _pbroadcast(x, axis_name, source, mesh, w):
+    return _perm_call(_raw.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh,
+                      (_cint(source, "pbroadcast", "source"),), w)
 
 
 def pbroadcast(x, axis_name, source, *, mesh=None):
     """Every device of the group gets the input of group index `source`."""
-    return _perm_call(_raw.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh,
-                      (_cint(source, "pbroadcast", "source"),))
+    return _pbroadcast(x, axis_name, source, mesh, None)
 
 
-def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
-                      axis_name, axis_index_groups=None, mesh=None):
-    """jax.lax.ragged_all_to_all: a new array, `output` with the rows received
-    written into it (output itself is not changed)."""
+def pbroadcast_async(x, axis_name, source, *, mesh=None):
+    return _pending(_pbroadcast, x, axis_name, source, mesh)
+
+
+def _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
+                       axis_name, axis_index_groups, mesh, w):
     what = "ragged_all_to_all"
     a = _prepare(operand, what)
     out = np.array(_prepare(output, what), copy=True)
@@ -793,10 +918,429 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
     mp = _mesh_ptr(mesh)
     gref = None if axis_index_groups is None else _groups(axis_index_groups, what)[1]
     refs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
-    rc = _raw.shmesh_ragged_all_to_all(mp, _axes(axis_name, what), gref, *refs)
-    if rc:
-        _raise(rc, _ctx)
+    if w is None:
+        rc = _raw.shmesh_ragged_all_to_all(mp, _axes(axis_name, what), gref, *refs)
+        if rc:
+            _raise(rc, _ctx)
+    else:
+        _dispatch(w, _raw.shmesh_ragged_all_to_all, (mp, _axes(axis_name, what), gref, *refs),
+                  (a, out, ints, gref))
     return out
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      axis_name, axis_index_groups=None, mesh=None):
+    """jax.lax.ragged_all_to_all: a new array, `output` with the rows received
+    written into it (output itself is not changed)."""
+    return _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
+                              recv_sizes, axis_name, axis_index_groups, mesh, None)
+
+
+def ragged_all_to_all_async(operand, output, input_offsets, send_sizes, output_offsets,
+                            recv_sizes, *, axis_name, axis_index_groups=None, mesh=None):
+    return _pending(_ragged_all_to_all, operand, output, input_offsets, send_sizes,
+                    output_offsets, recv_sizes, axis_name, axis_index_groups, mesh)
+
+
+for _f in (all_gather_async, psum_scatter_async, all_to_all_async, pswapaxes_async,
+           ppermute_async, pshuffle_async, pbroadcast_async, ragged_all_to_all_async):
+    _f.__doc__ = _async_doc(_f.__name__[:-6])
+
+
+# ---- async dispatch and tokens ------------------------------------------------
+# The library owns an async call's buffers until its token is done, so
+# Python must not free them before, even when the caller drops the Pending:
+# each dispatch's Token holds what the call uses (input, output, groups,
+# parameters; a callback's function and arguments) and stays in _registry
+# until it is seen done (_register tests the oldest at each dispatch: work
+# finishes in stream order) or finalize() waited for it.  The descriptors
+# themselves (shmesh_array, shmesh_groups, perm arrays) are copied by the
+# library at dispatch (flow_init in lib/engine/flow.c, the call's scratch in
+# lib/ops/permute.c, struct ragged in lib/ops/ragged.c), so the per-thread
+# structs of _in_out and _desc may be reused by the next call at once.
+
+class CallbackError(Error):
+    """A function run by shmesh.callback raised: `exception` is what it
+    raised (also the __cause__), `device` the device whose part it was."""
+
+    def __init__(self, message, exception=None, device=None):
+        super().__init__(message)
+        self.exception = exception
+        self.device = device
+
+
+def _callback_error(fn, exc, device, more=0):
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    err = CallbackError("callback %s raised on rank %d (device %d): %s: %s%s"
+                        % (name, _rank, device, type(exc).__name__, exc,
+                           " (and %d more callbacks failed)" % more if more else ""),
+                        exc, device)
+    err.__cause__ = exc
+    return err
+
+
+class Token:
+    """A position in this process's stream of work (shmesh_token, JAX's
+    RuntimeToken): done once that work and everything dispatched before it
+    finished.  A value: copy it, wait on it twice, drop it."""
+
+    __slots__ = ("_t", "_gen", "_keep", "_cb", "_failed", "_exc")
+
+    def __init__(self, t=None, keep=None):
+        self._t = _lib.Token() if t is None else t
+        self._gen = _gen
+        self._keep = keep      # what the library uses until done (_registry)
+        self._cb = 0           # its callback's key in _cb_records (0: none)
+        self._failed = None    # (code, sentence), once seen failed by _register or _drain
+        self._exc = None       # (fn, exception, device): the callback raised
+
+    def _live(self):
+        """Whether the library still knows the token (not done with no work,
+        nor of a finalized context)."""
+        return self._t.ctx is not None and self._gen == _gen
+
+    def _check(self):
+        """Raises what the token's work failed with, seen earlier."""
+        if self._failed is not None:
+            rc, text = self._failed
+            raise _ERRORS.get(rc, Error)(text, rc)
+        if self._exc is not None:
+            raise _callback_error(*self._exc)
+
+    def wait(self):
+        """Blocks until done; raises the work's failure (a shmesh.Error
+        subclass with the library's sentence, or CallbackError for a
+        callback that raised)."""
+        if self._live():
+            rc = lib.shmesh_token_wait(self._t)
+            if rc:
+                _raise(rc, self._t.ctx)
+        self._check()
+
+    def is_ready(self):
+        """Never blocks: True once done, False before; raises as wait()."""
+        if self._live():
+            rc = lib.shmesh_token_test(self._t)
+            if rc == 0:
+                return False
+            if rc < 0:
+                _raise(rc, self._t.ctx)
+        self._check()
+        return True
+
+    def __copy__(self):
+        return self  # a value that never changes once dispatched
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        if not self._live():
+            state = "failed" if self._failed or self._exc else "done"
+        else:
+            rc = lib.shmesh_token_test(self._t)
+            state = ("pending" if rc == 0 else "done" if rc > 0 and not self._exc else
+                     "failed: %s" % (_ERRORS.get(rc, Error).__name__ if rc < 0 else
+                                     "callback raised"))
+        return "Token(seq=%d, %s)" % (self._t.seq, state)
+
+
+_registry = collections.deque()  # Tokens of work not yet seen done, oldest first
+_registry_lock = threading.Lock()
+
+
+def _last_error(ctx):
+    text = lib.shmesh_last_error(ctx)
+    return text.decode(errors="replace") if text else ""
+
+
+def _release(tok):
+    tok._keep = None
+    if tok._cb:
+        _cb_records.pop(tok._cb, None)
+
+
+def _register(tok):
+    """Keeps tok's work alive in _registry; releases what done work held."""
+    with _registry_lock:
+        _registry.append(tok)
+        while _registry:
+            old = _registry[0]
+            rc = lib.shmesh_token_test(old._t) if old._live() else 1
+            if rc == 0:
+                break  # the oldest is not done: neither are the later ones (stream order)
+            if rc < 0:
+                old._failed = (rc, _last_error(old._t.ctx) or
+                               (lib.shmesh_strerror(rc) or b"").decode())
+            _release(old)
+            _registry.popleft()
+
+
+def _drain():
+    """finalize(): waits for every pending dispatch, keeping each failure
+    for its token (the context goes: tokens cannot ask it later)."""
+    with _registry_lock:
+        pending = list(_registry)
+        _registry.clear()
+    for tok in pending:
+        if tok._live():
+            rc = lib.shmesh_token_wait(tok._t)
+            if rc:
+                tok._failed = (rc, _last_error(tok._t.ctx) or
+                               (lib.shmesh_strerror(rc) or b"").decode())
+        _release(tok)
+
+
+def _dispatch(w, fn, args, keep):
+    """The _async form of fn (a blocking function of _lib.raw) on args and a
+    new token, which keeps `keep` alive until done and is appended to w."""
+    tok = Token(None, keep)
+    rc = _ASYNC[id(fn)](*args, ctypes.byref(tok._t))
+    if rc:
+        _raise(rc, _ctx)  # nothing was dispatched
+    _register(tok)
+    w.append(tok)
+
+
+_ASYNC[id(_raw.shmesh_barrier)] = _raw.shmesh_barrier_async
+
+
+class Pending:
+    """The result of an async collective (JAX's async dispatch):
+    block_until_ready() waits and returns what the blocking function
+    returns; `token` is its Token (of its last array, for a pytree: the
+    earlier ones are done before it)."""
+
+    __slots__ = ("_result", "_tokens")
+
+    def __init__(self, result, tokens):
+        self._result = result
+        self._tokens = tokens
+
+    @property
+    def token(self):
+        return self._tokens[-1] if self._tokens else Token()
+
+    def block_until_ready(self):
+        """Waits for the work (raising its failure) and returns the result."""
+        if len(self._tokens) == 1:
+            self._tokens[0].wait()
+        else:
+            wait_all(self._tokens)
+        return self._result
+
+    def is_ready(self):
+        """Never blocks: whether the work is done (raises its failure)."""
+        return all(t.is_ready() for t in self._tokens)
+
+    def __repr__(self):
+        return "Pending(%r)" % (self.token,)
+
+
+def _pending(body, *args):
+    """body(*args, w) with a list w: the Pending of the tokens it dispatched."""
+    w = []
+    return Pending(body(*args, w), w)
+
+
+def barrier_async():
+    """barrier's async form: a Pending whose result is None."""
+    w = []
+    _dispatch(w, _raw.shmesh_barrier, (_c(),), None)
+    return Pending(None, w)
+
+
+def _tokens_of(items, what):
+    toks = []
+    for x in items:
+        if isinstance(x, Token):
+            toks.append(x)
+        elif isinstance(x, Pending):
+            toks.extend(x._tokens)
+        else:
+            _invalid("%s: expected Tokens or Pendings, got %r" % (what, x))
+    return toks
+
+
+def wait_all(tokens):
+    """Waits for every Token (or Pending) of the list: raises the failure of
+    the first failed one in stream order (shmesh_token_wait_all)."""
+    toks = _tokens_of(tokens, "wait_all")
+    live = [t for t in toks if t._live()]
+    if live:
+        arr = (_lib.Token * len(live))(*[t._t for t in live])
+        rc = lib.shmesh_token_wait_all(len(live), arr)
+        if rc:
+            _raise(rc, live[0]._t.ctx)
+    for t in toks:
+        t._check()
+
+
+def wait_any(tokens):
+    """Waits until one of the Tokens (or Pendings, by their last token) is
+    done: its index in the list (the earliest in stream order); raises its
+    failure (shmesh_token_wait_any)."""
+    toks = []
+    for x in tokens:
+        if isinstance(x, Pending):
+            x = x.token
+        elif not isinstance(x, Token):
+            _invalid("wait_any: expected Tokens or Pendings, got %r" % (x,))
+        toks.append(x)
+    if not toks:
+        _invalid("wait_any: no tokens to wait for")
+    for i, t in enumerate(toks):
+        if not t._live():
+            t._check()
+            return i
+    arr = (_lib.Token * len(toks))(*[t._t for t in toks])
+    index = ctypes.c_int(-1)
+    rc = lib.shmesh_token_wait_any(len(toks), arr, ctypes.byref(index))
+    if rc:
+        _raise(rc, toks[0]._t.ctx)
+    toks[index.value]._check()
+    return index.value
+
+
+def runtime_token():
+    """The Token of everything this thread dispatched so far (JAX's
+    RuntimeToken; shmesh_runtime_token): done when it dispatched nothing."""
+    return Token(lib.shmesh_runtime_token(_c()))
+
+
+# ---- effects and callbacks ----------------------------------------------------
+
+_KINDS = {"unordered": 0, "ordered": 1, "ordered_shardable": 2}
+
+
+class Effect:
+    """A registered effect (JAX's effect types; shmesh_effect_create), for
+    shmesh.callback: kind "unordered" (no order beyond the stream's),
+    "ordered" (its callbacks run one after the other in program order; each
+    placed on one device) or "ordered_shardable" (every device runs its
+    part; program point k finishes on every rank before k+1 starts).
+    Collective: every rank creates the same effects in the same order; at
+    most 32 per context, which owns them (freed by finalize())."""
+
+    def __init__(self, name, kind):
+        if not isinstance(name, str):
+            _invalid("Effect: name must be a str, got %r" % (name,))
+        if kind not in _KINDS:
+            _invalid("Effect: kind must be one of %s, got %r" % (", ".join(_KINDS), kind))
+        ctx = _c()
+        p = ctypes.c_void_p()
+        rc = lib.shmesh_effect_create(ctx, name.encode(), _KINDS[kind], ctypes.byref(p))
+        if rc:
+            _raise(rc, ctx)
+        self._p = p
+        self._gen = _gen
+        self.name = name
+        self.kind = kind
+
+    def _ptr(self):
+        if self._gen != _gen or _ctx is None:
+            _invalid("the effect %r belongs to a finalized context" % self.name)
+        return self._p
+
+    @property
+    def token(self):
+        """The Token of this effect's last dispatch on this rank (done when none)."""
+        return Token(lib.shmesh_effect_token(self._ptr()))
+
+    def __repr__(self):
+        return "Effect(%r, %r)" % (self.name, self.kind)
+
+
+_cb_records = {}  # key -> (fn, args, Token): a callback that has not run for sure
+_cb_keys = itertools.count(1)
+_callback_failures = []  # (fn, exception, device) not yet raised by effects_barrier
+
+
+def _trampoline(key, device):
+    # On the library's progress thread, with the GIL (ctypes takes it; the
+    # thread that waits released it in its ctypes call).
+    rec = _cb_records.get(key)
+    if rec is None:
+        return
+    fn, args, tok = rec
+    try:
+        fn(device, *args)
+    except BaseException as e:  # noqa: B902 -- raised again from wait() and effects_barrier()
+        import sys
+        import traceback
+        sys.stderr.write("shmesh: rank %d: callback %s raised on device %d:\n"
+                         % (_rank, getattr(fn, "__qualname__", fn), device))
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        if tok._exc is None:
+            tok._exc = (fn, e, device)
+        _callback_failures.append((fn, e, device))
+
+
+_TRAMPOLINE = _lib.CALLBACK_FN(_trampoline)
+
+
+def _placement(placement):
+    if isinstance(placement, str):
+        if placement == "all":
+            return _lib.PLACE_ALL
+        if placement == "self":
+            return _lib.PLACE_SELF
+    elif not isinstance(placement, bool):
+        try:
+            p = int(placement)
+        except (TypeError, ValueError):
+            p = None
+        if p is not None and 0 <= p < 2 ** 31:
+            return p
+    _invalid("callback: placement must be \"all\", \"self\" or a device id (an int >= 0), "
+             "got %r" % (placement,))
+
+
+def callback(fn, *args, effect=None, placement="all"):
+    """Dispatches fn(device, *args) on the stream (shmesh_callback; JAX's
+    io_callback / debug.callback), after every earlier work, with `effect`
+    (an Effect; None: unordered) at `placement`: "all" (collective: once
+    per device of the job, each rank running its own devices' parts),
+    "self" (this rank alone, once per local device) or a device id
+    (collective: once, on the rank holding it).  `device` is the id of the
+    device whose part it is.  Returns a Token; an exception fn raises is
+    printed to stderr with the rank, and raised again (as CallbackError)
+    by that token's wait() and by effects_barrier().  fn runs on the
+    library's progress thread: it must not call shmesh collectives (nor
+    wait on tokens)."""
+    if not callable(fn):
+        _invalid("callback: fn must be callable, got %r" % (fn,))
+    if effect is not None and not isinstance(effect, Effect):
+        _invalid("callback: effect must be a shmesh.Effect or None, got %r" % (effect,))
+    eff = None if effect is None else effect._ptr()
+    place = _placement(placement)
+    ctx = _c()
+    tok = Token(None, (fn, args))
+    key = tok._cb = next(_cb_keys)
+    _cb_records[key] = (fn, args, tok)
+    rc = lib.shmesh_callback(ctx, eff, place, _TRAMPOLINE, key, ctypes.byref(tok._t))
+    if rc:
+        _cb_records.pop(key, None)
+        _raise(rc, ctx)
+    _register(tok)
+    return tok
+
+
+def effects_barrier():
+    """Waits until everything this thread dispatched and every ordered
+    effect's last work are done, on every rank for a sharded one (JAX's
+    jax.effects_barrier; shmesh_effects_barrier; local).  Raises a
+    CallbackError for the first callback that raised since the previous
+    effects_barrier (whether or not its token was waited)."""
+    ctx = _c()
+    rc = lib.shmesh_effects_barrier(ctx)
+    if rc:
+        _raise(rc, ctx)
+    if _callback_failures:
+        failed = _callback_failures[:]
+        del _callback_failures[:len(failed)]
+        raise _callback_error(*failed[0], more=len(failed) - 1)
 
 
 # ---- shared memory ------------------------------------------------------------

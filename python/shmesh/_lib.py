@@ -65,6 +65,18 @@ class Shard(ctypes.Structure):
 SHARD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Shard))
 
 
+class Token(ctypes.Structure):
+    """shmesh_token: a position in a context's stream (ctx NULL: done)."""
+    _fields_ = [("ctx", ctypes.c_void_p), ("seq", ctypes.c_uint64)]
+
+
+# shmesh_callback_fn: void (*)(void *arg, int device)
+CALLBACK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)
+PLACE_ALL = -1  # SHMESH_PLACE_ALL
+PLACE_SELF = -2  # SHMESH_PLACE_SELF
+MAX_EFFECT_NAME = 31  # SHMESH_MAX_EFFECT_NAME
+
+
 def _candidates():
     given = os.environ.get("SHMESH_LIBRARY")
     if given:
@@ -147,6 +159,18 @@ _PROTOS = {
     "shmesh_strerror": (S, [I]),
     "shmesh_error_name": (S, [I]),
     "shmesh_last_error": (S, [P]),
+    "shmesh_token_wait": (I, [Token]),
+    "shmesh_token_test": (I, [Token]),
+    "shmesh_token_wait_all": (I, [I, ctypes.POINTER(Token)]),
+    "shmesh_token_wait_any": (I, [I, ctypes.POINTER(Token), ctypes.POINTER(I)]),
+    "shmesh_runtime_token": (Token, [P]),
+    "shmesh_barrier_async": (I, [P, ctypes.POINTER(Token)]),
+    "shmesh_effect_create": (I, [P, S, I, ctypes.POINTER(P)]),
+    "shmesh_effect_name": (S, [P]),
+    "shmesh_effect_kind_of": (I, [P]),
+    "shmesh_effect_token": (Token, [P]),
+    "shmesh_callback": (I, [P, P, I, CALLBACK_FN, P, ctypes.POINTER(Token)]),
+    "shmesh_effects_barrier": (I, [P]),
 }
 
 # The collectives, again, without declared argument types: ctypes then
@@ -156,7 +180,8 @@ _PROTOS = {
 # as c_bool).
 # (shmesh_psum, pmax, pmin, pmean, pargmax, pargmin, all_gather,
 # psum_scatter, all_to_all, pswapaxes, ragged_all_to_all, ppermute,
-# pshuffle, pbroadcast: lib/include/shmesh.h gives their arguments.)
+# pshuffle, pbroadcast: lib/include/shmesh.h gives their arguments; their
+# _async forms take the same and a shmesh_token *, passed as a byref.)
 raw = ctypes.CDLL(lib._name)
 
 for _name, (_res, _args) in _PROTOS.items():

@@ -6,6 +6,12 @@ mismatch: rank r calls psum with r + 1 elements;
 peerdead: the last rank exits (status 5) without finalize, the others psum;
 timeout:  (SHMESH_TIMEOUT=1) the last rank sleeps 3 s, the others psum;
 abort:    the last rank calls shmesh_abort (status 7), the others psum.
+asyncpeerdead: the last rank exits (status 5) 0.5 s in, without finalize;
+          the others dispatch a psum_async at once and wait for it there.
+asyncfinalize: every rank dispatches async work and a callback, then
+          finalizes without waiting: finalize drains it (prints "drained").
+asyncdevices: (--devices-per-rank 2) the async ops against the blocking ones
+          with a leading axis of one entry per device (prints "devices ok").
 Each rank that gets an error prints "rank R: CLASS: MESSAGE" and exits 0
 (after trying a second call, which must fail alike: the context is poisoned)."""
 import sys
@@ -16,8 +22,42 @@ import numpy as np
 import shmesh
 
 
+def drained(r, n):
+    mesh = shmesh.Mesh(np.arange(n), "i")
+    ps = [shmesh.psum_async(np.full(3, r + i), "i", mesh=mesh) for i in range(5)]
+    ran = []
+    t = shmesh.callback(lambda dev: ran.append(dev), placement="self")
+    shmesh.finalize()
+    assert t.is_ready() and ran == [r], ran  # the token of a finalized context stays done
+    for i, p in enumerate(ps):
+        got = p.block_until_ready()
+        assert (got == sum(range(n)) + n * i).all(), (i, got)
+    print("rank %d: drained" % r, flush=True)
+    return 0
+
+
+def devices(r, n):
+    k = shmesh._local_devices
+    mesh = shmesh.Mesh(np.arange(shmesh.device_count()), "i")
+    x = np.arange(k * 6, dtype=np.float32).reshape(k, 2, 3) + 10 * r
+    for name, args in (("psum", ()), ("all_gather", ()), ("pbroadcast", (1,)),
+                       ("ppermute", ([(0, 1), (1, 0)],))):
+        want = getattr(shmesh, name)(x, "i", *args, mesh=mesh)
+        got = getattr(shmesh, name + "_async")(x, "i", *args, mesh=mesh).block_until_ready()
+        assert got.shape == want.shape and (got == want).all(), (name, got, want)
+    seen = []
+    shmesh.callback(lambda dev: seen.append(dev)).wait()
+    assert seen == mesh.local_devices, (seen, mesh.local_devices)
+    print("rank %d: devices ok" % r, flush=True)
+    return 0
+
+
 def main(mode):
     r, n = shmesh.rank(), shmesh.world_size()
+    if mode == "asyncfinalize":
+        return drained(r, n)
+    if mode == "asyncdevices":
+        return devices(r, n)
     mesh = shmesh.Mesh(np.arange(n), "i")
     shmesh.psum(np.ones(2), "i", mesh=mesh)  # everyone is up
     last = r == n - 1
@@ -28,6 +68,11 @@ def main(mode):
         sys.stdout.flush()
         import os
         os._exit(5)
+    elif mode == "asyncpeerdead" and last:
+        time.sleep(0.5)  # the others' psum_async is dispatched, and waited for
+        sys.stdout.flush()
+        import os
+        os._exit(5)
     elif mode == "timeout" and last:
         time.sleep(3)
     elif mode == "abort" and last:
@@ -35,7 +80,12 @@ def main(mode):
                                                  shmesh._lib.S]
         shmesh._lib.lib.shmesh_abort(shmesh._ctx, 7, b"jobs.py gives up")
     try:
-        shmesh.psum(x, "i", mesh=mesh)
+        if mode == "asyncpeerdead":
+            p = shmesh.psum_async(x, "i", mesh=mesh)  # dispatched: the error comes from wait
+            print("rank %d: dispatched" % r, flush=True)
+            p.token.wait()
+        else:
+            shmesh.psum(x, "i", mesh=mesh)
         print("rank %d: no error" % r, flush=True)
         return 1
     except shmesh.Error as e:

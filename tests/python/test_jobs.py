@@ -23,12 +23,12 @@ JOB_VARS = ("SHMESH_SEGMENT", "SHMESH_RANK", "SHMESH_WORLD_SIZE", "SHMESH_LOCAL_
             "SHMESH_TIMEOUT")
 
 
-def run_job(launcher, n, mode, env=None, deadline=30):
+def run_job(launcher, n, mode, env=None, deadline=30, extra=()):
     e = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
     e["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(shmesh.__file__)))
     e["SHMESH_LIBRARY"] = os.path.abspath(shmesh._lib.lib._name)
     e.update(env or {})
-    cmd = [launcher, "-v", "--tag-output", "-n", str(n), "--timeout", str(deadline),
+    cmd = [launcher, "-v", "--tag-output", "-n", str(n), *extra, "--timeout", str(deadline),
            "--grace", "2", "--", sys.executable, os.path.join(HERE, "jobs.py"), mode]
     p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=deadline + 15, text=True)
@@ -69,6 +69,32 @@ def test_peer_dead(launcher, n):
     for msg in got.values():
         assert str(n - 1) in msg, msg  # names the rank that died
     assert p.returncode == 5, (p.returncode, p.stderr)
+
+
+def test_peer_dead_async(launcher):
+    """A peer dies while the others wait on a token: PeerDead from wait()."""
+    p = run_job(launcher, 3, "asyncpeerdead")
+    assert p.stdout.count(": dispatched") == 2, p.stdout
+    got = lines(p, "PeerDead")
+    assert sorted(got) == [0, 1], p.stdout + p.stderr
+    for msg in got.values():
+        assert "2" in msg, msg  # names the rank that died
+    assert p.stdout.count("again PeerDead") == 2, p.stdout
+    assert p.returncode == 5, (p.returncode, p.stderr)
+
+
+def test_finalize_drains_async_work(launcher):
+    p = run_job(launcher, 2, "asyncfinalize")
+    assert sorted(re.findall(r"rank (\d+): drained", p.stdout)) == ["0", "1"], (
+        p.stdout + p.stderr)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+
+
+def test_async_with_several_devices_per_rank(launcher):
+    p = run_job(launcher, 2, "asyncdevices", extra=("--devices-per-rank", "2"))
+    assert sorted(re.findall(r"rank (\d+): devices ok", p.stdout)) == ["0", "1"], (
+        p.stdout + p.stderr)
+    assert p.returncode == 0, (p.returncode, p.stderr)
 
 
 def test_timeout(launcher):
