@@ -32,7 +32,7 @@ from ._lib import lib
 
 __all__ = [
     "init", "finalize", "initialized", "rank", "world_size", "device_count", "notifier",
-    "barrier", "Mesh", "psum", "pmean", "pmax", "pmin", "pargmax", "pargmin", "all_gather",
+    "abort", "barrier", "Mesh", "psum", "pmean", "pmax", "pmin", "pargmax", "pargmin", "all_gather",
     "psum_scatter", "all_to_all", "pswapaxes", "ppermute", "pshuffle", "pbroadcast",
     "ragged_all_to_all", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
@@ -102,7 +102,9 @@ def _raise(rc, ctx=None):
 
 
 def _invalid(text):
-    raise InvalidArgument(text, -1)
+    """Raises the binding's own InvalidArgument, worded as the library's
+    ("rank R: what: ...") once the rank is known."""
+    raise InvalidArgument(("rank %d: %s" % (_rank, text)) if _ctx is not None else text, -1)
 
 
 # ---- the context ------------------------------------------------------------
@@ -190,6 +192,22 @@ def device_count():
 def notifier():
     """How this rank sleeps while it waits: "uring" or "futex"."""
     return lib.shmesh_notifier(_c()).decode()
+
+
+def abort(code=1, why=""):
+    """Ends the whole job (shmesh_abort): records `why` in the job's segment
+    so every other rank's pending and later calls raise Aborted naming this
+    rank, then exits this process at once with status `code` (1 when 0 or
+    out of 1..255), which makes shmesh-run stop the others.  Like
+    os._exit: no finally blocks, atexit functions or buffered output of
+    this process run after it (flush what must be seen first)."""
+    try:
+        c = int(code)
+    except (TypeError, ValueError):
+        c = 1
+    if not 1 <= c <= 255:
+        c = 1
+    lib.shmesh_abort(_ctx, c, str(why).encode(errors="replace"))
 
 
 def barrier():
@@ -854,6 +872,8 @@ def _perm_call(fn, what, x, axis_name, mesh, params, w):
 def _ppermute(x, axis_name, perm, mesh, w):
     try:
         pairs = [(_cint(s, "ppermute", "perm"), _cint(d, "ppermute", "perm")) for s, d in perm]
+    except InvalidArgument:
+        raise  # _cint's: an entry out of range
     except (TypeError, ValueError):
         _invalid("ppermute: perm must be a list of (source, destination) pairs, got %r" % (perm,))
     flat = (ctypes.c_int * max(2 * len(pairs), 2))(*[i for p in pairs for i in p])

@@ -117,6 +117,7 @@ S = ctypes.c_char_p
 _PROTOS = {
     "shmesh_init": (I, [ctypes.POINTER(P)]),
     "shmesh_finalize": (I, [P]),
+    "shmesh_abort": (None, [P, I, S]),
     "shmesh_rank": (I, [P]),
     "shmesh_world_size": (I, [P]),
     "shmesh_barrier": (I, [P]),

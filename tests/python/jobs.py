@@ -5,7 +5,7 @@
 mismatch: rank r calls psum with r + 1 elements;
 peerdead: the last rank exits (status 5) without finalize, the others psum;
 timeout:  (SHMESH_TIMEOUT=1) the last rank sleeps 3 s, the others psum;
-abort:    the last rank calls shmesh_abort (status 7), the others psum.
+abort:    the last rank calls shmesh.abort (status 7), the others psum.
 asyncpeerdead: the last rank exits (status 5) 0.5 s in, without finalize;
           the others dispatch a psum_async at once and wait for it there.
 asyncfinalize: every rank dispatches async work and a callback, then
@@ -76,9 +76,9 @@ def main(mode):
     elif mode == "timeout" and last:
         time.sleep(3)
     elif mode == "abort" and last:
-        shmesh._lib.lib.shmesh_abort.argtypes = [shmesh._lib.P, shmesh._lib.I,
-                                                 shmesh._lib.S]
-        shmesh._lib.lib.shmesh_abort(shmesh._ctx, 7, b"jobs.py gives up")
+        print("rank %d: aborting" % r, flush=True)
+        shmesh.abort(7, "jobs.py gives up")
+        print("rank %d: abort returned" % r, flush=True)  # must not be reached
     try:
         if mode == "asyncpeerdead":
             p = shmesh.psum_async(x, "i", mesh=mesh)  # dispatched: the error comes from wait

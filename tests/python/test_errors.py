@@ -43,6 +43,18 @@ def test_bad_axis_names(mesh):
         shmesh.psum(np.ones(2), ("i", "i"), mesh=mesh)
 
 
+def test_binding_errors_name_the_rank(mesh, rank):
+    """The binding's own refusals are worded as the library's: the rank first."""
+    with invalid(r"^rank %d: psum: axis_name must be" % rank):
+        shmesh.psum(np.ones(2), 3, mesh=mesh)
+    with invalid(r"^rank %d: ppermute: perm" % rank):
+        shmesh.ppermute(np.ones(2), "i", perm=[1, 2], mesh=mesh)
+    with invalid(r"^rank %d: ppermute: perm %d is out of range" % (rank, -2 ** 33)):
+        shmesh.ppermute(np.ones(2), "i", perm=[(0, -2 ** 33)], mesh=mesh)
+    with invalid(r"^rank %d: pbroadcast: source %d is out of range" % (rank, 2 ** 40)):
+        shmesh.pbroadcast(np.ones(2), "i", 2 ** 40, mesh=mesh)
+
+
 def test_bad_shapes(mesh, world):
     with invalid(r"psum_scatter|scatter|%d" % world):
         shmesh.psum_scatter(np.ones((world + 1, 2)), "i", mesh=mesh)

@@ -111,6 +111,7 @@ def test_aborted(launcher):
     for msg in got.values():
         assert "jobs.py gives up" in msg and "2" in msg, msg
     assert p.returncode == 7, (p.returncode, p.stderr)
+    assert "rank 2: aborting" in p.stdout and "abort returned" not in p.stdout, p.stdout
 
 
 def test_timeout_error_is_a_timeout_error():
