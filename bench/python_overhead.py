@@ -10,7 +10,9 @@ the ranks), each launched by shmesh-run with the same ranks, warm-up and
 iterations, alternating which goes first every round.  Both time their loop
 the same way: a barrier, then the mean per call over the iterations, the
 largest over ranks.  It prints the median of the rounds for each, their
-ratio and the microseconds Python adds per call.
+ratio and the microseconds Python adds per call; then the fastest round of
+each ("fastest rounds"), since this machine's slow phases (seen to double
+a loop's time for seconds at a time) hit both sides unevenly.
 
 The worker also times the same psum on a non-contiguous view of as many
 elements (x2[::2]), which the binding must copy before the call, and checks
@@ -141,6 +143,9 @@ def main():
         c, p, v = statistics.median(cs), statistics.median(ps), statistics.median(vs)
         print("%10d %8d %10.3f %10.3f %7.2f %10.3f %12.3f %10.3f"
               % (size, iters, c, p, p / c, p - c, v, v - p))
+        c, p = min(cs), min(ps)
+        print("#   fastest rounds: C %.3f us, Python %.3f us, ratio %.2f, added %.3f us"
+              % (c, p, p / c, p - c))
         same, copied, ok = (all(x[k] for x in checks) for k in range(3))
         print("#   contiguous input passed in place (np.shares_memory): %s; strided view copied: "
               "%s; results right: %s" % ("yes" if same else "NO", "yes" if copied else "NO",

@@ -665,6 +665,20 @@ def _reduce(name, result_dtype):
         return _tree_map(leaf, x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None):
+        # The hot path of a training loop: one C-contiguous array of a
+        # dtype shmesh has, no groups, one device per rank, a live mesh (or
+        # none: the entered one).  These are the checks _prepare, _shape_of
+        # and _mesh_ptr make, inline: 0.6 us less per call (min), 1 us
+        # (median) on this machine.
+        if (type(x) is np.ndarray and axis_index_groups is None and _local_devices == 1
+                and _ctx is not None and (mesh is None or (type(mesh) is Mesh and mesh._p))
+                and x.dtype in _CODES and x.flags.c_contiguous and x.ndim <= _MAX_NDIM):
+            out = np.empty(x.shape, result_dtype(x.dtype))
+            rc = fn(None if mesh is None else mesh._p, _axes(axis_name, name), None,
+                    *_in_out(x, out))
+            if rc:
+                _raise(rc, _ctx)
+            return out
         if type(x) is np.ndarray:  # one array: no tree to walk
             a = _prepare(x, name)
             return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
