@@ -1581,10 +1581,11 @@ class NamedSharding:
 
 
 class Shard:
-    """One local shard of a GlobalArray (jax.Shard): `device` (its id),
-    `index` (its block, a tuple of slices), `replica_id`, and `data`, a
-    read-only numpy view of the array's own buffer (no copy: valid while
-    the array lives, not after its mesh is closed or finalize())."""
+    """One shard of a GlobalArray (jax.Shard): `device` (its id), `index`
+    (its block, a tuple of slices), `replica_id`, and `data`, a read-only
+    numpy view of the array's own buffer (no copy: valid while the array
+    lives, not after its mesh is closed or finalize()), or None for another
+    rank's device (global_shards)."""
 
     __slots__ = ("device", "index", "replica_id", "data")
 
@@ -1635,14 +1636,28 @@ class GlobalArray:
     def addressable_shards(self):
         """This rank's shards, one per local device of the mesh, in mesh order
         (made anew at each access: the array is not in a cycle with them)."""
+        return self._shards(lib.shmesh_global_array_local_shards)
+
+    @property
+    def global_shards(self):
+        """Every device's shard, in mesh order (jax.Array.global_shards):
+        `data` is this rank's view for its own devices and None for the
+        others' (their memory is not this process's)."""
+        return self._shards(lib.shmesh_global_array_global_shards)
+
+    def _shards(self, fn):
         ptr = ctypes.POINTER(_lib.Shard)()
-        n = _checked(lib.shmesh_global_array_local_shards, self._ptr(), ctypes.byref(ptr))
+        n = _checked(fn, self._ptr(), ctypes.byref(ptr))
         sshape = self.sharding.shard_shape(self.shape)
+        local = set(_local_devices_of(self.sharding.mesh._p))
+        count = int(np.prod(sshape, dtype=np.int64))
         shards = []
         for i in range(n):
             sh = ptr[i]
-            count = int(np.prod(sshape, dtype=np.int64))
-            if sh.data.data and count:
+            dev = int(sh.index.device)
+            if dev not in local:
+                data = None
+            elif sh.data.data and count:
                 buf = (ctypes.c_char * (count * self.dtype.itemsize)).from_address(
                     sh.data.data)
                 buf._owner = self  # the view keeps the array alive
@@ -1651,8 +1666,7 @@ class GlobalArray:
             else:
                 data = np.zeros(sshape, self.dtype)
                 data.flags.writeable = False
-            shards.append(Shard(int(sh.index.device),
-                                _slices(sh.index, self.shape, sshape),
+            shards.append(Shard(dev, _slices(sh.index, self.shape, sshape),
                                 int(sh.index.replica_id), data))
         return shards
 

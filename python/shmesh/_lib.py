@@ -156,6 +156,7 @@ _PROTOS = {
     "shmesh_global_array_shape": (I, [P, ctypes.POINTER(ctypes.c_int64)]),
     "shmesh_global_array_is_fully_replicated": (ctypes.c_bool, [P]),
     "shmesh_global_array_local_shards": (I, [P, ctypes.POINTER(ctypes.POINTER(Shard))]),
+    "shmesh_global_array_global_shards": (I, [P, ctypes.POINTER(ctypes.POINTER(Shard))]),
     "shmesh_global_array_gather": (I, [P, I, P]),
     "shmesh_strerror": (S, [I]),
     "shmesh_error_name": (S, [I]),

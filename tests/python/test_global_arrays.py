@@ -152,6 +152,17 @@ def test_make_array_from_callback(which, request, rank):
             assert sh.data.dtype == np.dtype(dtype)
             np.testing.assert_array_equal(sh.data, g[sh.index])
             assert not sh.data.flags.writeable
+        # every device's shard, in mesh order: data only for this rank's
+        gs = a.global_shards
+        assert [sh.device for sh in gs] == [int(d) for d in mesh.devices.ravel()]
+        rids = s.replica_ids(shape)
+        assert [sh.replica_id for sh in gs] == [rids[sh.device] for sh in gs]
+        for sh in gs:
+            assert sh.index == imap[sh.device]
+            if sh.device == rank:
+                np.testing.assert_array_equal(sh.data, g[sh.index])
+            else:
+                assert sh.data is None
         assert a.is_fully_replicated == s.is_fully_replicated_for(shape)
         # gather to every rank (np.asarray) and to one root
         np.testing.assert_array_equal(np.asarray(a), g)
