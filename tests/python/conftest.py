@@ -46,6 +46,18 @@ def mesh2(world):
     return shmesh.Mesh(np.arange(world).reshape(mesh2_shape(world)), ("x", "y"))
 
 
+def x_of(r, shape=(2, 3), dtype=np.float32):
+    """Rank r's input: small integers (exact in every dtype and any sum order)."""
+    n = int(np.prod(shape))
+    return ((np.arange(n) * (r + 3) + 5 * r) % 11 - 4).reshape(shape).astype(dtype)
+
+
+def check(got, want):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_array_equal(got, want)
+
+
 def inputs(world, f):
     """[f(0), ..., f(world - 1)]: every rank's input, on every rank."""
     return [np.asarray(f(r)) for r in range(world)]

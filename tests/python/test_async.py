@@ -14,21 +14,9 @@ import numpy as np
 import pytest
 
 import shmesh
-from conftest import inputs, mesh2_shape
+from conftest import check, inputs, mesh2_shape, x_of
 
 eq = np.testing.assert_array_equal
-
-
-def x_of(r, shape=(2, 3), dtype=np.float32):
-    """Rank r's input: small integers (exact in every dtype and any sum order)."""
-    n = int(np.prod(shape))
-    return ((np.arange(n) * (r + 3) + 5 * r) % 11 - 4).reshape(shape).astype(dtype)
-
-
-def check(got, want):
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    eq(got, want)
 
 
 def same_tree(a, b):
