@@ -473,11 +473,13 @@ def _group_size(mp, axes, groups, what):
 
 
 def _with_group_size(v, what, mesh, axis_name, axis_index_groups):
-    """The input of an op whose output shape depends on the group size, one
-    device's shape of it, and that size."""
+    """For an op whose output shape depends on the group size: the input,
+    one device's shape of it, that size, and the call's (mesh pointer, axes
+    text, groups reference) for _run, resolved once."""
     a = _prepare(v, what)
-    g, _ = _groups(axis_index_groups, what)
-    return a, _shape_of(a, what), _group_size(_mesh_ptr(mesh), _axes(axis_name, what), g, what)
+    g, gref = _groups(axis_index_groups, what)
+    mp, axes = _mesh_ptr(mesh), _axes(axis_name, what)
+    return a, _shape_of(a, what), _group_size(mp, axes, g, what), (mp, axes, gref)
 
 
 def _axis(axis, ndim, what, name="axis"):
@@ -507,13 +509,19 @@ def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, w, *pa
     mp = _mesh_ptr(mesh)
     axes = _axes(axis_name, what)
     gref = None if groups_arg is None else _groups(groups_arg, what)[1]
+    return _run(fn, (mp, axes, gref), a, out_shape, out_dtype, w, params)
+
+
+def _run(fn, where, a, out_shape, out_dtype, w, params):
+    """_call's work once `where`, the call's (mesh pointer, axes text,
+    groups reference), is resolved."""
     out = np.empty(out_shape if _local_devices == 1 else (_local_devices, *out_shape), out_dtype)
     if w is None:
-        rc = fn(mp, axes, gref, *params, *_in_out(a, out))
+        rc = fn(*where, *params, *_in_out(a, out))
         if rc:
             _raise(rc, _ctx)
     else:
-        _dispatch(w, fn, (mp, axes, gref, *params, *_in_out(a, out)), (a, out, gref, params))
+        _dispatch(w, fn, (*where, *params, *_in_out(a, out)), (a, out, where[2], params))
     return out
 
 
@@ -764,7 +772,7 @@ _raw_pair("ragged_all_to_all")
 
 def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
     def leaf(v):
-        a, sh, n = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
+        a, sh, n, where = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
         shape = list(sh)
         if tiled:
             ax = _axis(axis, len(sh), "all_gather")
@@ -772,8 +780,8 @@ def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
         else:
             ax = _axis(axis, len(sh) + 1, "all_gather")
             shape.insert(ax, n)
-        return _call(_raw.shmesh_all_gather, "all_gather", mesh, axis_name, axis_index_groups, a,
-                     shape, a.dtype, w, ax, ctypes.c_bool(tiled))
+        return _run(_raw.shmesh_all_gather, where, a, shape, a.dtype, w,
+                    (ax, ctypes.c_bool(tiled)))
     return _tree_map(leaf, x)
 
 
@@ -789,15 +797,15 @@ def all_gather_async(x, axis_name, *, axis_index_groups=None, axis=0, tiled=Fals
 
 def _psum_scatter(x, axis_name, scatter_dimension, axis_index_groups, tiled, mesh, w):
     def leaf(v):
-        a, sh, n = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
+        a, sh, n, where = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
         d = _axis(scatter_dimension, len(sh), "psum_scatter", "scatter_dimension")
         shape = list(sh)
         if tiled:
             shape[d] = shape[d] // n if n else 0
         else:
             del shape[d]
-        return _call(_raw.shmesh_psum_scatter, "psum_scatter", mesh, axis_name,
-                     axis_index_groups, a, shape, _sum_dtype(a.dtype), w, d, ctypes.c_bool(tiled))
+        return _run(_raw.shmesh_psum_scatter, where, a, shape, _sum_dtype(a.dtype), w,
+                    (d, ctypes.c_bool(tiled)))
     return _tree_map(leaf, x)
 
 
@@ -816,7 +824,7 @@ def psum_scatter_async(x, axis_name, *, scatter_dimension=0, axis_index_groups=N
 
 def _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled, mesh, w):
     def leaf(v):
-        a, sh, n = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
+        a, sh, n, where = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
         s = _axis(split_axis, len(sh), "all_to_all", "split_axis")
         c = _axis(concat_axis, len(sh), "all_to_all", "concat_axis")
         shape = list(sh)
@@ -826,8 +834,8 @@ def _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled,
         else:
             del shape[s]
             shape.insert(c, n)
-        return _call(_raw.shmesh_all_to_all, "all_to_all", mesh, axis_name, axis_index_groups,
-                     a, shape, a.dtype, w, s, c, ctypes.c_bool(tiled))
+        return _run(_raw.shmesh_all_to_all, where, a, shape, a.dtype, w,
+                    (s, c, ctypes.c_bool(tiled)))
     return _tree_map(leaf, x)
 
 
