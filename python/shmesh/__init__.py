@@ -37,7 +37,7 @@ __all__ = [
     "ragged_all_to_all", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
     "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
-    "make_array_from_callback", "device_put",
+    "make_array_from_callback", "make_array_from_single_device_arrays", "device_put",
     "psum_async", "pmean_async", "pmax_async", "pmin_async", "pargmax_async", "pargmin_async",
     "all_gather_async", "psum_scatter_async", "all_to_all_async", "pswapaxes_async",
     "ppermute_async", "pshuffle_async", "pbroadcast_async", "ragged_all_to_all_async",
@@ -1777,6 +1777,47 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
             raise failure[0]
         raise
     return GlobalArray(p, sharding, dtype)
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+    """jax.make_array_from_single_device_arrays: a GlobalArray of `shape`
+    over `arrays`, one numpy array per device this rank holds in the
+    sharding's mesh (in mesh.local_devices order), each that device's
+    shard (of sharding.shard_shape(shape)).  Borrowed, not copied
+    (shmesh_global_array_create): a C-contiguous array of native byte
+    order is used in place, and the GlobalArray keeps it alive; writing
+    into it changes that shard.  Any other array is copied first.  Local
+    (not collective).  dtype: the arrays' (needed when this rank holds no
+    device of the mesh)."""
+    what = "make_array_from_single_device_arrays"
+    if not isinstance(sharding, NamedSharding):
+        _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
+    shape, cshape = _shape_arg(shape, what)
+    sp = sharding._ptr()
+    sshape = sharding.shard_shape(shape)  # the sharding's refusals of a bad shape, first
+    local = _local_devices_of(sharding.mesh._p)
+    bufs = [_prepare(a, what) for a in arrays]
+    if len(bufs) != len(local):
+        _invalid("%s: %d arrays given; this rank holds %d devices of the mesh (%s), one array "
+                 "each" % (what, len(bufs), len(local), ", ".join(map(str, local))))
+    if dtype is None:
+        if not bufs:
+            _invalid("%s: no arrays to take the dtype from (this rank holds no device of the "
+                     "mesh): pass dtype" % what)
+        dtype = bufs[0].dtype
+    code = _code(dtype, what)
+    dtype = np.dtype(dtype)
+    for dev, b in zip(local, bufs):
+        if b.dtype != dtype or b.shape != sshape:
+            _invalid("%s: device %d's array is %s%s; its shard of %s is %s%s"
+                     % (what, dev, b.dtype, list(b.shape), list(shape), dtype, list(sshape)))
+    ptrs = (ctypes.c_void_p * max(len(bufs), 1))(*[_ptr(b) for b in bufs])
+    p = ctypes.c_void_p()
+    _checked(lib.shmesh_global_array_create, sp, code, len(shape), cshape, ptrs,
+             ctypes.byref(p))
+    a = GlobalArray(p, sharding, dtype)
+    a._borrowed = bufs  # the library reads them for as long as the array lives
+    return a
 
 
 def device_put(x, sharding, *, root=0):

@@ -149,6 +149,8 @@ _PROTOS = {
                                     ctypes.POINTER(Index)]),
     "shmesh_global_array_from_callback": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64), SHARD_FN,
                                               P, ctypes.POINTER(P)]),
+    "shmesh_global_array_create": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64),
+                                       ctypes.POINTER(P), ctypes.POINTER(P)]),
     "shmesh_global_array_scatter": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64), I, P,
                                         ctypes.POINTER(P)]),
     "shmesh_global_array_reshard": (I, [P, P, ctypes.POINTER(P)]),

@@ -103,6 +103,15 @@ def main(outdir):
         rargs = [stack(lambda d, i=i: ragged_args(d, pos[d], 2)[i]) for i in range(6)]
         case("ragged", shmesh.ragged_all_to_all(*rargs, axis_name="b"))
 
+        # a global array over each device's block, gathered whole
+        g = np.arange(48, dtype=np.float32).reshape(8, 6)
+        sh = shmesh.NamedSharding(mesh, shmesh.P(("c", "a", "b")))
+        imap = sh.devices_indices_map(g.shape)
+        ga = shmesh.make_array_from_single_device_arrays(
+            g.shape, sh, [np.array(g[imap[d]]) for d in ids])
+        whole = np.asarray(ga)
+        case("from_blocks", stack(lambda d: whole))
+
         if k > 1:
             try:
                 shmesh.psum(np.zeros(3, np.float32), "a")

@@ -91,6 +91,8 @@ def test_results_are_right(jobs):
                        key=lambda e: coords(e)[0] * 2 + coords(e)[2])
         np.testing.assert_array_equal(r["all_gather"], np.stack([x_of(e) for e in group]))
         np.testing.assert_array_equal(r["after_refusal"], r["psum_a"])
+        np.testing.assert_array_equal(r["from_blocks"],
+                                      np.arange(48, dtype=np.float32).reshape(8, 6))
 
 
 def test_missing_device_axis_refused_on_every_rank(jobs):

@@ -174,6 +174,54 @@ def test_make_array_from_callback(which, request, rank):
             assert got is None
 
 
+@pytest.mark.parametrize("which", ["mesh", "mesh2"])
+def test_make_array_from_single_device_arrays(which, request, rank):
+    """Every case of the callback test, over the rank's own blocks: the
+    array borrows them (its shards are those buffers), and gathers to g."""
+    mesh = request.getfixturevalue(which)
+    for k, (spec, shape) in enumerate(cases(which)):
+        dtype = DTYPES[k % len(DTYPES)]
+        g = global_array(shape, dtype)
+        s = NamedSharding(mesh, spec)
+        imap = s.devices_indices_map(shape)
+        blocks = [np.array(g[imap[d]], order="C") for d in mesh.local_devices]
+        a = shmesh.make_array_from_single_device_arrays(shape, s, blocks)
+        assert a.shape == shape and a.dtype == np.dtype(dtype)
+        for sh, b in zip(a.addressable_shards, blocks):
+            assert np.shares_memory(sh.data, b) or b.size == 0  # borrowed, not copied
+            np.testing.assert_array_equal(sh.data, g[sh.index])
+        np.testing.assert_array_equal(np.asarray(a), g)
+        # writing into a borrowed block changes the shard (the gather sees it)
+        if blocks[0].size and dtype is not np.bool_:
+            blocks[0].flat[0] += 1
+            assert a.addressable_shards[0].data.flat[0] == blocks[0].flat[0]
+            blocks[0].flat[0] -= 1
+
+
+def test_single_device_arrays_refused(mesh2, rank):
+    s = NamedSharding(mesh2, P("x", "y"))
+    shape = (4, 6)
+    sshape = s.shard_shape(shape)
+    ok = np.zeros(sshape, np.float32)
+    invalid(lambda: shmesh.make_array_from_single_device_arrays(shape, s, []),
+            "0 arrays given", "1 devices")
+    invalid(lambda: shmesh.make_array_from_single_device_arrays(shape, s, [ok, ok]),
+            "2 arrays given")
+    invalid(lambda: shmesh.make_array_from_single_device_arrays(
+        shape, s, [np.zeros((sshape[0] + 1, sshape[1]), np.float32)]),
+        "device %d's array is float32[%d, %d]" % (rank, sshape[0] + 1, sshape[1]))
+    invalid(lambda: shmesh.make_array_from_single_device_arrays(shape, s, [ok], dtype=np.int32),
+            "device %d's array is float32" % rank, "int32")
+    invalid(lambda: shmesh.make_array_from_single_device_arrays(shape, P("x"), [ok]),
+            "NamedSharding")
+    # a strided block is copied, and still right
+    big = np.zeros((sshape[0], 2 * sshape[1]), np.float32)
+    big[:, ::2] = 7
+    a = shmesh.make_array_from_single_device_arrays(shape, s, [big[:, ::2]])
+    assert not np.shares_memory(a.addressable_shards[0].data, big)
+    assert (a.addressable_shards[0].data == 7).all()
+
+
 def test_dtype_from_the_callback(mesh2):
     g = np.arange(32, dtype=np.int16).reshape(8, 4)
     a = shmesh.make_array_from_callback(g.shape, NamedSharding(mesh2, P("x", "y")),
