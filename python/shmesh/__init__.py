@@ -12,7 +12,10 @@ arguments follow ``jax.lax`` and ``jax.sharding``; every function returns a
 new array (``ragged_all_to_all`` a new output), and a failed call raises a
 ``shmesh.Error`` carrying the library's sentence.  Global arrays:
 ``NamedSharding(mesh, P("data", None))``, ``make_array_from_callback``,
-``np.asarray(a)`` (a collective gather).  Async dispatch: ``psum_async`` and
+``make_array_from_single_device_arrays``, ``np.asarray(a)`` (a collective
+gather).  With several devices per rank (shmesh-run --devices-per-rank K),
+arrays carry a leading axis of K, one entry per device of
+``mesh.local_devices``, as jax.pmap's do.  Async dispatch: ``psum_async`` and
 the other ``*_async`` forms return a ``Pending`` (``block_until_ready()``)
 holding a ``Token``; effects: ``Effect``, ``callback(fn, *args)`` (run as
 ``fn(device, *args)`` on the library's thread), ``effects_barrier()``.  See
