@@ -238,16 +238,14 @@ if _BF16 is not None:
 
 
 def _code(dt, what):
-    if isinstance(dt, str) and dt == "bfloat16" and _BF16 is None:
-        dt = None  # numpy alone does not know the name: say what is missing below
+    bf16_name = isinstance(dt, str) and dt == "bfloat16"
+    if bf16_name and _BF16 is None:
+        c = None  # numpy alone does not know the name: say what is missing below
     else:
         dt = np.dtype(dt)
-    if dt is None:
-        _invalid("%s: bfloat16 needs the ml_dtypes package (pip install ml_dtypes); "
-                 "it is not installed" % what)
-    c = _CODES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
+        c = _CODES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
     if c is None:
-        if dt.name == "bfloat16" or str(dt) == "bfloat16":
+        if bf16_name or dt.name == "bfloat16" or str(dt) == "bfloat16":
             _invalid("%s: bfloat16 needs the ml_dtypes package (pip install ml_dtypes); "
                      "it is not installed" % what)
         _invalid("%s: dtype %s is not one shmesh has (bool, int8..int64, uint8..uint64, "
@@ -266,7 +264,9 @@ def _prepare(x, what):
     if a.dtype.byteorder not in "=|":
         a = a.astype(a.dtype.newbyteorder("="))
     if a.ndim > _MAX_NDIM:
-        _invalid("%s: arrays have at most %d dimensions, got %d" % (what, _lib.MAX_NDIM, a.ndim))
+        _invalid("%s: arrays have at most %d dimensions%s, got %d"
+                 % (what, _lib.MAX_NDIM, " (%d with the device axis)" % _MAX_NDIM
+                    if _MAX_NDIM > _lib.MAX_NDIM else "", a.ndim))
     # not np.ascontiguousarray, which makes a 0-d array (a scalar) 1-d
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
@@ -1491,9 +1491,6 @@ class PartitionSpec(tuple):
 
 P = PartitionSpec
 
-_shardings = weakref.WeakSet()
-_garrays = weakref.WeakSet()
-
 
 def _slices(idx, shape, shard_shape):
     """JAX's index of a block: slice(None) where the dimension is whole."""
@@ -1523,7 +1520,6 @@ class NamedSharding:
         _checked(lib.shmesh_sharding_create, mesh._p, ctypes.byref(self._cspec), ctypes.byref(p))
         self._p = p
         self._arrays = weakref.WeakSet()
-        _shardings.add(self)
         mesh._shardings.add(self)
 
     def __repr__(self):
@@ -1623,7 +1619,6 @@ class GlobalArray:
         nd = lib.shmesh_global_array_shape(p, cshape)
         self.shape = tuple(int(cshape[d]) for d in range(nd))
         sharding._arrays.add(self)
-        _garrays.add(self)
 
     @property
     def ndim(self):

@@ -117,6 +117,10 @@ def main(outdir):
                 shmesh.psum(np.zeros(3, np.float32), "a")
             except shmesh.InvalidArgument as e:
                 print("refused: %s" % e, flush=True)
+            try:  # 9 dimensions per device: one too many, the device axis aside
+                shmesh.psum(np.zeros((k,) + (1,) * 9, np.float32), "a")
+            except shmesh.InvalidArgument as e:
+                print("too many dimensions: %s" % e, flush=True)
             # the refusal happened before anything was shared: the job goes on
             case("after_refusal", shmesh.psum(x, "a"))
         else:

@@ -102,4 +102,8 @@ def test_missing_device_axis_refused_on_every_rank(jobs):
         assert len(refused) == ranks, out
         for msg in refused:
             assert ("holds %d devices" % k) in msg and "got shape (3,)" in msg, msg
+        ndim = re.findall(r"^(?:\[\d+\] )?too many dimensions: (.*)$", out, re.M)
+        assert len(ndim) == ranks, out
+        for msg in ndim:
+            assert "at most 8 dimensions (9 with the device axis), got 10" in msg, msg
     assert "refused" not in jobs["8x1"][0]
