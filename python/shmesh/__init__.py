@@ -395,14 +395,15 @@ def _in_out(a, out):
     return e[0][1], e[1][1]
 
 
-def _cint(v, what, name):
-    """v as a C int argument (a call without declared argument types would
-    refuse a larger one with ctypes' own error)."""
+def _cint(v, what, name, bits=32):
+    """v as a C int (int64_t with bits=64): ctypes would truncate a larger
+    one silently, in arrays and declared arguments alike (2**32 + 3 becomes
+    3), or refuse it with its own error in undeclared ones."""
     try:
         i = int(v)
     except (TypeError, ValueError):
         _invalid("%s: %s must be an integer, got %r" % (what, name, v))
-    if not -2 ** 31 <= i < 2 ** 31:
+    if not -2 ** (bits - 1) <= i < 2 ** (bits - 1):
         _invalid("%s: %s %d is out of range" % (what, name, i))
     return i
 
@@ -441,7 +442,8 @@ def _groups(axis_index_groups, what):
     if axis_index_groups is None:
         return None, None
     try:
-        groups = [[int(i) for i in g] for g in axis_index_groups]
+        groups = [[_cint(i, what, "axis_index_groups entry") for i in g]
+                  for g in axis_index_groups]
     except TypeError:
         _invalid("%s: axis_index_groups must be a list of lists of axis indices, got %r"
                  % (what, axis_index_groups))
@@ -552,7 +554,8 @@ class Mesh:
         nd = devices.ndim
         names = (ctypes.c_char_p * nd)(*[n.encode() for n in self.axis_names])
         sizes = (ctypes.c_int * nd)(*devices.shape)
-        order = (ctypes.c_int * max(devices.size, 1))(*[int(i) for i in devices.ravel()])
+        order = (ctypes.c_int * max(devices.size, 1))(
+            *[_cint(i, "Mesh", "device id") for i in devices.ravel()])
         p = ctypes.c_void_p()
         rc = lib.shmesh_mesh_create(ctx, nd, names, sizes, order, ctypes.byref(p))
         if rc:
@@ -1436,6 +1439,8 @@ def _shape_arg(shape, what):
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
     except (TypeError, ValueError):
         _invalid("%s: a shape is a tuple of integers, got %r" % (what, shape))
+    for n in shape:
+        _cint(n, what, "dimension", 64)
     if len(shape) > _lib.MAX_NDIM:
         _invalid("%s: arrays have at most %d dimensions, got %d"
                  % (what, _lib.MAX_NDIM, len(shape)))
@@ -1680,7 +1685,7 @@ class GlobalArray:
         """Collective: the whole array (a new numpy array) on every rank
         (root -1), or on rank `root` only (None elsewhere);
         shmesh_global_array_gather."""
-        root = int(root)
+        root = _cint(root, "gather", "root")
         ptr = self._ptr()
         want = root == -1 or root == rank()
         out = np.empty(self.shape, self.dtype) if want else None
@@ -1831,5 +1836,6 @@ def device_put(x, sharding, *, root=0):
     a = _prepare(x, "device_put")
     shape, cshape = _shape_arg(a.shape, "device_put")
     _checked(lib.shmesh_global_array_scatter, sharding._ptr(), _CODES[a.dtype], len(shape),
-             cshape, int(root), a.ctypes.data if a.size else None, ctypes.byref(p))
+             cshape, _cint(root, "device_put", "root"), a.ctypes.data if a.size else None,
+             ctypes.byref(p))
     return GlobalArray(p, sharding, a.dtype)

@@ -51,6 +51,19 @@ def test_binding_errors_name_the_rank(mesh, rank):
         shmesh.ppermute(np.ones(2), "i", perm=[1, 2], mesh=mesh)
     with invalid(r"^rank %d: ppermute: perm %d is out of range" % (rank, -2 ** 33)):
         shmesh.ppermute(np.ones(2), "i", perm=[(0, -2 ** 33)], mesh=mesh)
+    # ctypes would truncate these silently (2**32 + k becomes k): refused instead
+    with invalid(r"^rank %d: psum: axis_index_groups entry %d is out of range" % (rank, 2 ** 32)):
+        shmesh.psum(np.ones(2), "i", axis_index_groups=[[2 ** 32]], mesh=mesh)
+    with invalid(r"^rank %d: Mesh: device id %d is out of range" % (rank, 2 ** 32 + rank)):
+        shmesh.Mesh(np.array([2 ** 32 + rank]), ("z",))
+    s = shmesh.NamedSharding(mesh, shmesh.P())
+    with invalid(r"dimension %d is out of range" % (2 ** 64 + 2)):
+        s.shard_shape((2 ** 64 + 2,))
+    a = shmesh.make_array_from_callback((2,), s, lambda i: np.zeros(2)[i])
+    with invalid(r"^rank %d: gather: root %d is out of range" % (rank, 2 ** 32)):
+        a.gather(root=2 ** 32)
+    with invalid(r"^rank %d: device_put: root %d is out of range" % (rank, 2 ** 32)):
+        shmesh.device_put(np.zeros(2), s, root=2 ** 32)
     with invalid(r"^rank %d: pbroadcast: source %d is out of range" % (rank, 2 ** 40)):
         shmesh.pbroadcast(np.ones(2), "i", 2 ** 40, mesh=mesh)
 
