@@ -8,33 +8,25 @@ The jobs with K > 1 must refuse an input without the leading device axis
 on every rank, and go on.  About 6 s."""
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import shmesh
 from devices_job import x_of, i_of
+from test_jobs import run_job
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-JOBS = {"8x1": ["-n", "8"], "4x2": ["-n", "4", "--devices-per-rank", "2"],
-        "1x8": ["-n", "1", "--devices-per-rank", "8"]}
+JOBS = {"8x1": (8, 1), "4x2": (4, 2), "1x8": (1, 8)}  # ranks, devices per rank
 
 pytestmark = pytest.mark.skipif(shmesh.world_size() != 1,
                                 reason="jobs are started from the single-rank run")
 
 
-def run(launcher, args, outdir):
-    from test_jobs import JOB_VARS
-    e = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
-    e["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(shmesh.__file__)))
-    e["SHMESH_LIBRARY"] = os.path.abspath(shmesh._lib.lib._name)
-    cmd = [launcher, "--tag-output", "--timeout", "60", *args, "--", sys.executable,
-           os.path.join(HERE, "devices_job.py"), str(outdir)]
-    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=75, text=True)
-    assert p.returncode == 0, "%s failed (%d):\n%s%s" % (cmd, p.returncode, p.stdout, p.stderr)
+def run(launcher, n, k, outdir):
+    p = run_job(launcher, n, str(outdir), deadline=60, script="devices_job.py",
+                extra=("--devices-per-rank", str(k)))
+    assert p.returncode == 0, "%d x %d failed (%d):\n%s%s" % (n, k, p.returncode, p.stdout,
+                                                               p.stderr)
     return p
 
 
@@ -42,9 +34,9 @@ def run(launcher, args, outdir):
 def jobs(launcher, tmp_path_factory):
     """{job: (its output, {device: {case: array}})}."""
     got = {}
-    for name, args in JOBS.items():
+    for name, (n, k) in JOBS.items():
         d = tmp_path_factory.mktemp("devices-" + name)
-        p = run(launcher, args, d)
+        p = run(launcher, n, k, d)
         files = {}
         for dev in range(8):
             with np.load(os.path.join(d, "dev%d.npz" % dev)) as z:

@@ -23,13 +23,16 @@ JOB_VARS = ("SHMESH_SEGMENT", "SHMESH_RANK", "SHMESH_WORLD_SIZE", "SHMESH_LOCAL_
             "SHMESH_TIMEOUT")
 
 
-def run_job(launcher, n, mode, env=None, deadline=30, extra=()):
+def run_job(launcher, n, mode, env=None, deadline=30, extra=(), script="jobs.py"):
+    """`script` (beside this file) with argument `mode` in a job of n ranks
+    (launcher options `extra`), which must end before `deadline` and leave
+    no segment behind."""
     e = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
     e["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(shmesh.__file__)))
     e["SHMESH_LIBRARY"] = os.path.abspath(shmesh._lib.lib._name)
     e.update(env or {})
     cmd = [launcher, "-v", "--tag-output", "-n", str(n), *extra, "--timeout", str(deadline),
-           "--grace", "2", "--", sys.executable, os.path.join(HERE, "jobs.py"), mode]
+           "--grace", "2", "--", sys.executable, os.path.join(HERE, script), mode]
     p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=deadline + 15, text=True)
     seg = re.search(r"segment (/shmesh-[^ ,\n]+)", p.stderr)
