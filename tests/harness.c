@@ -212,19 +212,25 @@ bool shm_exists(const char *name)
 
 bool pid_alive(pid_t pid) { return !notify_pid_exited(pid); }
 
-int run_launcher(struct run *r, char *const env[], double timeout, ...)
+int run_prog_v(struct run *r, char *const env[], double timeout, const char *prog, va_list ap)
 {
     char *argv[64];
     int n = 0;
-    argv[n++] = (char *)launcher_path();
-    va_list ap;
-    va_start(ap, timeout);
+    argv[n++] = (char *)prog;
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < 63)
         argv[n++] = (char *)(strcmp(a, "@rank") ? a : rank_prog_path());
-    va_end(ap);
     argv[n] = NULL;
     return run_cmd(argv, env, timeout, r);
+}
+
+int run_launcher(struct run *r, char *const env[], double timeout, ...)
+{
+    va_list ap;
+    va_start(ap, timeout);
+    int rc = run_prog_v(r, env, timeout, launcher_path(), ap);
+    va_end(ap);
+    return rc;
 }
 
 bool segment_left_behind(const struct run *r, char *name, size_t len)

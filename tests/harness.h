@@ -2,6 +2,7 @@
 #ifndef SHMESH_TEST_HARNESS_H
 #define SHMESH_TEST_HARNESS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -42,6 +43,9 @@ void run_free(struct run *r);
 /* Runs shmesh-run with the given arguments (NULL-terminated); an argument
  * "@rank" stands for the shmesh-test-rank helper. */
 int run_launcher(struct run *r, char *const env[], double timeout, ...);
+/* The same for any program: prog, then the arguments in ap (NULL-terminated,
+ * "@rank" likewise). */
+int run_prog_v(struct run *r, char *const env[], double timeout, const char *prog, va_list ap);
 
 /* True when the segment named in launcher -v output still exists in
  * /dev/shm, or when no name was printed; `name` receives it. */

@@ -53,17 +53,11 @@ static const char *top_path(void) { return need_env("SHMESH_TOP"); }
 /* shmesh-top with these arguments (NULL-terminated). */
 static void top(struct run *r, char *const env[], ...)
 {
-    char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)top_path();
     va_list ap;
     va_start(ap, env);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) && n < 15)
-        argv[n++] = (char *)a;
+    int rc = run_prog_v(r, env, 20, top_path(), ap);
     va_end(ap);
-    argv[n] = NULL;
-    assert_int_equal(run_cmd(argv, env, 20, r), 0);
+    assert_int_equal(rc, 0);
     assert_false(r->timed_out);
 }
 
