@@ -27,6 +27,11 @@ Options:
   --no-openmpi  skip Open MPI
   --no-mpich    skip MPICH
   --no-build    do not run ./run.sh --build-only or rebuild mpi_bench
+  -B BUILD      the build folder holding shmesh-run and shmesh-bench (default
+                build; with another one, also --no-build)
+  --no-install  do not install Debian's MPI packages: use the mpirun.openmpi
+                and mpiexec.mpich on PATH (a machine without apt, where the
+                packages were unpacked by hand: bench/gpu-measure.sh)
   -h, --help    this text
 
 Environment (each split on spaces):
@@ -48,13 +53,13 @@ its calls costs a few scheduler time slices).  -W / -I override all of this.
 
 Output: a table of medians over rounds (time_us, busbw GB/s, and the speed-up
 x = MPI time / shmesh time = shmesh busbw / MPI busbw), the one-core memcpy
-bandwidth, and the raw CSV of every run in build/bench-mpi/compare-DATE.csv.
+bandwidth, and the raw CSV of every run in BUILD/bench-mpi/compare-DATE.csv.
 Exits 1 if any run failed or reported wrong results.
 EOF
 }
 
 cd "$(dirname "$0")/.."
-out_dir=build/bench-mpi
+build_dir=build
 
 ranks=2
 rounds=5
@@ -67,6 +72,7 @@ limit=300
 use_openmpi=1
 use_mpich=1
 build=1
+install=1
 sizes_arg=()
 
 die() { echo "compare-mpi.sh: $*" >&2; exit 2; }
@@ -85,12 +91,17 @@ while (($#)); do
     --no-openmpi) use_openmpi=0; shift ;;
     --no-mpich) use_mpich=0; shift ;;
     --no-build) build=0; shift ;;
+    --no-install) install=0; shift ;;
+    -B) build_dir=${2-}; [ -n "$build_dir" ] || die "-B expects a build folder"; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; sizes_arg+=("$@"); break ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) sizes_arg+=("$1"); shift ;;
     esac
 done
+out_dir=$build_dir/bench-mpi
+((build)) && [ "$build_dir" != build ] &&
+    die "-B $build_dir: ./run.sh builds build/ only; give --no-build with a prebuilt $build_dir/bench-mpi"
 ((ranks >= 1)) || die "-n expects at least 1 rank"
 ((rounds >= 1)) || die "-r expects at least 1 round"
 case $dtype in float32 | float64 | int32 | int64) ;; *) die "-d expects float32, float64, int32 or int64" ;; esac
@@ -155,7 +166,9 @@ iterations() { # SIZE SIDE -> "W N"
 packages=()
 ((use_openmpi)) && packages+=(openmpi-bin libopenmpi-dev)
 ((use_mpich)) && packages+=(mpich libmpich-dev)
-tools/install-packages.sh "compare-mpi.sh (benchmark baseline only)" "${packages[@]}"
+if ((install)); then
+    tools/install-packages.sh "compare-mpi.sh (benchmark baseline only)" "${packages[@]}"
+fi
 
 mkdir -p "$out_dir"
 log=$out_dir/compare.log
@@ -177,8 +190,8 @@ if ((build)); then
     ((use_mpich)) && build_one mpicc.mpich bench/mpi_bench.c "$out_dir/mpi_bench-mpich"
     build_one cc bench/memcpy_bw.c "$out_dir/memcpy_bw"
 fi
-shmesh_run=build/launcher/shmesh-run
-shmesh_bench=build/tools/shmesh-bench
+shmesh_run=$build_dir/launcher/shmesh-run
+shmesh_bench=$build_dir/tools/shmesh-bench
 for f in "$shmesh_run" "$shmesh_bench" "$out_dir/memcpy_bw"; do
     [ -x "$f" ] || die "$f is missing (run without --no-build)"
 done

@@ -6,7 +6,7 @@
 #   tools/gpu-check.sh --fetch [DIR]   where apt works: the .deb files of those
 #                                      packages into DIR (default .gpu-debs/,
 #                                      which git ignores)
-#   tools/gpu-check.sh [--build-only] [DIR] [-- MESON_OPTION...]
+#   tools/gpu-check.sh [--build-only] [--keep-going] [DIR] [-- MESON_OPTION...]
 #                                      on the GPU machine, in a copy of this
 #                                      checkout with DIR in it: unpacks each
 #                                      .deb under /tmp, points pkg-config, the
@@ -17,9 +17,13 @@
 #                                      shmesh-bench --device (psum, all_gather)
 #                                      on 2 ranks
 #
-# --build-only stops after the build (to check the recipe on any machine).
+# --build-only stops after the build (to check the recipe on any machine);
+# --keep-going runs every step after the build even when one fails, and
+# lists the failures at the end (a GPU lease is short: one run, every
+# finding).
 # GPU_CHECK_PREFIX names the folder the packages are unpacked into (default
-# /tmp/shmesh-gpu-prefix; emptied first).  Exit status: 0 when every step
+# /tmp/shmesh-gpu-prefix; emptied first), GPU_CHECK_TIMEOUT the --timeout of
+# each shmesh-test-device job (default 300 s).  Exit status: 0 when every step
 # passed, else the failed step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,15 +32,23 @@ packages=(liburing-dev liburing2 libnuma-dev libnuma1 libcmocka-dev libcmocka0
           pkgconf pkgconf-bin libpkgconf3 pkg-config)
 
 say() { echo "gpu-check: $*"; }
-# step WHAT COMMAND...: runs it, or stops the script saying what failed.
+keep_going=0
+failed=()
+first_rc=0
+# step WHAT COMMAND...: runs it, or stops the script saying what failed
+# (with --keep-going: says so, remembers it and goes on).
 step() {
-    local what=$1 rc=0
+    local what=$1 rc=0 t0=$SECONDS
     shift
     say "$what: $*"
     "$@" || rc=$?
     if ((rc != 0)); then
-        say "FAILED: $what (exit $rc): $*" >&2
-        exit "$rc"
+        say "FAILED: $what (exit $rc, $((SECONDS - t0)) s): $*" >&2
+        ((keep_going)) || exit "$rc"
+        failed+=("$what (exit $rc)")
+        ((first_rc)) || first_rc=$rc
+    else
+        say "passed: $what ($((SECONDS - t0)) s)"
     fi
 }
 
@@ -56,10 +68,13 @@ if [ "${1:-}" = "--fetch" ]; then
 fi
 
 build_only=0
-if [ "${1:-}" = "--build-only" ]; then
-    build_only=1
-    shift
-fi
+while (($#)); do
+    case $1 in
+    --build-only) build_only=1; shift ;;
+    --keep-going) keep_going=1; shift ;;
+    *) break ;;
+    esac
+done
 dir=.gpu-debs
 if (($#)) && [ "$1" != "--" ]; then
     dir=$1
@@ -68,34 +83,12 @@ fi
 [ "${1:-}" = "--" ] && shift
 meson_options=("$@")
 
-# 1. The packages, unpacked into a prefix of their own.
-debs=("$dir"/*.deb)
-if [ ! -e "${debs[0]}" ]; then
-    say "no .deb files in $dir: run 'tools/gpu-check.sh --fetch $dir' where apt works first" >&2
-    exit 1
-fi
-command -v dpkg >/dev/null || { say "dpkg is needed to unpack $dir/*.deb" >&2; exit 1; }
-prefix=${GPU_CHECK_PREFIX:-/tmp/shmesh-gpu-prefix}
-rm -rf "$prefix"
-mkdir -p "$prefix"
-say "unpacking ${#debs[@]} packages from $dir into $prefix"
-for deb in "${debs[@]}"; do
-    step "unpacking $(basename "$deb")" dpkg -x "$deb" "$prefix"
-done
-
-# 2. pkg-config (the unpacked pkgconf) finds the .pc files there, and gives
-# their -I and -L under the prefix (sysroot); the loader finds the libraries
-# when the tests run.
-libdirs=$(find "$prefix" -maxdepth 3 -type d -path '*/lib/*-linux-gnu' | paste -sd: -)
-pcdirs=$(find "$prefix" -maxdepth 5 -type d -name pkgconfig | paste -sd: -)
-export PKG_CONFIG_SYSROOT_DIR=$prefix
-export PKG_CONFIG_PATH=$pcdirs
-export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$prefix/usr/bin${PATH:+:$PATH}
-say "PKG_CONFIG_SYSROOT_DIR=$PKG_CONFIG_SYSROOT_DIR"
-say "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
-say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-say "PATH=$PATH"
+# 1. The packages, unpacked into a prefix of their own, and 2. pkg-config
+# (the unpacked pkgconf) finding the .pc files there with their -I and -L
+# under the prefix (sysroot), the loader finding the libraries when the
+# tests run: tools/gpu-env.sh.
+. tools/gpu-env.sh "$dir"
+((gpu_env_ok)) || exit 1
 for pc in liburing numa cmocka; do
     step "pkg-config finds $pc" pkg-config --modversion "$pc"
 done
@@ -108,9 +101,14 @@ else
 fi
 setup=(meson setup)
 [ -f build-gpu/build.ninja ] && setup+=(--reconfigure)
+# The build is needed by every later step: it stops the script even with
+# --keep-going.
+keep=$keep_going
+keep_going=0
 step "configuring build-gpu" "${setup[@]}" build-gpu -Dcuda=enabled -Dtests=enabled \
     "${meson_options[@]}"
 step "building build-gpu" meson compile -C build-gpu
+keep_going=$keep
 if ((build_only)); then
     say "built build-gpu (--build-only: no tests run)"
     exit 0
@@ -125,7 +123,7 @@ step "device suite on the GPU (SHMESH_TEST_DEVICE=cuda)" \
 for n in 2 4 8; do
     for mode in ops cache realloc async; do
         step "shmesh-test-device $mode on $n ranks" env SHMESH_DEVICE=cuda \
-            build-gpu/launcher/shmesh-run -n "$n" --gpus none --timeout 300 -- \
+            build-gpu/launcher/shmesh-run -n "$n" --gpus none --timeout "${GPU_CHECK_TIMEOUT:-300}" -- \
             build-gpu/tests/shmesh-test-device "$mode"
     done
 done
@@ -143,5 +141,10 @@ if [ -x "$bench" ] && "$bench" -h 2>/dev/null | grep -q -- '--device'; then
     say "benchmark tables in build-gpu/gpu-check-bench.txt"
 else
     say "skipped shmesh-bench --device: $bench has no --device option"
+fi
+if ((${#failed[@]})); then
+    say "${#failed[@]} step(s) failed:"
+    for f in "${failed[@]}"; do say "  $f"; done
+    exit "$first_rc"
 fi
 say "all passed"
