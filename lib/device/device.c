@@ -191,6 +191,33 @@ void device_close(shmesh_ctx *c)
 
 /* ---- Handles ---- */
 
+/* Before a new export: the allocations exported from here that are gone
+ * (their base no longer device memory, or another allocation's) are
+ * forgotten, and the generation counts it once, so that every importer
+ * closes what it mapped of this rank.  A peer's mapping keeps the freed
+ * memory allocated on the GPU until it is closed, and CUDA gives a freed
+ * address out again only later, if ever (bench/cuda_sharing.cu, the GPU
+ * run of docs/devices.md): waiting for an allocation at the same base to
+ * notice would hold freed memory in every peer.  One range() per export
+ * kept, and only when a buffer is exported for the first time. */
+static void exports_sweep(struct device_layer *d)
+{
+    int kept = 0;
+    bool gone = false;
+    for (int i = 0; i < d->nexports; i++) {
+        struct rt_range r;
+        const struct dev_export *e = &d->exports[i];
+        if (d->rt->range((const void *)(uintptr_t)e->base, &r) == 1 && r.base == e->base &&
+            r.id == e->id)
+            d->exports[kept++] = *e;
+        else
+            gone = true;
+    }
+    d->nexports = kept;
+    if (gone)
+        d->gen++;
+}
+
 int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *out, char *why,
                   size_t len)
 {
@@ -212,19 +239,12 @@ int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *
         return RT_ERR;
     }
     *out = (struct dev_buf){.base = r.base, .id = r.id, .size = r.size, .off = at, .bytes = bytes};
-    int slot = -1;
     for (int i = 0; i < d->nexports; i++)
-        if (d->exports[i].base == r.base) {
-            if (d->exports[i].id == r.id) {
-                out->h = d->exports[i].h;
-                return 0;
-            }
-            /* The allocation once exported from here is gone: importers
-             * drop what they mapped of this rank. */
-            d->gen++;
-            slot = i;
-            break;
+        if (d->exports[i].base == r.base && d->exports[i].id == r.id) {
+            out->h = d->exports[i].h;
+            return 0;
         }
+    exports_sweep(d);
     struct rt_handle h;
     rc = d->rt->ipc_export((void *)(uintptr_t)r.base, &h);
     if (rc) {
@@ -236,14 +256,11 @@ int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *
         return rc;
     }
     d->stats.ipc_exports++;
-    if (slot < 0) {
-        if (d->nexports == DEVICE_EXPORTS_MAX) { /* forget the oldest: it can be exported again */
-            memmove(d->exports, d->exports + 1, sizeof *d->exports * (DEVICE_EXPORTS_MAX - 1));
-            d->nexports--;
-        }
-        slot = d->nexports++;
+    if (d->nexports == DEVICE_EXPORTS_MAX) { /* forget the oldest: it can be exported again */
+        memmove(d->exports, d->exports + 1, sizeof *d->exports * (DEVICE_EXPORTS_MAX - 1));
+        d->nexports--;
     }
-    d->exports[slot] = (struct dev_export){.base = r.base, .id = r.id, .h = h};
+    d->exports[d->nexports++] = (struct dev_export){.base = r.base, .id = r.id, .h = h};
     out->h = h;
     return 0;
 }

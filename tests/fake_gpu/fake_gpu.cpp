@@ -8,7 +8,9 @@
  * - A freed allocation's addresses stay reserved (PROT_NONE), so a use after
  *   free faults too, and the next allocation that fits takes them: "freed
  *   and reallocated at the same address, with a new id", the case a cache
- *   keyed by address alone gets wrong.  A closed IPC mapping's addresses
+ *   keyed by address alone gets wrong.  SHMESH_FAKE_ADDRESS_REUSE=0 gives
+ *   them out never again, as CUDA did on the GPU: the case a cache that
+ *   learns of frees only from reused addresses gets wrong.  A closed IPC mapping's addresses
  *   stay reserved too: a cache that keeps one finds it refused.
  * - IPC: a handle names the exporter's pid and memfd; another process opens
  *   /proc/<pid>/fd/<fd>, and the memfd's name (allocation id and a random
@@ -99,6 +101,7 @@ int ngpus = -1;           /* -1: the environment not read yet */
 std::vector<int> visible; /* physical id of each visible device */
 struct fake_gpu_counters counts;
 bool fail_next_open;
+bool reuse_addresses = true; /* SHMESH_FAKE_ADDRESS_REUSE */
 thread_local char err[512];
 
 __attribute__((format(printf, 1, 2))) int fail(const char *fmt, ...)
@@ -155,6 +158,10 @@ int load_devices()
             p = *end ? end + 1 : end;
         }
     }
+    const char *reuse = getenv("SHMESH_FAKE_ADDRESS_REUSE");
+    if (reuse && strcmp(reuse, "0") && strcmp(reuse, "1"))
+        return fail("init: SHMESH_FAKE_ADDRESS_REUSE=\"%s\", expected 0 or 1", reuse);
+    reuse_addresses = !reuse || !strcmp(reuse, "1");
     ngpus = (int)n;
     visible = vis;
     return (int)vis.size();
@@ -321,9 +328,12 @@ int alloc_locked(const char *call, int device, size_t n, void **p, bool pool)
         return fail("%s: %zu bytes of memfd: %s", call, span, strerror(e));
     }
     /* The most recently freed range that fits: free then alloc gives back
-     * the same address. */
+     * the same address.  With SHMESH_FAKE_ADDRESS_REUSE=0, as CUDA on an
+     * H100 did (docs/devices.md), a freed range is never given out again:
+     * a library that waits for an allocation at the same base to notice a
+     * free then keeps every peer's stale mapping open. */
     size_t h = holes.size();
-    for (size_t i = holes.size(); i-- > 0;)
+    for (size_t i = holes.size(); reuse_addresses && i-- > 0;)
         if (holes[i].span >= span) {
             h = i;
             break;

@@ -12,6 +12,9 @@
  *   SHMESH_FAKE_VISIBLE_DEVICES  its visibility variable (rt_ops.visible_env):
  *                                a comma list of ids, renumbered 0.. in that
  *                                order; empty: none; unset: all
+ *   SHMESH_FAKE_ADDRESS_REUSE    1 (default): an allocation takes the most
+ *                                recently freed addresses that fit; 0: freed
+ *                                addresses are never given out again
  * Device d's PCI address is "0000:BB:00.0" with BB = 0x80 + its physical id
  * (two processes that see the same GPU under different numbers agree). */
 #ifndef SHMESH_FAKE_GPU_H
