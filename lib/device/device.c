@@ -182,6 +182,7 @@ void device_close(shmesh_ctx *c)
         d->rt->free(d->scratch);
     /* The plugin stays loaded: a runtime may keep threads and state that
      * do not survive being unloaded, and the process may use it itself. */
+    device_stage_release(d);
     free(d->peer_gen);
     free(d->table);
     free(d->zeros);

@@ -69,6 +69,9 @@ struct device_layer {
     void *table;
     size_t table_bytes;
     void *zeros; /* DEVICE_ZEROS_BYTES, once needed */
+    /* Host staging kept between calls (staging.c): a fresh malloc of tens
+     * of MiB is fresh pages, faulted in at every call. */
+    struct stage_buf *stage_spare;
     char why[192]; /* this rank's failure in the device path, in its words */
     shmesh_device_stats stats;
 };
@@ -113,6 +116,8 @@ int device_home(const shmesh_ctx *c, const void *p);
  * output) to host memory and points the flow at the copies.  Out: copies
  * the host output back.  Free: gives the host memory back. */
 int device_stage_in(struct call *k);
+/* At device_close: the staging memory kept. */
+void device_stage_release(struct device_layer *d);
 int device_stage_out(struct call *k);
 void device_stage_free(struct call *k);
 /* Whether the device path takes every exchange of the call that moves its

@@ -3,6 +3,7 @@
  * exchanges, groups past the kernels' sources), the call runs on host copies
  * of its device buffers. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,49 @@
 #include "core/fail.h"
 #include "device/device.h"
 #include "engine/call.h"
+
+/* A staging buffer: its capacity, then the bytes (64-byte aligned). */
+struct stage_buf {
+    uint64_t cap;
+    unsigned char pad[56];
+    unsigned char data[];
+};
+
+/* Host memory for a call's copies: the spare the layer kept when it is
+ * large enough (taken atomically: a call may be staged on the progress
+ * thread while another ends on the caller's), else a new one.  The spare
+ * keeps its pages, so a trainer's repeated staged calls fault memory in
+ * once, not at every call (on an H100, a 64 MiB bfloat16 psum spent most of
+ * 164 ms faulting in a fresh malloc's pages: docs/devices.md). */
+static struct stage_buf *stage_take(struct device_layer *d, uint64_t bytes)
+{
+    struct stage_buf *b = __atomic_exchange_n(&d->stage_spare, NULL, __ATOMIC_ACQ_REL);
+    if (b && b->cap >= bytes)
+        return b;
+    free(b);
+    if (bytes > SIZE_MAX - sizeof *b)
+        return NULL;
+    b = malloc(sizeof *b + (size_t)bytes);
+    if (b)
+        b->cap = bytes;
+    return b;
+}
+
+/* Back as the spare (the larger one kept when another came back first). */
+static void stage_give(struct device_layer *d, struct stage_buf *b)
+{
+    struct stage_buf *old = __atomic_exchange_n(&d->stage_spare, b, __ATOMIC_ACQ_REL);
+    if (old && old->cap > b->cap) {
+        b = __atomic_exchange_n(&d->stage_spare, old, __ATOMIC_ACQ_REL);
+        old = b;
+    }
+    free(old);
+}
+
+void device_stage_release(struct device_layer *d)
+{
+    free(__atomic_exchange_n(&d->stage_spare, NULL, __ATOMIC_ACQ_REL));
+}
 
 /* Why the device path left the call, for SHMESH_DEBUG=paths. */
 static const char *reason(const struct call *k)
@@ -44,13 +88,14 @@ int device_stage_in(struct call *k)
     bool same = in_dev && out_dev && f->out.data == f->in.data && f->out_bytes == f->in_bytes;
     uint64_t in_b = in_dev ? (f->in_bytes + 63) / 64 * 64 : 0;
     uint64_t out_b = out_dev && !same ? f->out_bytes : 0;
-    unsigned char *h = malloc(in_b + out_b ? (size_t)(in_b + out_b) : 1);
-    if (!h)
+    struct stage_buf *buf = stage_take(d, in_b + out_b);
+    if (!buf)
         return fail_job(c, SHMESH_ERR_NOMEM,
                         "%s (call #%" PRIu64 "): rank %d: out of memory for %" PRIu64
                         " bytes of host staging",
                         k->name, k->seq, c->rank, in_b + out_b);
-    k->staged = h;
+    unsigned char *h = buf->data;
+    k->staged = buf;
     k->dev_in = f->in.data;
     k->dev_out = f->out.data;
     /* Ragged exchanges leave the rows nobody sends alone: the host copy
@@ -96,7 +141,7 @@ void device_stage_free(struct call *k)
 {
     if (!k->staged)
         return;
-    free(k->staged);
+    stage_give(k->c->dev, k->staged);
     k->staged = NULL;
     k->f.in.data = k->dev_in;
     k->f.out.data = k->dev_out;

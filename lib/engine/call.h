@@ -109,7 +109,7 @@ struct call {
     /* Device buffers the device path does not take are staged through host
      * memory (device/device.h): the host copies once made (then the flow's
      * buffers are host memory), and the device buffers they stand for. */
-    unsigned char *staged;
+    void *staged; /* device/staging.c's buffer */
     void *dev_in, *dev_out;
     /* Position in the protocol. */
     enum call_state state;
