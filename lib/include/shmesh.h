@@ -594,7 +594,10 @@ typedef struct {
 SHMESH_API int shmesh_pspec_parse(const char *text, shmesh_pspec *spec);
 /* "P('x', ('x', 'y'), None)" into buf (terminated when len > 0); returns the
  * length it needed, or SHMESH_ERR_INVALID for a spec whose counts or names
- * are out of range (shmesh_last_error(NULL)). */
+ * are out of range (shmesh_last_error(NULL)).  Names are quoted as Python's
+ * repr quotes a str: P("x'"), P('a\\b'), P('a\'"b'); shmesh_pspec_parse
+ * reads every such text back as the same spec (inside quotes it takes
+ * \\, \' and \" as escapes and refuses any other backslash). */
 SHMESH_API int shmesh_pspec_text(const shmesh_pspec *spec, char *buf, size_t len);
 
 typedef struct shmesh_sharding shmesh_sharding;
