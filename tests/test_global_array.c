@@ -207,6 +207,37 @@ static void mismatched_gather_and_scatter(void **state)
     run_free(&r);
 }
 
+/* One array built as P() on rank 0 and P('x') on the others: the first
+ * gather or reshard of it fails on every rank, naming both shardings, even
+ * though rank 0 needs nothing from the others; and ranks resharding one
+ * array to different shardings fail alike. */
+static void mismatched_shardings(void **state)
+{
+    static const int splits[][2] = {{2, 1}, {3, 2}};
+    static const struct {
+        const char *what, *line, *mine, *theirs;
+    } cases[] = {
+        {"gather", ": gather-A -> SHMESH_ERR_MISMATCH", "\"P()\"", "\"P('x')\""},
+        {"gather-root", ": gather-root -> SHMESH_ERR_MISMATCH", "\"P()\"", "\"P('x')\""},
+        {"reshard", ": reshard -> SHMESH_ERR_MISMATCH", "\"P() -> P('x')\"",
+         "\"P('x') -> P('x')\""},
+        {"reshard-target", ": reshard-target -> SHMESH_ERR_MISMATCH", "\"P('x') -> P()\"",
+         "\"P('x') -> P('x')\""},
+    };
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++)
+        for (size_t j = 0; j < sizeof cases / sizeof *cases; j++) {
+            int np = splits[i][0];
+            struct run r;
+            run_job(&r, np, splits[i][1], 30, "mismatch-sharding", cases[j].what, NULL);
+            expect_lines(&r, cases[j].line, NULL, np);
+            expect_lines(&r, cases[j].line, cases[j].mine, np);
+            expect_lines(&r, cases[j].line, cases[j].theirs, np);
+            if (!strcmp(cases[j].what, "gather"))
+                expect_lines(&r, ": gather-B -> SHMESH_ERR_MISMATCH", NULL, np);
+            run_free(&r);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +246,7 @@ int main(void)
         cmocka_unit_test(refusals),
         cmocka_unit_test(local_mesh_arrays),
         cmocka_unit_test(mismatched_gather_and_scatter),
+        cmocka_unit_test(mismatched_shardings),
         cmocka_unit_test(one_process_without_launcher),
         cmocka_unit_test(random_arrays),
         cmocka_unit_test(random_arrays_8_processes),

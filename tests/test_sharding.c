@@ -658,6 +658,105 @@ static void random_case(int iter)
     free_mesh(cm);
 }
 
+/* Names with quotes and backslashes (JAX takes any str as an axis name;
+ * shmesh's mesh names refuse only ',', '(', ')' and spaces): the text
+ * quotes them as Python's repr does, and reads them back. */
+static void quoted_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *text;
+    } cases[] = {
+        {"x'", "P(\"x'\")"}, /* a quote: the other quotes, as repr */
+        {"a\"b", "P('a\"b')"},
+        {"a'\"b", "P('a\\'\"b')"}, /* both: ' escaped */
+        {"a\\b", "P('a\\\\b')"},   /* a backslash: doubled */
+        {"'", "P(\"'\")"},
+        {"\\'\"", "P('\\\\\\'\"')"},
+        {"None", "P('None')"},
+        {"-", "P('-')"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        shmesh_pspec s;
+        memset(&s, 0, sizeof s);
+        s.n = 1;
+        s.naxes[0] = 1;
+        strcpy(s.axes[0][0], cases[i].name);
+        char buf[128];
+        int n = shmesh_pspec_text(&s, buf, sizeof buf);
+        if (n != (int)strlen(cases[i].text) || strcmp(buf, cases[i].text))
+            fail_msg("name [%s] printed as [%s] (%d), expected [%s]", cases[i].name, buf, n,
+                     cases[i].text);
+        shmesh_pspec again = parse(buf);
+        if (memcmp(&s, &again, sizeof s))
+            fail_msg("[%s] read back as [%s]", buf, again.axes[0][0]);
+    }
+    /* Escapes Python would read otherwise (or not at all) are refused. */
+    static const struct {
+        const char *in;
+        int pos;
+        const char *says;
+    } bad[] = {
+        {"'a\\q'", 3, "after a backslash in a quoted name at position 3, found 'q'"},
+        {"'a\\n'", 3, "after a backslash"},
+        {"'a\\", 3, "found the end"},
+        {"\"x\\\"", 4, "a closing \" (the name opened at position 0)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        shmesh_pspec s;
+        int rc = shmesh_pspec_parse(bad[i].in, &s);
+        char pos[32];
+        snprintf(pos, sizeof pos, "at position %d", bad[i].pos);
+        expect_error(rc, "ValueError: ", pos, bad[i].says, NULL);
+    }
+    /* A bare name keeps its quotes and backslashes as they are (but a
+     * leading quote opens a quoted name). */
+    shmesh_pspec s = parse("x'y,a\\b");
+    assert_string_equal(s.axes[0][0], "x'y");
+    assert_string_equal(s.axes[1][0], "a\\b");
+}
+
+/* 20000 random specs over names drawn mostly from quotes, backslashes and
+ * the spec's own words: the text reads back as the same spec, byte for
+ * byte. */
+static void text_round_trip(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "''\"\"\\\\-xyN\xc3\xa9_P.";
+    static const char *const words[] = {"None", "-", "P", "'", "\"", "\\", "''", "\\'"};
+    const char *seed = getenv("SHMESH_TEST_SEED");
+    rng_state = seed ? strtoull(seed, NULL, 0) : 20261122;
+    static char buf[8192];
+    for (int iter = 0; iter < 20000; iter++) {
+        shmesh_pspec s;
+        memset(&s, 0, sizeof s);
+        s.n = (int)rnd(SHMESH_MAX_NDIM + 1);
+        for (int i = 0; i < s.n; i++) {
+            s.naxes[i] = rnd(4) == 0 ? (int)rnd(SHMESH_MAX_MESH_DIMS + 1) : (int)rnd(3);
+            for (int k = 0; k < s.naxes[i]; k++) {
+                char *name = s.axes[i][k];
+                if (rnd(4) == 0) {
+                    strcpy(name, words[rnd(sizeof words / sizeof *words)]);
+                    continue;
+                }
+                int len = rnd(8) == 0 ? SHMESH_MAX_AXIS_NAME : 1 + (int)rnd(6);
+                for (int c = 0; c < len; c++)
+                    name[c] = alphabet[rnd(sizeof alphabet - 1)];
+            }
+        }
+        int n = shmesh_pspec_text(&s, buf, sizeof buf);
+        if (n < 0 || n >= (int)sizeof buf)
+            fail_msg("iteration %d: shmesh_pspec_text returned %d: %s", iter, n,
+                     shmesh_last_error(NULL));
+        shmesh_pspec again;
+        if (shmesh_pspec_parse(buf, &again))
+            fail_msg("iteration %d: [%s] does not read back: %s", iter, buf,
+                     shmesh_last_error(NULL));
+        if (memcmp(&s, &again, sizeof s))
+            fail_msg("iteration %d: [%s] reads back as another spec", iter, buf);
+    }
+}
+
 static void random_cases(void **state)
 {
     (void)state;
@@ -676,6 +775,7 @@ int main(void)
         cmocka_unit_test(malformed_specs),  cmocka_unit_test(create_errors),
         cmocka_unit_test(shape_errors),     cmocka_unit_test(zero_size),
         cmocka_unit_test(fully_replicated), cmocka_unit_test(random_cases),
+        cmocka_unit_test(quoted_names),     cmocka_unit_test(text_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -594,7 +594,10 @@ typedef struct {
 SHMESH_API int shmesh_pspec_parse(const char *text, shmesh_pspec *spec);
 /* "P('x', ('x', 'y'), None)" into buf (terminated when len > 0); returns the
  * length it needed, or SHMESH_ERR_INVALID for a spec whose counts or names
- * are out of range (shmesh_last_error(NULL)). */
+ * are out of range (shmesh_last_error(NULL)).  Names are quoted as Python's
+ * repr quotes a str: P("x'"), P('a\\b'), P('a\'"b'); shmesh_pspec_parse
+ * reads every such text back as the same spec (inside quotes it takes
+ * \\, \' and \" as escapes and refuses any other backslash). */
 SHMESH_API int shmesh_pspec_text(const shmesh_pspec *spec, char *buf, size_t len);
 
 typedef struct shmesh_sharding shmesh_sharding;
@@ -725,9 +728,12 @@ SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *arra
  * is -1 (out is ignored elsewhere and may be NULL).  Each block travels
  * once, from the device holding it with replica id 0; ranks gathering
  * different arrays (mesh, spec, dtype, shape) or roots then get
- * SHMESH_ERR_MISMATCH naming both.  Nothing moves where every rank holds
- * every block already (a fully replicated array), nor over a
- * process-local mesh (shmesh_mesh_local_mesh): no other rank takes part. */
+ * SHMESH_ERR_MISMATCH naming both.  Where every rank holds every block
+ * already (a fully replicated array) no data moves, but every rank still
+ * takes part, so that a rank holding the array under another sharding
+ * gets SHMESH_ERR_MISMATCH at this call, as they all do.  Over a
+ * process-local mesh (shmesh_mesh_local_mesh) it is local: no other rank
+ * takes part. */
 SHMESH_API int shmesh_global_array_gather(const shmesh_global_array *array, int root, void *out);
 /* Collective (device_put of a host array): a global array of `sharding`
  * (owned shards) whose data is rank root's `data` (the whole array,
@@ -739,7 +745,10 @@ SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shme
 /* Collective (jax.device_put(x, new_sharding)): the same array under
  * sharding `to`, whose mesh is any concrete mesh of the same job (another
  * device order, other axes), process-local exactly when the array's is;
- * owned shards, bit for bit the same values. */
+ * owned shards, bit for bit the same values.  Ranks compare both
+ * shardings (SHMESH_ERR_MISMATCH naming both calls when they differ), on
+ * every rank even where no data moves; over a process-local mesh it is
+ * local. */
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
 

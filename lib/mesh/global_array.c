@@ -8,7 +8,9 @@
  * right for any pair of shardings, at the price of the whole array passing
  * through every rank (docs/arrays.md gives the costs).  Nothing moves
  * where every rank holds every block already, nor over a process-local
- * mesh. */
+ * mesh; but only the latter skips the collective: every rank of a job-wide
+ * mesh takes part in every move, so that ranks holding one array under
+ * different shardings fail at that call. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -533,12 +535,20 @@ int shmesh_global_array_global_shards(const shmesh_global_array *a, const shmesh
                      a ? a->ndev : 0);
 }
 
+/* Room for any spec's text: 8 entries of 8 names, each name quoted and
+ * every character escaped, with the separators. */
+#define SPEC_TEXT_MAX                                                                          \
+    (4 + SHMESH_MAX_NDIM * (4 + SHMESH_MAX_MESH_DIMS * (2 * SHMESH_MAX_AXIS_NAME + 4)))
+
 /* What ranks compare for a gather, scatter or reshard (op): the array (its
- * mesh, spec, dtype and shape), the bytes each sends and the root, so that
- * ranks moving different arrays fail with SHMESH_ERR_MISMATCH naming both
- * calls. */
-static void array_desc(const shmesh_global_array *a, enum call_op op, uint64_t per, int root,
-                       struct call_desc *d)
+ * mesh, spec, dtype and shape), for a reshard the target sharding (`to`:
+ * its mesh and spec), the bytes each sends and the root, so that ranks
+ * moving different arrays, or one array they hold under different
+ * shardings, fail with SHMESH_ERR_MISMATCH naming both calls: "P() ->
+ * P('x')" stands where a collective shows its axes.  The specs are hashed
+ * whole (a text says exactly one spec); the text shown is cut when long. */
+static void array_desc(const shmesh_global_array *a, const shmesh_sharding *to, enum call_op op,
+                       uint64_t per, int root, struct call_desc *d)
 {
     call_desc_clear(d);
     d->op = op;
@@ -549,13 +559,17 @@ static void array_desc(const shmesh_global_array *a, enum call_op op, uint64_t p
     memcpy(d->out_shape, a->shape, sizeof d->out_shape);
     d->param[0] = (int64_t)per;
     d->param[1] = root;
-    char spec[512] = "";
-    shmesh_pspec_text(shmesh_sharding_spec(a->sharding), spec, sizeof spec);
-    d->extra_hash = hash_bytes(spec, strlen(spec), 0);
-    /* Shown where a collective shows its axes; cut with a mark when long. */
-    if (strlen(spec) >= sizeof d->axes)
-        memcpy(spec + sizeof d->axes - 4, "...", 4);
-    snprintf(d->axes, sizeof d->axes, "%s", spec);
+    char from[SPEC_TEXT_MAX], into[SPEC_TEXT_MAX] = "";
+    shmesh_pspec_text(shmesh_sharding_spec(a->sharding), from, sizeof from);
+    d->extra_hash = hash_bytes(from, strlen(from), 0);
+    if (to) {
+        d->param[2] = shmesh_sharding_mesh(to)->id;
+        shmesh_pspec_text(shmesh_sharding_spec(to), into, sizeof into);
+        d->extra_hash = hash_bytes(into, strlen(into), d->extra_hash);
+    }
+    int n = snprintf(d->axes, sizeof d->axes, "%s%s%s", from, to ? " -> " : "", into);
+    if (n < 0 || (size_t)n >= sizeof d->axes)
+        memcpy(d->axes + sizeof d->axes - 4, "...", 4);
 }
 
 /* Shard `p`'s block (its data at `src`) into the whole array `out`. */
@@ -566,19 +580,24 @@ static void place(const shmesh_global_array *a, int p, const void *src, void *ou
     shard_copy(a, &sh, out, true);
 }
 
-/* The whole array into out (NULL: this rank only helps).  Collective,
- * except where every rank holds every block already (a->everywhere) or the
- * mesh is process-local: then each block is copied from a local shard.
- * Otherwise every rank sends the blocks it holds with replica id 0 (each
- * block is held so by exactly one device), packed in mesh order, in a
- * buffer of the same size everywhere: the most any rank holds, which every
- * rank works out alike from the sharding. */
-static int gather_into(const shmesh_global_array *a, const char *fn, enum call_op op, int root,
-                       void *out)
+/* The whole array into out (NULL: this rank only helps), for a gather or
+ * (with `to`, the target sharding, which ranks compare too) a reshard.
+ * Collective on every rank unless the mesh is process-local, even where
+ * no data moves: where every rank holds every block already
+ * (a->everywhere) each block is copied from a local shard, and the
+ * exchange carries no data but still the call's description, so that a
+ * rank holding the array under another sharding (one that does need
+ * data) fails here with SHMESH_ERR_MISMATCH instead of pairing this call
+ * with its next one.  Otherwise every rank sends the blocks it holds with
+ * replica id 0 (each block is held so by exactly one device), packed in
+ * mesh order, in a buffer of the same size everywhere: the most any rank
+ * holds, which every rank works out alike from the sharding. */
+static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, const char *fn,
+                       enum call_op op, int root, void *out)
 {
     shmesh_ctx *c = a->ctx;
     int world = shmesh_world_size(c), me = shmesh_rank(c);
-    bool exchange = !a->local_only && !a->everywhere;
+    bool exchange = !a->local_only && !a->everywhere; /* data moves */
     uint64_t *at = calloc((size_t)world, sizeof *at); /* where rank r's next block is */
     int *owner = calloc((size_t)a->ndev, sizeof *owner);
     bool *placed = calloc((size_t)a->ndev, sizeof *placed);
@@ -591,13 +610,13 @@ static int gather_into(const shmesh_global_array *a, const char *fn, enum call_o
     uint64_t per = 0;
     for (int p = 0; p < a->ndev; p++) {
         owner[p] = shmesh_device_process(c, a->global[p].index.device);
-        if (a->global[p].index.replica_id == 0 && owner[p] >= 0) {
+        if (exchange && a->global[p].index.replica_id == 0 && owner[p] >= 0) {
             at[owner[p]] += a->shard_bytes;
             if (at[owner[p]] > per)
                 per = at[owner[p]];
         }
     }
-    if (exchange) {
+    if (!a->local_only) {
         if (per > SIZE_MAX / (uint64_t)world)
             rc = ctx_fail(c, SHMESH_ERR_NOMEM,
                           "%s: %d ranks times %" PRIu64 " bytes each overflow the address space",
@@ -610,13 +629,13 @@ static int gather_into(const shmesh_global_array *a, const char *fn, enum call_o
         if (rc)
             goto out;
         uint64_t off = 0;
-        for (int p = 0; p < a->ndev; p++)
+        for (int p = 0; exchange && p < a->ndev; p++)
             if (owner[p] == me && a->global[p].index.replica_id == 0 && a->shard_bytes) {
                 memcpy(send + off, a->global[p].data.data, (size_t)a->shard_bytes);
                 off += a->shard_bytes;
             }
         struct call_desc d;
-        array_desc(a, op, per, root, &d);
+        array_desc(a, to, op, per, root, &d);
         if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
             goto out;
     }
@@ -672,7 +691,7 @@ int shmesh_global_array_gather(const shmesh_global_array *a, int root, void *out
                         "%s: out is NULL, but this rank receives the whole array (%" PRIu64
                         " bytes) with root %d",
                         fn, a->bytes, root);
-    return gather_into(a, fn, OP_GLOBAL_ARRAY_GATHER, root, receives ? out : NULL);
+    return gather_into(a, NULL, fn, OP_GLOBAL_ARRAY_GATHER, root, receives ? out : NULL);
 }
 
 /* Every local shard of `a` cut from the whole array `global`. */
@@ -727,7 +746,7 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
         goto fail;
     }
     struct call_desc d;
-    array_desc(a, OP_GLOBAL_ARRAY_SCATTER, a->bytes, root, &d);
+    array_desc(a, NULL, OP_GLOBAL_ARRAY_SCATTER, a->bytes, root, &d);
     rc = op_world_broadcast(c, fn, &d, root, buf ? buf : &none, a->bytes);
     if (!rc)
         slice_all(a, buf);
@@ -780,7 +799,7 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       "%s: out of memory for the whole array (%" PRIu64 " bytes)", fn, a->bytes);
         goto fail;
     }
-    rc = gather_into(a, fn, OP_GLOBAL_ARRAY_RESHARD, -1, whole);
+    rc = gather_into(a, to, fn, OP_GLOBAL_ARRAY_RESHARD, -1, whole);
     if (!rc)
         slice_all(b, whole);
     free(whole);

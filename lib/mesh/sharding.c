@@ -44,6 +44,20 @@ static void put(struct text *t, const char *fmt, ...)
 #define NAME_FMT "%.*s"
 #define NAME_ARG(s) SHMESH_MAX_AXIS_NAME, (s)
 
+/* A name quoted as Python's repr quotes a str (and so JAX's P shows it):
+ * in '...', or in "..." when it holds a ' but no ", with a backslash before
+ * every backslash and every quote like the one around it.  parse_name
+ * reads it back. */
+static void name_put(struct text *t, const char *name)
+{
+    size_t n = strnlen(name, SHMESH_MAX_AXIS_NAME);
+    char quote = memchr(name, '\'', n) && !memchr(name, '"', n) ? '"' : '\'';
+    put(t, "%c", quote);
+    for (size_t i = 0; i < n; i++)
+        put(t, "%s%c", name[i] == '\\' || name[i] == quote ? "\\" : "", name[i]);
+    put(t, "%c", quote);
+}
+
 static void spec_put(struct text *t, const shmesh_pspec *s)
 {
     put(t, "P(");
@@ -52,11 +66,13 @@ static void spec_put(struct text *t, const shmesh_pspec *s)
         if (s->naxes[i] == 0)
             put(t, "None");
         else if (s->naxes[i] == 1) /* JAX shows a 1-tuple as its name */
-            put(t, "'" NAME_FMT "'", NAME_ARG(s->axes[i][0]));
+            name_put(t, s->axes[i][0]);
         else {
             put(t, "(");
-            for (int k = 0; k < s->naxes[i]; k++)
-                put(t, "%s'" NAME_FMT "'", k ? ", " : "", NAME_ARG(s->axes[i][k]));
+            for (int k = 0; k < s->naxes[i]; k++) {
+                put(t, "%s", k ? ", " : "");
+                name_put(t, s->axes[i][k]);
+            }
             put(t, ")");
         }
     }
@@ -134,15 +150,25 @@ static int parse_fail(const struct parser *ps, const char *fmt, ...)
 }
 
 /* A name at ps->p, bare or quoted as Python writes it ('x' or "x"); *none
- * when it is a bare "-" or "None". */
+ * when it is a bare "-" or "None".  Inside quotes a backslash takes the
+ * next character as it is, which must be a backslash or a quote (what
+ * name_put escapes; any other escape would mean something else to Python,
+ * so it is refused).  A bare name has no escapes. */
 static int parse_name(struct parser *ps, char *out, bool *none, const char *expected)
 {
     const char *start = ps->p;
     char quote = *ps->p == '\'' || *ps->p == '"' ? *ps->p++ : 0;
     const char *name = ps->p;
-    while (!delimiter(*ps->p) && *ps->p != quote)
+    size_t n = 0; /* characters of the name, escapes read */
+    while (!delimiter(*ps->p) && *ps->p != quote) {
+        if (quote && *ps->p == '\\') {
+            ps->p++;
+            if (*ps->p != '\\' && *ps->p != '\'' && *ps->p != '"')
+                return parse_fail(ps, "\\\\, ' or \" after a backslash in a quoted name");
+        }
         ps->p++;
-    size_t n = (size_t)(ps->p - name);
+        n++;
+    }
     if (quote && *ps->p != quote)
         return parse_fail(ps, "a closing %c (the name opened at position %d)", quote,
                           (int)(start - ps->text));
@@ -155,10 +181,13 @@ static int parse_name(struct parser *ps, char *out, bool *none, const char *expe
         return parse_fail(ps, "an axis name of at most %d characters (it has %zu)",
                           SHMESH_MAX_AXIS_NAME, n);
     }
-    ps->p += quote != 0;
     *none = !quote && means_none(name, n);
-    memcpy(out, name, n);
+    for (size_t i = 0; i < n; i++) {
+        name += quote && *name == '\\';
+        out[i] = *name++;
+    }
     out[n] = 0;
+    ps->p += quote != 0;
     return 0;
 }
 

@@ -27,7 +27,7 @@
     X(WORLD_BROADCAST, world_broadcast, WORLD, NONE, 1, "bytes root")                       \
     X(GLOBAL_ARRAY_GATHER, global_array_gather, WORLD, NONE, 1, "bytes root")               \
     X(GLOBAL_ARRAY_SCATTER, global_array_scatter, WORLD, NONE, 1, "bytes root")             \
-    X(GLOBAL_ARRAY_RESHARD, global_array_reshard, WORLD, NONE, 1, "bytes")                  \
+    X(GLOBAL_ARRAY_RESHARD, global_array_reshard, WORLD, NONE, 1, "bytes _root to_mesh")    \
     X(EFFECT_CREATE, effect_create, WORLD, NONE, 1, "kind")                                 \
     X(CALLBACK, callback, WORLD, NONE, 1, "point placement")                                \
     X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \

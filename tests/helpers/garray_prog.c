@@ -17,6 +17,9 @@
  *   local-mesh     arrays over a process-local mesh: nothing collective
  *   mismatch       ranks gathering different arrays: SHMESH_ERR_MISMATCH
  *   mismatch-scatter  ranks scattering different arrays: the same
+ *   mismatch-sharding WHAT  one array built with different shardings on
+ *                  different ranks, then gathered or resharded (WHAT:
+ *                  gather, gather-root, reshard, reshard-target): the same
  *
  * Every rank prints "rank R: ..." lines the suite reads.  Every rank makes
  * the same random draws (same seed), so collective calls match.  Exit
@@ -933,11 +936,74 @@ static int mode_mismatch(bool scatter)
     return -1; /* the context is poisoned: finalize only releases it */
 }
 
+/* ------------------------------------------------------------------------
+ * mismatch-sharding WHAT: the same array built with different shardings
+ * on different ranks.  Rank 0 holds A as P() (replicated: a gather needs
+ * nothing from the others), the other ranks as P('x'); every rank holds B
+ * as P('x').  WHAT:
+ *   gather          A, then B, to every rank
+ *   gather-root     A to rank 1
+ *   reshard         A to P('x')
+ *   reshard-target  B to P() on rank 0, to P('x') on the others
+ * Every rank must fail at its first call with SHMESH_ERR_MISMATCH naming
+ * both shardings (never OK with another rank's array, as when the
+ * replicated rank skipped the exchange and paired A with the others' B).
+ * ---------------------------------------------------------------------- */
+
+static int mode_mismatch_sharding(const char *what)
+{
+    int ndev = shmesh_device_count(ctx);
+    if (world < 2) {
+        printf("rank %d: mismatch-sharding needs 2 ranks or more, the job has %d\n", rank, world);
+        return 2;
+    }
+    shmesh_mesh *m = mesh_of(1, (int[]){ndev}, NULL);
+    shmesh_sharding *split = sharding_of(m, "x"), *whole = sharding_of(m, "");
+    int64_t shape[] = {ndev, 2};
+    struct host ha, hb;
+    host_init(&ha, SHMESH_INT32, 2, shape, 5, false);
+    host_init(&hb, SHMESH_INT32, 2, shape, 6, false);
+    struct src sa = {.h = &ha, .fail_at = -1}, sb = {.h = &hb, .fail_at = -1};
+    shmesh_global_array *a, *b, *c = NULL;
+    MUST(shmesh_global_array_from_callback(rank == 0 ? whole : split, SHMESH_INT32, 2, shape,
+                                           cb_one, &sa, &a));
+    MUST(shmesh_global_array_from_callback(split, SHMESH_INT32, 2, shape, cb_one, &sb, &b));
+    unsigned char *out = xcalloc(ha.bytes, 1);
+    if (!strcmp(what, "gather")) {
+        expect("gather-A", shmesh_global_array_gather(a, -1, out), SHMESH_ERR_MISMATCH, false);
+        expect("gather-B", shmesh_global_array_gather(b, -1, out), SHMESH_ERR_MISMATCH, false);
+    } else if (!strcmp(what, "gather-root")) {
+        expect("gather-root", shmesh_global_array_gather(a, 1, out), SHMESH_ERR_MISMATCH, false);
+    } else if (!strcmp(what, "reshard")) {
+        expect("reshard", shmesh_global_array_reshard(a, split, &c), SHMESH_ERR_MISMATCH, false);
+    } else if (!strcmp(what, "reshard-target")) {
+        expect("reshard-target", shmesh_global_array_reshard(b, rank == 0 ? whole : split, &c),
+               SHMESH_ERR_MISMATCH, false);
+    } else {
+        printf("rank %d: mismatch-sharding: unknown case %s\n", rank, what);
+        return 2;
+    }
+    if (c)
+        wrong("a failed reshard left out set");
+    free(out);
+    shmesh_global_array_destroy(b);
+    shmesh_global_array_destroy(a);
+    shmesh_sharding_destroy(whole);
+    shmesh_sharding_destroy(split);
+    shmesh_mesh_destroy(m);
+    free(ha.data);
+    free(hb.data);
+    return -1; /* the context is poisoned: finalize only releases it */
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s examples|with-devices|prop SEED N|errors|local-mesh|mismatch|mismatch-scatter\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s examples|with-devices|prop SEED N|errors|local-mesh|mismatch|"
+                "mismatch-scatter|mismatch-sharding WHAT\n",
+                argv[0]);
         return 2;
     }
     int rc = shmesh_init(&ctx);
@@ -962,6 +1028,8 @@ int main(int argc, char **argv)
         rc = mode_mismatch(false);
     else if (!strcmp(mode, "mismatch-scatter"))
         rc = mode_mismatch(true);
+    else if (!strcmp(mode, "mismatch-sharding") && argc > 2)
+        rc = mode_mismatch_sharding(argv[2]);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         rc = 2;
