@@ -10,6 +10,7 @@
 #include "core/debug.h"
 #include "core/fail.h"
 #include "core/hash.h"
+#include "core/registry.h"
 #include "core/settings.h"
 #include "device/device.h"
 #include "effects/effect.h"
@@ -43,12 +44,19 @@ static int seg_error_code(int rc)
     }
 }
 
-static void release(shmesh_ctx *c)
+/* Frees the context; `forked`: in a fork child, whose copy it is (the
+ * progress thread is not there, and the GPU runtime, which does not
+ * survive fork, is not called: its part is left). */
+static void release(shmesh_ctx *c, bool forked)
 {
-    stream_stop(c);
+    if (forked)
+        stream_forget(c);
+    else
+        stream_stop(c);
     effects_free(c);
     call_scratch_free_all(c);
-    device_close(c);
+    if (!forked)
+        device_close(c);
     free(c->dev_buf);
     windows_fini(&c->win);
     heap_fini(&c->heap);
@@ -105,32 +113,33 @@ int shmesh_init(shmesh_ctx **out)
     }
     c->rank = e.rank;
     c->world = e.world;
+    c->pid = (int)getpid();
     c->local_devices = e.local_devices;
     c->scratch_members = c->world * c->local_devices;
     c->debug = e.debug;
     c->kinds_taken = path_kinds();
     char why[CTX_ERR_MAX - 32] = "";
     if (alloc_engine(c)) {
-        release(c);
+        release(c, false);
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
     }
     rc = e.segment ? seg_attach(e.segment, e.world, e.rank, &c->seg, why, sizeof why)
                    : seg_create_private(1, 0, e.shm_size, &c->seg, why, sizeof why);
     if (rc) {
-        release(c);
+        release(c, false);
         init_error("rank %d: %s", e.rank, why);
         return seg_error_code(rc);
     }
     rc = notify_open(e.notify, e.world, &c->notify, why, sizeof why);
     if (rc) {
-        release(c);
+        release(c, false);
         init_error("rank %d: %s", e.rank, why);
         return rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
     }
     c->me = seg_ctrl(c->seg, c->rank);
     if (trace_open(c)) {
-        release(c);
+        release(c, false);
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
     }
@@ -142,7 +151,7 @@ int shmesh_init(shmesh_ctx **out)
                         c->device_two_shot_min};
     c->tuning = hash_bytes(knobs, sizeof knobs, 2);
     if (heap_init(&c->heap, c->seg, c->rank)) {
-        release(c);
+        release(c, false);
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
     }
@@ -158,13 +167,13 @@ int shmesh_init(shmesh_ctx **out)
     default_spin(e.world, &c->waiter.spin_ns);
     cma_publish(c, e.cma);
     if ((rc = device_open(c, e.device, why, sizeof why))) {
-        release(c);
+        release(c, false);
         init_error("rank %d: %s", e.rank, why);
         return rc;
     }
     rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
     if (rc) {
-        release(c);
+        release(c, false);
         init_error("rank %d: %s", e.rank, why);
         return seg_error_code(rc);
     }
@@ -177,7 +186,7 @@ int shmesh_init(shmesh_ctx **out)
                  atomic_load(&c->seg->hdr->attached.value));
         rc = fail_wait(c, "shmesh_init", 0, rc, culprit, waiting);
         init_error("%s", c->err);
-        release(c);
+        release(c, false);
         return rc;
     }
     for (int j = 0; j < c->world; j++) {
@@ -189,29 +198,66 @@ int shmesh_init(shmesh_ctx **out)
         if (rc < 0) {
             init_error("rank %d: cannot watch rank %d (pid %d) for exit: %s", c->rank, j, pid,
                        strerror(-rc));
-            release(c);
+            release(c, false);
             return SHMESH_ERR_SYSTEM;
         }
     }
     cma_probe(c, e.cma);
+    if (registry_add(c)) {
+        init_error("rank %d: cannot install the fork handler (pthread_atfork)", c->rank);
+        release(c, false);
+        return SHMESH_ERR_SYSTEM;
+    }
     *out = c;
     return 0;
+}
+
+/* shmesh_finalize in a fork child on its parent's context: nothing in the
+ * job's name; this process's copy is released. */
+static int finalize_forked(shmesh_ctx *c)
+{
+    int rc = fail_forked(c, "shmesh_finalize");
+    init_error("%s; this process's copy of the context was released", c->err);
+    uint64_t last = stream_forget(c);
+    registry_remove(c, last);
+    release(c, true);
+    return rc;
 }
 
 int shmesh_finalize(shmesh_ctx *c)
 {
     if (!c)
         return 0;
+    if (!registry_live(c)) {
+        init_error("shmesh_finalize: %p is no live context of this process (finalized "
+                   "already?): expected a context from shmesh_init",
+                   (void *)c);
+        return SHMESH_ERR_INVALID;
+    }
+    /* Refused, leaving the context as it was: from a host callback (the
+     * stream it would drain is running the callback), or while another
+     * thread is inside (it would free what that thread uses).  The thread
+     * is inside from here on, which keeps others out. */
+    int rc = ctx_enter_local(c, "shmesh_finalize");
+    if (rc && atomic_load_explicit(&c->busy, memory_order_relaxed) == CTX_BUSY_FORKED)
+        return finalize_forked(c);
+    if (rc) {
+        if (error_refused_ctx != c) /* a callback: the explanation is the context's */
+            init_error("%s", ctx_err_buf(c));
+        return rc;
+    }
     /* Work still in flight finishes first (it was dispatched before this). */
-    stream_stop(c);
+    uint64_t last = stream_stop(c);
     struct call k;
-    int rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
+    rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
     /* Only a clean finalize makes this rank's exit harmless to the others. */
     if (!rc)
         atomic_store_explicit(&c->me->state, SEG_RANK_FINALIZED, memory_order_release);
     else
         init_error("%s", c->err); /* the context goes; its explanation stays */
-    release(c);
+    ctx_leave(c);
+    registry_remove(c, last);
+    release(c, false);
     return rc;
 }
 
@@ -219,7 +265,10 @@ void shmesh_abort(shmesh_ctx *c, int code, const char *why)
 {
     if (code < 1 || code > 255)
         code = 1;
-    if (c && c->seg) {
+    /* A fork child's copy of its parent's context aborts nothing: the
+     * process just exits. */
+    if (c && c->seg &&
+        atomic_load_explicit(&c->busy, memory_order_relaxed) != CTX_BUSY_FORKED) {
         char reason[SEG_REASON_MAX];
         snprintf(reason, sizeof reason, "rank %d (pid %d) called shmesh_abort(%d): %s", c->rank,
                  (int)getpid(), code, why ? why : "");

@@ -15,6 +15,9 @@
 #include "shm/wait.h"
 #include "shmesh.h"
 
+/* ctx->busy in a fork child: no thread of this process may use it. */
+#define CTX_BUSY_FORKED (-1)
+
 struct call;
 struct call_scratch;
 struct stream;
@@ -23,6 +26,7 @@ struct tracer;
 struct shmesh_ctx {
     int rank;
     int world;
+    int pid;              /* the process that made it: a fork child's copy is refused */
     int local_devices; /* devices this rank holds (mesh/device.h) */
     /* The most members a call's group may have: every device of the job,
      * or every position of the largest batched mesh made (batch/batch.h);
@@ -72,8 +76,15 @@ struct shmesh_ctx {
     uint64_t probe_word;
     int ptracer;          /* the pid PR_SET_PTRACER names, 0 when not lifted */
     /* The thread inside the library with this context (its tid), 0 when
-     * none: a second thread entering meanwhile is refused (core/fail.c). */
+     * none: a second thread entering meanwhile is refused (core/fail.c).
+     * CTX_BUSY_FORKED in a fork child's copy: every call is refused there,
+     * by the check every call makes anyway (core/registry.c). */
     _Atomic int busy;
+    /* Stream positions (tokens) count from seq_base + 1: past every one a
+     * context of this process finalized before handed out, so an old token
+     * is never taken for this one's (core/registry.c). */
+    uint64_t seq_base;
+    struct shmesh_ctx *live_next; /* the process's live contexts (core/registry.c) */
     /* Thresholds that choose paths (SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN) and
      * their hash with the slot size: ranks must agree on them. */
     uint64_t zc_min, cma_min, rsag_min, device_two_shot_min, tuning;

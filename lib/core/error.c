@@ -57,11 +57,26 @@ static void vset(char *buf, int rank, const char *fmt, va_list ap)
     vsnprintf(buf + n, CTX_ERR_MAX - (size_t)n, fmt, ap);
 }
 
+/* A poisoned context's explanation: the sentence that poisoned it, then
+ * what failed since (cut to fit).  The poison is why nothing works any
+ * more; a later local refusal must not hide it. */
+static void vset_after_poison(shmesh_ctx *c, char *buf, const char *fmt, va_list ap)
+{
+    char later[CTX_ERR_MAX];
+    vset(later, c->rank, fmt, ap);
+    size_t n = strnlen(c->poison_err, CTX_ERR_MAX - 1);
+    memmove(buf, c->poison_err, n);
+    snprintf(buf + n, CTX_ERR_MAX - n, "; later, %s", later);
+}
+
 int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vset(ctx_err_buf(c), c->rank, fmt, ap);
+    if (atomic_load(&c->poison_said))
+        vset_after_poison(c, ctx_err_buf(c), fmt, ap);
+    else
+        vset(ctx_err_buf(c), c->rank, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -71,12 +86,15 @@ int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     char *buf = ctx_err_buf(c);
-    vset(buf, c->rank, fmt, ap);
-    va_end(ap);
-    /* The first poison's sentence is kept for the tokens it fails. */
-    if (!atomic_exchange(&c->poison_said, true))
+    if (atomic_exchange(&c->poison_said, true)) {
+        /* Poisoned already: the first poison stays, code and sentence. */
+        vset_after_poison(c, buf, fmt, ap);
+    } else {
+        vset(buf, c->rank, fmt, ap);
         memcpy(c->poison_err, buf, sizeof c->poison_err);
-    c->poison = code;
+        c->poison = code;
+    }
+    va_end(ap);
     return code;
 }
 

@@ -13,9 +13,12 @@
  * libraries loaded later (dlopen, Python's ctypes). */
 #define CTX_TLS_FAST __attribute__((tls_model("initial-exec")))
 
-/* Sets the context's explanation ("rank R: " + the sentence) and returns code. */
+/* Sets the context's explanation ("rank R: " + the sentence) and returns
+ * code.  On a poisoned context the sentence comes after the poison's,
+ * which stays first. */
 int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* As ctx_fail, and every later call returns `code`. */
+/* As ctx_fail, and every later call returns `code` — unless the context
+ * was poisoned already: the first poison's code and sentence stay. */
 int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The explanation shmesh_last_error(NULL) gives (this thread's). */

@@ -53,7 +53,8 @@ static int thread_check(shmesh_ctx *c, const char *op)
         /* Its work would run in the middle of the stream's. */
         ctx_fail(c, SHMESH_ERR_INVALID,
                  "%s called from a host callback with the callback's own context: a callback "
-                 "runs inside the context's stream and may not dispatch to it",
+                 "runs inside the context's stream and may not use the context (nothing was "
+                 "done)",
                  op);
         return SHMESH_ERR_INVALID;
     }
@@ -64,6 +65,8 @@ static int thread_check(shmesh_ctx *c, const char *op)
      * read-modify-write on the hot path. */
     int inside = atomic_load_explicit(&c->busy, memory_order_relaxed);
     if (inside && inside != self) {
+        if (inside == CTX_BUSY_FORKED) /* this process is a fork child of the context's */
+            return fail_forked(c, op);
         error_refused_ctx = c;
         init_error("rank %d: %s called from thread %d while thread %d is inside the library "
                    "with the same context: a context may be used by one thread at a time "
@@ -74,6 +77,25 @@ static int thread_check(shmesh_ctx *c, const char *op)
     if (error_refused_ctx == c)
         error_refused_ctx = NULL;
     return 0;
+}
+
+void ctx_thread_forked(void)
+{
+    self = 0; /* the parent's thread id: this thread has its own */
+}
+
+/* Out of line: inlined, it would cost thread_check a saved register on
+ * every call. */
+__attribute__((cold, noinline)) int fail_forked(shmesh_ctx *c, const char *op)
+{
+    if (error_refused_ctx == c) /* the explanation is the context's (this process's copy) */
+        error_refused_ctx = NULL;
+    return ctx_fail(c, SHMESH_ERR_INVALID,
+                    "%s called in process %d, but this context was made by process %d (rank %d "
+                    "of the job), whose fork child this is: a context belongs to the process "
+                    "that made it, and calls here would be made in rank %d's name; nothing "
+                    "was done",
+                    op, (int)getpid(), c->pid, c->rank, c->rank);
 }
 
 int ctx_check(shmesh_ctx *c, const char *op)

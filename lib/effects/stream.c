@@ -9,6 +9,7 @@
 
 #include "core/context.h"
 #include "core/fail.h"
+#include "core/registry.h"
 #include "effects/stream.h"
 #include "shm/notify.h"
 
@@ -61,8 +62,10 @@ static void note_dispatch(const shmesh_ctx *c, uint64_t seq)
 
 shmesh_token shmesh_runtime_token(shmesh_ctx *c)
 {
+    /* A slot at or below the base is a finalized context's that sat at c's
+     * address. */
     for (int i = 0; c && i < RUNTIME_SLOTS; i++)
-        if (last_dispatch[i].c == c && c->stream)
+        if (last_dispatch[i].c == c && c->stream && last_dispatch[i].seq > c->seq_base)
             return (shmesh_token){c, last_dispatch[i].seq};
     return (shmesh_token){c, 0};
 }
@@ -167,6 +170,10 @@ static int start(shmesh_ctx *c)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
+    /* Positions count on from the context's base (core/registry.h). */
+    s->dispatched = c->seq_base;
+    if (c->seq_base)
+        seg_progress_post(&c->me->done, c->seq_base);
     /* The thread takes no signals: the program's handlers run where it
      * expects them. */
     sigset_t all, old;
@@ -251,13 +258,15 @@ static int result(shmesh_ctx *c, uint64_t seq)
     return rc;
 }
 
-/* A token's context and position are what this library handed out. */
-static int token_check(const shmesh_token *t, const char *fn)
+/* The live context a token names (NULL: a done token), and a position it
+ * handed out. */
+static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
 {
-    shmesh_ctx *c = t->ctx;
-    if (!c || !t->seq)
-        return 0;
-    uint64_t last = 0;
+    int rc = registry_token(t, fn, out);
+    shmesh_ctx *c = *out;
+    if (rc || !c)
+        return rc;
+    uint64_t last = c->seq_base;
     if (c->stream) {
         pthread_mutex_lock(&c->stream->lock);
         last = c->stream->dispatched;
@@ -268,7 +277,7 @@ static int token_check(const shmesh_token *t, const char *fn)
                         "%s: the token names position %" PRIu64
                         " of the context's stream, but only %" PRIu64
                         " were dispatched (a token of another context, or not from shmesh)",
-                        fn, t->seq, last);
+                        fn, t->seq - c->seq_base, last - c->seq_base);
     return 0;
 }
 
@@ -302,22 +311,15 @@ struct seg_waiter *stream_waiter(shmesh_ctx *c)
     return c->stream ? &c->stream->waiter : &c->waiter;
 }
 
-void stream_stop(shmesh_ctx *c)
+/* Frees what the stream holds; its thread has ended (or, in a fork child,
+ * was never there). */
+static void stream_free(shmesh_ctx *c)
 {
     struct stream *s = c->stream;
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->lock);
-    s->stop = true;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
     for (size_t i = 0; i < s->nfailed; i++)
         free(s->failed[i].why);
     free(s->failed);
     notify_close(s->notify);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
     free(s);
     c->stream = NULL;
     for (int i = 0; i < RUNTIME_SLOTS; i++)
@@ -325,13 +327,42 @@ void stream_stop(shmesh_ctx *c)
             last_dispatch[i].c = NULL;
 }
 
+uint64_t stream_stop(shmesh_ctx *c)
+{
+    struct stream *s = c->stream;
+    if (!s)
+        return c->seq_base;
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    uint64_t last = s->dispatched;
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    stream_free(c);
+    return last;
+}
+
+uint64_t stream_forget(shmesh_ctx *c)
+{
+    struct stream *s = c->stream;
+    if (!s)
+        return c->seq_base;
+    /* The parent's thread may have held the lock at the fork: not taken.
+     * Work queued then is left (dropping it would release calls). */
+    uint64_t last = s->dispatched;
+    stream_free(c);
+    return last;
+}
+
 /* ---- Tokens ---------------------------------------------------------- */
 
 int shmesh_token_test(shmesh_token t)
 {
-    shmesh_ctx *c = t.ctx;
-    int rc = token_check(&t, "shmesh_token_test");
-    if (rc || !c || !t.seq)
+    shmesh_ctx *c;
+    int rc = token_check(&t, "shmesh_token_test", &c);
+    if (rc || !c)
         return rc ? rc : 1;
     if (done_count(c) < t.seq)
         return c->poison ? c->poison : 0;
@@ -341,10 +372,11 @@ int shmesh_token_test(shmesh_token t)
 
 int shmesh_token_wait(shmesh_token t)
 {
-    int rc = token_check(&t, "shmesh_token_wait");
-    if (rc || !t.ctx || !t.seq)
+    shmesh_ctx *c;
+    int rc = token_check(&t, "shmesh_token_wait", &c);
+    if (rc || !c)
         return rc;
-    return stream_wait(t.ctx, t.seq);
+    return stream_wait(c, t.seq);
 }
 
 /* The tokens' one context (NULL when all are done ones), or an error. */
@@ -357,17 +389,18 @@ static int one_context(int n, const shmesh_token *t, const char *fn, shmesh_ctx 
         return SHMESH_ERR_INVALID;
     }
     for (int i = 0; i < n; i++) {
-        if (!t[i].ctx || !t[i].seq)
+        shmesh_ctx *c;
+        int rc = token_check(&t[i], fn, &c);
+        if (rc)
+            return rc;
+        if (!c)
             continue;
-        if (*out && *out != t[i].ctx)
+        if (*out && *out != c)
             return ctx_fail(*out, SHMESH_ERR_INVALID,
                             "%s: tokens %d and earlier ones belong to different contexts "
                             "(wait on each context's tokens separately)",
                             fn, i);
-        *out = t[i].ctx;
-        int rc = token_check(&t[i], fn);
-        if (rc)
-            return rc;
+        *out = c;
     }
     return 0;
 }

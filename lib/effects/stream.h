@@ -62,8 +62,12 @@ int stream_wait(shmesh_ctx *c, uint64_t seq);
 /* The waiter callers wait with (the stream's own notifier; the context's
  * when there is no stream). */
 struct seg_waiter *stream_waiter(shmesh_ctx *c);
-/* Drains the stream and stops its thread (shmesh_finalize). */
-void stream_stop(shmesh_ctx *c);
+/* Drains the stream and stops its thread (shmesh_finalize); returns the
+ * last position it handed out. */
+uint64_t stream_stop(shmesh_ctx *c);
+/* In a fork child: frees this process's copy of the stream, whose thread
+ * is not here (nothing is joined, drained or locked); the same return. */
+uint64_t stream_forget(shmesh_ctx *c);
 
 /* The `_async` functions' body: the blocking function, with the token's
  * destination set for the work it dispatches. */

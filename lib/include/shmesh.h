@@ -23,7 +23,14 @@
  *     thread between calls.  A thread that calls while another is inside the
  *     library with the same context gets SHMESH_ERR_INVALID (the other
  *     thread's call is unharmed, the context not poisoned), explained by
- *     shmesh_last_error(ctx) on the refused thread.
+ *     shmesh_last_error(ctx) on the refused thread.  So does a host callback
+ *     that calls the library with its own context.
+ *   - A context belongs to the process that made it, from shmesh_init to
+ *     shmesh_finalize.  In a fork child every call with the parent's
+ *     context (or one of its tokens) is SHMESH_ERR_INVALID, saying so, and
+ *     nothing is done in the parent's rank's name; the child's
+ *     shmesh_finalize only releases its own copy.  A token of a finalized
+ *     context is SHMESH_ERR_INVALID too.
  */
 #ifndef SHMESH_H
 #define SHMESH_H
@@ -101,14 +108,24 @@ SHMESH_API int shmesh_init(shmesh_ctx **ctx);
 /* Collective: a barrier, then the context is released.  A peer that exits
  * after its finalize is not a failure for the others.  Returns the barrier's
  * result; the context is freed in every case (NULL is accepted), so a
- * failure is explained by shmesh_last_error(NULL). */
+ * failure is explained by shmesh_last_error(NULL).  Except, each
+ * SHMESH_ERR_INVALID and explained there too:
+ *   - from a host callback with its own context, or while another thread
+ *     is inside the library with it: refused, and the context left as it
+ *     was (finalize it later, from its own thread);
+ *   - in a fork child, on its parent's context: no barrier, nothing in the
+ *     job's name, and only the child's copy is released (not its GPU
+ *     runtime part, nor work the parent had queued at the fork);
+ *   - a pointer that is no live context of this process (finalized
+ *     already): nothing is done. */
 SHMESH_API int shmesh_finalize(shmesh_ctx *ctx);
 
 /* Ends the whole job: records `why` in the segment so every other rank's
  * pending and later calls return SHMESH_ERR_ABORTED naming this rank, then
  * exits this process with status `code` (1 when code is 0 or out of
  * 1..255), which makes the launcher stop the others.  Any rank may call it
- * alone; ctx may be NULL (the process just exits). */
+ * alone; ctx may be NULL (the process just exits), as it is in effect in a
+ * fork child on its parent's context (nothing is recorded). */
 SHMESH_API SHMESH_NORETURN void shmesh_abort(shmesh_ctx *ctx, int code, const char *why);
 
 SHMESH_API int shmesh_rank(const shmesh_ctx *ctx);
@@ -780,12 +797,17 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
  * the token to {NULL, 0}, which is done.  Work that fails has its token fail with the error and explanation
  * (shmesh_last_error); after a peer's death, an abort or a mismatch every
  * pending token fails with that error, and output buffers of failed work
- * hold unspecified values.
+ * hold unspecified values.  A token may outlive its context: after
+ * shmesh_finalize (which finished its work) it is SHMESH_ERR_INVALID,
+ * explained by shmesh_last_error(NULL), never followed into freed memory,
+ * and never taken for a position of a later context, even one at the same
+ * address.
  * ------------------------------------------------------------------------- */
 
 typedef struct {
     shmesh_ctx *ctx; /* NULL: no work (done) */
-    uint64_t seq;    /* position in ctx's stream, from 1 */
+    uint64_t seq;    /* position in ctx's stream: from 1, or in a process that
+                        finalized a context before, from past that one's last */
 } shmesh_token;
 
 /* Blocks until `token` is done: 0, or the error of its work (the
@@ -973,7 +995,9 @@ SHMESH_API const char *shmesh_error_name(int err);
 /* The sentence explaining this context's most recent failure ("" if none);
  * on a thread refused because another was inside with ctx, why it was.
  * With NULL: the last shmesh_init or shmesh_finalize failure on the calling
- * thread. */
+ * thread, or a token refused because its context was finalized.  A
+ * poisoned context's sentence stays first: a later failure (a local
+ * refusal) is appended to it. */
 SHMESH_API const char *shmesh_last_error(const shmesh_ctx *ctx);
 
 /* Bytes per element; 0 for an unknown dtype. */
