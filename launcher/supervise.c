@@ -90,11 +90,38 @@ static int blamed_rank(const struct job *j)
     return ai.rank;
 }
 
+/* What a failed rank said of its own end in the abort record (it called
+ * shmesh_abort, or left with shmesh_finalize_at_exit: a status given),
+ * without the "rank R (pid P) " the launcher's line has, nor the status
+ * when the line says it already: "called shmesh_abort(7): why", or the
+ * exception a Python rank ended with.  "" when it said nothing. */
+static const char *own_words(const struct job *j, const struct rank_proc *p, const char *how,
+                             struct seg_abort_info *ai)
+{
+    char prefix[48];
+    if (!seg_aborted(j->seg, ai) || ai->rank != p->rank || ai->code == 0 ||
+        (ai->cause != SEG_CAUSE_RANK_ABORT && ai->cause != SEG_CAUSE_RANK_DIED))
+        return "";
+    size_t n = (size_t)snprintf(prefix, sizeof prefix, "rank %d (pid %d) ", p->rank, (int)p->pid);
+    const char *w = ai->reason;
+    if (strncmp(w, prefix, n))
+        return "";
+    w += n;
+    if (!strncmp(w, how, strlen(how)))
+        w += strlen(how);
+    while (*w == ':' || *w == ' ')
+        w++;
+    return w;
+}
+
 static void rank_exited(struct job *j, struct rank_proc *p)
 {
-    char how[96], reason[SEG_REASON_MAX];
+    char how[96], reason[SEG_REASON_MAX + 128];
+    struct seg_abort_info ai;
     describe_status(p->status, how, sizeof how);
-    snprintf(reason, sizeof reason, "rank %d (pid %d) %s", p->rank, (int)p->pid, how);
+    const char *words = WIFEXITED(p->status) ? own_words(j, p, how, &ai) : "";
+    snprintf(reason, sizeof reason, "rank %d (pid %d) %s%s%s%s", p->rank, (int)p->pid, how,
+             *words ? " (" : "", words, *words ? ")" : "");
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
     if (j->o.verbose && (ok || j->exit_decided))
         say("%s", reason);

@@ -123,6 +123,35 @@ static void abort_reaches_everyone(void **state)
                  "rank 1 (pid", 3);
     expect_lines(&r, "SHMESH_ERR_ABORTED", "called shmesh_abort(7): test abort", 3);
     assert_int_equal(count_lines(r.err, "rank 1 (pid", "exited with status 7"), 1);
+    /* the launcher's line gives the rank's own words */
+    assert_int_equal(count_lines(r.err, "rank 1 (pid",
+                                 "exited with status 7 (called shmesh_abort(7): test abort)"),
+                     1);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* shmesh_finalize_at_exit: at status 0 the exit finalizes (a clean job, no
+ * launcher note); at another status the others hear of that rank, its
+ * status and its words, and so does the launcher's line. */
+static void leave_at_exit(void **state)
+{
+    struct run r;
+    run_launcher(&r, NULL, 30, "-v", "-n", "3", "--", "@rank", "leave-at-exit", "-1", "0", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 0);
+    expect_lines(&r, "shmesh_finalize_at_exit -> SHMESH_OK", NULL, 3);
+    assert_int_equal(count_lines(r.err, "without calling", NULL), 0);
+    assert_clean(&r);
+    run_free(&r);
+
+    run_launcher(&r, NULL, 30, "-v", "-n", "3", "--", "@rank", "leave-at-exit", "1", "5", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 5);
+    expect_lines(&r, "shmesh_barrier -> SHMESH_ERR_PEER_DEAD",
+                 "exited with status 5: rank_prog leaves", 2);
+    assert_int_equal(count_lines(r.err, "rank 1 (pid", "exited with status 5 (rank_prog leaves)"),
+                     1);
     assert_clean(&r);
     run_free(&r);
 }
@@ -191,6 +220,7 @@ int main(void)
         cmocka_unit_test(mismatched_operations),
         cmocka_unit_test(mismatched_counts),
         cmocka_unit_test(abort_reaches_everyone),
+        cmocka_unit_test(leave_at_exit),
         cmocka_unit_test(peer_finalized_early),
         cmocka_unit_test(peer_left_without_finalize),
         cmocka_unit_test(refused_arguments_leave_job_usable),

@@ -1,4 +1,5 @@
-/* Joining and leaving a job: shmesh_init, shmesh_finalize, shmesh_abort. */
+/* Joining and leaving a job: shmesh_init, shmesh_finalize, shmesh_abort,
+ * shmesh_finalize_at_exit. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -276,6 +277,64 @@ void shmesh_abort(shmesh_ctx *c, int code, const char *why)
     }
     fflush(NULL);
     _exit(code);
+}
+
+/* The context shmesh_finalize_at_exit was given, for exit's handler. */
+static struct {
+    shmesh_ctx *ctx;
+    pid_t pid;
+    char why[SEG_REASON_MAX];
+} at_exit;
+
+static void leave_at_exit(int status, void *arg)
+{
+    shmesh_ctx *c = arg;
+    if (c != at_exit.ctx || getpid() != at_exit.pid)
+        return; /* a fork child of the process that asked */
+    status &= 0xff; /* what the parent sees */
+    if (status == 0) {
+        at_exit.ctx = NULL;
+        shmesh_finalize(c);
+        return;
+    }
+    /* Not a collective: the others may be anywhere.  They hear of it as
+     * of a rank that died, and the launcher blames this rank.  The context
+     * is not freed (nor lost: at_exit keeps it) as the process ends. */
+    char reason[SEG_REASON_MAX];
+    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status %d%s%.*s", c->rank,
+             (int)at_exit.pid, status, at_exit.why[0] ? ": " : "", (int)sizeof reason - 64,
+             at_exit.why);
+    seg_abort(c->seg, SEG_CAUSE_RANK_DIED, c->rank, status, reason);
+}
+
+int shmesh_finalize_at_exit(shmesh_ctx *c, const char *why)
+{
+    if (!c) {
+        init_error("shmesh_finalize_at_exit: the context is NULL");
+        return SHMESH_ERR_INVALID;
+    }
+    if (at_exit.ctx)
+        return ctx_fail(c, SHMESH_ERR_INVALID,
+                        "shmesh_finalize_at_exit: a context (rank %d) is already left to this "
+                        "process's exit; a process leaves a job once",
+                        at_exit.ctx->rank);
+#ifdef __GLIBC__
+    snprintf(at_exit.why, sizeof at_exit.why, "%s", why ? why : "");
+    at_exit.ctx = c;
+    at_exit.pid = getpid();
+    if (on_exit(leave_at_exit, c)) {
+        at_exit.ctx = NULL;
+        return ctx_fail(c, SHMESH_ERR_SYSTEM,
+                        "shmesh_finalize_at_exit: on_exit refused the handler: %s",
+                        strerror(errno));
+    }
+    return 0;
+#else
+    (void)why;
+    return ctx_fail(c, SHMESH_ERR_SYSTEM,
+                    "shmesh_finalize_at_exit: this C library has no on_exit, which tells a "
+                    "handler the exit status: call shmesh_finalize (or shmesh_abort) instead");
+#endif
 }
 
 int shmesh_rank(const shmesh_ctx *c) { return c ? c->rank : SHMESH_ERR_INVALID; }

@@ -128,6 +128,19 @@ SHMESH_API int shmesh_finalize(shmesh_ctx *ctx);
  * fork child on its parent's context (nothing is recorded). */
 SHMESH_API SHMESH_NORETURN void shmesh_abort(shmesh_ctx *ctx, int code, const char *why);
 
+/* Leaves the job when this process exits, for programs (and language
+ * bindings) that learn their exit status only then: an on_exit handler
+ * finalizes ctx (as shmesh_finalize, collective) if the process exits
+ * with status 0, and otherwise tells the job, without a collective, that
+ * this rank failed: every other rank's pending and later calls return
+ * SHMESH_ERR_PEER_DEAD naming this rank, its status and `why` (copied;
+ * NULL or "" for none), and shmesh-run reports this rank and status.  ctx
+ * then belongs to the exit: the program must not use it again.  Local;
+ * once per process.  Errors: SHMESH_ERR_INVALID (NULL ctx, or a second
+ * call), SHMESH_ERR_SYSTEM where the C library has no on_exit (glibc has):
+ * call shmesh_finalize instead. */
+SHMESH_API int shmesh_finalize_at_exit(shmesh_ctx *ctx, const char *why);
+
 SHMESH_API int shmesh_rank(const shmesh_ctx *ctx);
 SHMESH_API int shmesh_world_size(const shmesh_ctx *ctx);
 /* "uring" or "futex": how this rank blocks. */

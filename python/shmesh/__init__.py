@@ -25,6 +25,10 @@ import atexit
 import collections
 import ctypes
 import itertools
+import math
+import operator
+import os
+import sys
 import threading
 import weakref
 
@@ -45,7 +49,7 @@ __all__ = [
     "all_gather_async", "psum_scatter_async", "all_to_all_async", "pswapaxes_async",
     "ppermute_async", "pshuffle_async", "pbroadcast_async", "ragged_all_to_all_async",
     "barrier_async", "Pending", "Token", "wait_all", "wait_any", "runtime_token", "Effect",
-    "callback", "effects_barrier", "CallbackError",
+    "callback", "effects_barrier", "CallbackError", "hand_over",
 ]
 
 
@@ -107,7 +111,23 @@ def _raise(rc, ctx=None):
 def _invalid(text):
     """Raises the binding's own InvalidArgument, worded as the library's
     ("rank R: what: ...") once the rank is known."""
-    raise InvalidArgument(("rank %d: %s" % (_rank, text)) if _ctx is not None else text, -1)
+    raise InvalidArgument(("rank %d: %s" % (_rank, text)) if _rank >= 0 else text, -1)
+
+
+def _raise_on(rc, mp, op=None):
+    """_raise for a call given the mesh pointer mp.  With no mesh given and
+    none pushed on this thread, the library has no context to explain the
+    refusal in: its sentence is this thread's (shmesh_last_error(NULL)),
+    and the context's may be an older one about something else.  op: the
+    op whose shmesh_axis_size query this was (named instead)."""
+    if mp is None and rc == -1 and not lib.shmesh_mesh_current():
+        text = _last_error(None)
+        if text:
+            if op is not None and text.startswith("shmesh_axis_size: "):
+                text = "shmesh_%s: %s" % (op, text[len("shmesh_axis_size: "):])
+            raise InvalidArgument(text if text.startswith("rank ") else
+                                  "rank %d: %s" % (_rank, text), rc)
+    _raise(rc, _ctx)
 
 
 # ---- the context ------------------------------------------------------------
@@ -119,13 +139,66 @@ _local_devices = 1  # K: arrays of collectives carry a leading axis of K (_shape
 _MAX_NDIM = _lib.MAX_NDIM  # the most dimensions an argument may have: one more with K > 1
 _meshes = weakref.WeakSet()
 _lock = threading.Lock()
+_at_exit_registered = False
+
+# The thread the context belongs to (docs/python.md, "Threads and
+# processes"): the one that made it, or was given it by hand_over.  The
+# library refuses a second thread only while the first is inside a call,
+# so which of two busy threads it refused was a matter of timing, and
+# differed between ranks: one thread's call on rank 0 met the other's on
+# rank 1 (wrong sums, returned as OK).  The binding refuses every other
+# thread before the library is reached, the same way on every rank.
+_get_ident = threading.get_ident
+_owner = None         # its threading.get_ident(); None until known
+_owner_thread = None  # its threading.Thread
+_in_callback = threading.local()  # .on while _trampoline runs a callback
+
+# (rank, pid) of the parent in a fork child of a process that held a
+# context: the context is the parent's (its segment, its call numbers, its
+# progress thread, which the child does not have), so every call is
+# refused and the child's exit leaves the job alone.
+_fork_parent = None
 
 
-def init():
+def _after_fork_in_child():
+    global _ctx, _gen, _fork_parent, _lock, _registry_lock, _owner, _owner_thread
+    _lock = threading.Lock()  # another thread of the parent may have held them
+    _registry_lock = threading.Lock()
+    if _ctx is None and _gen == 0:
+        return  # the parent never joined a job: the child may
+    _fork_parent = (_rank, os.getppid())
+    if _ctx is not None:
+        # What the parent had in flight is not the child's to wait for.
+        why = _fork_sentence("wait")
+        for tok in _registry:
+            if tok._failed is None and tok._exc is None:
+                tok._failed = (-1, why)
+        _registry.clear()
+        _cb_records.clear()
+        _ctx = None  # nothing of the parent's is freed, nor finalized at exit
+        _gen += 1
+    _owner = _owner_thread = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _fork_sentence(what):
+    return ("rank %d: %s: this process (pid %d) is a fork child of rank %d (pid %d), whose "
+            "context it inherited: only the process that joined the job may use it (and this "
+            "process's exit does not finalize it); call shmesh from the parent, or exec a "
+            "program that joins a job of its own" % (_fork_parent[0], what, os.getpid(),
+                                                      *_fork_parent))
+
+
+def init(what="init"):
     """Joins the job (shmesh-run's environment), or makes a world of one.
     Collective under the launcher.  Calling it again does nothing; the
-    functions below call it themselves when needed."""
-    global _ctx, _local_devices, _MAX_NDIM, _rank
+    functions below call it themselves when needed.  The context belongs to
+    the calling thread (hand_over gives it to another)."""
+    global _ctx, _local_devices, _MAX_NDIM, _rank, _owner, _owner_thread, _at_exit_registered
+    if _fork_parent is not None:
+        raise InvalidArgument(_fork_sentence(what), -1)
     with _lock:
         if _ctx is not None:
             return
@@ -137,7 +210,11 @@ def init():
         _rank = lib.shmesh_rank(p)
         _local_devices = lib.shmesh_local_device_count(p)
         _MAX_NDIM = _lib.MAX_NDIM + (_local_devices > 1)
-        atexit.register(_at_exit)
+        _owner, _owner_thread = _get_ident(), threading.current_thread()
+        if not _at_exit_registered:
+            _at_exit_registered = True
+            atexit.register(_at_exit)
+            _hook_excepthook()
 
 
 def initialized():
@@ -145,9 +222,55 @@ def initialized():
 
 
 def _c():
+    """The context, for what any thread may ask (rank, world size, ...)."""
     if _ctx is None:
         init()
     return _ctx
+
+
+def _own(what):
+    """The context, for a call `what` that only its thread may make (a
+    collective, or a local call that enters the context)."""
+    if _ctx is None:
+        init(what)
+    if _get_ident() != _owner:
+        _other_thread(what)
+    return _ctx
+
+
+def _other_thread(what):
+    """Returns when this thread may call after all: it was given the
+    context before it started, or the thread that held it has ended (it is
+    then this thread's), or it runs a callback (the library refuses that
+    with its own sentence).  Else refuses the call."""
+    global _owner, _owner_thread
+    if getattr(_in_callback, "on", False):
+        return
+    me, t = threading.current_thread(), _owner_thread
+    if t is me or (t is not None and t.ident is not None and not t.is_alive()):
+        _owner, _owner_thread = _get_ident(), me
+        return
+    state = ("which has not started yet" if t is not None and t.ident is None else
+             "which is still running")
+    _invalid("%s called from thread %r (%d), but the context belongs to thread %r (%s), %s: a "
+             "context is used by one thread (the one that joined the job, or the one "
+             "shmesh.hand_over gave it to; a thread that ended gives it up to the next that "
+             "calls), on every rank alike, so that no rank pairs one thread's call with another "
+             "thread's" % (what, me.name, _get_ident(), getattr(t, "name", None),
+                           "%d" % t.ident if t is not None and t.ident else "-", state))
+
+
+def hand_over(thread):
+    """Gives the context to `thread` (a threading.Thread, started or not):
+    from then on its calls are accepted and this thread's are refused, on
+    every rank alike.  Called by the thread that holds the context (the one
+    that joined the job, or was given it); not needed after that thread
+    ended (the next thread to call takes the context)."""
+    global _owner, _owner_thread
+    if not isinstance(thread, threading.Thread):
+        _invalid("hand_over: thread must be a threading.Thread, got %r" % (thread,))
+    _own("hand_over")
+    _owner, _owner_thread = thread.ident, thread
 
 
 def finalize():
@@ -155,29 +278,81 @@ def finalize():
     callbacks) is waited for first, its failures kept for its tokens; meshes
     made are destroyed (with their shardings and global arrays), and arrays
     from alloc() and shards' data must not be used after."""
+    if _fork_parent is not None:
+        raise InvalidArgument(_fork_sentence("finalize"), -1)
+    if _ctx is None:
+        return
+    _own("finalize")
+    rc = _leave(lib.shmesh_finalize)
+    if rc:
+        _raise(rc, None)
+
+
+def _leave(how):
+    """finalize()'s work, with how(ctx) to leave: 0 or an error code."""
     global _ctx, _gen
     with _lock:
         if _ctx is None:
-            return
+            return 0
         _drain()
         for m in list(_meshes):
             m._destroy()
         ctx, _ctx = _ctx, None
         _gen += 1
-        rc = lib.shmesh_finalize(ctx)
+        _deferred_frees.clear()  # the heap goes with the context
+        rc = how(ctx)
         _cb_records.clear()  # every callback ran: the stream was drained
-    if rc:
-        _raise(rc, None)
+    return rc
+
+
+# The exception that ends the program, seen by sys.excepthook (its text
+# goes to the other ranks and the launcher): see _at_exit.
+_uncaught = None
+_excepthook = None
+
+
+def _hook_excepthook():
+    global _excepthook
+    prev = sys.excepthook
+
+    def hook(tp, value, tb):
+        global _uncaught
+        _uncaught = value
+        prev(tp, value, tb)
+    _excepthook = sys.excepthook = hook
+
+
+def _one_line(e):
+    import traceback
+    text = traceback.format_exception_only(type(e), e)[-1].strip().replace("\n", " ")
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _at_exit():
     # A rank that returns without finalize() would look to the others like
-    # one that left early: leave cleanly.
-    if _ctx is not None:
-        try:
-            finalize()
-        except Error:
-            pass
+    # one that died.  But finalize is collective: a rank that ends on an
+    # exception or sys.exit(3) while the others still call made them see a
+    # finalize they never called (Mismatch) instead of its failure, and the
+    # launcher blame whichever rank exited first.  The exit status is known
+    # only after Python's atexit functions ran, so the library's exit
+    # handler decides (shmesh_finalize_at_exit): finalize at status 0,
+    # else tell the others (PeerDead naming this rank, its status and the
+    # exception).
+    if _ctx is None or _fork_parent is not None:
+        return
+    t = _owner_thread
+    if _get_ident() != _owner and t is not None and t.is_alive():
+        return  # a daemon thread still holds the context: leave as a rank that died
+    exc = _uncaught
+    if exc is None and sys.excepthook is not _excepthook:
+        exc = getattr(sys, "last_value", None)  # sys.excepthook was replaced after init
+    why = ("uncaught " + _one_line(exc)).encode(errors="replace") if exc is not None else None
+    try:
+        if _leave(lambda ctx: lib.shmesh_finalize_at_exit(ctx, why) and
+                  lib.shmesh_finalize(ctx)):
+            pass  # failures of the last barrier: the others know them too
+    except Error:
+        pass
 
 
 def rank():
@@ -214,7 +389,7 @@ def abort(code=1, why=""):
 
 
 def barrier():
-    rc = lib.shmesh_barrier(_c())
+    rc = lib.shmesh_barrier(_own("barrier"))
     if rc:
         _raise(rc, _ctx)
 
@@ -395,17 +570,32 @@ def _in_out(a, out):
     return e[0][1], e[1][1]
 
 
+def _index(v, what, name):
+    """v as a Python int when it is an integer (an int or a numpy integer,
+    not a bool): int() would make 0.5 a 0 and "0" a 0."""
+    if isinstance(v, (bool, np.bool_)):
+        _invalid("%s: %s must be an integer, got %r" % (what, name, v))
+    try:
+        return operator.index(v)
+    except TypeError:
+        _invalid("%s: %s must be an integer, got %r" % (what, name, v))
+
+
 def _cint(v, what, name, bits=32):
     """v as a C int (int64_t with bits=64): ctypes would truncate a larger
     one silently, in arrays and declared arguments alike (2**32 + 3 becomes
     3), or refuse it with its own error in undeclared ones."""
-    try:
-        i = int(v)
-    except (TypeError, ValueError):
-        _invalid("%s: %s must be an integer, got %r" % (what, name, v))
+    i = _index(v, what, name)
     if not -2 ** (bits - 1) <= i < 2 ** (bits - 1):
         _invalid("%s: %s %d is out of range" % (what, name, i))
     return i
+
+
+def _name_ok(n):
+    """Whether n may be a mesh axis name (the library's rule, and no NUL,
+    which ends a C string early: "i\0zz" would reach it as "i")."""
+    return (isinstance(n, str) and n != "" and "\0" not in n and
+            not any(c in n for c in ",()") and not any(c.isspace() for c in n))
 
 
 _axes_seen = {}
@@ -432,6 +622,10 @@ def _axes_text(axis_name, what):
         _invalid("%s: axis_name must be a name or a tuple of names, got %r" % (what, axis_name))
     if not names:
         _invalid("%s: axis_name names no axis" % what)
+    for n in names:
+        if not _name_ok(n):  # the C call takes "x,y": a ',' or a NUL would change the names
+            _invalid("%s: axis_name %r is no mesh axis name: a name has no NUL, ',', '(', ')' "
+                     "or whitespace" % (what, n))
     return ",".join(names).encode()
 
 
@@ -454,9 +648,13 @@ def _groups(axis_index_groups, what):
     return g, ctypes.byref(g)
 
 
-def _mesh_ptr(mesh):
-    if _ctx is None:
-        init()
+def _mesh_ptr(mesh, what, local=False):
+    """The mesh pointer of a call `what` (None: the one pushed on this
+    thread); a collective's (local=False) only on the context's thread."""
+    if local:
+        _c()
+    else:
+        _own(what)
     if mesh is None:
         return None
     if not isinstance(mesh, Mesh):
@@ -473,7 +671,7 @@ def _group_size(mp, axes, groups, what):
     n = ctypes.c_int()
     rc = lib.shmesh_axis_size(mp, axes, ctypes.byref(n))
     if rc:
-        _raise(rc, _ctx)
+        _raise_on(rc, mp, what)
     return n.value
 
 
@@ -483,12 +681,12 @@ def _with_group_size(v, what, mesh, axis_name, axis_index_groups):
     text, groups reference) for _run, resolved once."""
     a = _prepare(v, what)
     g, gref = _groups(axis_index_groups, what)
-    mp, axes = _mesh_ptr(mesh), _axes(axis_name, what)
+    mp, axes = _mesh_ptr(mesh, what), _axes(axis_name, what)
     return a, _shape_of(a, what), _group_size(mp, axes, g, what), (mp, axes, gref)
 
 
 def _axis(axis, ndim, what, name="axis"):
-    a = int(axis)
+    a = _index(axis, what, name)
     if not -ndim <= a < ndim:
         _invalid("%s: %s %d is out of range for an array of %d dimensions" % (what, name, a, ndim))
     return a + ndim if a < 0 else a
@@ -511,7 +709,7 @@ def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, w, *pa
     array of one device's shape out_shape (a leading axis of K added with K
     devices per rank).  With a list w, its _async form is dispatched
     instead (_dispatch) and the token appended to w."""
-    mp = _mesh_ptr(mesh)
+    mp = _mesh_ptr(mesh, what)
     axes = _axes(axis_name, what)
     gref = None if groups_arg is None else _groups(groups_arg, what)[1]
     return _run(fn, (mp, axes, gref), a, out_shape, out_dtype, w, params)
@@ -524,7 +722,7 @@ def _run(fn, where, a, out_shape, out_dtype, w, params):
     if w is None:
         rc = fn(*where, *params, *_in_out(a, out))
         if rc:
-            _raise(rc, _ctx)
+            _raise_on(rc, where[0])
     else:
         _dispatch(w, fn, (*where, *params, *_in_out(a, out)), (a, out, where[2], params))
     return out
@@ -543,14 +741,24 @@ class Mesh:
         devices = np.asarray(devices)
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
-        self.axis_names = tuple(axis_names)
+        try:
+            self.axis_names = tuple(axis_names)
+        except TypeError:
+            _invalid("Mesh: axis_names must be a name or a tuple of names, got %r"
+                     % (axis_names,))
+        for d, n in enumerate(self.axis_names):
+            if not isinstance(n, str):
+                _invalid("Mesh: axis_names[%d] must be a str, got %r" % (d, n))
+            if "\0" in n:  # C would read "a\0b" as "a"
+                _invalid("Mesh: axis_names[%d] must be a name without NUL characters, got %r"
+                         % (d, n))
         if devices.ndim != len(self.axis_names):
             _invalid("Mesh: %d axis names for a devices array of %d dimensions"
                      % (len(self.axis_names), devices.ndim))
         if not np.issubdtype(devices.dtype, np.integer):
             _invalid("Mesh: devices must be device ids (integers), got dtype %s" % devices.dtype)
         self.devices = devices
-        ctx = _c()
+        ctx = _own("Mesh")
         nd = devices.ndim
         names = (ctypes.c_char_p * nd)(*[n.encode() for n in self.axis_names])
         sizes = (ctypes.c_int * nd)(*devices.shape)
@@ -578,10 +786,10 @@ class Mesh:
         """This rank's device ids in the mesh, in mesh order: with several
         devices per rank, entry i of a collective's leading axis is
         local_devices[i]'s."""
-        return _local_devices_of(_mesh_ptr(self))
+        return _local_devices_of(_mesh_ptr(self, "local_devices", local=True))
 
     def __enter__(self):
-        rc = lib.shmesh_mesh_push(_mesh_ptr(self))
+        rc = lib.shmesh_mesh_push(_mesh_ptr(self, "Mesh.__enter__", local=True))
         if rc:
             _raise(rc, None)
         self._pushed += 1
@@ -621,13 +829,13 @@ def axis_index(axis_name, *, mesh=None):
     """This device's index along the named axes (row-major over them); with
     several devices per rank, an int32 array of one index per device
     (Mesh.local_devices order)."""
-    mp = _mesh_ptr(mesh)
+    mp = _mesh_ptr(mesh, "axis_index", local=True)
     axes = _axes(axis_name, "axis_index")
     i = ctypes.c_int()
     if _local_devices == 1:
         rc = lib.shmesh_axis_index(mp, axes, ctypes.byref(i))
         if rc:
-            _raise(rc, _ctx)
+            _raise_on(rc, mp)
         return np.int32(i.value)
     if mp is None:
         mp = lib.shmesh_mesh_current()
@@ -645,9 +853,10 @@ def axis_index(axis_name, *, mesh=None):
 def axis_size(axis_name, *, mesh=None):
     """The number of devices along the named axes."""
     n = ctypes.c_int()
-    rc = lib.shmesh_axis_size(_mesh_ptr(mesh), _axes(axis_name, "axis_size"), ctypes.byref(n))
+    mp = _mesh_ptr(mesh, "axis_size", local=True)
+    rc = lib.shmesh_axis_size(mp, _axes(axis_name, "axis_size"), ctypes.byref(n))
     if rc:
-        _raise(rc, _ctx)
+        _raise_on(rc, mp)
     return n.value
 
 
@@ -685,13 +894,14 @@ def _reduce(name, result_dtype):
         # and _mesh_ptr make, inline: 0.6 us less per call (min), 1 us
         # (median) on this machine.
         if (type(x) is np.ndarray and axis_index_groups is None and _local_devices == 1
-                and _ctx is not None and (mesh is None or (type(mesh) is Mesh and mesh._p))
+                and _ctx is not None and _get_ident() == _owner
+                and (mesh is None or (type(mesh) is Mesh and mesh._p))
                 and x.dtype in _CODES and x.flags.c_contiguous and x.ndim <= _MAX_NDIM):
             out = np.empty(x.shape, result_dtype(x.dtype))
-            rc = fn(None if mesh is None else mesh._p, _axes(axis_name, name), None,
-                    *_in_out(x, out))
+            mp = None if mesh is None else mesh._p
+            rc = fn(mp, _axes(axis_name, name), None, *_in_out(x, out))
             if rc:
-                _raise(rc, _ctx)
+                _raise_on(rc, mp)
             return out
         if type(x) is np.ndarray:  # one array: no tree to walk
             a = _prepare(x, name)
@@ -883,13 +1093,13 @@ def _perm_call(fn, what, x, axis_name, mesh, params, w):
     (its _async form with a list w, as _call)."""
     def leaf(v):
         a = _prepare(v, what)
-        mp = _mesh_ptr(mesh)
+        mp = _mesh_ptr(mesh, what)
         _shape_of(a, what)
         out = np.empty(a.shape, a.dtype)
         if w is None:
             rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
             if rc:
-                _raise(rc, _ctx)
+                _raise_on(rc, mp)
         else:
             _dispatch(w, fn, (mp, _axes(axis_name, what), *params, *_in_out(a, out)),
                       (a, out, params))
@@ -924,7 +1134,7 @@ def _pshuffle(x, axis_name, perm, mesh, w):
     except TypeError:
         _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
     # the C call reads as many entries as the axis has: check the length here
-    n = _group_size(_mesh_ptr(mesh), _axes(axis_name, "pshuffle"), None, "pshuffle")
+    n = _group_size(_mesh_ptr(mesh, "pshuffle"), _axes(axis_name, "pshuffle"), None, "pshuffle")
     if len(p) != n:
         _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
                  "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
@@ -963,13 +1173,13 @@ def _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offset
     ints = [_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets, recv_sizes)]
     for v in [a, out] + ints:
         _shape_of(v, what)
-    mp = _mesh_ptr(mesh)
+    mp = _mesh_ptr(mesh, what)
     gref = None if axis_index_groups is None else _groups(axis_index_groups, what)[1]
     refs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
     if w is None:
         rc = _raw.shmesh_ragged_all_to_all(mp, _axes(axis_name, what), gref, *refs)
         if rc:
-            _raise(rc, _ctx)
+            _raise_on(rc, mp)
     else:
         _dispatch(w, _raw.shmesh_ragged_all_to_all, (mp, _axes(axis_name, what), gref, *refs),
                   (a, out, ints, gref))
@@ -1145,7 +1355,7 @@ def _dispatch(w, fn, args, keep):
     tok = Token(None, keep)
     rc = _ASYNC[id(fn)](*args, ctypes.byref(tok._t))
     if rc:
-        _raise(rc, _ctx)  # nothing was dispatched
+        _raise_on(rc, args[0])  # nothing was dispatched
     _register(tok)
     w.append(tok)
 
@@ -1194,7 +1404,7 @@ def _pending(body, *args):
 def barrier_async():
     """barrier's async form: a Pending whose result is None."""
     w = []
-    _dispatch(w, _raw.shmesh_barrier, (_c(),), None)
+    _dispatch(w, _raw.shmesh_barrier, (_own("barrier_async"),), None)
     return Pending(None, w)
 
 
@@ -1273,9 +1483,12 @@ class Effect:
     def __init__(self, name, kind):
         if not isinstance(name, str):
             _invalid("Effect: name must be a str, got %r" % (name,))
+        if "\0" in name:  # C would read "e\0x" as "e"
+            _invalid("Effect: name %r holds a NUL character: a name is 1 to %d printable "
+                     "characters" % (name, _lib.MAX_EFFECT_NAME))
         if kind not in _KINDS:
             _invalid("Effect: kind must be one of %s, got %r" % (", ".join(_KINDS), kind))
-        ctx = _c()
+        ctx = _own("Effect")
         p = ctypes.c_void_p()
         rc = lib.shmesh_effect_create(ctx, name.encode(), _KINDS[kind], ctypes.byref(p))
         if rc:
@@ -1286,6 +1499,8 @@ class Effect:
         self.kind = kind
 
     def _ptr(self):
+        if _fork_parent is not None:
+            raise InvalidArgument(_fork_sentence("Effect %r" % self.name), -1)
         if self._gen != _gen or _ctx is None:
             _invalid("the effect %r belongs to a finalized context" % self.name)
         return self._p
@@ -1311,6 +1526,7 @@ def _trampoline(key, device):
     if rec is None:
         return
     fn, args, tok = rec
+    _in_callback.on = True  # its calls reach the library, which refuses them saying why
     try:
         fn(device, *args)
     except BaseException as e:  # noqa: B902 -- raised again from wait() and effects_barrier()
@@ -1323,6 +1539,8 @@ def _trampoline(key, device):
         if tok._exc is None:
             tok._exc = (fn, e, device)
         _callback_failures.append((fn, e, device))
+    finally:
+        _in_callback.on = False
 
 
 _TRAMPOLINE = _lib.CALLBACK_FN(_trampoline)
@@ -1334,10 +1552,10 @@ def _placement(placement):
             return _lib.PLACE_ALL
         if placement == "self":
             return _lib.PLACE_SELF
-    elif not isinstance(placement, bool):
+    elif not isinstance(placement, (bool, np.bool_)):
         try:
-            p = int(placement)
-        except (TypeError, ValueError):
+            p = operator.index(placement)
+        except TypeError:
             p = None
         if p is not None and 0 <= p < 2 ** 31:
             return p
@@ -1363,7 +1581,7 @@ def callback(fn, *args, effect=None, placement="all"):
         _invalid("callback: effect must be a shmesh.Effect or None, got %r" % (effect,))
     eff = None if effect is None else effect._ptr()
     place = _placement(placement)
-    ctx = _c()
+    ctx = _own("callback")
     tok = Token(None, (fn, args))
     key = tok._cb = next(_cb_keys)
     _cb_records[key] = (fn, args, tok)
@@ -1381,7 +1599,7 @@ def effects_barrier():
     jax.effects_barrier; shmesh_effects_barrier; local).  Raises a
     CallbackError for the first callback that raised since the previous
     effects_barrier (whether or not its token was waited)."""
-    ctx = _c()
+    ctx = _own("effects_barrier")
     rc = lib.shmesh_effects_barrier(ctx)
     if rc:
         _raise(rc, ctx)
@@ -1393,29 +1611,62 @@ def effects_barrier():
 
 # ---- shared memory ------------------------------------------------------------
 
+_MAX_BYTES = 2 ** 62  # an array's most bytes (shmesh.h)
+
+
 def alloc(shape, dtype=np.float32):
     """A zeroed array in the job's shared heap: collectives on it move data
     with one copy (zero-copy path).  Freed when the last reference goes;
     not to be used after finalize()."""
     _code(dtype, "alloc")  # before np.dtype: "bfloat16" without ml_dtypes gets the clear message
     dt = np.dtype(dtype)
-    shape = tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    try:  # exact integers: int64 arithmetic wrapped (2**32 + 1) * 2**32 to 2**32
+        shape = ((operator.index(shape),) if np.ndim(shape) == 0 else
+                 tuple(_index(n, "alloc", "a dimension") for n in shape))
+    except TypeError:
+        _invalid("alloc: a shape is an integer or a tuple of integers, got %r" % (shape,))
+    if any(n < 0 for n in shape):
+        _invalid("alloc: shape %s has a negative dimension" % (shape,))
+    nbytes = math.prod(shape) * dt.itemsize
+    if nbytes > _MAX_BYTES:  # a size_t would wrap: (2**61 + 1) * 8 bytes is 8
+        _invalid("alloc: shape %s of %s is %d bytes; an array holds at most 2**62"
+                 % (shape, dt, nbytes))
     if nbytes == 0:
         return np.zeros(shape, dt)
-    ctx = _c()
+    ctx = _own("alloc")
+    _free_deferred()
     ptr = lib.shmesh_alloc(ctx, nbytes)
     if not ptr:
         _raise(-6, ctx)
-    buf = (ctypes.c_char * nbytes).from_address(ptr)
-    ctypes.memset(ptr, 0, nbytes)
-    weakref.finalize(buf, _free, ctx, ptr)
-    return np.frombuffer(buf, dtype=dt).reshape(shape)
+    try:
+        buf = (ctypes.c_char * nbytes).from_address(ptr)
+        ctypes.memset(ptr, 0, nbytes)
+        a = np.frombuffer(buf, dtype=dt).reshape(shape)
+        weakref.finalize(buf, _free, ctx, ptr)
+    except BaseException:
+        lib.shmesh_free(ctx, ptr)  # nothing refers to it yet
+        raise
+    return a
+
+
+_deferred_frees = []  # blocks whose last reference went on another thread
 
 
 def _free(ctx, ptr):
-    if _ctx is not None and _ctx.value == ctx.value:
-        lib.shmesh_free(ctx, ptr)
+    if _ctx is None or _ctx.value != ctx.value:
+        return  # the context went, and its heap with it
+    if _get_ident() != _owner:
+        # The garbage collector runs on whichever thread allocates: the
+        # context's thread frees it at its next alloc (the library would
+        # refuse a second thread, or meet the first inside).
+        _deferred_frees.append(ptr)
+        return
+    lib.shmesh_free(ctx, ptr)
+
+
+def _free_deferred():
+    while _deferred_frees:
+        lib.shmesh_free(_ctx, _deferred_frees.pop())
 
 
 # ---- partition specs, shardings and global arrays -----------------------------
@@ -1436,8 +1687,9 @@ def _checked(fn, *args):
 
 def _shape_arg(shape, what):
     try:
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
-    except (TypeError, ValueError):
+        shape = ((operator.index(shape),) if np.ndim(shape) == 0 else
+                 tuple(_index(n, what, "a dimension") for n in shape))
+    except TypeError:
         _invalid("%s: a shape is a tuple of integers, got %r" % (what, shape))
     for n in shape:
         _cint(n, what, "dimension", 64)
@@ -1487,9 +1739,10 @@ class PartitionSpec(tuple):
         spec = _lib.PSpec()
         for e in self:
             for n in ([] if e is None else [e] if isinstance(e, str) else e):
-                if not n or any(c in n for c in ",() '\""):
-                    _invalid("PartitionSpec: an axis name is 1 to %d characters, none of ',', "
-                             "'(', ')', a quote or a space; got %r" % (_lib.MAX_AXIS_NAME, n))
+                if not _name_ok(n) or any(c in n for c in "'\""):
+                    _invalid("PartitionSpec: an axis name is 1 to %d characters, none of them "
+                             "NUL, ',', '(', ')', a quote or whitespace; got %r"
+                             % (_lib.MAX_AXIS_NAME, n))
         _checked(lib.shmesh_pspec_parse, self._text().encode(), ctypes.byref(spec))
         return spec
 
@@ -1686,6 +1939,7 @@ class GlobalArray:
         (root -1), or on rank `root` only (None elsewhere);
         shmesh_global_array_gather."""
         root = _cint(root, "gather", "root")
+        _own("gather")
         ptr = self._ptr()
         want = root == -1 or root == rank()
         out = np.empty(self.shape, self.dtype) if want else None
@@ -1734,6 +1988,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     if not isinstance(sharding, NamedSharding):
         _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
     shape, cshape = _shape_arg(shape, what)
+    _own(what)
     sp = sharding._ptr()
     first = {}
     if dtype is None:
@@ -1796,6 +2051,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     if not isinstance(sharding, NamedSharding):
         _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
     shape, cshape = _shape_arg(shape, what)
+    _own(what)
     sp = sharding._ptr()
     sshape = sharding.shard_shape(shape)  # the sharding's refusals of a bad shape, first
     local = _local_devices_of(sharding.mesh._p)
@@ -1829,6 +2085,7 @@ def device_put(x, sharding, *, root=0):
     rank root's (read there only; shmesh_global_array_scatter)."""
     if not isinstance(sharding, NamedSharding):
         _invalid("device_put: sharding must be a shmesh.NamedSharding, got %r" % (sharding,))
+    _own("device_put")
     p = ctypes.c_void_p()
     if isinstance(x, GlobalArray):
         _checked(lib.shmesh_global_array_reshard, x._ptr(), sharding._ptr(), ctypes.byref(p))

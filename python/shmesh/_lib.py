@@ -117,6 +117,7 @@ S = ctypes.c_char_p
 _PROTOS = {
     "shmesh_init": (I, [ctypes.POINTER(P)]),
     "shmesh_finalize": (I, [P]),
+    "shmesh_finalize_at_exit": (I, [P, S]),
     "shmesh_abort": (None, [P, I, S]),
     "shmesh_rank": (I, [P]),
     "shmesh_world_size": (I, [P]),

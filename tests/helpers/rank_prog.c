@@ -237,6 +237,22 @@ static int mode_abort(int argc, char **argv)
     return attempt("shmesh_barrier", shmesh_barrier(ctx), now_ms()) ? 3 : 0;
 }
 
+/* Every rank leaves the job to its exit (shmesh_finalize_at_exit) and
+ * returns from main without finalize; rank WHO first exits with CODE. */
+static int mode_leave_at_exit(int argc, char **argv)
+{
+    int who = atoi(argv[2]), code = atoi(argv[3]);
+    DO("shmesh_barrier", shmesh_barrier(ctx));
+    DO("shmesh_finalize_at_exit", shmesh_finalize_at_exit(ctx, "rank_prog leaves"));
+    if (rank == who)
+        exit(code);
+    if (who >= 0 && who < world) {
+        sleep_ms(100); /* after WHO's exit */
+        attempt("shmesh_barrier", shmesh_barrier(ctx), now_ms());
+    }
+    exit(0); /* the context is the exit's now: no shmesh_finalize */
+}
+
 static int mode_mismatch_op(void)
 {
     int32_t v[4] = {1, 2, 3, 4};
@@ -350,6 +366,8 @@ int main(int argc, char **argv)
         rc = mode_exit_after_barrier(argc, argv);
     else if (!strcmp(mode, "abort"))
         rc = mode_abort(argc, argv);
+    else if (!strcmp(mode, "leave-at-exit") && argc > 3)
+        rc = mode_leave_at_exit(argc, argv);
     else if (!strcmp(mode, "mismatch-op"))
         rc = mode_mismatch_op();
     else if (!strcmp(mode, "mismatch-count"))

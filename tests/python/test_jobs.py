@@ -119,3 +119,64 @@ def test_aborted(launcher):
 
 def test_timeout_error_is_a_timeout_error():
     assert issubclass(shmesh.Timeout, TimeoutError)
+
+
+@pytest.mark.parametrize("mode", ["forkcall", "forkexit"])
+def test_fork_child(launcher, mode):
+    """A fork child of rank 0 (async work in flight): its calls on the
+    inherited context are refused, saying why, and its exit runs no
+    finalize (which was a collective in rank 0's name, or hung joining a
+    progress thread the child does not have); the job goes on right."""
+    p = run_job(launcher, 3, mode)
+    assert sorted(re.findall(r"rank (\d+): fork ok", p.stdout)) == ["0", "1", "2"], (
+        p.stdout + p.stderr)
+    assert "rank 0: child exited with status 0" in p.stdout, p.stdout
+    if mode == "forkcall":
+        got = re.findall(r"child: (\w+): InvalidArgument: (.*)", p.stdout)
+        assert [w for w, _ in got][:3] == ["psum", "barrier", "finalize"], p.stdout + p.stderr
+        for _, msg in got:
+            assert re.match(r"rank 0: \w+: this process \(pid \d+\) is a fork child of rank 0 "
+                            r"\(pid \d+\), whose context it inherited: ", msg), msg
+        # the parent's work in flight: refused alike, or (seen done before the
+        # fork) its result, which is then right
+        assert re.search(r"^\[0\] child: wait: (right result|InvalidArgument: rank 0: wait: "
+                         r"this process .* is a fork child)", p.stdout, re.M), p.stdout
+    assert "called shmesh_finalize" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert p.returncode == 0, (p.returncode, p.stderr)
+
+
+@pytest.mark.parametrize("mode,status,text", [("raise", 1, "ZeroDivisionError: jobs.py divides "
+                                                           "by zero"),
+                                              ("exit3", 3, None)])
+def test_failed_rank_is_named(launcher, mode, status, text):
+    """An uncaught exception or sys.exit(3) on the last rank while the others
+    still call: no finalize at exit (a collective: the others saw "rank 3
+    called shmesh_finalize" as a Mismatch); the others' PeerDead names the
+    rank and how it ended, the launcher names it, its status and the
+    exception, and the job exits with that status."""
+    n = 4
+    p = run_job(launcher, n, mode)
+    assert p.returncode == status, (p.returncode, p.stdout, p.stderr)
+    # the first exit the launcher reports (with -v it lists every one) is the failure's
+    failures = re.findall(r"^shmesh-run: (rank \d+ \(pid \d+\) (?:exited|killed).*)$", p.stderr,
+                          re.M)
+    assert failures and failures[0].startswith("rank %d (pid" % (n - 1)), p.stderr
+    assert "exited with status %d" % status in failures[0], failures[0]
+    if text:
+        assert text in failures[0], failures[0]
+    dead = re.findall(r"^\[(\d)\] shmesh\.PeerDead: rank (\d): peer rank (\d) failed during "
+                      r"shmesh_psum .*$", p.stdout + p.stderr, re.M)
+    assert sorted(int(d[0]) for d in dead) == list(range(n - 1)), p.stdout + p.stderr
+    for line in re.findall(r"^\[\d\] shmesh\.PeerDead: .*$", p.stdout + p.stderr, re.M):
+        assert "peer rank %d failed" % (n - 1) in line, line
+        assert "exited with status %d" % status in line and (not text or text in line), line
+    assert "Mismatch" not in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_threads_refused_alike_on_every_rank(launcher):
+    """Two threads calling at once: the context's thread is never disturbed,
+    the other is refused every time, on every rank."""
+    p = run_job(launcher, 3, "threads")
+    assert sorted(re.findall(r"rank (\d+): threads ok", p.stdout)) == ["0", "1", "2"], (
+        p.stdout + p.stderr)
+    assert p.returncode == 0, (p.returncode, p.stderr)
