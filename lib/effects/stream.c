@@ -11,6 +11,7 @@
 #include "core/fail.h"
 #include "effects/stream.h"
 #include "shm/notify.h"
+#include "trace/trace.h"
 
 _Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
 
@@ -285,7 +286,9 @@ int stream_wait(shmesh_ctx *c, uint64_t seq)
             return c->poison;
         }
         int culprit = -1;
+        status_token(c, seq);
         int rc = seg_wait_progress(&s->waiter, &c->me->done, seq, -1, &culprit);
+        status_token(c, 0);
         if (rc == -EOWNERDEAD || rc == -ECANCELED || rc == -ETIMEDOUT || rc == -ESHUTDOWN) {
             char what[64];
             snprintf(what, sizeof what, "stream position %" PRIu64, seq);
