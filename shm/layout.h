@@ -136,13 +136,14 @@ struct seg_ctrl {
     /* A word of the rank's private memory and its value, so peers can test
      * whether they may read its memory directly (lib/cma.c). */
     uint64_t probe_addr, probe_value;
-    /* Tokens (lib/effects/): how much of the rank's stream has finished (its
-     * own threads sleep on it), and for each effect the program points the
-     * rank has passed.  A point's post rings `progress`'s bell without
-     * changing its value, so a peer waiting for a point also sees the
-     * rank's windows (a rank that went on to later calls without passing
-     * the point did not write them: a collective callback is a call of its
-     * own, and a rank passes its point before its next call). */
+    /* Tokens (lib/effects/): how much of the rank's stream has finished
+     * (its own threads sleep on it; the rank keeps the count in private
+     * memory too, and a word above it is not the rank's), and for each
+     * effect the program points the rank has passed.  A point's post rings
+     * `progress`'s bell without changing its value, so a peer waiting for a
+     * point also sees the rank's windows.  No rank passes a point before
+     * every rank announced it (a collective callback is a call of its
+     * own), so a point above those a peer dispatched is not the rank's. */
     alignas(128) struct seg_progress done;
     _Atomic uint64_t effect_point[SEG_EFFECT_SLOTS];
     alignas(128) struct seg_status status;

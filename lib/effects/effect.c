@@ -18,8 +18,10 @@
  *     every rank);
  *   - shmesh_effects_barrier waits for every rank's word to show the
  *     effect's last point.
- * A peer that posts a later call's window without having passed the point
- * wrote something no rank writes: a corrupt segment
+ * A peer's word is never trusted beyond what can be: no rank passes a
+ * point before this rank announced it, so a word above the point this rank
+ * waits for (the last it announced), or a peer that posts a later call's
+ * window without having passed the point, is a corrupt segment
  * (SHMESH_ERR_BAD_SEGMENT). */
 #include <errno.h>
 #include <inttypes.h>
@@ -150,6 +152,7 @@ struct point_wait {
     shmesh_ctx *c;
     int q, slot;
     uint64_t point, call; /* the point awaited, and the call number it took */
+    uint64_t most;        /* the most q can have passed: what this rank announced */
     uint64_t seen, progress; /* what was read, for a message */
 };
 
@@ -162,17 +165,20 @@ static int point_ready(void *arg)
     uint64_t v = atomic_load_explicit(&ctl->effect_point[pw->slot], memory_order_acquire);
     pw->seen = v;
     pw->progress = p;
+    if (v > pw->most)
+        return -EOVERFLOW;
     if (v >= pw->point)
         return 1;
     return (p >> 32) > pw->call ? -EPROTO : 0;
 }
 
 /* Waits until rank q passed `point` of effect e (slot `slot`; NULL: the
- * callbacks without one), which took call number `call` everywhere. */
+ * callbacks without one), which took call number `call` everywhere and is
+ * the last point of e this rank announced. */
 static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q,
                       const shmesh_effect *e, int slot, uint64_t point, uint64_t call)
 {
-    struct point_wait pw = {c, q, slot, point, call, 0, 0};
+    struct point_wait pw = {c, q, slot, point, call, point, 0, 0};
     const char *name = name_of(e);
     int culprit = q;
     status_block_point(c, q, call, point, name);
@@ -183,6 +189,12 @@ static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q
     char what[96];
     snprintf(what, sizeof what, "point %" PRIu64 " of effect \"%s\"", point,
              e ? name : "(none)");
+    if (rc == -EOVERFLOW)
+        return fail_corrupt(c, fn, call, q,
+                            "rank %d's word for %s reads %" PRIu64 " (no rank passes a point "
+                            "before every rank announced it, and this rank has announced the "
+                            "effect's points up to %" PRIu64 ")",
+                            q, what, pw.seen, pw.most);
     if (rc == -EPROTO)
         return fail_corrupt(c, fn, call, q,
                             "rank %d's progress reads call #%" PRIu64 " window %" PRIu64
@@ -320,7 +332,8 @@ int shmesh_effects_barrier(shmesh_ctx *c)
             last = c->effects[i]->last_seq;
     if (last && c->stream)
         rc = stream_wait(c, last);
-    /* Sharded tokens: every rank's part of each ordered effect's last point. */
+    /* Sharded tokens: every rank's part of each ordered effect's last point
+     * (the last this rank announced: no rank can be past it). */
     for (int i = 0; i < c->neffects && !rc; i++) {
         const shmesh_effect *e = c->effects[i];
         if (e->kind == SHMESH_EFFECT_UNORDERED || !e->points)
