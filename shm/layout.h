@@ -28,16 +28,20 @@
 #define SEG_MAGIC 0x01004853454d4853ULL /* the bytes "SHMESH\0\1" */
 /* Bumped whenever what ranks exchange changes meaning: 5, the op table
  * gained the world-wide gather and broadcast (op numbers moved); 7, the
- * status block and the trace rings. */
-#define SEG_LAYOUT_VERSION 7u
+ * status block and the trace rings; 8, a collective callback is a call of
+ * its own (its window carries its description) and the status block shows
+ * waits for effects' points and for tokens. */
+#define SEG_LAYOUT_VERSION 8u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
  * so sharing a 128-byte pair between writers is false sharing too. */
 #define SEG_CTRL_STRIDE 768u
 /* Effects whose program points a rank publishes (lib/effects/): 32
- * registered ones and one for callbacks without an effect. */
+ * registered ones and one for callbacks without an effect; room for a
+ * name (SHMESH_MAX_EFFECT_NAME characters and the NUL). */
 #define SEG_EFFECT_SLOTS 33
+#define SEG_EFFECT_NAME 32
 #define SEG_MAX_WORLD 4096
 #define SEG_REASON_MAX 256
 
@@ -89,6 +93,13 @@ enum seg_activity {
     SEG_ACT_WAIT = 2, /* inside it, blocked until wait_rank moves */
 };
 
+/* What a SEG_ACT_WAIT waits for. */
+enum seg_wait_kind {
+    SEG_WAIT_WINDOW = 0, /* wait_rank to post window wait_tag, or to move past it */
+    SEG_WAIT_POINT = 1,  /* wait_rank to pass program point wait_point of effect
+                            wait_effect (lib/effects/), after call wait_tag >> 32 */
+};
+
 struct seg_status {
     /* (number << 8) | op: the current call, or the last one.  op is enum
      * call_op (lib/ops/op.h): 0 for none, then line i of the op table
@@ -102,6 +113,16 @@ struct seg_status {
                                     path table counts it (engine/path.c), 0 without data */
     _Atomic uint64_t call_since; /* tracing only: the current call's start, in event-clock ticks */
     char notifier[8];            /* "uring" or "futex", written at start */
+    _Atomic uint32_t wait_kind;  /* SEG_ACT_WAIT: enum seg_wait_kind */
+    _Atomic uint32_t pad;
+    _Atomic uint64_t wait_point; /* SEG_WAIT_POINT: the point, */
+    char wait_effect[SEG_EFFECT_NAME]; /* and its effect's name ("" for none) */
+    /* A thread of the rank blocked on a token (shmesh_token_wait and the
+     * like, lib/effects/stream.c), whatever the rank's calls do: the
+     * stream position it waits for (0: none) and since when
+     * (CLOCK_MONOTONIC ns).  How far the stream got is seg_ctrl's `done`. */
+    _Atomic uint64_t token_seq;
+    _Atomic int64_t token_since;
 };
 
 struct seg_ctrl {
@@ -115,19 +136,16 @@ struct seg_ctrl {
     /* A word of the rank's private memory and its value, so peers can test
      * whether they may read its memory directly (lib/cma.c). */
     uint64_t probe_addr, probe_value;
-    /* Tokens (lib/effects/): how much of the rank's stream has finished (its
-     * own threads sleep on it), and for each effect the program points the
-     * rank has passed.  A point's post rings `progress`'s bell without
-     * changing its value, so a peer waiting for a point also sees the
-     * rank's windows (a rank that went on to other calls without the point
-     * made a different call). */
+    /* Tokens (lib/effects/): how much of the rank's stream has finished
+     * (its own threads sleep on it; the rank keeps the count in private
+     * memory too, and a word above it is not the rank's), and for each
+     * effect the program points the rank has passed.  A point's post rings
+     * `progress`'s bell without changing its value, so a peer waiting for a
+     * point also sees the rank's windows.  No rank passes a point before
+     * every rank announced it (a collective callback is a call of its
+     * own), so a point above those a peer dispatched is not the rank's. */
     alignas(128) struct seg_progress done;
     _Atomic uint64_t effect_point[SEG_EFFECT_SLOTS];
-    /* The rank's latest collective callback, written as it starts: its call
-     * number, effect slot, program point and placement (a peer that finds a
-     * window missing at that call number can say what the rank did). */
-    _Atomic uint64_t cb_call, cb_point;
-    _Atomic int32_t cb_slot, cb_placement;
     alignas(128) struct seg_status status;
 };
 

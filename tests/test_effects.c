@@ -12,8 +12,11 @@
  * when placed on one; a rank dying or aborting while others wait on tokens
  * (the error within 2 s, under both notifiers); SHMESH_TIMEOUT ending
  * token waits; async calls, callbacks and effect registrations that differ
- * between ranks (MISMATCH naming both); a callback calling the library
- * with its own context; refused arguments and forged tokens. */
+ * between ranks (MISMATCH naming both); collective callbacks that differ
+ * between ranks in placement, effect or kind (MISMATCH from the callback's
+ * own token on every rank, naming both, the callback run nowhere, never a
+ * hang); a callback calling the library with its own context; refused
+ * arguments and forged tokens. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,6 +210,8 @@ static void shardable(void **state)
     }
 }
 
+/* The same checks on an UNORDERED effect dispatched on each rank's own
+ * devices (nothing orders them across ranks): they must see violations. */
 static void shardable_checks_can_fail(void **state)
 {
     char nps[] = "4";
@@ -356,14 +361,14 @@ static void mismatch(void **state)
 }
 
 /* A callback on every device is collective too (shmesh.h), with no effect
- * and as an ORDERED_SHARDABLE effect's first point.  It needs no other
- * rank, so its own token may succeed; the psum against it, and the next
- * collective after it, fail with MISMATCH naming both. */
+ * and as an ORDERED_SHARDABLE effect's first point.  It is compared as any
+ * collective call, before it runs: its own token and the psum against it
+ * fail with MISMATCH naming both. */
 static void mismatch_callback(const char *what)
 {
     struct run r;
     run_job(&r, 2, 1, 30, "mismatch", what, NULL);
-    expect_lines(&r, "barrier after the callback -> SHMESH_ERR_MISMATCH", "psum", 1);
+    expect_lines(&r, "wait callback -> SHMESH_ERR_MISMATCH", "psum", 1);
     expect_lines(&r, "-> SHMESH_ERR_MISMATCH", "shmesh_callback", 2);
     run_free(&r);
 }
@@ -385,6 +390,33 @@ static void effect_mismatch(void **state)
     run_job(&r, 3, 1, 30, "effect-mismatch", "kind", NULL);
     expect_lines(&r, "effect_create -> SHMESH_ERR_MISMATCH", "gamma", 3);
     run_free(&r);
+}
+
+/* Ranks that dispatch different collective callbacks (issue 24): an
+ * ORDERED effect placed on device 1 by rank 0 and device 0 by rank 1
+ * (both used to wait for each other until SHMESH_TIMEOUT), effect "a"
+ * against "b", each rank on its own device (the ORDERED callback ran on
+ * two devices), every device against device 0 (a part went unrun), an
+ * UNORDERED effect against an ORDERED_SHARDABLE one.  Compared like any
+ * collective: the callback's own token is MISMATCH on both ranks, the
+ * sentence names both callbacks, and the callback runs nowhere. */
+static void callback_mismatch(void **state)
+{
+    static const char *const whats[] = {"device", "name", "own", "all-vs-one", "kind"};
+    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
+        struct run r;
+        /* A hang ends with SHMESH_TIMEOUT, well before the test's deadline. */
+        run_job_env(&r, "SHMESH_TIMEOUT=10", 2, 1, 60, "callback-mismatch", whats[i], NULL);
+        char want[96];
+        snprintf(want, sizeof want, "callback-mismatch %s: the callback's token -> ", whats[i]);
+        expect_lines(&r, want, "SHMESH_ERR_MISMATCH", 2);
+        snprintf(want, sizeof want, "callback-mismatch %s done", whats[i]);
+        expect_lines(&r, want, NULL, 2);
+        if (r.code != 0)
+            fail_msg("callback-mismatch %s: exit %d\nstdout:\n%s\nstderr:\n%s", whats[i],
+                     r.code, r.out, r.err);
+        run_free(&r);
+    }
 }
 
 int main(void)
@@ -412,6 +444,7 @@ int main(void)
         cmocka_unit_test(mismatch_callback_on_all),
         cmocka_unit_test(mismatch_shardable_first_point),
         cmocka_unit_test(effect_mismatch),
+        cmocka_unit_test(callback_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,10 @@
  * fields (while ranks run, and after they finalized, before the launcher
  * reaped them), the heap's bounds, progress words (low, high), pids, probe
  * words, rank states, slot tags, heap offsets published in zero-copy
- * handshakes, call hashes and descriptions, and the abort record.  Every
+ * handshakes, call hashes and descriptions, and the abort record; and
+ * words of progress forged at the moment a wait would end early on them (a
+ * stream's `done` count, an effect's point): those must be
+ * SHMESH_ERR_BAD_SEGMENT on every rank.  Every
  * rank must end with an error or with right results: never a fault, a
  * wrong result, an overrun, or a wait that lasts until SHMESH_TIMEOUT; the
  * launcher never crashes.  Scribbles the ranks must not even notice (the
@@ -22,6 +25,7 @@
 enum expect {
     RIGHT,          /* every rank gets every result right; the job succeeds */
     RIGHT_OR_ERROR, /* each rank gets right results or an error */
+    CORRUPT,        /* every rank ends with SHMESH_ERR_BAD_SEGMENT */
 };
 
 /* blocking: waits neither spin nor yield, so that every one sleeps on the
@@ -55,6 +59,9 @@ static void run(const char *scenario, const char *iters, enum expect expect, boo
     else if (expect == RIGHT && (count_lines(r.out, "hostile rank ", ": end ok ") != 2 ||
                                  r.code != 0))
         why = "a rank failed where it should not have noticed";
+    else if (expect == CORRUPT &&
+             count_lines(r.out, "hostile rank ", ": end SHMESH_ERR_BAD_SEGMENT ") != 2)
+        why = "a rank did not end with SHMESH_ERR_BAD_SEGMENT";
     char name[128];
     if (!why && segment_left_behind(&r, name, sizeof name))
         why = "the segment was left in /dev/shm";
@@ -100,6 +107,15 @@ static void heap_offsets(void **state) { hostile("handshake", "200", RIGHT_OR_ER
 static void call_descriptions(void **state) { hostile("desc", "200", RIGHT_OR_ERROR); }
 static void abort_record(void **state) { hostile("abort", "30", RIGHT_OR_ERROR); }
 
+/* Words no rank can have written, at the moment they would end a wait
+ * early (issue 24): more of a stream done than was dispatched (the token of
+ * a psum still held up behind a callback), an effect's point past any
+ * dispatched (rank 1's token of a callback placed on rank 0's device, and
+ * its shmesh_effects_barrier, while rank 0 runs its part). */
+static void forged_done(void **state) { hostile("done-high", "20", CORRUPT); }
+static void forged_point_placed(void **state) { hostile("point-placed", "20", CORRUPT); }
+static void forged_point_barrier(void **state) { hostile("point-barrier", "20", CORRUPT); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +132,9 @@ int main(void)
         cmocka_unit_test(heap_offsets),
         cmocka_unit_test(call_descriptions),
         cmocka_unit_test(abort_record),
+        cmocka_unit_test(forged_done),
+        cmocka_unit_test(forged_point_placed),
+        cmocka_unit_test(forged_point_barrier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,14 @@
  *   test-top fake         a segment this process creates and fills by hand,
  *                         as a launcher would hold it (its name set to
  *                         shmesh-run, children as ranks): each kind of rank
- *                         the others may wait for, chains and a cycle
+ *                         the others may wait for, chains and a cycle,
+ *                         waits for an effect's program point and for tokens
  *   test-top jobs         real jobs of shmesh-test-top under shmesh-run: a
- *                         rank that sleeps between calls, one that skips one;
- *                         the live view (--json) ends with its job
+ *                         rank that sleeps between calls, one that skips one,
+ *                         one that runs a long callback the others wait for
+ *                         (their streams for its program point, every main
+ *                         thread for a token); the live view (--json) ends
+ *                         with its job
  *   test-top other-user   another user (nobody, through runuser) is refused;
  *                         exits 77 (skipped) when not root or without runuser
  *
@@ -206,6 +210,31 @@ static void set_rank(int r, int act, uint64_t call, int for_rank, double secs)
     atomic_store(&s->activity, (uint32_t)act);
 }
 
+/* Rank r's call (as set_rank left it) is a callback, and it waits for its
+ * peer's program point `point` of effect `effect` rather than a window. */
+static void set_point(int r, uint64_t point, const char *effect)
+{
+    struct seg_status *s = &seg_ctrl(fake, r)->status;
+    uint64_t call = atomic_load(&s->call) >> 8;
+    atomic_store(&s->call, call << 8 | TOP_OP_CALLBACK);
+    atomic_store(&s->wait_point, point);
+    snprintf(s->wait_effect, sizeof s->wait_effect, "%s", effect);
+    atomic_store(&s->wait_kind, SEG_WAIT_POINT);
+}
+
+/* A thread of rank r blocks on a token: position seq of its stream, of
+ * which `done` finished, for `secs` seconds. */
+static void set_token(int r, uint64_t seq, uint64_t done, double secs)
+{
+    struct seg_ctrl *c = seg_ctrl(fake, r);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    atomic_store(&c->status.token_since, now - (int64_t)(secs * 1e9));
+    atomic_store(&c->status.token_seq, seq);
+    atomic_store(&c->done.value, done);
+}
+
 /* Ranks 0-2 wait in call #7 for rank 3 (rank 0 through rank 1), each
  * blocked a few seconds; rank 3 as the test sets it. */
 static void waiting_for_3(void)
@@ -305,6 +334,60 @@ static void fake_cycle(void **state)
     run_free(&r);
 }
 
+/* Ranks 1-3's calls #9 (callbacks) wait for rank 0 to pass point 4 of
+ * effect "log", which rank 0 runs; every rank's main thread waits for a
+ * token.  Then nothing but a token wait: a rank whose stream runs work of
+ * its own (no call), which used to read "no rank is blocked". */
+static void fake_point_and_tokens(void **state)
+{
+    set_rank(0, CALL, 9, -1, 0);
+    atomic_store(&seg_ctrl(fake, 0)->status.call, 9ull << 8 | TOP_OP_CALLBACK);
+    for (int r = 1; r < WORLD; r++) {
+        set_rank(r, WAIT, 9, 0, 2.1);
+        set_point(r, 4, "log");
+        set_token(r, 12, 11, 2.1);
+    }
+    set_token(0, 12, 11, 2.1);
+    struct run r;
+    show(&r, false);
+    print_message("%s", r.out);
+    expect_in(&r, "ranks 1-3 wait for rank 0 in call #9 (callback) to pass point 4 of effect "
+                  "\"log\", blocked for 2.", "point wait");
+    expect_in(&r, "rank 0 is in call #9 (callback), not blocked", "point's owner");
+    expect_in(&r, "rank 0 waits for a token (position 12 of its stream, 11 finished), blocked for "
+                  "2.", "rank 0's token");
+    expect_in(&r, " s; its stream is in call #9 (callback), not blocked (running its callback)",
+              "rank 0's stream");
+    expect_in(&r, "ranks 1-3 wait for tokens of their own streams, which wait as shown above",
+              "the others' tokens");
+    run_free(&r);
+    show(&r, true);
+    expect_in(&r, "\"wait_rank\":0,\"wait_call\":9,\"wait_window\":0,\"waited_s\":2.",
+              "json point wait");
+    expect_in(&r, "\"wait_kind\":\"point\",\"wait_point\":4,\"wait_effect\":\"log\",",
+              "json point");
+    expect_in(&r, "\"token_wait\":12,\"token_waited_s\":2.", "json token");
+    expect_in(&r, "\"tokens\":[\"rank 0 waits for a token", "json tokens");
+    run_free(&r);
+
+    /* Only token waits: rank 2's stream runs work of its own. */
+    for (int i = 0; i < WORLD; i++) {
+        set_rank(i, IDLE, 9, -1, 0);
+        atomic_store(&seg_ctrl(fake, i)->status.token_seq, 0);
+    }
+    set_token(2, 5, 3, 1.1);
+    show(&r, false);
+    expect_in(&r, "rank 2 waits for a token (position 5 of its stream, 3 finished), blocked for "
+                  "1.", "token alone");
+    expect_in(&r, " s; its stream is outside any collective call", "token alone's stream");
+    if (strstr(r.out, "no rank is blocked"))
+        fail_msg("a token wait shown as 'no rank is blocked':\n%s", r.out);
+    run_free(&r);
+    show(&r, true);
+    expect_in(&r, "\"summary\":\"rank 2 waits for a token", "json summary");
+    run_free(&r);
+}
+
 static void fake_nobody_waits(void **state)
 {
     set_rank(0, IDLE, 9, -1, 0);
@@ -401,6 +484,26 @@ static void job_stuck(void **state)
                 "\"its_op\":\"psum\",\"waiters\":[0,1,2],\"call\":5,\"op\":\"psum\"",
     };
     run_job("stuck", &p);
+}
+
+/* The mesh is #1, the psums #2-#4, the effect's registration #5: the
+ * callback is #6.  Rank 0 runs it (asleep); the others' streams wait for
+ * rank 0 to pass its point, and every main thread for its token. */
+static void job_effect(void **state)
+{
+    struct poll_job p = {
+        .want = "ranks 1-3 wait for rank 0 in call #6 (callback) to pass point 1 of effect "
+                "\"log\"",
+        .want2 = "rank 0 waits for a token (position 1 of its stream, 0 finished), blocked for",
+        .json = "\"wait_kind\":\"point\",\"wait_point\":1,\"wait_effect\":\"log\",",
+    };
+    run_job("effect", &p);
+    /* Not the only thing said: the others' token waits, and rank 0's call. */
+    if (!strstr(p.text, "rank 0 is in call #6 (callback), not blocked") ||
+        !strstr(p.text, "ranks 1-3 wait for tokens of their own streams, which wait as shown above") ||
+        !strstr(p.text, "its stream is in call #6 (callback), not blocked (running its callback)"))
+        fail_msg("job effect: shmesh-top's text lacks rank 0's callback or the token waits:\n%s",
+                 p.text);
 }
 
 struct live {
@@ -594,6 +697,7 @@ static int run_group(const char *group)
             cmocka_unit_test_setup_teardown(fake_exited, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_never_attached, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_cycle, fake_setup, fake_teardown),
+            cmocka_unit_test_setup_teardown(fake_point_and_tokens, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_nobody_waits, fake_setup, fake_teardown),
         };
         return cmocka_run_group_tests_name("fake", tests, NULL, NULL);
@@ -602,6 +706,7 @@ static int run_group(const char *group)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(job_sleep),
             cmocka_unit_test(job_stuck),
+            cmocka_unit_test(job_effect),
             cmocka_unit_test(job_live),
         };
         return cmocka_run_group_tests_name("jobs", tests, NULL, NULL);

@@ -12,10 +12,12 @@
  *
  * Every rank keeps a status block (struct seg_status, shm/layout.h): its
  * current or last call, whether it is outside any call, inside one, or
- * blocked waiting for a peer (and which).  From these the wait-for graph is
- * built and each chain of waits is followed to the rank it ends at: the one
- * the others wait for, and what it is doing.  docs/shmesh-top.1 describes
- * the columns and the JSON fields. */
+ * blocked waiting for a peer (and which: a window of a call, or a program
+ * point of an effect), and whether a thread of it blocks on a token of its
+ * own stream.  From these the wait-for graph is built and each chain of
+ * waits is followed to the rank it ends at: the one the others wait for,
+ * and what it is doing; token waits are shown with what their stream
+ * does.  docs/shmesh-top.1 describes the columns and the JSON fields. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -292,6 +294,12 @@ struct rank_view {
     int wait_rank; /* SEG_ACT_WAIT: the peer, else -1 */
     uint64_t wait_call, wait_window;
     double waited_s; /* SEG_ACT_WAIT: how long so far */
+    bool wait_point_kind; /* SEG_ACT_WAIT for a program point (else a window) */
+    uint64_t wait_point;
+    char wait_effect[SEG_EFFECT_NAME + 1]; /* its effect ("" for none), printable */
+    uint64_t token_seq; /* a thread blocks on this stream position; 0: none */
+    double token_waited_s;
+    uint64_t done; /* stream positions finished */
     uint64_t calls, bytes;
     char notifier[sizeof ((struct seg_status *)0)->notifier + 1];
     double rate; /* calls finished per second since the previous snapshot; < 0: unknown */
@@ -314,6 +322,17 @@ static bool rank_alive(pid_t pid, pid_t launcher)
         return false;
     /* Ranks are the launcher's children: another parent is a reused pid. */
     return ps.ppid == launcher;
+}
+
+/* A text field of a rank's block, len bytes that may be changing and need
+ * not end, into dst (len + 1 bytes): cut at the first NUL, anything but
+ * printable ASCII shown as '?'. */
+static void printable(char *dst, const char *src, size_t len)
+{
+    size_t i = 0;
+    for (; i < len && src[i]; i++)
+        dst[i] = src[i] < 0x21 || src[i] > 0x7e ? '?' : src[i];
+    dst[i] = '\0';
 }
 
 /* Reads every rank's block, one word at a time: a rank's activity first
@@ -339,6 +358,9 @@ static void take_snapshot(const struct job *j, struct snapshot *sn, const struct
         v->wait_rank = -1;
         v->wait_call = v->wait_window = 0;
         v->waited_s = 0;
+        v->wait_point_kind = false;
+        v->wait_point = 0;
+        v->wait_effect[0] = '\0';
         if (v->activity == SEG_ACT_WAIT) {
             int w = atomic_load_explicit(&st->wait_rank, memory_order_relaxed);
             uint64_t tag = atomic_load_explicit(&st->wait_tag, memory_order_relaxed);
@@ -347,16 +369,24 @@ static void take_snapshot(const struct job *j, struct snapshot *sn, const struct
             v->wait_call = tag >> 32;
             v->wait_window = tag & 0xffffffffu;
             v->waited_s = since > 0 && since < sn->t_ns ? (double)(sn->t_ns - since) / 1e9 : 0;
+            v->wait_point_kind = atomic_load_explicit(&st->wait_kind, memory_order_relaxed) ==
+                                 SEG_WAIT_POINT;
+            if (v->wait_point_kind) {
+                v->wait_point = atomic_load_explicit(&st->wait_point, memory_order_relaxed);
+                printable(v->wait_effect, st->wait_effect, sizeof st->wait_effect);
+            }
         }
+        v->token_seq = atomic_load_explicit(&st->token_seq, memory_order_acquire);
+        int64_t tsince = atomic_load_explicit(&st->token_since, memory_order_relaxed);
+        v->token_waited_s = v->token_seq && tsince > 0 && tsince < sn->t_ns
+                                ? (double)(sn->t_ns - tsince) / 1e9
+                                : 0;
+        v->done = atomic_load_explicit(&c->done.value, memory_order_relaxed);
         /* Calls are numbered from 1 in order: those finished are the
          * current one's predecessors, or the last one and its own. */
         v->calls = v->call - (v->call && v->activity != SEG_ACT_IDLE ? 1 : 0);
         v->bytes = atomic_load_explicit(&st->bytes, memory_order_relaxed);
-        memcpy(v->notifier, st->notifier, sizeof st->notifier);
-        v->notifier[sizeof st->notifier] = '\0';
-        for (char *p = v->notifier; *p; p++)
-            if (*p < 0x21 || *p > 0x7e)
-                *p = '?';
+        printable(v->notifier, st->notifier, sizeof st->notifier);
         v->alive = v->state != SEG_RANK_EMPTY && rank_alive(v->pid, j->pid);
         v->rate = -1;
         if (prev && sn->t_ns > prev->t_ns && v->calls >= prev->r[i].calls)
@@ -465,6 +495,42 @@ static const char *sink_doing(const struct rank_view *v)
     return v->activity == SEG_ACT_IDLE ? "outside_call" : "in_call";
 }
 
+/* "point 3 of effect \"log\"": the program point v waits for. */
+static const char *point_text(const struct rank_view *v, char *buf, size_t len)
+{
+    if (v->wait_effect[0])
+        snprintf(buf, len, "point %" PRIu64 " of effect \"%s\"", v->wait_point, v->wait_effect);
+    else
+        snprintf(buf, len, "point %" PRIu64 " of the callbacks without an effect",
+                 v->wait_point);
+    return buf;
+}
+
+/* A rank a thread of which blocks on a token, and whose stream does not
+ * wait for a peer: what the stream does. */
+static void token_line(const struct rank_view *v, int r, char *buf, size_t len)
+{
+    char doing[160];
+    if (v->activity == SEG_ACT_CALL)
+        snprintf(doing, sizeof doing,
+                 "its stream is in call #%" PRIu64 " (%s), not blocked (running it%s)", v->call,
+                 op_name(v->op), !strcmp(op_name(v->op), "callback") ? "s callback" : "");
+    else
+        snprintf(doing, sizeof doing,
+                 "its stream is outside any collective call (running work of this rank "
+                 "alone, such as a callback placed on SHMESH_PLACE_SELF)");
+    snprintf(buf, len,
+             "rank %d waits for a token (position %" PRIu64 " of its stream, %" PRIu64
+             " finished), blocked for %.1f s; %s",
+             r, v->token_seq, v->done, v->token_waited_s, doing);
+}
+
+/* Whether a thread of rank v blocks on a token. */
+static bool token_waiting(const struct rank_view *v)
+{
+    return v->token_seq && v->state == SEG_RANK_ATTACHED && v->alive;
+}
+
 /* One finding of the diagnosis: the ranks whose waits end at `sink` (or in
  * the cycle through `cycle_min`). */
 struct finding {
@@ -472,6 +538,8 @@ struct finding {
     int cycle_min;  /* the cycle's smallest rank */
     bool *waiters;  /* ranks that wait, directly or through others */
     bool same_call; /* every waiter is in the same call */
+    bool same_point; /* and each waits for the same program point (of `first`'s effect) */
+    int first;      /* the first waiter */
     uint64_t call;
     int op;
     double waited_s; /* the longest wait */
@@ -483,7 +551,11 @@ struct diagnosis {
     int n;
     bool *running; /* in a call, not blocked, and no one waits for them */
     char running_text[512];
-    char summary[256]; /* when there is no finding */
+    /* Ranks a thread of which blocks on a token: those whose stream waits
+     * for a peer (shown by the findings) in one line, each other one in a
+     * line of its own. */
+    char *token_text;
+    char summary[256]; /* when there is nothing else to say */
 };
 
 static void diagnose(const struct snapshot *sn, struct diagnosis *d)
@@ -520,6 +592,13 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
                 const struct rank_view *v = &sn->r[r];
                 if (count && (v->call != f->call || v->op != f->op))
                     f->same_call = false;
+                if (!count) {
+                    f->first = r;
+                    f->same_point = v->wait_point_kind;
+                } else if (!v->wait_point_kind || v->wait_point != sn->r[f->first].wait_point ||
+                           strcmp(v->wait_effect, sn->r[f->first].wait_effect)) {
+                    f->same_point = false;
+                }
                 if (!count || v->call < f->call) {
                     f->call = v->call;
                     f->op = v->op;
@@ -534,9 +613,12 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
             }
             f->sink = pass == 0 ? t : -1;
             f->cycle_min = t;
-            char who[256], in[128], what[512];
+            char who[256], in[192], what[512];
             rank_list(f->waiters, n, who, sizeof who);
-            if (f->same_call)
+            if (f->same_call && f->same_point)
+                snprintf(in, sizeof in, "in call #%" PRIu64 " (%s) to pass %s", f->call,
+                         op_name(f->op), point_text(&sn->r[f->first], what, sizeof what));
+            else if (f->same_call)
                 snprintf(in, sizeof in, "in call #%" PRIu64 " (%s)", f->call, op_name(f->op));
             else
                 snprintf(in, sizeof in, "in different calls (the earliest: #%" PRIu64 " %s)",
@@ -577,6 +659,36 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
                  "%s %s in a call but not blocked (running, or spinning before %s block)", who,
                  running == 1 ? "is" : "are", running == 1 ? "it" : "they");
     }
+    /* Token waits: behind a wait shown above, or on the rank's own stream. */
+    size_t cap = 256 + (size_t)n * 320, used = 0;
+    d->token_text = calloc(1, cap);
+    bool *behind = calloc((size_t)n, sizeof *behind);
+    if (!d->token_text || !behind)
+        die(1, "out of memory");
+    int nbehind = 0;
+    for (int r = 0; r < n; r++) {
+        const struct rank_view *v = &sn->r[r];
+        if (!token_waiting(v))
+            continue;
+        if (waiting(v)) {
+            behind[r] = true;
+            nbehind++;
+            continue;
+        }
+        char line[320];
+        token_line(v, r, line, sizeof line);
+        used += (size_t)snprintf(d->token_text + used, cap - used, "%s%s", used ? "\n" : "",
+                                 line);
+    }
+    if (nbehind) {
+        char who[256];
+        rank_list(behind, n, who, sizeof who);
+        snprintf(d->token_text + used, cap - used,
+                 "%s%s %s for tokens of %s own stream%s, which %s as shown above", used ? "\n" : "",
+                 who, nbehind == 1 ? "waits" : "wait", nbehind == 1 ? "its" : "their",
+                 nbehind == 1 ? "" : "s", nbehind == 1 ? "waits" : "wait");
+    }
+    free(behind);
     int finalized = 0, attached = 0;
     for (int r = 0; r < n; r++) {
         finalized += sn->r[r].state == SEG_RANK_FINALIZED;
@@ -598,6 +710,7 @@ static void diagnosis_free(struct diagnosis *d)
         free(d->f[i].waiters);
     free(d->f);
     free(d->running);
+    free(d->token_text);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -678,9 +791,11 @@ static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
     fprintf(o, "\n");
     for (int i = 0; i < d->n; i++)
         fprintf(o, "%s\n", d->f[i].text);
+    if (d->token_text[0])
+        fprintf(o, "%s\n", d->token_text);
     if (d->running_text[0])
         fprintf(o, "%s\n", d->running_text);
-    if (!d->n && !d->running_text[0])
+    if (!d->n && !d->running_text[0] && !d->token_text[0])
         fprintf(o, "%s\n", d->summary);
 }
 
@@ -734,22 +849,39 @@ static void print_json(FILE *o, const struct job *j, const struct snapshot *sn,
             fprintf(o, "\"call\":%" PRIu64 ",\"op\":\"%s\",", v->call, op_name(v->op));
         else
             fprintf(o, "\"call\":null,\"op\":null,");
-        if (waiting(v))
+        if (waiting(v)) {
             fprintf(o,
                     "\"wait_rank\":%d,\"wait_call\":%" PRIu64 ",\"wait_window\":%" PRIu64
-                    ",\"waited_s\":%.3f,",
-                    v->wait_rank, v->wait_call, v->wait_window, v->waited_s);
-        else
+                    ",\"waited_s\":%.3f,\"wait_kind\":\"%s\",",
+                    v->wait_rank, v->wait_call, v->wait_window, v->waited_s,
+                    v->wait_point_kind ? "point" : "window");
+            if (v->wait_point_kind) {
+                fprintf(o, "\"wait_point\":%" PRIu64 ",\"wait_effect\":", v->wait_point);
+                json_str(o, v->wait_effect);
+                fputc(',', o);
+            } else {
+                fprintf(o, "\"wait_point\":null,\"wait_effect\":null,");
+            }
+        } else {
             fprintf(o, "\"wait_rank\":null,\"wait_call\":null,\"wait_window\":null,"
-                       "\"waited_s\":null,");
+                       "\"waited_s\":null,\"wait_kind\":null,\"wait_point\":null,"
+                       "\"wait_effect\":null,");
+        }
         fprintf(o, "\"notifier\":");
         json_str(o, v->notifier);
         fprintf(o, ",\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"calls_per_s\":", v->calls,
                 v->bytes);
         if (v->rate >= 0)
-            fprintf(o, "%.3f}", v->rate);
+            fprintf(o, "%.3f", v->rate);
         else
-            fprintf(o, "null}");
+            fprintf(o, "null");
+        if (token_waiting(v))
+            fprintf(o, ",\"token_wait\":%" PRIu64 ",\"token_waited_s\":%.3f,\"done\":%" PRIu64
+                       "}",
+                    v->token_seq, v->token_waited_s, v->done);
+        else
+            fprintf(o, ",\"token_wait\":null,\"token_waited_s\":null,\"done\":%" PRIu64 "}",
+                    v->done);
     }
     fprintf(o, "],\"waits\":[");
     for (int i = 0; i < d->n; i++) {
@@ -779,10 +911,25 @@ static void print_json(FILE *o, const struct job *j, const struct snapshot *sn,
     }
     fprintf(o, "],\"running\":");
     json_ranks(o, d->running, sn->world);
+    fprintf(o, ",\"tokens\":[");
+    for (const char *t = d->token_text; *t;) { /* one string per line */
+        size_t n = strcspn(t, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, t);
+        if (t != d->token_text)
+            fputc(',', o);
+        json_str(o, line);
+        t += n + (t[n] == '\n');
+    }
+    fputc(']', o);
     fprintf(o, ",\"summary\":");
     if (d->n)
         json_str(o, d->f[0].text);
-    else if (d->running_text[0])
+    else if (d->token_text[0]) {
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(d->token_text, "\n"), d->token_text);
+        json_str(o, line);
+    } else if (d->running_text[0])
         json_str(o, d->running_text);
     else
         json_str(o, d->summary);

@@ -49,7 +49,7 @@ struct shmesh_ctx {
     int neffects;
     /* Callbacks without an effect that were placed collectively: their
      * program points (their segment word is the last effect slot). */
-    uint64_t plain_points, plain_last_call;
+    uint64_t plain_points;
     uint64_t calls;       /* calls submitted; the last one's number */
     struct windows win;   /* this rank's slot buffers */
     /* Calls submitted and not finished, in order; the first is the one

@@ -166,8 +166,10 @@ int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const
                    "%s (call #%" PRIu64 "): %s: the shared segment is corrupt (another process "
                    "wrote into it)",
                    op, seq, what);
-    /* Tell the whole job: nothing read from the segment can be trusted. */
-    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    /* Tell the whole job: nothing read from the segment can be trusted.  The
+     * sentence is where ctx_poison wrote it (the progress thread's own
+     * buffer when it found the corruption). */
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, ctx_err_buf(c));
     seg_abort(c->seg, SEG_CAUSE_CORRUPT, culprit, 0, reason);
     return SHMESH_ERR_BAD_SEGMENT;
 }
@@ -180,7 +182,7 @@ int fail_job(shmesh_ctx *c, int code, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     ctx_poison(c, code, "%s", what);
-    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, c->err);
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, ctx_err_buf(c));
     seg_abort(c->seg, SEG_CAUSE_RANK_ABORT, c->rank, code, reason);
     return code;
 }

@@ -3,19 +3,26 @@
  * Within a rank the stream already runs work in dispatch order, so an
  * effect's executions there are in program order.  What effects add is the
  * order across ranks.  A callback dispatched collectively (placement ALL or
- * a device) is program point k of its effect: it takes a call number, as a
- * collective does, and when it is over the rank publishes k in its word for
- * the effect (seg_ctrl's effect_point) and rings its progress bell.
- *   - ORDERED_SHARDABLE: before its part of point k runs, a rank waits until
- *     every rank's word shows k-1;
+ * a device) is program point k of its effect, and a collective call of its
+ * own: a data-less step among every rank whose description (effect, kind,
+ * point, placement) is compared as any call's, so no rank's part runs
+ * before every rank announced the same callback, and ranks that dispatched
+ * different ones get SHMESH_ERR_MISMATCH naming both.  Every rank's stream
+ * is in order, so a rank that announced point k has finished its part of
+ * every earlier point: that step is the ORDERED_SHARDABLE rule.  When its
+ * part is over the rank publishes k in its word for the effect (seg_ctrl's
+ * effect_point) and rings its progress bell;
  *   - placed on another rank's device: the rank waits until that rank's
  *     word shows k (its token is done when the owner ran it);
  *   - ORDERED may not span several devices (refused at dispatch, alike on
- *     every rank).
- * A rank waiting for a peer's point also watches the peer's windows: a
- * peer that posts a window of the point's call number or later without
- * having passed the point made a different call there (SHMESH_ERR_MISMATCH),
- * and a peer that finalized never will. */
+ *     every rank);
+ *   - shmesh_effects_barrier waits for every rank's word to show the
+ *     effect's last point.
+ * A peer's word is never trusted beyond what can be: no rank passes a
+ * point before this rank announced it, so a word above the point this rank
+ * waits for (the last it announced), or a peer that posts a later call's
+ * window without having passed the point, is a corrupt segment
+ * (SHMESH_ERR_BAD_SEGMENT). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,8 +37,10 @@
 #include "engine/call.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
+#include "trace/trace.h"
 
 _Static_assert(SHMESH_MAX_EFFECTS + 1 == SEG_EFFECT_SLOTS, "an effect slot per effect, and one");
+_Static_assert(SHMESH_MAX_EFFECT_NAME < SEG_EFFECT_NAME, "an effect's name fits the status");
 #define PLAIN_SLOT SHMESH_MAX_EFFECTS /* callbacks without an effect */
 
 struct shmesh_effect {
@@ -40,19 +49,22 @@ struct shmesh_effect {
     shmesh_effect_kind kind;
     char name[SHMESH_MAX_EFFECT_NAME + 1];
     uint64_t points;    /* collective dispatches so far */
-    int last_placement; /* the last one's */
     uint64_t last_seq;  /* the stream position of its last dispatch: its token */
     uint64_t last_call; /* the call number its last point took (set when it ran) */
 };
 
+/* An effect's name for descriptions and messages ("" for none). */
+static const char *name_of(const shmesh_effect *e) { return e ? e->name : ""; }
+
 static void describe(struct call_desc *d, enum call_op op, const char *name, int64_t p0,
-                     int64_t p1)
+                     int64_t p1, int64_t p2)
 {
     call_desc_clear(d);
     d->op = op;
     d->mesh = -1;
     d->param[0] = p0;
     d->param[1] = p1;
+    d->param[2] = p2;
     snprintf(d->axes, sizeof d->axes, "%s", name);
     d->extra_hash = hash_bytes(name, strlen(name), op);
 }
@@ -102,7 +114,7 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     /* Ranks compare names and kinds, as they compare any collective call. */
     call_group_world(&k);
     flow_init(&k.f, FLOW_NONE, NULL, NULL);
-    describe(&k.d, OP_EFFECT_CREATE, name, kind, 0);
+    describe(&k.d, OP_EFFECT_CREATE, name, kind, 0, 0);
     rc = call_finish(&k, 0);
     if (rc) {
         free(e);
@@ -139,68 +151,60 @@ shmesh_token shmesh_effect_token(const shmesh_effect *e)
 struct point_wait {
     shmesh_ctx *c;
     int q, slot;
-    uint64_t point, call;
+    uint64_t point, call; /* the point awaited, and the call number it took */
+    uint64_t most;        /* the most q can have passed: what this rank announced */
+    uint64_t seen, progress; /* what was read, for a message */
 };
 
 static int point_ready(void *arg)
 {
-    const struct point_wait *pw = arg;
+    struct point_wait *pw = arg;
     const struct seg_ctrl *ctl = seg_ctrl(pw->c->seg, pw->q);
-    /* Progress first: a window of a later call is posted after the point. */
+    /* Progress first: q stores the point before it posts a later window. */
     uint64_t p = atomic_load_explicit(&ctl->progress.value, memory_order_acquire);
-    if (atomic_load_explicit(&ctl->effect_point[pw->slot], memory_order_acquire) >= pw->point)
+    uint64_t v = atomic_load_explicit(&ctl->effect_point[pw->slot], memory_order_acquire);
+    pw->seen = v;
+    pw->progress = p;
+    if (v > pw->most)
+        return -EOVERFLOW;
+    if (v >= pw->point)
         return 1;
-    return (p >> 32) >= pw->call ? -EPROTO : 0;
+    return (p >> 32) > pw->call ? -EPROTO : 0;
 }
 
-/* The window of call `call` that rank q posted instead of the point, if
- * its slots still hold it: its description into *d. */
-static bool posted_instead(shmesh_ctx *c, int q, uint64_t call, struct call_desc *d)
+/* Waits until rank q passed `point` of effect e (slot `slot`; NULL: the
+ * callbacks without one), which took call number `call` everywhere and is
+ * the last point of e this rank announced. */
+static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q,
+                      const shmesh_effect *e, int slot, uint64_t point, uint64_t call)
 {
-    for (int b = 0; b < 2; b++) {
-        struct seg_slot_hdr *h = seg_slot(c->seg, q, b);
-        if (atomic_load_explicit(&h->tag, memory_order_acquire) != call << 32)
-            continue;
-        memcpy(d, seg_call_desc(c->seg, h), sizeof *d);
-        d->axes[sizeof d->axes - 1] = d->groups[sizeof d->groups - 1] = '\0';
-        return true;
-    }
-    return false;
-}
-
-/* Waits until rank q passed `point` of the effect in `slot` (which took call
- * number `call` everywhere); `mine` describes it for messages. */
-static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q, int slot,
-                      uint64_t point, uint64_t call, const struct call_desc *mine)
-{
-    struct point_wait pw = {c, q, slot, point, call};
+    struct point_wait pw = {c, q, slot, point, call, point, 0, 0};
+    const char *name = name_of(e);
     int culprit = q;
+    status_block_point(c, q, call, point, name);
     int rc = seg_wait_until(w, &seg_ctrl(c->seg, q)->progress, point_ready, &pw, q, &culprit);
+    status_idle(c);
     if (!rc)
         return 0;
-    if (rc == -EPROTO) {
-        struct call_desc theirs;
-        return fail_mismatch(c, call, mine, q,
-                             posted_instead(c, q, call, &theirs) ? &theirs : NULL);
-    }
     char what[96];
-    snprintf(what, sizeof what, "rank %d to pass point %" PRIu64 " of effect \"%s\"", q, point,
-             mine->axes[0] ? mine->axes : "(none)");
-    return fail_wait(c, fn, call, rc, culprit, what);
-}
-
-bool effect_call_of(shmesh_ctx *c, int r, uint64_t call, struct call_desc *d)
-{
-    const struct seg_ctrl *ctl = seg_ctrl(c->seg, r);
-    if (atomic_load_explicit(&ctl->cb_call, memory_order_acquire) != call)
-        return false;
-    int slot = atomic_load_explicit(&ctl->cb_slot, memory_order_relaxed);
-    /* Ranks register the same effects in the same order: ours names it. */
-    const char *name = slot >= 0 && slot < c->neffects ? c->effects[slot]->name : "";
-    describe(d, OP_CALLBACK, name,
-             (int64_t)atomic_load_explicit(&ctl->cb_point, memory_order_relaxed),
-             atomic_load_explicit(&ctl->cb_placement, memory_order_relaxed));
-    return true;
+    snprintf(what, sizeof what, "point %" PRIu64 " of effect \"%s\"", point,
+             e ? name : "(none)");
+    if (rc == -EOVERFLOW)
+        return fail_corrupt(c, fn, call, q,
+                            "rank %d's word for %s reads %" PRIu64 " (no rank passes a point "
+                            "before every rank announced it, and this rank has announced the "
+                            "effect's points up to %" PRIu64 ")",
+                            q, what, pw.seen, pw.most);
+    if (rc == -EPROTO)
+        return fail_corrupt(c, fn, call, q,
+                            "rank %d's progress reads call #%" PRIu64 " window %" PRIu64
+                            " while its word for %s (call #%" PRIu64 ") reads %" PRIu64
+                            " (a rank passes a point before it goes on to later calls)",
+                            q, pw.progress >> 32, pw.progress & 0xffffffffu, what, call,
+                            pw.seen);
+    char waited[128];
+    snprintf(waited, sizeof waited, "rank %d to pass %s", q, what);
+    return fail_wait(c, fn, call, rc, culprit, waited);
 }
 
 /* ---- Callbacks ---------------------------------------------------------- */
@@ -236,36 +240,31 @@ static int callback_run(struct work *w)
         run_here(cw);
         return 0;
     }
-    uint64_t call = ++c->calls; /* collective work: it has its place among calls */
-    int rc = fail_if_aborted(c, "shmesh_callback", call);
-    if (rc)
-        return rc;
     shmesh_effect *e = cw->e;
     int slot = e ? e->id : PLAIN_SLOT;
-    uint64_t *last_call = e ? &e->last_call : &c->plain_last_call;
-    struct seg_ctrl *me = c->me;
-    atomic_store_explicit(&me->cb_point, cw->point, memory_order_relaxed);
-    atomic_store_explicit(&me->cb_slot, slot, memory_order_relaxed);
-    atomic_store_explicit(&me->cb_placement, cw->placement, memory_order_relaxed);
-    atomic_store_explicit(&me->cb_call, call, memory_order_release);
-    struct call_desc d;
-    describe(&d, OP_CALLBACK, e ? e->name : "", (int64_t)cw->point, cw->placement);
-    if (e && e->kind == SHMESH_EFFECT_ORDERED_SHARDABLE && cw->point > 1)
-        for (int q = 0; q < c->world && !rc; q++)
-            if (q != c->rank)
-                rc = wait_point(c, &c->waiter, "shmesh_callback", q, slot, cw->point - 1,
-                                *last_call, &d);
-    if (rc)
+    /* Its step among every rank: compared there, and passed only once
+     * every rank announced it (and so finished every earlier point). */
+    struct call k;
+    int rc = op_world_step_prepare(&k, c, OP_CALLBACK);
+    if (!rc)
+        describe(&k.d, OP_CALLBACK, name_of(e), (int64_t)cw->point, cw->placement,
+                 e ? (int64_t)e->kind : -1);
+    if ((rc = call_finish(&k, rc)))
         return rc;
+    uint64_t call = k.seq;
     int owner = cw->placement >= 0 ? device_of(c, cw->placement).rank : c->rank;
-    if (owner == c->rank)
+    if (owner == c->rank) {
+        status_callback(c, call);
         run_here(cw);
-    else if ((rc = wait_point(c, &c->waiter, "shmesh_callback", owner, slot, cw->point, call,
-                              &d)))
+        status_idle(c);
+    } else if ((rc = wait_point(c, &c->waiter, "shmesh_callback", owner, e, slot, cw->point,
+                                call))) {
         return rc;
+    }
     atomic_store_explicit(&c->me->effect_point[slot], cw->point, memory_order_release);
     seg_progress_ring(&c->me->progress);
-    *last_call = call;
+    if (e)
+        e->last_call = call;
     return 0;
 }
 
@@ -312,8 +311,6 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
                                  .c = c, .e = e, .placement = placement, .fn = fn, .arg = arg};
     if (placement != SHMESH_PLACE_SELF)
         cw->point = ++*(e ? &e->points : &c->plain_points);
-    if (e && placement != SHMESH_PLACE_SELF)
-        e->last_placement = placement;
     shmesh_token spare, *t = token ? token : &spare; /* a callback is always dispatched */
     rc = stream_dispatch(c, &cw->w, t);
     if (!rc && e)
@@ -335,17 +332,16 @@ int shmesh_effects_barrier(shmesh_ctx *c)
             last = c->effects[i]->last_seq;
     if (last && c->stream)
         rc = stream_wait(c, last);
-    /* Sharded tokens: every rank's part of each ordered effect's last point. */
+    /* Sharded tokens: every rank's part of each ordered effect's last point
+     * (the last this rank announced: no rank can be past it). */
     for (int i = 0; i < c->neffects && !rc; i++) {
         const shmesh_effect *e = c->effects[i];
         if (e->kind == SHMESH_EFFECT_UNORDERED || !e->points)
             continue;
-        struct call_desc d;
-        describe(&d, OP_CALLBACK, e->name, (int64_t)e->points, e->last_placement);
         for (int q = 0; q < c->world && !rc; q++)
             if (q != c->rank)
-                rc = wait_point(c, stream_waiter(c), "shmesh_effects_barrier", q, e->id,
-                                e->points, e->last_call, &d);
+                rc = wait_point(c, stream_waiter(c), "shmesh_effects_barrier", q, e, e->id,
+                                e->points, e->last_call);
     }
     ctx_leave(c);
     return rc;

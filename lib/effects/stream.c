@@ -12,6 +12,7 @@
 #include "core/registry.h"
 #include "effects/stream.h"
 #include "shm/notify.h"
+#include "trace/trace.h"
 
 _Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
 
@@ -28,6 +29,10 @@ struct stream {
     pthread_t thread;
     struct work *head, *tail; /* queued, not taken yet */
     uint64_t dispatched;      /* the last position handed out */
+    /* The last position finished: the truth, in private memory.  The
+     * segment's `done` word follows it, to wake sleepers and show
+     * observers; a word above it was written by someone else. */
+    _Atomic uint64_t finished;
     bool executing;           /* someone runs work now (the thread or a caller) */
     bool stop;
     /* Results (under lock). */
@@ -112,6 +117,7 @@ static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
     pthread_mutex_lock(&s->lock);
     record(c, s, w->seq, rc);
     s->executing = false;
+    atomic_store_explicit(&s->finished, w->seq, memory_order_release);
     seg_progress_post(&c->me->done, w->seq);
     pthread_cond_broadcast(&s->cond);
     w->drop(w);
@@ -226,9 +232,47 @@ int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
     return stream_wait(c, seq);
 }
 
-static uint64_t done_count(const shmesh_ctx *c)
+/* How far the stream got, read as a waiter does: the segment's word (what
+ * a sleeper is woken by), then the private count.  Work is counted before
+ * its word is posted, so a word above the count is not this rank's. */
+struct finish_look {
+    shmesh_ctx *c;
+    uint64_t seq;         /* the position awaited */
+    uint64_t word, count; /* what was read */
+};
+
+static int finish_ready(void *arg)
 {
-    return atomic_load_explicit(&c->me->done.value, memory_order_acquire);
+    struct finish_look *f = arg;
+    f->word = atomic_load_explicit(&f->c->me->done.value, memory_order_acquire);
+    f->count = atomic_load_explicit(&f->c->stream->finished, memory_order_acquire);
+    if (__builtin_expect(f->word > f->count, 0))
+        return -EOVERFLOW;
+    return f->count >= f->seq;
+}
+
+static bool finish_spun(const void *arg) { return finish_ready((void *)arg) != 0; }
+
+/* The word was found above the count. */
+static int forged_done(shmesh_ctx *c, const char *fn, const struct finish_look *f)
+{
+    uint64_t dispatched;
+    pthread_mutex_lock(&c->stream->lock);
+    dispatched = c->stream->dispatched;
+    pthread_mutex_unlock(&c->stream->lock);
+    return fail_corrupt(c, fn, f->seq, c->rank,
+                        "the count of rank %d's finished stream work in the segment reads "
+                        "%" PRIu64 " while waiting for position %" PRIu64 ", but %" PRIu64
+                        " of the %" PRIu64 " dispatched have finished",
+                        c->rank, f->word, f->seq, f->count, dispatched);
+}
+
+/* 1 when position seq is finished, 0 when not yet, or an error. */
+static int finished(shmesh_ctx *c, const char *fn, uint64_t seq)
+{
+    struct finish_look f = {c, seq, 0, 0};
+    int rc = finish_ready(&f);
+    return rc < 0 ? forged_done(c, fn, &f) : rc;
 }
 
 /* The result of a finished position (its sentence becomes the context's). */
@@ -281,28 +325,46 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
     return 0;
 }
 
-int stream_wait(shmesh_ctx *c, uint64_t seq)
+/* Blocks until position seq is finished: 0, or an error. */
+static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 {
     struct stream *s = c->stream;
+    struct finish_look f = {c, seq, 0, 0};
+    if (seg_spin(&s->waiter, finish_spun, &f)) /* the common wait: short, nothing shown */
+        return finish_ready(&f) < 0 ? forged_done(c, fn, &f) : 0;
+    if (c->poison) { /* what is left fails with it */
+        snprintf(c->err, sizeof c->err, "%s", c->poison_err);
+        return c->poison;
+    }
+    struct seg_waiter w = s->waiter;
+    w.spin_ns = w.yield_ns = 0; /* spun already */
+    int culprit = -1;
+    status_token(c, seq);
+    int rc = seg_wait_until(&w, &c->me->done, finish_ready, &f, -1, &culprit);
+    status_token(c, 0);
+    if (!rc)
+        return 0;
+    if (rc == -EOVERFLOW)
+        return forged_done(c, fn, &f);
+    if (rc == -EOWNERDEAD || rc == -ECANCELED || rc == -ETIMEDOUT || rc == -ESHUTDOWN) {
+        char what[64];
+        snprintf(what, sizeof what, "stream position %" PRIu64, seq);
+        return fail_wait(c, fn, seq, rc, culprit, what);
+    }
+    return fail_wait(c, fn, seq, rc, culprit, "its own stream");
+}
+
+int stream_wait(shmesh_ctx *c, uint64_t seq)
+{
     if (ctx_in_callback == c)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "a host callback waited for a token of its own context: the callback "
                         "runs inside the stream, so the token cannot be done before it returns");
-    while (done_count(c) < seq) {
-        if (c->poison) { /* what is left fails with it */
-            snprintf(c->err, sizeof c->err, "%s", c->poison_err);
-            return c->poison;
-        }
-        int culprit = -1;
-        int rc = seg_wait_progress(&s->waiter, &c->me->done, seq, -1, &culprit);
-        if (rc == -EOWNERDEAD || rc == -ECANCELED || rc == -ETIMEDOUT || rc == -ESHUTDOWN) {
-            char what[64];
-            snprintf(what, sizeof what, "stream position %" PRIu64, seq);
-            return fail_wait(c, "shmesh_token_wait", seq, rc, culprit, what);
-        }
-        if (rc)
-            return fail_wait(c, "shmesh_token_wait", seq, rc, culprit, "its own stream");
-    }
+    int rc = finished(c, "shmesh_token_wait", seq);
+    if (rc < 0)
+        return rc;
+    if (!rc && (rc = wait_finished(c, "shmesh_token_wait", seq)))
+        return rc;
     return result(c, seq);
 }
 
@@ -364,8 +426,8 @@ int shmesh_token_test(shmesh_token t)
     int rc = token_check(&t, "shmesh_token_test", &c);
     if (rc || !c)
         return rc ? rc : 1;
-    if (done_count(c) < t.seq)
-        return c->poison ? c->poison : 0;
+    if ((rc = finished(c, "shmesh_token_test", t.seq)) <= 0)
+        return rc < 0 ? rc : c->poison;
     rc = result(c, t.seq);
     return rc ? rc : 1;
 }
@@ -416,7 +478,7 @@ int shmesh_token_wait_all(int n, const shmesh_token tokens[])
         if (tokens[i].ctx && tokens[i].seq > last)
             last = tokens[i].seq;
     rc = stream_wait(c, last);
-    if (rc && done_count(c) < last)
+    if (rc && atomic_load_explicit(&c->stream->finished, memory_order_acquire) < last)
         return rc; /* the wait itself failed */
     /* Every one finished: the first failure in stream order. */
     int first_rc = 0;

@@ -8,7 +8,6 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "effects/effect.h"
 #include "engine/call.h"
 #include "engine/window.h"
 #include "trace/trace.h"
@@ -275,10 +274,7 @@ int win_collect(struct call *k)
                 uint64_t t = latest_tag(c, r);
                 if (prog > t)
                     return beyond(k, r, prog, t);
-                /* r made a callback of its effects there, or its window is gone. */
-                struct call_desc cb;
-                return fail_mismatch(c, k->seq, &k->d, r,
-                                     effect_call_of(c, r, k->seq, &cb) ? &cb : NULL);
+                return fail_mismatch(c, k->seq, &k->d, r, NULL);
             }
         }
         /* Posting this window means r has read everything before it. */

@@ -946,10 +946,14 @@ typedef void (*shmesh_callback_fn)(void *arg, int device);
  * SHMESH_PLACE_SELF); *token (may be NULL) is done once this rank's part
  * is, or for work placed on another rank's device, once that rank ran it.
  * ALL and device placements are collective: every rank dispatches them in
- * the same order as its other collective work.  An ORDERED effect placed
- * on more than one device is SHMESH_ERR_INVALID on every rank (nothing is
- * dispatched).  fn runs on the progress thread, after every earlier work of
- * the stream; it must not call shmesh with this context. */
+ * the same order as its other collective work, and each is a collective
+ * call of its own: no part of it runs before every rank has reached it,
+ * and ranks that dispatched different callbacks there (another effect,
+ * kind or placement) get SHMESH_ERR_MISMATCH from its token, naming both,
+ * with fn run nowhere.  An ORDERED effect placed on more than one device is
+ * SHMESH_ERR_INVALID on every rank (nothing is dispatched).  fn runs on the
+ * progress thread, after every earlier work of the stream; it must not call
+ * shmesh with this context. */
 SHMESH_API int shmesh_callback(shmesh_ctx *ctx, shmesh_effect *effect, int placement,
                                shmesh_callback_fn fn, void *arg, shmesh_token *token);
 

@@ -29,7 +29,7 @@
     X(GLOBAL_ARRAY_SCATTER, global_array_scatter, WORLD, NONE, 1, "bytes root")             \
     X(GLOBAL_ARRAY_RESHARD, global_array_reshard, WORLD, NONE, 1, "bytes _root to_mesh")    \
     X(EFFECT_CREATE, effect_create, WORLD, NONE, 1, "kind")                                 \
-    X(CALLBACK, callback, WORLD, NONE, 1, "point placement")                                \
+    X(CALLBACK, callback, WORLD, NONE, 1, "point placement _kind")                          \
     X(PSUM, psum, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMAX, pmax, MESH, ALLREDUCE, 1, "")                                                   \
     X(PMIN, pmin, MESH, ALLREDUCE, 1, "")                                                   \

@@ -48,7 +48,42 @@ void status_block(shmesh_ctx *c, const struct wait_for *wf)
     atomic_store_explicit(&s->wait_tag, wf->window ? wf->target : wf->target - 1,
                           memory_order_relaxed);
     atomic_store_explicit(&s->wait_since, trace_mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->wait_kind, SEG_WAIT_WINDOW, memory_order_relaxed);
     atomic_store_explicit(&s->activity, SEG_ACT_WAIT, memory_order_release);
+}
+
+void status_callback(shmesh_ctx *c, uint64_t call)
+{
+    struct seg_status *s = &c->me->status;
+    atomic_store_explicit(&s->call, (call << 8) | OP_CALLBACK, memory_order_relaxed);
+    atomic_store_explicit(&s->activity, SEG_ACT_CALL, memory_order_release);
+}
+
+void status_block_point(shmesh_ctx *c, int rank, uint64_t call, uint64_t point,
+                        const char *effect)
+{
+    struct seg_status *s = &c->me->status;
+    atomic_store_explicit(&s->call, (call << 8) | OP_CALLBACK, memory_order_relaxed);
+    atomic_store_explicit(&s->wait_rank, rank, memory_order_relaxed);
+    atomic_store_explicit(&s->wait_tag, call << 32, memory_order_relaxed);
+    atomic_store_explicit(&s->wait_point, point, memory_order_relaxed);
+    /* Byte by byte: an observer reads it while it may change (it copies
+     * and terminates it). */
+    size_t i = 0;
+    for (; effect[i] && i + 1 < sizeof s->wait_effect; i++)
+        s->wait_effect[i] = effect[i];
+    s->wait_effect[i] = '\0';
+    atomic_store_explicit(&s->wait_since, trace_mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->wait_kind, SEG_WAIT_POINT, memory_order_relaxed);
+    atomic_store_explicit(&s->activity, SEG_ACT_WAIT, memory_order_release);
+}
+
+void status_token(shmesh_ctx *c, uint64_t seq)
+{
+    struct seg_status *s = &c->me->status;
+    if (seq)
+        atomic_store_explicit(&s->token_since, trace_mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->token_seq, seq, memory_order_release);
 }
 
 void trace_call(shmesh_ctx *c, const struct call *k)

@@ -76,6 +76,21 @@ static inline void status_unblock(shmesh_ctx *c)
     atomic_store_explicit(&c->me->status.activity, SEG_ACT_CALL, memory_order_release);
 }
 
+/* A collective callback after its call (lib/effects/effect.c): it runs
+ * here as call `call`, or blocks until rank `rank` passed program point
+ * `point` of effect `effect`; then the rank is outside any call. */
+void status_callback(shmesh_ctx *c, uint64_t call);
+void status_block_point(shmesh_ctx *c, int rank, uint64_t call, uint64_t point,
+                        const char *effect);
+static inline void status_idle(shmesh_ctx *c)
+{
+    atomic_store_explicit(&c->me->status.activity, SEG_ACT_IDLE, memory_order_release);
+}
+
+/* A thread of the rank blocks on a token, for stream position seq; 0 when
+ * it stops. */
+void status_token(shmesh_ctx *c, uint64_t seq);
+
 /* Waits shorter than this many ticks of the event clock are not recorded:
  * 1 us with CLOCK_MONOTONIC, 0.25 to 0.5 us with a 2 to 4 GHz TSC. */
 #define TRACE_WAIT_MIN_TICKS 1000

@@ -12,9 +12,12 @@
  *   ordered-log [N]   N (10 000) ORDERED callbacks placed on this rank,
  *                     dispatched asynchronously among psums, append to a
  *                     log: it must read 0..N-1
- *   shardable SEED [POINTS]  an ORDERED_SHARDABLE effect on every device,
- *                     each part sleeping 0-2 ms: no part of point k+1 may
- *                     start before every part of point k finished
+ *   shardable SEED [POINTS] [mixed|unordered]  an ORDERED_SHARDABLE effect
+ *                     on every device, each part sleeping 0-2 ms: no part
+ *                     of point k+1 may start before every part of point k
+ *                     finished (unordered: an UNORDERED effect on each
+ *                     rank's own devices, where the checks must see
+ *                     violations)
  *   ordered-all       an ORDERED effect on every device is refused (2+
  *                     devices); placed on one device it runs once, there,
  *                     and every rank's token waits for it
@@ -28,6 +31,14 @@
  *   effect-mismatch WHAT  rank 0 registers effect "alpha", the others
  *                     "beta" (WHAT "name"), or the same name of another
  *                     kind ("kind"): MISMATCH
+ *   callback-mismatch WHAT  (2 ranks) the ranks dispatch different
+ *                     collective callbacks: an ORDERED effect on device 1
+ *                     against device 0 ("device"), effect "a" against "b"
+ *                     ("name"), each rank on its own device ("own"), every
+ *                     device against device 0 ("all-vs-one"), an UNORDERED
+ *                     effect against an ORDERED_SHARDABLE one ("kind"):
+ *                     the callback's token is MISMATCH on every rank,
+ *                     naming both, and the callback runs nowhere
  *   devices           several devices per rank: async collectives equal
  *                     blocking ones; callbacks run once per device, with
  *                     its id
@@ -430,9 +441,11 @@ static int mode_shardable(int argc, char **argv)
         return 2;
     uint64_t seed = strtoull(argv[2], NULL, 10);
     int points = argc > 3 ? atoi(argv[3]) : 200;
-    /* "unordered": the same with an UNORDERED effect, where the checks
-     * below must find violations (they can see one).  "mixed": every
-     * seventh point is placed on one device instead of every device. */
+    /* "unordered": the same with an UNORDERED effect, each rank's parts
+     * dispatched on its own devices (SHMESH_PLACE_SELF: no step among the
+     * ranks, so no order across them), where the checks below must find
+     * violations (they can see one).  "mixed": every seventh point is
+     * placed on one device instead of every device. */
     bool control = argc > 4 && !strcmp(argv[4], "unordered");
     bool mixed = argc > 4 && !strcmp(argv[4], "mixed");
     if (ndev > MAXDEV || points <= 0 || points > MAXPOINTS) {
@@ -471,7 +484,8 @@ static int mode_shardable(int argc, char **argv)
             p++;
         }
         ks[k] = k;
-        MUST(shmesh_callback(ctx, e, shard_place[k], shard_cb, &ks[k], &last));
+        MUST(shmesh_callback(ctx, e, control ? SHMESH_PLACE_SELF : shard_place[k], shard_cb,
+                             &ks[k], &last));
     }
     double dispatch_ms = ms_since(t0);
     MUST(shmesh_effects_barrier(ctx));
@@ -847,16 +861,11 @@ static int mode_mismatch(int argc, char **argv)
         /* callback: no effect, every device; callback-shardable: an
          * ORDERED_SHARDABLE effect's first point; callback-placed: no
          * effect, on rank 0's device. */
+        /* A collective callback is compared as any call is, before it
+         * runs: its own token fails. */
         int place = !strcmp(what, "callback-placed") ? 0 : SHMESH_PLACE_ALL;
         MUST(shmesh_callback(ctx, e, place, noop_cb, NULL, &tok));
-        rc = shmesh_token_wait(tok);
-        if (place == SHMESH_PLACE_ALL && rc == 0)
-            /* A callback on every device, with nothing before it to wait
-             * for, needs no other rank: the next collective meets the
-             * difference (and must fail, not hang). */
-            rc = expect("barrier after the callback", shmesh_barrier(ctx), SHMESH_ERR_MISMATCH);
-        else
-            rc = expect("wait callback", rc, SHMESH_ERR_MISMATCH);
+        rc = expect("wait callback", shmesh_token_wait(tok), SHMESH_ERR_MISMATCH);
     } else {
         return 2;
     }
@@ -894,6 +903,75 @@ static int mode_effect_mismatch(int argc, char **argv)
             expect_in_message("effect_create", "gamma");
         }
     }
+    return failures ? 4 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * callback-mismatch: ranks that dispatch different collective callbacks.
+ * ---------------------------------------------------------------------- */
+
+static int mode_callback_mismatch(int argc, char **argv)
+{
+    const char *what = argc > 2 ? argv[2] : "device";
+    if (world != 2 || nlocal != 1) {
+        printf("rank %d: FAIL: callback-mismatch needs 2 ranks of one device\n", rank);
+        return 2;
+    }
+    shmesh_effect *a, *b, *u, *s;
+    MUST(shmesh_effect_create(ctx, "a", SHMESH_EFFECT_ORDERED, &a));
+    MUST(shmesh_effect_create(ctx, "b", SHMESH_EFFECT_ORDERED, &b));
+    MUST(shmesh_effect_create(ctx, "u", SHMESH_EFFECT_UNORDERED, &u));
+    MUST(shmesh_effect_create(ctx, "s", SHMESH_EFFECT_ORDERED_SHARDABLE, &s));
+    /* Rank 0's callback and rank 1's, and what names each in a sentence. */
+    shmesh_effect *e;
+    int place;
+    const char *words[2];
+    if (!strcmp(what, "device")) {
+        e = a;
+        place = rank == 0 ? 1 : 0;
+        words[0] = "placement=1";
+        words[1] = "placement=0";
+    } else if (!strcmp(what, "name")) {
+        e = rank == 0 ? a : b;
+        place = 0;
+        words[0] = "\"a\"";
+        words[1] = "\"b\"";
+    } else if (!strcmp(what, "own")) {
+        e = a;
+        place = rank;
+        words[0] = "placement=0";
+        words[1] = "placement=1";
+    } else if (!strcmp(what, "all-vs-one")) {
+        e = NULL;
+        place = rank == 0 ? SHMESH_PLACE_ALL : 0;
+        words[0] = "placement=-1";
+        words[1] = "placement=0";
+    } else if (!strcmp(what, "kind")) {
+        e = rank == 0 ? u : s;
+        place = SHMESH_PLACE_ALL;
+        words[0] = "\"u\"";
+        words[1] = "\"s\"";
+    } else {
+        return 2;
+    }
+    shmesh_token t;
+    MUST(shmesh_callback(ctx, e, place, count_cb, NULL, &t));
+    char line[96];
+    snprintf(line, sizeof line, "callback-mismatch %s: the callback's token", what);
+    int rc = expect(line, shmesh_token_wait(t), SHMESH_ERR_MISMATCH);
+    if (rc == SHMESH_ERR_MISMATCH) {
+        expect_in_message(line, words[0]);
+        expect_in_message(line, words[1]);
+    } else if (rc == 0) {
+        /* It must not go unnoticed: the next collective, at least. */
+        snprintf(line, sizeof line, "callback-mismatch %s: the barrier after it", what);
+        expect(line, shmesh_barrier(ctx), SHMESH_ERR_MISMATCH);
+    }
+    /* Compared before it runs: it ran nowhere. */
+    if (atomic_load(&never_runs))
+        bad("callback-mismatch %s: the callback ran %d times here, expected none", what,
+            atomic_load(&never_runs));
+    printf("rank %d: callback-mismatch %s done\n", rank, what);
     return failures ? 4 : -1;
 }
 
@@ -1770,7 +1848,8 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr,
                 "usage: %s basics|ordered-log [N]|shardable SEED [POINTS]|ordered-all|"
-                "peer-death WHAT|timeout WHAT|mismatch WHAT|effect-mismatch name|kind|devices|"
+                "peer-death WHAT|timeout WHAT|mismatch WHAT|effect-mismatch name|kind|"
+                "callback-mismatch WHAT|devices|"
                 "finalize-pending\n",
                 argv[0]);
         return 2;
@@ -1803,6 +1882,8 @@ int main(int argc, char **argv)
         rc = mode_mismatch(argc, argv);
     else if (!strcmp(mode, "effect-mismatch"))
         rc = mode_effect_mismatch(argc, argv);
+    else if (!strcmp(mode, "callback-mismatch"))
+        rc = mode_callback_mismatch(argc, argv);
     else if (!strcmp(mode, "devices"))
         rc = mode_devices();
     else if (!strcmp(mode, "finalize-pending")) /* finalizes itself */

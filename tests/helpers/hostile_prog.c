@@ -10,6 +10,19 @@
  * fields with the same values every time (the interleaving with the ranks is
  * the scheduler's).
  *
+ * Three scenarios forge the words of progress that tokens and effects rest
+ * on, at one moment rank 0 chooses (iteration GO_AT runs their trap instead
+ * of the checked collectives):
+ *   done-high    rank 0's `done` (how much of its stream finished) set to
+ *                2^40 while its token waits for a psum held up behind a
+ *                callback: the wait must not succeed before the psum ran
+ *   point-placed rank 0's point of an ORDERED effect set to 2^40 while rank
+ *                1 waits for rank 0 to run the callback placed on rank 0's
+ *                device
+ *   point-barrier the same while rank 1 is in shmesh_effects_barrier, waiting
+ *                for rank 0's part of an ORDERED_SHARDABLE point
+ * Each must end in SHMESH_ERR_BAD_SEGMENT on every rank.
+ *
  * Every rank runs, per iteration: an 8-byte-per-element psum on private
  * memory (staged), a psum of 128 KiB between shmesh_alloc buffers (zero
  * copy), a 64 KiB psum on private memory (single copy where the kernel
@@ -25,15 +38,19 @@
  * faults, hangs or overruns a buffer never gets to its line. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ops/op.h"
@@ -187,27 +204,74 @@ static void hit_abort(struct target *t)
     put32(&h->abort.value, SEG_ABORT_SET);
 }
 
-enum when { BEFORE, ONCE, LOOP, AT_EXIT };
+/* A bell rung as its owner would: peers asleep on it look again. */
+static void ring(struct seg_progress *p)
+{
+    __atomic_fetch_add((uint32_t *)&p->bell.value, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &p->bell.value, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* More of rank 0's stream finished than it ever dispatched. */
+static void hit_done(struct target *t)
+{
+    put64(&ctrl(t, 0)->done.value, 1ull << 40);
+    ring(&ctrl(t, 0)->done);
+}
+
+/* Rank 0's word for its first effect far past any point dispatched; then,
+ * so that rank 0 does not overwrite it with the truth before rank 1 looked,
+ * rank 0's callback is held until rank 1 made its next step (its progress
+ * moved: it went on) or the job was aborted (20 s at most). */
+static void hit_point(struct target *t)
+{
+    struct seg_ctrl *c1 = ctrl(t, 1);
+    uint64_t was = __atomic_load_n((uint64_t *)&c1->progress.value, __ATOMIC_ACQUIRE);
+    put64(&ctrl(t, 0)->effect_point[0], 1ull << 40);
+    ring(&ctrl(t, 0)->progress);
+    struct seg_header *h = (struct seg_header *)t->base;
+    for (int i = 0; i < 20000; i++) {
+        if (__atomic_load_n((uint32_t *)&h->abort.value, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n((uint64_t *)&c1->progress.value, __ATOMIC_ACQUIRE) != was)
+            return;
+        sleep_ms(1);
+    }
+}
+
+/* TRAP: once, like ONCE, when rank 0's trap (below) says go. */
+enum when { BEFORE, ONCE, LOOP, AT_EXIT, TRAP };
+
+enum trap { NO_TRAP, TRAP_DONE, TRAP_POINT_PLACED, TRAP_POINT_BARRIER };
 
 static const struct scenario {
     const char *name;
     enum when when;
     bool zc_only; /* staged payloads are scribbled: only zero copy is checked */
     void (*hit)(struct target *t);
+    enum trap trap; /* what the ranks do at iteration GO_AT instead */
 } scenarios[] = {
-    {"layout", ONCE, false, hit_layout},
-    {"slot-bytes", ONCE, false, hit_slot_bytes},
-    {"heap", ONCE, false, hit_heap},
-    {"exit", AT_EXIT, false, hit_layout},
-    {"progress-low", LOOP, false, hit_progress_low},
-    {"progress-high", LOOP, false, hit_progress_high},
-    {"pid", ONCE, false, hit_pid},
-    {"probe", BEFORE, false, hit_probe},
-    {"state", ONCE, false, hit_state},
-    {"tags", LOOP, false, hit_tags},
-    {"handshake", LOOP, true, hit_handshake},
-    {"desc", LOOP, false, hit_desc},
-    {"abort", ONCE, false, hit_abort},
+    {"layout", ONCE, false, hit_layout, NO_TRAP},
+    {"slot-bytes", ONCE, false, hit_slot_bytes, NO_TRAP},
+    {"heap", ONCE, false, hit_heap, NO_TRAP},
+    {"exit", AT_EXIT, false, hit_layout, NO_TRAP},
+    {"progress-low", LOOP, false, hit_progress_low, NO_TRAP},
+    {"progress-high", LOOP, false, hit_progress_high, NO_TRAP},
+    {"pid", ONCE, false, hit_pid, NO_TRAP},
+    {"probe", BEFORE, false, hit_probe, NO_TRAP},
+    {"state", ONCE, false, hit_state, NO_TRAP},
+    {"tags", LOOP, false, hit_tags, NO_TRAP},
+    {"handshake", LOOP, true, hit_handshake, NO_TRAP},
+    {"desc", LOOP, false, hit_desc, NO_TRAP},
+    {"abort", ONCE, false, hit_abort, NO_TRAP},
+    {"done-high", TRAP, false, hit_done, TRAP_DONE},
+    {"point-placed", TRAP, false, hit_point, TRAP_POINT_PLACED},
+    {"point-barrier", TRAP, false, hit_point, TRAP_POINT_BARRIER},
 };
 
 /* Whether the pipe from rank 0 has something (a byte, or its end). */
@@ -355,6 +419,97 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * The traps: rank 0 lets the scribbler go at a moment when a forged word
+ * would end a wait early.
+ * ---------------------------------------------------------------------- */
+
+static int go_fd = -1, done_fd = -1;
+static atomic_int released;
+
+/* Rank 0's stream, held until its main thread says so (20 s at most). */
+static void hold_cb(void *arg, int device)
+{
+    (void)arg;
+    (void)device;
+    for (int i = 0; i < 20000 && !atomic_load(&released); i++)
+        sleep_ms(1);
+}
+
+/* Rank 0's part of an effect's point: it lets the scribbler go and stays
+ * until it is done (20 s at most). */
+static void let_go_cb(void *arg, int device)
+{
+    (void)arg;
+    (void)device;
+    char c;
+    if (write(go_fd, "g", 1) != 1)
+        return;
+    struct pollfd p = {done_fd, POLLIN, 0};
+    if (poll(&p, 1, 20000) > 0 && read(done_fd, &c, 1) != 1)
+        return;
+}
+
+static void noop_cb(void *arg, int device)
+{
+    (void)arg;
+    (void)device;
+}
+
+/* 0, or the first error. */
+static int trap(const struct scenario *sc, shmesh_mesh *m, int it)
+{
+    int rc;
+    shmesh_token t;
+    if (sc->trap == TRAP_DONE) {
+        int64_t in[SMALL_COUNT], out[SMALL_COUNT];
+        for (int i = 0; i < SMALL_COUNT; i++) {
+            in[i] = sval(rank, i, it);
+            out[i] = -1;
+        }
+        shmesh_array a = {.data = in, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
+        shmesh_array b = {.data = out, .dtype = SHMESH_INT64, .ndim = 1, .shape = {SMALL_COUNT}};
+        if (rank == 0 && (rc = shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, hold_cb, NULL, NULL)))
+            return rc;
+        if ((rc = shmesh_psum_async(m, "i", NULL, &a, &b, &t)))
+            return rc;
+        char c;
+        if (rank == 0 && (write(go_fd, "g", 1) != 1 || read(done_fd, &c, 1) != 1))
+            _exit(2);
+        rc = shmesh_token_wait(t);
+        bool held = rank == 0 && !atomic_load(&released);
+        atomic_store(&released, 1);
+        if (rc)
+            return rc;
+        if (held && out[0] == -1)
+            wrong("psum: its token was done while the psum waited behind a callback, and",
+                  it, 0, out[0], sval(0, 0, it) + sval(1, 0, it));
+        for (int i = 0; i < SMALL_COUNT; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < world; r++)
+                want += sval(r, i, it);
+            if (out[i] != want)
+                wrong("psum_async", it, i, out[i], want);
+        }
+        return 0;
+    }
+    /* An effect's point, run by rank 0 (placed on its device, or its part
+     * of a point on every device), which rank 1 waits for. */
+    bool placed = sc->trap == TRAP_POINT_PLACED;
+    shmesh_effect *e;
+    if ((rc = shmesh_effect_create(ctx, "log", placed ? SHMESH_EFFECT_ORDERED
+                                                      : SHMESH_EFFECT_ORDERED_SHARDABLE, &e)))
+        return rc;
+    if ((rc = shmesh_callback(ctx, e, placed ? 0 : SHMESH_PLACE_ALL,
+                              rank == 0 ? let_go_cb : noop_cb, NULL, &t)))
+        return rc;
+    if ((rc = shmesh_token_wait(t)))
+        return rc;
+    if (!placed && (rc = shmesh_effects_barrier(ctx)))
+        return rc;
+    return shmesh_barrier(ctx);
+}
+
 int main(int argc, char **argv)
 {
     const struct scenario *sc = NULL;
@@ -414,7 +569,13 @@ int main(int argc, char **argv)
         return 2;
     }
     int it = 0;
+    go_fd = go[1];
+    done_fd = done[0];
     for (; !rc && it < iters; it++) {
+        if (sc->trap && it == GO_AT) {
+            rc = trap(sc, m, it);
+            continue;
+        }
         if (rank == 0 && it == GO_AT && sc->when != AT_EXIT) {
             char c;
             if (write(go[1], "g", 1) != 1)

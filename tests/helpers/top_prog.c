@@ -7,6 +7,11 @@
  *           rank 2, whose last call is the PSUMS-th psum
  *   stuck   rank 3 sleeps SECS without the next psum, then exits without
  *           finalizing: ranks 0-2 are stuck in that psum
+ *   effect  every rank registers the ORDERED effect "log" and dispatches a
+ *           callback placed on device 0 whose part (on rank 0) sleeps SECS;
+ *           then each waits for the callback's token: ranks 1-3's streams
+ *           wait for rank 0 to pass point 1 of "log", and every rank's
+ *           main thread waits for a token
  *
  * Each rank prints "rank R: ready" before the sleep and flushes, so the test
  * knows the job got that far.  Exit status 0, 1 when a call failed (a job
@@ -50,13 +55,21 @@ static void sleep_s(double s)
         ;
 }
 
+static void sleep_cb(void *arg, int device)
+{
+    (void)device;
+    sleep_s(*(const double *)arg);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (strcmp(argv[1], "sleep") && strcmp(argv[1], "stuck"))) {
-        fprintf(stderr, "usage: shmesh-test-top sleep|stuck [SECS]\n");
+    if (argc < 2 || argc > 3 ||
+        (strcmp(argv[1], "sleep") && strcmp(argv[1], "stuck") && strcmp(argv[1], "effect"))) {
+        fprintf(stderr, "usage: shmesh-test-top sleep|stuck|effect [SECS]\n");
         return 2;
     }
-    double secs = argc > 2 ? atof(argv[2]) : 60;
+    static double secs;
+    secs = argc > 2 ? atof(argv[2]) : 60;
     bool stuck = !strcmp(argv[1], "stuck");
     if (shmesh_init(&ctx)) {
         fprintf(stderr, "shmesh_init: %s\n", shmesh_last_error(NULL));
@@ -68,6 +81,17 @@ int main(int argc, char **argv)
     check(shmesh_mesh_create(ctx, 1, names, &n, NULL, &mesh), "mesh_create");
     for (int i = 0; i < PSUMS; i++)
         psum();
+    if (!strcmp(argv[1], "effect")) {
+        shmesh_effect *e;
+        shmesh_token t;
+        check(shmesh_effect_create(ctx, "log", SHMESH_EFFECT_ORDERED, &e), "effect_create");
+        check(shmesh_callback(ctx, e, 0, sleep_cb, &secs, &t), "callback");
+        printf("rank %d: ready\n", rank);
+        fflush(stdout);
+        check(shmesh_token_wait(t), "token_wait");
+        check(shmesh_finalize(ctx), "finalize");
+        return 0;
+    }
     printf("rank %d: ready\n", rank);
     fflush(stdout);
     int sleeper = stuck ? 3 : 2;
