@@ -178,6 +178,7 @@ static int start(shmesh_ctx *c)
     pthread_cond_init(&s->cond, NULL);
     /* Positions count on from the context's base (core/registry.h). */
     s->dispatched = c->seq_base;
+    atomic_store_explicit(&s->finished, c->seq_base, memory_order_relaxed);
     if (c->seq_base)
         seg_progress_post(&c->me->done, c->seq_base);
     /* The thread takes no signals: the program's handlers run where it
