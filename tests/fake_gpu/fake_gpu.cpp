@@ -13,7 +13,8 @@
  *   learns of frees only from reused addresses gets wrong.  A closed IPC mapping's addresses
  *   stay reserved too: a cache that keeps one finds it refused.
  * - IPC: a handle names the exporter's pid and memfd; another process opens
- *   /proc/<pid>/fd/<fd>, and the memfd's name (allocation id and a random
+ *   /proc/<pid>/fd/<fd> (a handle open already gives the same pointer and
+ *   counts a reference, as CUDA does), and the memfd's name (allocation id and a random
  *   nonce) proves it is still the allocation exported, not a later one that
  *   got the same fd number: a stale handle fails.
  * - Copies and kernels wait on their stream until sync() of that stream
@@ -66,6 +67,7 @@ struct mapping {
     uint64_t id, nonce;
     int device;
     bool opened, pool;
+    int refs; /* opened: ipc_open calls not closed yet (CUDA counts them) */
 };
 
 /* An IPC handle's bytes. */
@@ -453,6 +455,16 @@ int fake_ipc_open(const struct rt_handle *hb, int device, void **base)
         return fail("ipc_open: allocation %llu is this process's own (pid %d); like CUDA, "
                     "the fake opens other processes' handles only",
                     ull(h.id), (int)h.pid);
+    /* A handle this process has open already: as CUDA does (seen on an
+     * H100, bench/cuda_sharing.cu), the same pointer, one reference more;
+     * each open needs its close. */
+    for (mapping &o : maps)
+        if (o.opened && o.id == h.id && o.nonce == h.nonce) {
+            o.refs++;
+            counts.opens++;
+            *base = (void *)o.base;
+            return 0;
+        }
     char path[64], want[128], got[128];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -483,6 +495,7 @@ int fake_ipc_open(const struct rt_handle *hb, int device, void **base)
     m.nonce = h.nonce;
     m.device = device;
     m.opened = true;
+    m.refs = 1;
     int rc = map_twice("ipc_open", fd, span, nullptr, &m.base, &m.rw);
     close(fd); /* the mappings hold the memory */
     if (rc < 0)
@@ -497,9 +510,14 @@ int fake_ipc_open(const struct rt_handle *hb, int device, void **base)
 int fake_ipc_close(void *base)
 {
     std::lock_guard<std::mutex> l(mu);
-    const mapping *m = find_base("ipc_close", base, true);
+    mapping *m = find_base("ipc_close", base, true);
     if (!m)
         return RT_ERR;
+    if (m->refs > 1) { /* another open of the same handle still holds it */
+        m->refs--;
+        counts.closes++;
+        return 0;
+    }
     /* Stricter than CUDA, which may not say: unmapping under queued work
      * is the library's bug. */
     void *stream;
