@@ -369,13 +369,15 @@ for pair in pairs:
                 line += f" | {'-':>10} {'-':>7} {'-':>6}"
                 continue
             x = m / t if t else None
-            if x:
+            if x and b:  # a size that rounds to 0 bytes per rank moves nothing
                 ratios[s].append(x)
             line += f" | {m:>10.2f} {med((pair, s, b), 1):>7.3f} " + (f"{x:>6.2f}" if x else f"{'-':>6}")
         n = min(len(data.get((pair, sd, b), [])) for sd in ["shmesh"] + sides
                 if (pair, sd, b) in data)
         if n < int(rounds):
             line += f"   ({n} of {rounds} rounds)"
+        if not b:
+            line += "   (0 bytes: not in the geomean)"
         print(line)
     summary = []
     for s in sides:
