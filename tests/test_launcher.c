@@ -623,9 +623,10 @@ static void gpus_refused(void **state)
 /* Writes `text` and a newline to `rel` under `root`, making directories. */
 static void write_fake(const char *root, const char *rel, const char *text)
 {
-    char path[512], cmd[1024];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && echo '%s' > '%s'", path, text, path);
+    char path[512], cmd[2 * sizeof path + 512];
+    assert_true(snprintf(path, sizeof path, "%s/%s", root, rel) < (int)sizeof path);
+    assert_true(snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && echo '%s' > '%s'", path,
+                         text, path) < (int)sizeof cmd);
     assert_int_equal(system(cmd), 0);
 }
 

@@ -176,8 +176,8 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
                      " attaches only to your own jobs", (int)pid);
             return FIND_OTHER_USER;
         }
-        snprintf(err, errlen, "cannot list the descriptors of job %d (%s): %s", (int)pid, path,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot list the descriptors of job %d (%.256s): %s", (int)pid,
+                 path, strerror(errno));
         return FIND_NO_PROCESS;
     }
     int fd = -1, open_errno = 0;

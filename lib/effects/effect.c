@@ -183,7 +183,7 @@ static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q
         return fail_mismatch(c, call, mine, q,
                              posted_instead(c, q, call, &theirs) ? &theirs : NULL);
     }
-    char what[96];
+    char what[sizeof mine->axes + 64]; /* the effect's whole name, never cut */
     snprintf(what, sizeof what, "rank %d to pass point %" PRIu64 " of effect \"%s\"", q, point,
              mine->axes[0] ? mine->axes : "(none)");
     return fail_wait(c, fn, call, rc, culprit, what);
