@@ -114,14 +114,26 @@ int trace_open(struct job *j)
     }
     t->path = j->o.trace_path;
     /* Opened now, before any rank starts: a trace that cannot be written is
-     * a usage error found at once, not after an hour of work. */
-    t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+     * a usage error found at once, not after an hour of work.  Without
+     * blocking: a FIFO that nobody reads would hold open() for ever, with
+     * the signals blocked and no --timeout armed yet.  The writes at the end
+     * block as usual (a reader that is there is waited for). */
+    t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     if (t->fd < 0) {
-        fprintf(stderr, PROG ": --trace: cannot open '%s' for writing: %s\n", t->path,
-                strerror(errno));
+        if (errno == ENXIO)
+            fprintf(stderr,
+                    PROG ": --trace: nobody reads the FIFO '%s': expected a reader already "
+                         "there (start it first), found none\n",
+                    t->path);
+        else
+            fprintf(stderr, PROG ": --trace: cannot open '%s' for writing: %s\n", t->path,
+                    strerror(errno));
         free(t);
         return -1;
     }
+    int fl = fcntl(t->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(t->fd, F_SETFL, fl & ~O_NONBLOCK);
     /* Unnamed and close-on-exec: the ranks must not inherit it. */
     int tfd = open(P_tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     t->tmp = tfd >= 0 ? fdopen(tfd, "w+") : NULL;

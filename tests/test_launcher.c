@@ -850,6 +850,53 @@ static void long_lines_whole(void **state)
     run_free(&r);
 }
 
+/* Segments in /dev/shm made by the launcher of pid `pid` (named
+ * /shmesh-PID-...): how many, each removed. */
+static int remove_segments_of(pid_t pid)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "shmesh-%d-", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
+static void note_pid(pid_t pid, void *arg) { *(pid_t *)arg = pid; }
+
+/* --trace naming a FIFO that nobody reads: refused at once (open() would
+ * block before any signal or --timeout could act), nothing left. */
+static void trace_fifo_without_reader(void **state)
+{
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/shmesh-fifo-%d", (int)getpid());
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    char *argv[] = {(char *)launcher_path(), "-n", "2", "--timeout", "2", "--trace", fifo, "--",
+                    "/bin/true", NULL};
+    pid_t launcher = 0;
+    struct run r;
+    run_cmd_with(argv, NULL, 15, &r, note_pid, &launcher);
+    unlink(fifo);
+    int left = remove_segments_of(launcher);
+    if (r.timed_out || r.code != 2 || !strstr(r.err, "--trace: nobody reads the FIFO"))
+        fail_msg("exit %d%s, expected 2 and a refusal naming the FIFO; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the test's deadline: it blocked)" : "", r.err);
+    if (left)
+        fail_msg("%d segment%s left in /dev/shm", left, left == 1 ? "" : "s");
+    run_free(&r);
+}
+
 /* ---- a job's processes end with it ---------------------------------------- */
 
 /* Processes (not zombies) whose command line holds `token`, not this one. */
@@ -1028,8 +1075,11 @@ static int remove_sysroot(void **state)
     return 0;
 }
 
-int main(void)
+/* test-launcher [PATTERN]: the tests whose names match (cmocka's filter, * and ?). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_ranks_exit_zero),
         cmocka_unit_test(one_rank_exits_7),
@@ -1057,6 +1107,7 @@ int main(void)
         cmocka_unit_test(open_file_limit),
         cmocka_unit_test(stalled_stdout),
         cmocka_unit_test(long_lines_whole),
+        cmocka_unit_test(trace_fifo_without_reader),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
         cmocka_unit_test(leftovers_end_tagged),
         cmocka_unit_test(leftovers_end_untagged),
