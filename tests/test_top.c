@@ -323,6 +323,25 @@ static void fake_nobody_waits(void **state)
     run_free(&r);
 }
 
+/* A rank writes terminal escapes into what the table shows of it (the
+ * abort reason, its notifier): they never reach the screen as control
+ * characters; the reason is shown escaped. */
+static void fake_control_characters(void **state)
+{
+    waiting_for_3();
+    set_rank(3, IDLE, 6, -1, 0);
+    memcpy(seg_ctrl(fake, 2)->status.notifier, "\033[2J\a", 6);
+    seg_abort(fake, SEG_CAUSE_RANK_ABORT, 1, 0, "rank 1 says \033]0;owned\007\033[31mred\r\n");
+    struct run r;
+    show(&r, false);
+    for (const char *p = r.out; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\n')
+            fail_msg("control character 0x%02x at byte %d of shmesh-top's text:\n%s",
+                     (unsigned char)*p, (int)(p - r.out), r.out);
+    expect_in(&r, "job aborted: rank 1 says \\x1b]0;owned\\x07\\x1b[31mred\\r\\n", "reason");
+    run_free(&r);
+}
+
 /* ---- real jobs ------------------------------------------------------------ */
 
 struct poll_job {
@@ -595,6 +614,7 @@ static int run_group(const char *group)
             cmocka_unit_test_setup_teardown(fake_never_attached, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_cycle, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_nobody_waits, fake_setup, fake_teardown),
+            cmocka_unit_test_setup_teardown(fake_control_characters, fake_setup, fake_teardown),
         };
         return cmocka_run_group_tests_name("fake", tests, NULL, NULL);
     }
