@@ -106,6 +106,7 @@ struct job {
     bool stopping;
     int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */
     int first_failure;    /* rank, or -1 */
+    int left_early;       /* a rank that exited 0 without finalizing while needed, or -1 */
     struct rank_proc *deferred; /* a failure blamed on a rank not yet exited */
     int exit_status;      /* the launcher's, once decided */
     bool exit_decided;

@@ -463,7 +463,7 @@ static int open_file_limit(struct job *j)
 
 int main(int argc, char **argv)
 {
-    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
+    struct job j = {.first_failure = -1, .left_early = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
     if (parse_options(argc, argv, &j.o) < 0) {
         free_gpu_list(&j.o);
         return 2;

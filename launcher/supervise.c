@@ -90,6 +90,33 @@ static int blamed_rank(const struct job *j)
     return ai.rank;
 }
 
+/* A rank that exited with status 0 without finalizing while its peers
+ * still needed it: noted, and recorded as the job's cause unless the job
+ * already failed otherwise.  Its peers may have seen it go (and recorded
+ * it in the segment) before the launcher did: that record names it too. */
+static void left_early(struct job *j, const struct rank_proc *p)
+{
+    uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
+    struct seg_abort_info ai;
+    bool aborted = seg_aborted(j->seg, &ai);
+    bool seen_by_peers = aborted && ai.cause == SEG_CAUSE_RANK_DIED && ai.rank == p->rank;
+    if (state == SEG_RANK_FINALIZED || (j->stopping && !seen_by_peers) ||
+        (aborted && !seen_by_peers) || (j->running == 0 && !seen_by_peers))
+        return; /* nobody waits for it, or the job already knows it is over */
+    char reason[SEG_REASON_MAX];
+    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
+             p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
+    /* A clean exit that leaves the others waiting for it is still a failure
+     * for them: tell them now rather than letting them find out. */
+    if (!aborted)
+        seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
+    if (seen_by_peers || atomic_load(&j->seg->hdr->attached.value) > 0) {
+        say("note: %s; ranks still waiting for it will fail", reason);
+        if (j->left_early < 0)
+            j->left_early = p->rank;
+    }
+}
+
 static void rank_exited(struct job *j, struct rank_proc *p)
 {
     char how[96], reason[SEG_REASON_MAX];
@@ -98,40 +125,42 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
     if (j->o.verbose && (ok || j->exit_decided))
         say("%s", reason);
-    if (!ok) {
-        if (j->exit_decided)
-            return; /* only the first failure is reported and decides the status */
-        /* A rank that called shmesh_abort, or whose death a peer noticed,
-         * is the cause even if a peer that reacted exits before it. */
-        int blamed = blamed_rank(j);
-        if (blamed >= 0 && blamed != p->rank && j->ranks[blamed].running) {
-            if (!j->deferred)
-                j->deferred = p;
-            job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
-            return;
-        }
-        j->exit_decided = true;
-        j->first_failure = p->rank;
-        j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
-                                              : 128 + WTERMSIG(p->status);
-        if (j->running > 0)
-            say("%s; stopping %d other %s", reason, j->running,
-                plural(j->running, "rank", "ranks"));
-        else
-            say("%s", reason);
+    if (ok) {
+        left_early(j, p);
+        return;
+    }
+    if (j->exit_decided)
+        return; /* only the first failure is reported and decides the status */
+    /* A rank that called shmesh_abort, or whose death a peer noticed,
+     * is the cause even if a peer that reacted exits before it. */
+    int blamed = blamed_rank(j);
+    if (blamed >= 0 && blamed != p->rank && j->ranks[blamed].running) {
+        if (!j->deferred)
+            j->deferred = p;
         job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
         return;
     }
-    /* A clean exit that leaves the others waiting for it is still a failure
-     * for them: tell them now rather than letting them find out. */
-    uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
-    if (state == SEG_RANK_FINALIZED || j->stopping || j->running == 0 || seg_aborted(j->seg, NULL))
-        return; /* nobody waits for it, or the job already knows it is over */
-    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
-             p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
-    seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
-    if (atomic_load(&j->seg->hdr->attached.value) > 0)
-        say("note: %s; ranks still waiting for it will fail", reason);
+    j->exit_decided = true;
+    j->first_failure = p->rank;
+    j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
+    /* The first failure after a rank left early is its doing: the line
+     * names that rank as the cause (the status is the failure's: the rank
+     * that left has none to give). */
+    char cause[SEG_REASON_MAX] = "";
+    if (j->left_early >= 0 && blamed == j->left_early) {
+        const struct rank_proc *q = &j->ranks[j->left_early];
+        snprintf(cause, sizeof cause,
+                 " after rank %d (pid %d) left the job early (it exited with status 0 without "
+                 "calling shmesh_finalize while its peers still needed it)",
+                 q->rank, (int)q->pid);
+        j->first_failure = q->rank;
+    }
+    if (j->running > 0)
+        say("%s%s; stopping %d other %s", reason, cause, j->running,
+            plural(j->running, "rank", "ranks"));
+    else
+        say("%s%s", reason, cause);
+    job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
 }
 
 static struct rank_proc *running_rank(struct job *j, pid_t pid)

@@ -897,6 +897,30 @@ static void trace_fifo_without_reader(void **state)
     run_free(&r);
 }
 
+/* A rank that leaves with status 0 while its peers wait for it: the
+ * launcher notes it and blames it, also when the peers noticed it gone and
+ * said so in the segment before the launcher looked (the launcher is
+ * stopped meanwhile), and the job exits with the first failure's status. */
+static void leaving_early_is_blamed(void **state)
+{
+    const char *modes[] = {"leave-early", "leave-early-unseen"};
+    for (int m = 0; m < 2; m++) {
+        struct run r;
+        run_launcher(&r, NULL, 30, "-v", "-n", "3", "--", "@rank", modes[m], NULL);
+        assert_false(r.timed_out);
+        if (r.code != 3 ||
+            count_lines(r.err, "note: rank 1 (pid", "exited with status 0 without calling "
+                                                   "shmesh_finalize") != 1 ||
+            count_lines(r.err, "after rank 1 (pid", "left the job early") != 1 ||
+            count_lines(r.err, "exited with status 3; stopping", NULL) != 0)
+            fail_msg("%s: exit %d, expected 3, a note on rank 1 and the failure blamed on it; "
+                     "stderr:\n%s",
+                     modes[m], r.code, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+}
+
 /* ---- a job's processes end with it ---------------------------------------- */
 
 /* Processes (not zombies) whose command line holds `token`, not this one. */
@@ -1108,6 +1132,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(stalled_stdout),
         cmocka_unit_test(long_lines_whole),
         cmocka_unit_test(trace_fifo_without_reader),
+        cmocka_unit_test(leaving_early_is_blamed),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
         cmocka_unit_test(leftovers_end_tagged),
         cmocka_unit_test(leftovers_end_untagged),
