@@ -1,5 +1,8 @@
 /* shmesh-run: start N ranks of a program around one shared-memory segment,
- * stop them all when one fails, and leave nothing behind. */
+ * stop them all when one fails, and leave nothing behind.  The options, the
+ * segment and the trace file are settled here; then the process splits in
+ * two (front.c): the front forwards signals, the job process starts and
+ * supervises the ranks. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -447,7 +450,7 @@ static int open_file_limit(struct job *j)
         if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
             lim.rlim_cur = j->nofile.rlim_cur; /* an infinite hard limit may be refused */
     }
-    /* Beyond the pipes: the signalfd, the watchdog's pipe, the writers'
+    /* Beyond the pipes: the signalfd, the front's pipe, the writers'
      * eventfd, a terminal's forwarding pipe, /proc scans, a rank's pipes
      * while it is started. */
     uint64_t need = (uint64_t)open_fds() + 16 + (j->o.tag_output ? 2 * (uint64_t)j->o.np : 0);
@@ -463,7 +466,8 @@ static int open_file_limit(struct job *j)
 
 int main(int argc, char **argv)
 {
-    struct job j = {.first_failure = -1, .left_early = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
+    struct job j = {.first_failure = -1, .left_early = -1, .stdin_fd = -1, .stdin_pipe = -1,
+                    .front_fd = -1};
     if (parse_options(argc, argv, &j.o) < 0) {
         free_gpu_list(&j.o);
         return 2;
@@ -491,8 +495,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
         return 1;
     }
-    /* What the ranks start and leave behind is reparented to the launcher
-     * rather than to init, so it can be ended with the job. */
+    /* Should the job process be killed, what the ranks started is
+     * reparented to the front rather than to init, so it can be ended. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     char err[512];
@@ -523,13 +527,25 @@ int main(int argc, char **argv)
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
     if (j.o.verbose)
         bind_report(&j);
-    if (watchdog_start(&j) < 0)
-        fprintf(stderr, PROG ": note: no watchdog (%s): if " PROG " is killed with SIGKILL, what "
-                "the ranks started may outlive it\n", strerror(errno));
+    int rc = 0;
+    int split = front_split(&j, sigfd, &rc);
+    if (split != 0) {
+        /* The front, once the job is over (or could not be started). */
+        if (split < 0) {
+            trace_drop(&j);
+            rc = 1;
+        }
+        seg_unlink(j.seg); /* if a rank never joined */
+        seg_close(j.seg);
+        gpus_free(&j.gpus);
+        bind_free(&j);
+        return rc;
+    }
 
-    /* From here on the launcher's messages go through the output queues. */
+    /* The job process.  From here on its messages go through the output
+     * queues. */
     out_init(j.o.tag_output);
-    int rc = spawn_ranks(&j);
+    rc = spawn_ranks(&j);
     out_start();
     if (rc == 0)
         trace_start(&j); /* without it the job still runs, untraced (it says why) */
@@ -539,7 +555,6 @@ int main(int argc, char **argv)
     /* Whatever became of the ranks: a job that failed is the one whose
      * trace matters most. */
     rc = trace_finish(&j, rc);
-    watchdog_stop(&j);
     out_finish();
     seg_close(j.seg);
     gpus_free(&j.gpus);

@@ -1,6 +1,6 @@
-/* The launcher's event loop: reap ranks, fail fast, forward signals, enforce
- * --timeout and --grace, relay tagged output, forward a terminal's input,
- * and end whatever the ranks left running. */
+/* The job process's event loop: reap ranks, fail fast, forward signals,
+ * enforce --timeout and --grace, relay tagged output, end whatever the ranks
+ * left running, and end the job at once if the front is killed (front.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -173,9 +173,9 @@ static struct rank_proc *running_rank(struct job *j, pid_t pid)
 
 /* Each exited child is looked at before it is reaped: while a rank's zombie
  * is there its pid, the id of its process group, cannot be reused, so what
- * it left in its group is killed then, safely.  Other children (the
- * watchdog, or processes the ranks left behind, which the launcher adopts as
- * a subreaper) are just reaped.
+ * it left in its group is killed then, safely.  Other children (processes
+ * the ranks left behind, which the job process adopts as a subreaper) are
+ * just reaped.
  *
  * waitid hands back zombies in fork order, not in order of death: when
  * a rank dies and a peer exits on noticing it, both may be reaped together.
@@ -198,10 +198,7 @@ static void reap(struct job *j)
         if (waitpid(pid, &st, WNOHANG) != pid)
             break;
         j->reaped_any = true;
-        if (pid == j->watchdog)
-            j->watchdog = 0;
         if (p) {
-            watchdog_note(j, 'X', pid);
             p->status = st;
             batch[n++] = p;
         }
@@ -229,11 +226,7 @@ static pid_t parent_of(long pid)
     return proc_read_stat(NULL, (pid_t)pid, &st) ? st.ppid : -1;
 }
 
-/* After the last rank: anything still running that a rank started has been
- * reparented to the launcher (a subreaper), even if it left the rank's
- * process group.  Sends each SIGKILL; returns how many children, other than
- * the watchdog, are not reaped yet. */
-static int kill_leftovers(struct job *j)
+int kill_children(pid_t except)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -244,13 +237,41 @@ static int kill_leftovers(struct job *j)
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == j->watchdog || parent_of(pid) != self)
+        if (*end || pid <= 0 || pid == except || parent_of(pid) != self)
             continue;
         kill((pid_t)pid, SIGKILL);
         n++;
     }
     closedir(d);
     return n;
+}
+
+/* After the last rank: anything still running that a rank started has been
+ * reparented to the job process (a subreaper), even if it left the rank's
+ * process group, session or environment: each is sent SIGKILL.  Returns how
+ * many children are not reaped yet. */
+static int kill_leftovers(struct job *j) { return kill_children(0); }
+
+/* The front is gone: SIGKILLed, since otherwise it waits for the job
+ * process.  Nobody is there to wait for the job: it ends now, and what
+ * the ranks started with it (kill_leftovers, after the last rank). */
+static void front_gone(struct job *j)
+{
+    close(j->front_fd);
+    j->front_fd = -1;
+    if (j->running > 0)
+        say("the launcher (pid %d) was killed; killing %d %s and what they started", (int)j->front,
+            j->running, plural(j->running, "rank", "ranks"));
+    else
+        say("the launcher (pid %d) was killed; ending what the ranks started", (int)j->front);
+    j->hurry = true; /* its reader may be gone with it */
+    if (!j->exit_decided) {
+        j->exit_decided = true;
+        j->exit_status = 128 + SIGKILL;
+    }
+    char reason[64];
+    snprintf(reason, sizeof reason, PROG " (pid %d) was killed", (int)j->front);
+    job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, reason);
 }
 
 static void on_signal(struct job *j, int sig)
@@ -304,39 +325,6 @@ static void on_deadlines(struct job *j, int64_t now)
     }
 }
 
-/* Terminal input for rank 0, a chunk at a time; the pipe is non-blocking so a
- * rank that never reads cannot stall the launcher. */
-struct fwd {
-    char buf[4096];
-    size_t len, off;
-};
-
-static void forward_stdin(struct job *j, struct fwd *f, short in_ev, short out_ev)
-{
-    if (f->len == 0 && (in_ev & (POLLIN | POLLHUP))) {
-        ssize_t n = read(0, f->buf, sizeof f->buf);
-        if (n <= 0 && !(n < 0 && errno == EINTR)) {
-            close(j->stdin_pipe); /* end of input reaches rank 0 as EOF */
-            j->stdin_pipe = -1;
-            return;
-        }
-        f->len = n > 0 ? (size_t)n : 0;
-        f->off = 0;
-    }
-    if (f->len && (out_ev & POLLOUT || in_ev)) {
-        ssize_t n = write(j->stdin_pipe, f->buf + f->off, f->len - f->off);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            close(j->stdin_pipe); /* rank 0 closed its stdin */
-            j->stdin_pipe = -1;
-            return;
-        }
-        if (n > 0)
-            f->off += (size_t)n;
-        if (f->off == f->len)
-            f->len = f->off = 0;
-    }
-}
-
 static bool relays_open(const struct job *j)
 {
     for (int r = 0; r < j->o.np; r++)
@@ -365,8 +353,6 @@ int supervise(struct job *j, int sigfd)
 {
     if (j->o.timeout > 0)
         j->timeout_at_ns = j->deadline_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
-    if (j->stdin_pipe >= 0)
-        fcntl(j->stdin_pipe, F_SETFL, O_NONBLOCK);
     size_t cap = 3 + 2 * (size_t)j->o.np;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     struct relay **who = calloc(cap, sizeof *who);
@@ -381,7 +367,6 @@ int supervise(struct job *j, int sigfd)
             ;
         return 1;
     }
-    struct fwd fwd = {.len = 0};
     int wake = out_wake_fd();
     int64_t over_at = 0;     /* when the last rank was reaped */
     int leftovers = 1;       /* children the ranks left, as last counted */
@@ -429,11 +414,10 @@ int supervise(struct job *j, int sigfd)
         nfds_t n = 0;
         pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
         pfd[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
-        int stdin_slot = -1;
-        if (j->stdin_pipe >= 0 && j->running > 0) {
-            stdin_slot = (int)n;
-            pfd[n++] = fwd.len ? (struct pollfd){.fd = j->stdin_pipe, .events = POLLOUT}
-                               : (struct pollfd){.fd = 0, .events = POLLIN};
+        int front_slot = -1;
+        if (j->front_fd >= 0) {
+            front_slot = (int)n;
+            pfd[n++] = (struct pollfd){.fd = j->front_fd, .events = POLLIN};
         }
         nfds_t first_relay = n;
         for (int r = 0; r < j->o.np; r++) {
@@ -479,8 +463,8 @@ int supervise(struct job *j, int sigfd)
             while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGCHLD)
                     reap(j);
-                else
-                    on_signal(j, (int)si.ssi_signo);
+                else if ((pid_t)si.ssi_pid == j->front || !j->front)
+                    on_signal(j, (int)si.ssi_signo); /* the front's; others' were its too */
             }
         }
         if (pfd[1].revents & POLLIN) {
@@ -488,12 +472,10 @@ int supervise(struct job *j, int sigfd)
             ssize_t r = read(wake, &v, sizeof v);
             (void)r;
         }
-        if (stdin_slot >= 0 && pfd[stdin_slot].revents) {
-            short ev = pfd[stdin_slot].revents;
-            if (pfd[stdin_slot].fd == 0)
-                forward_stdin(j, &fwd, ev, 0);
-            else
-                forward_stdin(j, &fwd, 0, ev);
+        if (front_slot >= 0 && pfd[front_slot].revents) {
+            char c;
+            if (read(j->front_fd, &c, 1) <= 0)
+                front_gone(j);
         }
         for (nfds_t i = first_relay; i < n; i++)
             if (pfd[i].revents)
@@ -509,8 +491,9 @@ int supervise(struct job *j, int sigfd)
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
     }
     close_relays(j, NULL); /* only after a failed poll */
-    if (j->stdin_pipe >= 0)
-        close(j->stdin_pipe);
+    if (j->front_fd >= 0)
+        close(j->front_fd);
+    j->front_fd = -1;
     free(pfd);
     free(who);
     free(j->reaped);

@@ -152,6 +152,17 @@ int trace_open(struct job *j)
     return 0;
 }
 
+void trace_drop(struct job *j)
+{
+    struct trace *t = j->trace;
+    if (!t)
+        return;
+    j->trace = NULL;
+    close(t->fd);
+    fclose(t->tmp);
+    free(t);
+}
+
 /* Copies rank r's new events to the temporary file.  The writer never
  * waits: while we copy, it may overwrite the oldest events, so head is read
  * again after the copy and those it may have reached are dropped. */

@@ -989,7 +989,7 @@ static int pids_in(const char *file, pid_t *pids, int max)
 }
 
 /* Waits up to `secs` until every pid in `file` has exited, no process holds
- * `file` in its command line (launcher, watchdog, ranks) and `segment` (may
+ * `file` in its command line (launcher, job process, ranks) and `segment` (may
  * be empty) is gone from /dev/shm.  On failure, kills and removes what is
  * left and returns a description of it. */
 static const char *job_gone(const char *file, const char *segment, double secs, char *why,
@@ -1079,6 +1079,113 @@ static void sigkill_launcher_leaves_nothing(void **state)
     run_free(&r);
 }
 
+/* Each rank of these jobs starts a process that leaves everything the job
+ * could know it by: its session and process group (setsid), its parent (a
+ * double fork) and its environment (env -i); then it sleeps as a rank. */
+#define ESCAPEE_SCRIPT                                                                        \
+    "setsid /bin/sh -c 'env -i /bin/sleep 83 & echo $! >> \"$1\"' sh \"$1\"; "                  \
+    "echo $$ >> \"$1\"; exec \"$2\" sleep"
+
+/* SIGKILL of shmesh-run: the escapees end too. */
+static void escapees_end_with_killed_launcher(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--", "/bin/sh", "-c",
+                    ESCAPEE_SCRIPT, "sh", file, (char *)rank_prog_path(), NULL};
+    struct when_ready w = {file, 4};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, sigkill_when_ready, &w);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    pid_t pids[64];
+    int n = pids_in(file, pids, 64);
+    unlink(file);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    assert_int_equal(n, 4);
+    run_free(&r);
+}
+
+/* The process of shmesh-run's that supervises the ranks (named shmesh-job),
+ * or a helper of shmesh-run's such as a watchdog: the first child of
+ * `launcher` whose name starts with "shmesh-" but is not shmesh-run. */
+static pid_t launcher_helper(pid_t launcher)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        int ppid;
+        if (!open || !close || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid != launcher ||
+            strncmp(open, "(shmesh-", 8) || !strncmp(open, "(shmesh-run)", 12))
+            continue;
+        found = (pid_t)atoi(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+struct helper_kill {
+    const char *file;
+    pid_t killed;
+};
+
+/* Once the ranks wrote their pids, SIGKILL the launcher's helper. */
+static void sigkill_helper_when_ready(pid_t pid, void *arg)
+{
+    struct helper_kill *h = arg;
+    double t0 = mono_secs();
+    pid_t pids[64];
+    while (pids_in(h->file, pids, 64) < 4 && mono_secs() - t0 < 15)
+        sleep_secs(0.02);
+    sleep_secs(0.3);
+    h->killed = launcher_helper(pid);
+    if (h->killed > 0)
+        kill(h->killed, SIGKILL);
+}
+
+/* SIGKILL of the process that keeps the job (not of shmesh-run): the job
+ * cannot go on unwatched.  shmesh-run says so, ends what is left, escapees
+ * included, and exits. */
+static void killed_job_process_is_noticed(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--", "/bin/sh", "-c",
+                    ESCAPEE_SCRIPT, "sh", file, (char *)rank_prog_path(), NULL};
+    struct helper_kill h = {file, 0};
+    struct run r;
+    run_cmd_with(argv, NULL, 20, &r, sigkill_helper_when_ready, &h);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    unlink(file);
+    if (h.killed <= 0)
+        fail_msg("no helper process of shmesh-run found; stderr:\n%s", r.err);
+    char want[96];
+    snprintf(want, sizeof want, "(pid %d) was killed by SIGKILL", (int)h.killed);
+    if (r.timed_out || r.code != 128 + SIGKILL || count_lines(r.err, "shmesh-run: ", want) != 1)
+        fail_msg("exit %d%s, expected 137 and a line saying '%s'; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the test's deadline: the job went on)" : "", want,
+                 r.err);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    run_free(&r);
+}
+
 /* A clean job whose ranks leave children behind, one in the rank's process
  * group and one in a session of its own, both holding stdout: the launcher
  * returns at once and neither child is left. */
@@ -1161,6 +1268,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(leaving_early_is_blamed),
         cmocka_unit_test(trace_memory_bounded),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
+        cmocka_unit_test(escapees_end_with_killed_launcher),
+        cmocka_unit_test(killed_job_process_is_noticed),
         cmocka_unit_test(leftovers_end_tagged),
         cmocka_unit_test(leftovers_end_untagged),
     };

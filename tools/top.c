@@ -312,8 +312,11 @@ static bool rank_alive(pid_t pid, pid_t launcher)
     struct proc_stat ps;
     if (pid <= 0 || !read_stat(pid, &ps) || ps.state == 'Z')
         return false;
-    /* Ranks are the launcher's children: another parent is a reused pid. */
-    return ps.ppid == launcher;
+    /* Ranks are children of the launcher's job process (shmesh-run's child,
+     * launcher/front.c): another parent is a reused pid. */
+    struct proc_stat parent;
+    return ps.ppid == launcher ||
+           (read_stat(ps.ppid, &parent) && parent.ppid == launcher && parent.state != 'Z');
 }
 
 /* Reads every rank's block, one word at a time: a rank's activity first
