@@ -8,6 +8,7 @@
  * /dev/shm or in the process table afterwards, also when the launcher is
  * killed with SIGKILL or a rank leaves children behind. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -947,6 +948,64 @@ static void trace_memory_bounded(void **state)
     run_free(&r);
 }
 
+/* Once the job's ranks run, cut its segment to its first page through
+ * the launcher's descriptor, as any process of the user can. */
+static void truncate_segment_of(pid_t launcher, void *arg)
+{
+    sleep_secs(1.0);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)launcher);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool *done = arg;
+    while (d && !*done && (e = readdir(d))) {
+        char link[320], target[256];
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strncmp(target, "/dev/shm/shmesh-", 16))
+            continue;
+        int fd = open(link, O_RDWR | O_CLOEXEC);
+        *done = fd >= 0 && ftruncate(fd, 4096) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Another process truncates a running job's segment: the ranks' calls fail
+ * with SHMESH_ERR_BAD_SEGMENT saying so, and neither a rank nor the
+ * launcher (reading the trace rings, or a rank's state as it exits) dies
+ * of SIGBUS; nothing is left. */
+static void truncated_segment(void **state)
+{
+    for (int traced = 0; traced < 2; traced++) {
+        char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "60", "--trace",
+                        "/dev/null", "--", (char *)need_env("SHMESH_BENCH"), "-o", "psum", "-b",
+                        "8", "-e", "8", "-w", "0", "-n", "100000000", "-c", "0", NULL};
+        if (!traced) /* without --trace /dev/null */
+            memmove(&argv[6], &argv[8], 15 * sizeof *argv);
+        bool done = false;
+        struct run r;
+        run_cmd_with(argv, NULL, 90, &r, truncate_segment_of, &done);
+        const char *what = traced ? "traced" : "untraced";
+        if (!done)
+            fail_msg("%s: the segment could not be truncated; stderr:\n%s", what, r.err);
+        /* shmesh-bench says "rank R: psum: <strerror>: <the context's message>". */
+        if (r.timed_out || r.code == 0 || r.code == 128 + SIGBUS || strstr(r.err, "SIGBUS") ||
+            !count_lines(r.err, "the shared-memory segment is missing, corrupt",
+                         "the segment was truncated to 4096 bytes by another process"))
+            fail_msg("%s: exit %d%s, expected a failure without SIGBUS, the ranks' calls failing "
+                     "with BAD_SEGMENT that names the truncation; stdout:\n%.3000s\nstderr:\n%s",
+                     what, r.code, r.timed_out ? " (killed at the deadline)" : "", r.out, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+}
+
 /* ---- a job's processes end with it ---------------------------------------- */
 
 /* Processes (not zombies) whose command line holds `token`, not this one. */
@@ -1267,6 +1326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(trace_fifo_without_reader),
         cmocka_unit_test(leaving_early_is_blamed),
         cmocka_unit_test(trace_memory_bounded),
+        cmocka_unit_test(truncated_segment),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
         cmocka_unit_test(escapees_end_with_killed_launcher),
         cmocka_unit_test(killed_job_process_is_noticed),

@@ -342,6 +342,30 @@ static void fake_control_characters(void **state)
     run_free(&r);
 }
 
+/* While the live view runs, another process cuts the segment to its first
+ * page: shmesh-top says so and exits, instead of dying of SIGBUS. */
+static void truncate_after(pid_t top_pid, void *arg)
+{
+    sleep_secs(0.8); /* a few snapshots taken */
+    assert_int_equal(ftruncate(fake->fd, 4096), 0);
+}
+
+static void fake_truncated(void **state)
+{
+    waiting_for_3();
+    set_rank(3, IDLE, 6, -1, 0);
+    char *argv[] = {(char *)top_path(), "--json", "--interval", "0.1", fake_pid, NULL};
+    struct run r;
+    run_cmd_with(argv, NULL, 20, &r, truncate_after, NULL);
+    /* As it was, for the teardown (nothing here reads it meanwhile). */
+    assert_int_equal(ftruncate(fake->fd, (off_t)fake->size), 0);
+    if (r.timed_out || r.code != 1 || !strstr(r.err, "was truncated to 4096 bytes by another "
+                                                     "process"))
+        fail_msg("exit %d%s, expected 1 and a word on the truncation; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the deadline)" : "", r.err);
+    run_free(&r);
+}
+
 /* ---- real jobs ------------------------------------------------------------ */
 
 struct poll_job {
@@ -615,6 +639,7 @@ static int run_group(const char *group)
             cmocka_unit_test_setup_teardown(fake_cycle, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_nobody_waits, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_control_characters, fake_setup, fake_teardown),
+            cmocka_unit_test_setup_teardown(fake_truncated, fake_setup, fake_teardown),
         };
         return cmocka_run_group_tests_name("fake", tests, NULL, NULL);
     }

@@ -37,6 +37,7 @@
 
 #include "core/settings.h"
 #include "ops/optable.h"
+#include "shm/guard.h"
 #include "shm/proc.h"
 #include "shm/segment.h"
 
@@ -317,6 +318,22 @@ static bool rank_alive(pid_t pid, pid_t launcher)
     struct proc_stat parent;
     return ps.ppid == launcher ||
            (read_stat(ps.ppid, &parent) && parent.ppid == launcher && parent.state != 'Z');
+}
+
+/* Another process truncated the segment while we read it: the guard
+ * (shm/guard.h) gave us zeros instead of a SIGBUS; nothing more can be
+ * read of the job. */
+static void check_truncated(const struct job *j)
+{
+    uint64_t found;
+    if (!seg_guard_tripped(j->seg, &found))
+        return;
+    char size[48] = "";
+    if (found != UINT64_MAX)
+        snprintf(size, sizeof size, " to %llu bytes", (unsigned long long)found);
+    die(1, "the segment of job %d was truncated%s by another process (expected %zu bytes): "
+           "what it held can no longer be read",
+        (int)j->pid, size, j->seg->size);
 }
 
 /* Reads every rank's block, one word at a time: a rank's activity first
@@ -1003,6 +1020,7 @@ int main(int argc, char **argv)
         take_snapshot(&j, &b, NULL);
         pause_for(interval_given ? interval : 0.2);
         take_snapshot(&j, &a, &b);
+        check_truncated(&j);
         struct diagnosis d;
         diagnose(&a, &d);
         if (json)
@@ -1021,6 +1039,7 @@ int main(int argc, char **argv)
         raw_tty();
     for (;;) {
         take_snapshot(&j, cur, prev);
+        check_truncated(&j);
         struct diagnosis d;
         diagnose(cur, &d);
         if (screen)
