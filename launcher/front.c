@@ -161,7 +161,7 @@ int front_split(struct job *j, int sigfd, int *status)
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
         fprintf(stderr, PROG ": cannot create a pipe: %s\n", strerror(errno));
-        return -1;
+        goto fail;
     }
     pid_t front = getpid();
     pid_t job = fork();
@@ -169,7 +169,7 @@ int front_split(struct job *j, int sigfd, int *status)
         fprintf(stderr, PROG ": cannot start the job process: fork: %s\n", strerror(errno));
         close(p[0]);
         close(p[1]);
-        return -1;
+        goto fail;
     }
     if (job == 0) {
         setpgid(0, 0);
@@ -214,6 +214,13 @@ int front_split(struct job *j, int sigfd, int *status)
     if (j->stdin_pipe >= 0)
         close(j->stdin_pipe);
     j->stdin_pipe = -1;
-    close(sigfd);
     return 1;
+
+fail:
+    if (j->stdin_pipe >= 0) {
+        close(j->stdin_fd);
+        close(j->stdin_pipe);
+        j->stdin_fd = j->stdin_pipe = -1;
+    }
+    return -1;
 }

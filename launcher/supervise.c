@@ -497,6 +497,6 @@ int supervise(struct job *j, int sigfd)
     free(pfd);
     free(who);
     free(j->reaped);
-    close(sigfd);
+    j->reaped = NULL;
     return j->exit_decided ? j->exit_status : 0;
 }

@@ -1006,6 +1006,36 @@ static void truncated_segment(void **state)
     }
 }
 
+/* Refusals that come after the launcher allocated (GPU ids, the bind
+ * plan, the segment): each frees what it holds, which the sanitized build
+ * checks (LeakSanitizer reports at exit; the plain build only sees the
+ * status). */
+static void refusals_free_everything(void **state)
+{
+    static const struct {
+        const char *shell; /* run through /bin/sh -c, with the launcher as $0 */
+        int code;
+        const char *says;
+    } cases[] = {
+        {"exec \"$0\" --gpus 0,0 -n 2 --trace /nonexistent-dir/t.json -- /bin/true", 2,
+         "cannot open '/nonexistent-dir/t.json' for writing"},
+        {"exec \"$0\" --gpus 0,0 -n 2 --shm-size 100T -- /bin/true", 1, "/dev/shm has no room"},
+        {"ulimit -n 64 && exec \"$0\" --gpus 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+         "0,0,0,0,0,0,0,0,0,0,0,0,0,0 --tag-output -- /bin/true",
+         1, "open files"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *argv[] = {"/bin/sh", "-c", (char *)cases[i].shell, (char *)launcher_path(), NULL};
+        struct run r;
+        run_cmd(argv, NULL, 30, &r);
+        if (r.code != cases[i].code || !strstr(r.err, cases[i].says) ||
+            strstr(r.err, "LeakSanitizer"))
+            fail_msg("%s: exit %d, expected %d, '%s' and no leak; stderr:\n%s", cases[i].shell,
+                     r.code, cases[i].code, cases[i].says, r.err);
+        run_free(&r);
+    }
+}
+
 /* ---- a job's processes end with it ---------------------------------------- */
 
 /* Processes (not zombies) whose command line holds `token`, not this one. */
@@ -1327,6 +1357,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(leaving_early_is_blamed),
         cmocka_unit_test(trace_memory_bounded),
         cmocka_unit_test(truncated_segment),
+        cmocka_unit_test(refusals_free_everything),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
         cmocka_unit_test(escapees_end_with_killed_launcher),
         cmocka_unit_test(killed_job_process_is_noticed),
