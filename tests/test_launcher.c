@@ -948,11 +948,30 @@ static void trace_memory_bounded(void **state)
     run_free(&r);
 }
 
-/* Once the job's ranks run, cut its segment to its first page through
- * the launcher's descriptor, as any process of the user can. */
+/* Whether the launcher's standard output (a memfd of the harness's, read
+ * through /proc) holds `text` yet. */
+static bool launcher_printed(pid_t launcher, const char *text)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)launcher);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/* Once the job's ranks are in their loop of calls (shmesh-bench printed
+ * its table's head), cut its segment to its first page through the
+ * launcher's descriptor, as any process of the user can. */
 static void truncate_segment_of(pid_t launcher, void *arg)
 {
-    sleep_secs(1.0);
+    double t0 = mono_secs();
+    while (!launcher_printed(launcher, "#wrong") && mono_secs() - t0 < 60)
+        sleep_secs(0.05);
+    sleep_secs(0.1);
     char dir[64];
     snprintf(dir, sizeof dir, "/proc/%d/fd", (int)launcher);
     DIR *d = opendir(dir);
@@ -1187,7 +1206,7 @@ static void escapees_end_with_killed_launcher(void **state)
     run_cmd_with(argv, NULL, 30, &r, sigkill_when_ready, &w);
     char segment[128] = "", why[256];
     find_segment_name(r.err, segment, sizeof segment);
-    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    const char *left = job_gone(file, segment, 10, why, sizeof why);
     pid_t pids[64];
     int n = pids_in(file, pids, 64);
     unlink(file);
@@ -1260,7 +1279,7 @@ static void killed_job_process_is_noticed(void **state)
     run_cmd_with(argv, NULL, 20, &r, sigkill_helper_when_ready, &h);
     char segment[128] = "", why[256];
     find_segment_name(r.err, segment, sizeof segment);
-    const char *left = job_gone(file, segment, 5, why, sizeof why);
+    const char *left = job_gone(file, segment, 10, why, sizeof why);
     unlink(file);
     if (h.killed <= 0)
         fail_msg("no helper process of shmesh-run found; stderr:\n%s", r.err);

@@ -346,7 +346,18 @@ static void fake_control_characters(void **state)
  * page: shmesh-top says so and exits, instead of dying of SIGBUS. */
 static void truncate_after(pid_t top_pid, void *arg)
 {
-    sleep_secs(0.8); /* a few snapshots taken */
+    /* Once it showed the job (its stdout is a memfd of the harness's). */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)top_pid);
+    double t0 = mono_secs();
+    for (bool shown = false; !shown && mono_secs() - t0 < 15; sleep_secs(0.05)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        shown = strstr(buf, "{\"job\":") != NULL;
+    }
     assert_int_equal(ftruncate(fake->fd, 4096), 0);
 }
 
