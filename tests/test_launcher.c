@@ -4,9 +4,13 @@
  * --devices-per-rank (SHMESH_LOCAL_DEVICES, K GPUs per rank, refusals),
  * --gpus (a list, ranks sharing a GPU, none, refusals; CUDA_DEVICE_ORDER;
  * each rank bound near its GPU through a fake sysfs),
- * exec failures, usage errors, the open-file limit; nothing left in
- * /dev/shm or in the process table afterwards, also when the launcher is
- * killed with SIGKILL or a rank leaves children behind. */
+ * exec failures, usage errors, the open-file limit, refusals that free
+ * what they hold; a rank that leaves early is blamed; --trace on a FIFO
+ * nobody reads, and a long trace in bounded memory; a segment another
+ * process truncates; nothing left in /dev/shm or in the process table
+ * afterwards, also when the launcher or its job process is killed with
+ * SIGKILL or a rank leaves children behind (in a session of their own,
+ * without the job's environment). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
