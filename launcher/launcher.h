@@ -100,12 +100,15 @@ struct job {
     int stdin_fd;         /* rank 0's stdin when forwarded, else -1 */
     int stdin_pipe;       /* write end towards rank 0, or -1 */
     struct rlimit nofile; /* RLIMIT_NOFILE as given: the ranks get it back */
-    pid_t watchdog;       /* 0: none */
-    int watch_fd;         /* write end of the watchdog's pipe, or -1 */
+    /* In the job process: the front (the process the caller started) and
+     * the read end of a pipe whose end says the front is gone. */
+    pid_t front;
+    int front_fd;
     /* How the job ends. */
     bool stopping;
     int stop_signals;     /* SIGINT/TERM/HUP/QUIT received; the second kills at once */
     int first_failure;    /* rank, or -1 */
+    int left_early;       /* a rank that exited 0 without finalizing while needed, or -1 */
     struct rank_proc *deferred; /* a failure blamed on a rank not yet exited */
     int exit_status;      /* the launcher's, once decided */
     bool exit_decided;
@@ -156,11 +159,15 @@ int64_t now_ns(void);
 /* Tells the ranks (abort flag), sends `sig` (0: none) and arms the SIGKILL
  * that follows after --grace. */
 void job_stop(struct job *j, int cause, int rank, int sig, const char *reason);
-/* watchdog.c: a process that outlives a SIGKILLed launcher and then kills
- * the ranks' process groups and removes the segment's name. */
-int watchdog_start(struct job *j);
-void watchdog_note(struct job *j, char what, pid_t pid); /* 'P' rank started, 'X' reaped */
-void watchdog_stop(struct job *j);                        /* the job ended cleanly */
+/* SIGKILLs every child of this process but `except` (0: none); how many. */
+int kill_children(pid_t except);
+/* front.c: shmesh-run's two processes.  Forks the job process, which
+ * starts and supervises the ranks: 0 there.  In the front, forwards signals
+ * and terminal input to it until it exits, ends what it left, and returns 1
+ * with shmesh-run's exit status in *status; -1 when the job process could
+ * not be started (said why). */
+#define JOB_PROCESS "shmesh-job"
+int front_split(struct job *j, int sigfd, int *status);
 
 /* output.c: the launcher's standard output and error, each a queue that a
  * thread of its own writes, so that a reader that stalls never stalls the
@@ -202,6 +209,7 @@ void describe_status(int status, char *buf, size_t len);
  * the launcher's exit status, `rc` or 1 when the trace could not be written
  * after a job that succeeded. */
 int trace_open(struct job *j);
+void trace_drop(struct job *j); /* the front: closes its copies, writes nothing */
 int trace_start(struct job *j);
 int trace_finish(struct job *j, int rc);
 

@@ -1,5 +1,8 @@
 /* shmesh-run: start N ranks of a program around one shared-memory segment,
- * stop them all when one fails, and leave nothing behind. */
+ * stop them all when one fails, and leave nothing behind.  The options, the
+ * segment and the trace file are settled here; then the process splits in
+ * two (front.c): the front forwards signals, the job process starts and
+ * supervises the ranks. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -447,7 +450,7 @@ static int open_file_limit(struct job *j)
         if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
             lim.rlim_cur = j->nofile.rlim_cur; /* an infinite hard limit may be refused */
     }
-    /* Beyond the pipes: the signalfd, the watchdog's pipe, the writers'
+    /* Beyond the pipes: the signalfd, the front's pipe, the writers'
      * eventfd, a terminal's forwarding pipe, /proc scans, a rank's pipes
      * while it is started. */
     uint64_t need = (uint64_t)open_fds() + 16 + (j->o.tag_output ? 2 * (uint64_t)j->o.np : 0);
@@ -461,38 +464,52 @@ static int open_file_limit(struct job *j)
     return -1;
 }
 
+/* The job process: the ranks, until they and what they started are gone. */
+static int run_job(struct job *j, int sigfd)
+{
+    /* From here on its messages go through the output queues. */
+    out_init(j->o.tag_output);
+    int rc = spawn_ranks(j);
+    out_start();
+    if (rc == 0)
+        trace_start(j); /* without it the job still runs, untraced (it says why) */
+    if (rc == 0)
+        rc = supervise(j, sigfd);
+    seg_unlink(j->seg);
+    /* Whatever became of the ranks: a job that failed is the one whose
+     * trace matters most. */
+    rc = trace_finish(j, rc);
+    out_finish();
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    struct job j = {.first_failure = -1, .stdin_fd = -1, .stdin_pipe = -1, .watch_fd = -1};
-    if (parse_options(argc, argv, &j.o) < 0) {
-        free_gpu_list(&j.o);
-        return 2;
-    }
-
+    struct job j = {.first_failure = -1, .left_early = -1, .stdin_fd = -1, .stdin_pipe = -1,
+                    .front_fd = -1};
+    int rc = 2, sigfd = -1;
+    if (parse_options(argc, argv, &j.o) < 0)
+        goto out;
+    rc = 1;
     if (gpus_detect(&j.gpus, j.o.sysroot, j.o.gpus, j.o.gpu_list, j.o.gpu_listed)) {
         fprintf(stderr, PROG ": out of memory\n");
-        gpus_free(&j.gpus);
-        free_gpu_list(&j.o);
-        return 1;
+        goto out;
     }
     free_gpu_list(&j.o);
     cpu_set_t allowed;
     bool known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
-    if (place_devices(&j) || check_sizes(&j.o) || bind_plan(&j, known ? &allowed : NULL)) {
-        gpus_free(&j.gpus);
-        bind_free(&j);
-        return 2;
-    }
-
+    rc = 2;
+    if (place_devices(&j) || check_sizes(&j.o) || bind_plan(&j, known ? &allowed : NULL))
+        goto out;
+    rc = 1;
     if (open_file_limit(&j))
-        return 1;
-    int sigfd = signal_fd();
-    if (sigfd < 0) {
+        goto out;
+    if ((sigfd = signal_fd()) < 0) {
         fprintf(stderr, PROG ": cannot set up signal handling: %s\n", strerror(errno));
-        return 1;
+        goto out;
     }
-    /* What the ranks start and leave behind is reparented to the launcher
-     * rather than to init, so it can be ended with the job. */
+    /* Should the job process be killed, what the ranks started is
+     * reparented to the front rather than to init, so it can be ended. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     char err[512];
@@ -506,12 +523,11 @@ int main(int argc, char **argv)
     };
     if (seg_create(&so, &j.seg, err, sizeof err) < 0) {
         fprintf(stderr, PROG ": %s\n", err);
-        return 1;
+        goto out;
     }
     if (trace_open(&j) < 0) { /* said why; nothing started yet, nothing left */
-        seg_unlink(j.seg);
-        seg_close(j.seg);
-        return 2;
+        rc = 2;
+        goto out;
     }
     if (j.o.verbose)
         fprintf(stderr,
@@ -523,27 +539,26 @@ int main(int argc, char **argv)
                 j.seg->hdr->numa_nodes > 1 ? ", slots spread over NUMA nodes" : "");
     if (j.o.verbose)
         bind_report(&j);
-    if (watchdog_start(&j) < 0)
-        fprintf(stderr, PROG ": note: no watchdog (%s): if " PROG " is killed with SIGKILL, what "
-                "the ranks started may outlive it\n", strerror(errno));
+    /* The front returns once the job is over, the job process at once. */
+    int split = front_split(&j, sigfd, &rc);
+    if (split < 0)
+        rc = 1;
+    else if (split == 0)
+        rc = run_job(&j, sigfd);
 
-    /* From here on the launcher's messages go through the output queues. */
-    out_init(j.o.tag_output);
-    int rc = spawn_ranks(&j);
-    out_start();
-    if (rc == 0)
-        trace_start(&j); /* without it the job still runs, untraced (it says why) */
-    if (rc == 0)
-        rc = supervise(&j, sigfd);
-    seg_unlink(j.seg);
-    /* Whatever became of the ranks: a job that failed is the one whose
-     * trace matters most. */
-    rc = trace_finish(&j, rc);
-    watchdog_stop(&j);
-    out_finish();
-    seg_close(j.seg);
-    gpus_free(&j.gpus);
-    bind_free(&j);
+out:
+    /* Every exit, the front's and the job process's, and each refusal
+     * before them: whatever was made, released in reverse. */
+    trace_drop(&j);
+    if (j.seg) {
+        seg_unlink(j.seg); /* if a rank never joined */
+        seg_close(j.seg);
+    }
+    if (sigfd >= 0)
+        close(sigfd);
     free(j.ranks);
+    bind_free(&j);
+    gpus_free(&j.gpus);
+    free_gpu_list(&j.o);
     return rc;
 }

@@ -96,27 +96,10 @@ static void close_pipes(int a[2], int b[2], int c[2])
                 close(fds[k][e]);
 }
 
-/* Rank 0 reads the launcher's stdin.  A terminal cannot be handed over: the
- * rank runs in a background process group and would be stopped by SIGTTIN,
- * so the launcher forwards what is typed through a pipe. */
-static int setup_stdin(struct job *j)
-{
-    if (!isatty(0)) {
-        j->stdin_fd = 0;
-        return 0;
-    }
-    int p[2];
-    if (make_pipe(p))
-        return -1;
-    j->stdin_fd = p[0];
-    j->stdin_pipe = p[1];
-    return 0;
-}
-
 int spawn_ranks(struct job *j)
 {
     j->ranks = calloc((size_t)j->o.np, sizeof *j->ranks);
-    if (!j->ranks || setup_stdin(j))
+    if (!j->ranks)
         return 1;
     pid_t self = getpid();
     /* Every relay closed first: a rank never started has none to poll. */
@@ -143,7 +126,6 @@ int spawn_ranks(struct job *j)
             child(j, r, self, errp[1], outp[1], errs[1]);
         }
         setpgid(pid, pid); /* also here, so killpg works before the child runs */
-        watchdog_note(j, 'P', pid);
         p->pid = pid;
         p->running = true;
         j->running++;
@@ -164,7 +146,6 @@ int spawn_ranks(struct job *j)
             say("cannot run '%s': %s", j->o.argv[0], strerror(child_errno));
             int st;
             waitpid(pid, &st, 0);
-            watchdog_note(j, 'X', pid);
             p->running = false;
             j->running--;
             j->exit_status = child_errno == ENOENT ? 127 : 126;

@@ -1,6 +1,6 @@
-/* The launcher's event loop: reap ranks, fail fast, forward signals, enforce
- * --timeout and --grace, relay tagged output, forward a terminal's input,
- * and end whatever the ranks left running. */
+/* The job process's event loop: reap ranks, fail fast, forward signals,
+ * enforce --timeout and --grace, relay tagged output, end whatever the ranks
+ * left running, and end the job at once if the front is killed (front.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +114,33 @@ static const char *own_words(const struct job *j, const struct rank_proc *p, con
     return w;
 }
 
+/* A rank that exited with status 0 without finalizing while its peers
+ * still needed it: noted, and recorded as the job's cause unless the job
+ * already failed otherwise.  Its peers may have seen it go (and recorded
+ * it in the segment) before the launcher did: that record names it too. */
+static void left_early(struct job *j, const struct rank_proc *p)
+{
+    uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
+    struct seg_abort_info ai;
+    bool aborted = seg_aborted(j->seg, &ai);
+    bool seen_by_peers = aborted && ai.cause == SEG_CAUSE_RANK_DIED && ai.rank == p->rank;
+    if (state == SEG_RANK_FINALIZED || (j->stopping && !seen_by_peers) ||
+        (aborted && !seen_by_peers) || (j->running == 0 && !seen_by_peers))
+        return; /* nobody waits for it, or the job already knows it is over */
+    char reason[SEG_REASON_MAX];
+    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
+             p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
+    /* A clean exit that leaves the others waiting for it is still a failure
+     * for them: tell them now rather than letting them find out. */
+    if (!aborted)
+        seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
+    if (seen_by_peers || atomic_load(&j->seg->hdr->attached.value) > 0) {
+        say("note: %s; ranks still waiting for it will fail", reason);
+        if (j->left_early < 0)
+            j->left_early = p->rank;
+    }
+}
+
 static void rank_exited(struct job *j, struct rank_proc *p)
 {
     char how[96], reason[SEG_REASON_MAX + 128];
@@ -125,40 +152,42 @@ static void rank_exited(struct job *j, struct rank_proc *p)
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
     if (j->o.verbose && (ok || j->exit_decided))
         say("%s", reason);
-    if (!ok) {
-        if (j->exit_decided)
-            return; /* only the first failure is reported and decides the status */
-        /* A rank that called shmesh_abort, or whose death a peer noticed,
-         * is the cause even if a peer that reacted exits before it. */
-        int blamed = blamed_rank(j);
-        if (blamed >= 0 && blamed != p->rank && j->ranks[blamed].running) {
-            if (!j->deferred)
-                j->deferred = p;
-            job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
-            return;
-        }
-        j->exit_decided = true;
-        j->first_failure = p->rank;
-        j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status)
-                                              : 128 + WTERMSIG(p->status);
-        if (j->running > 0)
-            say("%s; stopping %d other %s", reason, j->running,
-                plural(j->running, "rank", "ranks"));
-        else
-            say("%s", reason);
+    if (ok) {
+        left_early(j, p);
+        return;
+    }
+    if (j->exit_decided)
+        return; /* only the first failure is reported and decides the status */
+    /* A rank that called shmesh_abort, or whose death a peer noticed,
+     * is the cause even if a peer that reacted exits before it. */
+    int blamed = blamed_rank(j);
+    if (blamed >= 0 && blamed != p->rank && j->ranks[blamed].running) {
+        if (!j->deferred)
+            j->deferred = p;
         job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
         return;
     }
-    /* A clean exit that leaves the others waiting for it is still a failure
-     * for them: tell them now rather than letting them find out. */
-    uint32_t state = atomic_load(&seg_ctrl(j->seg, p->rank)->state);
-    if (state == SEG_RANK_FINALIZED || j->stopping || j->running == 0 || seg_aborted(j->seg, NULL))
-        return; /* nobody waits for it, or the job already knows it is over */
-    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status 0 without calling %s",
-             p->rank, (int)p->pid, state == SEG_RANK_EMPTY ? "shmesh_init" : "shmesh_finalize");
-    seg_abort(j->seg, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
-    if (atomic_load(&j->seg->hdr->attached.value) > 0)
-        say("note: %s; ranks still waiting for it will fail", reason);
+    j->exit_decided = true;
+    j->first_failure = p->rank;
+    j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
+    /* The first failure after a rank left early is its doing: the line
+     * names that rank as the cause (the status is the failure's: the rank
+     * that left has none to give). */
+    char cause[SEG_REASON_MAX] = "";
+    if (j->left_early >= 0 && blamed == j->left_early) {
+        const struct rank_proc *q = &j->ranks[j->left_early];
+        snprintf(cause, sizeof cause,
+                 " after rank %d (pid %d) left the job early (it exited with status 0 without "
+                 "calling shmesh_finalize while its peers still needed it)",
+                 q->rank, (int)q->pid);
+        j->first_failure = q->rank;
+    }
+    if (j->running > 0)
+        say("%s%s; stopping %d other %s", reason, cause, j->running,
+            plural(j->running, "rank", "ranks"));
+    else
+        say("%s%s", reason, cause);
+    job_stop(j, SEG_CAUSE_RANK_DIED, p->rank, 0, reason);
 }
 
 static struct rank_proc *running_rank(struct job *j, pid_t pid)
@@ -171,9 +200,9 @@ static struct rank_proc *running_rank(struct job *j, pid_t pid)
 
 /* Each exited child is looked at before it is reaped: while a rank's zombie
  * is there its pid, the id of its process group, cannot be reused, so what
- * it left in its group is killed then, safely.  Other children (the
- * watchdog, or processes the ranks left behind, which the launcher adopts as
- * a subreaper) are just reaped.
+ * it left in its group is killed then, safely.  Other children (processes
+ * the ranks left behind, which the job process adopts as a subreaper) are
+ * just reaped.
  *
  * waitid hands back zombies in fork order, not in order of death: when
  * a rank dies and a peer exits on noticing it, both may be reaped together.
@@ -196,10 +225,7 @@ static void reap(struct job *j)
         if (waitpid(pid, &st, WNOHANG) != pid)
             break;
         j->reaped_any = true;
-        if (pid == j->watchdog)
-            j->watchdog = 0;
         if (p) {
-            watchdog_note(j, 'X', pid);
             p->status = st;
             batch[n++] = p;
         }
@@ -227,11 +253,7 @@ static pid_t parent_of(long pid)
     return proc_read_stat(NULL, (pid_t)pid, &st) ? st.ppid : -1;
 }
 
-/* After the last rank: anything still running that a rank started has been
- * reparented to the launcher (a subreaper), even if it left the rank's
- * process group.  Sends each SIGKILL; returns how many children, other than
- * the watchdog, are not reaped yet. */
-static int kill_leftovers(struct job *j)
+int kill_children(pid_t except)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -242,13 +264,41 @@ static int kill_leftovers(struct job *j)
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == j->watchdog || parent_of(pid) != self)
+        if (*end || pid <= 0 || pid == except || parent_of(pid) != self)
             continue;
         kill((pid_t)pid, SIGKILL);
         n++;
     }
     closedir(d);
     return n;
+}
+
+/* After the last rank: anything still running that a rank started has been
+ * reparented to the job process (a subreaper), even if it left the rank's
+ * process group, session or environment: each is sent SIGKILL.  Returns how
+ * many children are not reaped yet. */
+static int kill_leftovers(struct job *j) { return kill_children(0); }
+
+/* The front is gone: SIGKILLed, since otherwise it waits for the job
+ * process.  Nobody is there to wait for the job: it ends now, and what
+ * the ranks started with it (kill_leftovers, after the last rank). */
+static void front_gone(struct job *j)
+{
+    close(j->front_fd);
+    j->front_fd = -1;
+    if (j->running > 0)
+        say("the launcher (pid %d) was killed; killing %d %s and what they started", (int)j->front,
+            j->running, plural(j->running, "rank", "ranks"));
+    else
+        say("the launcher (pid %d) was killed; ending what the ranks started", (int)j->front);
+    j->hurry = true; /* its reader may be gone with it */
+    if (!j->exit_decided) {
+        j->exit_decided = true;
+        j->exit_status = 128 + SIGKILL;
+    }
+    char reason[64];
+    snprintf(reason, sizeof reason, PROG " (pid %d) was killed", (int)j->front);
+    job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, reason);
 }
 
 static void on_signal(struct job *j, int sig)
@@ -302,39 +352,6 @@ static void on_deadlines(struct job *j, int64_t now)
     }
 }
 
-/* Terminal input for rank 0, a chunk at a time; the pipe is non-blocking so a
- * rank that never reads cannot stall the launcher. */
-struct fwd {
-    char buf[4096];
-    size_t len, off;
-};
-
-static void forward_stdin(struct job *j, struct fwd *f, short in_ev, short out_ev)
-{
-    if (f->len == 0 && (in_ev & (POLLIN | POLLHUP))) {
-        ssize_t n = read(0, f->buf, sizeof f->buf);
-        if (n <= 0 && !(n < 0 && errno == EINTR)) {
-            close(j->stdin_pipe); /* end of input reaches rank 0 as EOF */
-            j->stdin_pipe = -1;
-            return;
-        }
-        f->len = n > 0 ? (size_t)n : 0;
-        f->off = 0;
-    }
-    if (f->len && (out_ev & POLLOUT || in_ev)) {
-        ssize_t n = write(j->stdin_pipe, f->buf + f->off, f->len - f->off);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            close(j->stdin_pipe); /* rank 0 closed its stdin */
-            j->stdin_pipe = -1;
-            return;
-        }
-        if (n > 0)
-            f->off += (size_t)n;
-        if (f->off == f->len)
-            f->len = f->off = 0;
-    }
-}
-
 static bool relays_open(const struct job *j)
 {
     for (int r = 0; r < j->o.np; r++)
@@ -363,8 +380,6 @@ int supervise(struct job *j, int sigfd)
 {
     if (j->o.timeout > 0)
         j->timeout_at_ns = j->deadline_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
-    if (j->stdin_pipe >= 0)
-        fcntl(j->stdin_pipe, F_SETFL, O_NONBLOCK);
     size_t cap = 3 + 2 * (size_t)j->o.np;
     struct pollfd *pfd = calloc(cap, sizeof *pfd);
     struct relay **who = calloc(cap, sizeof *who);
@@ -379,7 +394,6 @@ int supervise(struct job *j, int sigfd)
             ;
         return 1;
     }
-    struct fwd fwd = {.len = 0};
     int wake = out_wake_fd();
     int64_t over_at = 0;     /* when the last rank was reaped */
     int leftovers = 1;       /* children the ranks left, as last counted */
@@ -427,11 +441,10 @@ int supervise(struct job *j, int sigfd)
         nfds_t n = 0;
         pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
         pfd[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
-        int stdin_slot = -1;
-        if (j->stdin_pipe >= 0 && j->running > 0) {
-            stdin_slot = (int)n;
-            pfd[n++] = fwd.len ? (struct pollfd){.fd = j->stdin_pipe, .events = POLLOUT}
-                               : (struct pollfd){.fd = 0, .events = POLLIN};
+        int front_slot = -1;
+        if (j->front_fd >= 0) {
+            front_slot = (int)n;
+            pfd[n++] = (struct pollfd){.fd = j->front_fd, .events = POLLIN};
         }
         nfds_t first_relay = n;
         for (int r = 0; r < j->o.np; r++) {
@@ -477,8 +490,8 @@ int supervise(struct job *j, int sigfd)
             while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGCHLD)
                     reap(j);
-                else
-                    on_signal(j, (int)si.ssi_signo);
+                else if ((pid_t)si.ssi_pid == j->front || !j->front)
+                    on_signal(j, (int)si.ssi_signo); /* the front's; others' were its too */
             }
         }
         if (pfd[1].revents & POLLIN) {
@@ -486,12 +499,10 @@ int supervise(struct job *j, int sigfd)
             ssize_t r = read(wake, &v, sizeof v);
             (void)r;
         }
-        if (stdin_slot >= 0 && pfd[stdin_slot].revents) {
-            short ev = pfd[stdin_slot].revents;
-            if (pfd[stdin_slot].fd == 0)
-                forward_stdin(j, &fwd, ev, 0);
-            else
-                forward_stdin(j, &fwd, 0, ev);
+        if (front_slot >= 0 && pfd[front_slot].revents) {
+            char c;
+            if (read(j->front_fd, &c, 1) <= 0)
+                front_gone(j);
         }
         for (nfds_t i = first_relay; i < n; i++)
             if (pfd[i].revents)
@@ -507,11 +518,12 @@ int supervise(struct job *j, int sigfd)
         j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
     }
     close_relays(j, NULL); /* only after a failed poll */
-    if (j->stdin_pipe >= 0)
-        close(j->stdin_pipe);
+    if (j->front_fd >= 0)
+        close(j->front_fd);
+    j->front_fd = -1;
     free(pfd);
     free(who);
     free(j->reaped);
-    close(sigfd);
+    j->reaped = NULL;
     return j->exit_decided ? j->exit_status : 0;
 }

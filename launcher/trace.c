@@ -8,8 +8,10 @@
  * however long the job runs and a ring only has to hold what a rank writes
  * in a few periods.  At the end, after supervise() has returned and before the
  * segment is closed, a last drain takes what the ranks left, and two passes
- * over the file write the JSON: the first finds each collective's members
- * (for its flow arrows) and the earliest time, the second the events.
+ * over the file write the JSON: the first finds the earliest time, the
+ * second writes the events as it reads them, holding only the flow steps of
+ * collectives whose members are not all read yet (struct flows): the
+ * launcher's memory is bounded by the rings' size, not the job's length.
  *
  * The JSON's pids are rank + 1: Perfetto treats pid 0 as the kernel's idle
  * task; process_sort_index keeps the tracks in rank order. */
@@ -95,7 +97,6 @@ struct trace {
     int world;
     struct ring_state *rings;
     struct seg_trace_event *copy; /* the drain's scratch: a ring's worth */
-    uint64_t multi;  /* CALL records of groups of more than one member */
     bool tmp_failed; /* writing the temporary file failed (errno in tmp_errno) */
     int tmp_errno;
     pthread_t thread;
@@ -114,14 +115,26 @@ int trace_open(struct job *j)
     }
     t->path = j->o.trace_path;
     /* Opened now, before any rank starts: a trace that cannot be written is
-     * a usage error found at once, not after an hour of work. */
-    t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+     * a usage error found at once, not after an hour of work.  Without
+     * blocking: a FIFO that nobody reads would hold open() for ever, with
+     * the signals blocked and no --timeout armed yet.  The writes at the end
+     * block as usual (a reader that is there is waited for). */
+    t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     if (t->fd < 0) {
-        fprintf(stderr, PROG ": --trace: cannot open '%s' for writing: %s\n", t->path,
-                strerror(errno));
+        if (errno == ENXIO)
+            fprintf(stderr,
+                    PROG ": --trace: nobody reads the FIFO '%s': expected a reader already "
+                         "there (start it first), found none\n",
+                    t->path);
+        else
+            fprintf(stderr, PROG ": --trace: cannot open '%s' for writing: %s\n", t->path,
+                    strerror(errno));
         free(t);
         return -1;
     }
+    int fl = fcntl(t->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(t->fd, F_SETFL, fl & ~O_NONBLOCK);
     /* Unnamed and close-on-exec: the ranks must not inherit it. */
     int tfd = open(P_tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     t->tmp = tfd >= 0 ? fdopen(tfd, "w+") : NULL;
@@ -137,6 +150,17 @@ int trace_open(struct job *j)
     }
     j->trace = t;
     return 0;
+}
+
+void trace_drop(struct job *j)
+{
+    struct trace *t = j->trace;
+    if (!t)
+        return;
+    j->trace = NULL;
+    close(t->fd);
+    fclose(t->tmp);
+    free(t);
 }
 
 /* Copies rank r's new events to the temporary file.  The writer never
@@ -178,8 +202,6 @@ static void drain_ring(struct trace *t, int r)
             rs->calls++;
             rs->any_call = true;
             rs->last_call = e->call;
-            if (e->members > 1 && e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
-                t->multi++;
         }
     }
     struct chunk ch = {.rank = r, .n = (uint32_t)(n - skip)};
@@ -271,19 +293,49 @@ static int64_t to_ns(const struct conv *c, uint64_t ticks)
     return trace_ticks_to_ns(c->kind, ticks, c->t0, c->ns0, c->t1, c->ns1);
 }
 
-/* A collective: call number and leader; the latest start of its members
- * (their flow steps are placed there, so that the steps come in order in
- * time and each lies inside its own slice), and which ends were seen. */
+/* Flow arrows join the slices of one collective's members.  Each member's
+ * step is placed at the latest start among the members (so that the steps
+ * come in order in time and each lies inside its own slice), which is known
+ * only once every member's event was read.  The members' events lie near
+ * each other in the temporary file (the drain copies every ring at least
+ * once a second, and a collective's members run it at about the same time),
+ * so the steps of a collective are held only until its last member comes:
+ * then they are written and forgotten.  The memory is bounded by what the
+ * rings hold (FLOWS_PER_EVENT), not by the job's length; a collective still
+ * open when the bound is reached, the oldest first, is written with the
+ * members seen so far (or dropped, without both ends).  The JSON's order of
+ * events does not matter to its readers. */
+#define NIL UINT32_MAX
+#define FLOWS_MIN 1024u
+#define FLOWS_MAX (1u << 22) /* steps held at most: 128 MiB of them */
+
+struct step {
+    int64_t start, end;
+    int32_t rank;
+    uint32_t next; /* the collective's next step, or NIL */
+    uint8_t flags, op;
+};
+
+/* A collective whose members are not all read yet. */
 struct flow {
     uint64_t call;
-    int64_t leader; /* -1: empty */
     int64_t latest;
-    unsigned flags;
+    int32_t leader; /* -1: the slot is free (written out, or never used) */
+    int32_t members, seen;
+    uint32_t steps; /* the first of its steps, or NIL */
+    unsigned flags; /* the ends seen: SEG_TEV_FIRST, SEG_TEV_LAST */
 };
 
 struct flows {
-    struct flow *v;
-    size_t mask;
+    /* The collectives open, in the order their first member was read: a
+     * ring of qcap slots from head, len of them used (free ones among). */
+    struct flow *q;
+    uint32_t qcap, head, len;
+    uint32_t *index; /* open addressing over q: slot + 1, 0 for none */
+    uint32_t mask;
+    struct step *st;
+    uint32_t stcap, free_step, held; /* free_step: list through next */
+    uint32_t bound;  /* steps (and collectives) held at most */
 };
 
 static uint64_t flow_hash(uint64_t call, int64_t leader)
@@ -292,21 +344,177 @@ static uint64_t flow_hash(uint64_t call, int64_t leader)
     return h ^ (h >> 29);
 }
 
-static struct flow *flow_find(struct flows *f, uint64_t call, int64_t leader, bool add)
+static void flows_free(struct flows *f)
 {
-    if (!f->v)
-        return NULL;
-    for (size_t i = flow_hash(call, leader) & f->mask;; i = (i + 1) & f->mask) {
-        struct flow *e = &f->v[i];
-        if (e->leader == leader && e->call == call)
-            return e;
-        if (e->leader < 0) {
-            if (!add)
-                return NULL;
-            *e = (struct flow){.call = call, .leader = leader, .latest = INT64_MIN};
-            return e;
-        }
+    free(f->q);
+    free(f->index);
+    free(f->st);
+    *f = (struct flows){0};
+}
+
+static void index_put(struct flows *f, uint32_t slot)
+{
+    const struct flow *e = &f->q[slot];
+    uint32_t i = (uint32_t)flow_hash(e->call, e->leader) & f->mask;
+    while (f->index[i])
+        i = (i + 1) & f->mask;
+    f->index[i] = slot + 1;
+}
+
+/* The index position of (call, leader), or of the empty entry where it
+ * would go. */
+static uint32_t index_at(const struct flows *f, uint64_t call, int32_t leader)
+{
+    uint32_t i = (uint32_t)flow_hash(call, leader) & f->mask;
+    for (; f->index[i]; i = (i + 1) & f->mask) {
+        const struct flow *e = &f->q[f->index[i] - 1];
+        if (e->call == call && e->leader == leader)
+            break;
     }
+    return i;
+}
+
+/* Removes index entry i, moving back the entries after it that would not
+ * be found past the hole (linear probing's deletion). */
+static void index_del(struct flows *f, uint32_t i)
+{
+    for (;;) {
+        f->index[i] = 0;
+        uint32_t j = i;
+        for (;;) {
+            j = (j + 1) & f->mask;
+            if (!f->index[j])
+                return;
+            const struct flow *e = &f->q[f->index[j] - 1];
+            uint32_t home = (uint32_t)flow_hash(e->call, e->leader) & f->mask;
+            bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+            if (!stays)
+                break;
+        }
+        f->index[i] = f->index[j];
+        i = j;
+    }
+}
+
+/* Room for `want` collectives (up to the bound): the ring is laid out
+ * again from its head and the index rebuilt.  false without memory. */
+static bool flows_grow(struct flows *f, uint32_t want)
+{
+    uint32_t qcap = FLOWS_MIN;
+    while (qcap < want)
+        qcap *= 2;
+    struct flow *q = malloc((size_t)qcap * sizeof *q);
+    uint32_t *index = calloc(2 * (size_t)qcap, sizeof *index);
+    if (!q || !index) {
+        free(q);
+        free(index);
+        return false;
+    }
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < f->len; k++) {
+        const struct flow *e = &f->q[(f->head + k) % f->qcap];
+        if (e->leader >= 0)
+            q[n++] = *e;
+    }
+    free(f->q);
+    free(f->index);
+    f->q = q;
+    f->index = index;
+    f->qcap = qcap;
+    f->mask = 2 * qcap - 1;
+    f->head = 0;
+    f->len = n;
+    for (uint32_t k = 0; k < n; k++)
+        index_put(f, k);
+    return true;
+}
+
+static bool steps_grow(struct flows *f)
+{
+    uint32_t cap = f->stcap ? 2 * f->stcap : FLOWS_MIN;
+    struct step *st = realloc(f->st, (size_t)cap * sizeof *st);
+    if (!st)
+        return false;
+    for (uint32_t i = f->stcap; i < cap; i++)
+        st[i].next = i + 1 < cap ? i + 1 : f->free_step;
+    f->free_step = f->stcap;
+    f->st = st;
+    f->stcap = cap;
+    return true;
+}
+
+struct writer;
+static void flow_write(struct writer *w, struct flows *f, const struct flow *fl);
+
+/* Writes collective `slot` with what was seen of it and frees it. */
+static void flow_close(struct writer *w, struct flows *f, uint32_t slot)
+{
+    struct flow *fl = &f->q[slot];
+    flow_write(w, f, fl);
+    index_del(f, index_at(f, fl->call, fl->leader));
+    for (uint32_t s = fl->steps, next; s != NIL; s = next) {
+        next = f->st[s].next;
+        f->st[s].next = f->free_step;
+        f->free_step = s;
+        f->held--;
+    }
+    fl->leader = -1;
+    /* Free slots at the head are given back at once. */
+    while (f->len && f->q[f->head].leader < 0) {
+        f->head = (f->head + 1) % f->qcap;
+        f->len--;
+    }
+}
+
+/* The oldest collective still open, written with what was seen of it. */
+static void flow_evict(struct writer *w, struct flows *f)
+{
+    while (f->len && f->q[f->head].leader < 0) {
+        f->head = (f->head + 1) % f->qcap;
+        f->len--;
+    }
+    if (f->len)
+        flow_close(w, f, f->head);
+}
+
+/* One member's step of a collective; the collective is written once its
+ * last member came.  -ENOMEM when not even the bound could be had. */
+static int flow_step(struct writer *w, struct flows *f, int rank, const struct seg_trace_event *e,
+                     int64_t start, int64_t end)
+{
+    /* Room for one more collective and one more step: grown up to the
+     * bound, else made by writing out the oldest collective open. */
+    if (f->len == f->qcap && !(f->qcap < f->bound && flows_grow(f, f->qcap ? 2 * f->qcap : 0)) &&
+        !f->qcap)
+        return -ENOMEM;
+    while (f->len == f->qcap)
+        flow_evict(w, f);
+    if (f->free_step == NIL && !(f->stcap < f->bound && steps_grow(f)) && !f->held)
+        return -ENOMEM;
+    while (f->free_step == NIL)
+        flow_evict(w, f);
+    uint32_t i = index_at(f, e->call, e->leader);
+    uint32_t slot;
+    if (f->index[i]) {
+        slot = f->index[i] - 1;
+    } else {
+        slot = (f->head + f->len++) % f->qcap;
+        f->q[slot] = (struct flow){.call = e->call, .leader = e->leader, .latest = INT64_MIN,
+                                   .members = e->members, .steps = NIL};
+        f->index[i] = slot + 1;
+    }
+    struct flow *fl = &f->q[slot];
+    uint32_t s = f->free_step;
+    f->free_step = f->st[s].next;
+    f->held++;
+    f->st[s] = (struct step){.start = start, .end = end, .rank = rank, .next = fl->steps,
+                             .flags = e->flags, .op = e->op};
+    fl->steps = s;
+    fl->latest = start > fl->latest ? start : fl->latest;
+    fl->flags |= e->flags;
+    if (++fl->seen >= fl->members)
+        flow_close(w, f, slot);
+    return 0;
 }
 
 /* The flow id of a collective: call * 2^20 + leader (device ids stay below
@@ -407,6 +615,26 @@ static void call_slice(struct writer *w, int rank, const struct seg_trace_event 
     fputs("}}", w->f);
 }
 
+/* A collective's flow: only where both ends are in the trace.  s, then
+ * the steps, then f, 1 ns apart at the latest start, each kept inside its
+ * own slice. */
+static void flow_write(struct writer *w, struct flows *f, const struct flow *fl)
+{
+    if (fl->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
+        return;
+    for (uint32_t s = fl->steps; s != NIL; s = f->st[s].next) {
+        const struct step *p = &f->st[s];
+        const char *ph = p->flags & SEG_TEV_FIRST ? "s" : p->flags & SEG_TEV_LAST ? "f" : "t";
+        int64_t at = fl->latest + (*ph == 's' ? 0 : *ph == 'f' ? 2 : 1);
+        at = at < p->start ? p->start : at > p->end ? p->end : at;
+        char buf[32];
+        begin_event(w, ph, p->rank, at);
+        fprintf(w->f, ",\"cat\":\"collective\",\"name\":\"%s\",\"id\":%" PRIu64 "%s}",
+                event_op_name(p->op, buf, sizeof buf), flow_id(fl->call, fl->leader),
+                *ph == 'f' ? ",\"bp\":\"e\"" : "");
+    }
+}
+
 static void wait_slice(struct writer *w, int rank, int peer, uint64_t tag, int64_t start,
                        int64_t end, bool unfinished)
 {
@@ -420,7 +648,9 @@ static void wait_slice(struct writer *w, int rank, int peer, uint64_t tag, int64
 }
 
 /* Waits come before their call in the ring; they are written after it, so
- * that a viewer meets the enclosing slice first. */
+ * that a viewer meets the enclosing slice first (up to WAITS_HELD of them:
+ * a call that waits more is written as its waits come). */
+#define WAITS_HELD 4096
 struct pending {
     struct seg_trace_event *v;
     size_t n, cap;
@@ -474,19 +704,14 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         c->valid = ring->clock_ns != 0;
         trace_clock_pair(c->kind, &c->t1, &c->ns1);
     }
-    size_t slots = 16;
-    while (slots < 2 * t->multi)
-        slots *= 2;
-    flows.v = malloc(slots * sizeof *flows.v);
-    if (!flows.v) {
-        free(ro);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < slots; i++)
-        flows.v[i].leader = -1;
-    flows.mask = slots - 1;
+    /* Steps held at most: as many as the rings hold events. */
+    uint64_t bound = FLOWS_MIN;
+    while (bound < (uint64_t)world * t->seg->lay.trace_events && bound < FLOWS_MAX)
+        bound *= 2;
+    flows.bound = (uint32_t)bound;
+    flows.free_step = NIL;
 
-    /* Pass 1: the earliest time, and each collective's latest start. */
+    /* Pass 1: the earliest time, ts 0. */
     int64_t base = INT64_MAX;
     struct record rec;
     struct chunk cur = {0};
@@ -496,12 +721,6 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
             continue;
         int64_t s = to_ns(&ro[rec.rank].conv, rec.ev.t0);
         base = s < base ? s : base;
-        if (rec.ev.kind != SEG_TEV_CALL || rec.ev.members <= 1 || rec.ev.leader < 0 ||
-            rec.ev.flags == (SEG_TEV_FIRST | SEG_TEV_LAST))
-            continue;
-        struct flow *fl = flow_find(&flows, rec.ev.call, rec.ev.leader, true);
-        fl->latest = s > fl->latest ? s : fl->latest;
-        fl->flags |= rec.ev.flags;
     }
     /* Calls still running at the end start no later than their slices. */
     for (int r = 0; r < world; r++) {
@@ -529,18 +748,21 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         metadata(&w, r, "thread_name", "name", name, 0);
     }
 
-    /* Pass 2: the events, each rank's in its own order. */
+    /* Pass 2: the events, each rank's in its own order; a collective's
+     * flow steps once its last member is read. */
     uint64_t calls = 0;
     int err = 0;
     cur = (struct chunk){0};
     rewind(t->tmp);
-    while (read_record(t->tmp, &cur, &rec)) {
+    while (!err && read_record(t->tmp, &cur, &rec)) {
         int r = rec.rank;
         if (r < 0 || r >= world)
             continue;
         const struct seg_trace_event *e = &rec.ev;
         struct rank_out *o = &ro[r];
         if (e->kind == SEG_TEV_WAIT) {
+            if (o->waits.n == WAITS_HELD)
+                flush_waits(&w, r, o); /* a call that waits without end: no call slice yet */
             if (o->waits.n == o->waits.cap) {
                 size_t cap = o->waits.cap ? 2 * o->waits.cap : 16;
                 void *v = realloc(o->waits.v, cap * sizeof *o->waits.v);
@@ -562,27 +784,15 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         calls++;
         call_slice(&w, r, e, start, end, ring);
         flush_waits(&w, r, o);
-        /* The flow: only where both ends are in the trace. */
-        struct flow *fl = e->members > 1 && e->leader >= 0 &&
-                                  e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST)
-                              ? flow_find(&flows, e->call, e->leader, false)
-                              : NULL;
-        if (fl && fl->flags == (SEG_TEV_FIRST | SEG_TEV_LAST)) {
-            /* s, then the steps, then f, 1 ns apart at the latest start, each
-             * kept inside its own slice. */
-            const char *ph = e->flags & SEG_TEV_FIRST ? "s" : e->flags & SEG_TEV_LAST ? "f" : "t";
-            int64_t at = fl->latest + (e->flags & SEG_TEV_FIRST ? 0 : e->flags & SEG_TEV_LAST ? 2 : 1);
-            at = at < start ? start : at > end ? end : at;
-            char buf[32];
-            begin_event(&w, ph, r, at);
-            fprintf(f, ",\"cat\":\"collective\",\"name\":\"%s\",\"id\":%" PRIu64 "%s}",
-                    event_op_name(e->op, buf, sizeof buf), flow_id(e->call, e->leader),
-                    *ph == 'f' ? ",\"bp\":\"e\"" : "");
-        }
         o->bytes += e->bytes;
         begin_event(&w, "C", r, end);
         fprintf(f, ",\"name\":\"bytes moved\",\"args\":{\"bytes\":%" PRIu64 "}}", o->bytes);
+        if (e->members > 1 && e->leader >= 0 && e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
+            err = flow_step(&w, &flows, r, e, start, end);
     }
+    /* Collectives some member of which never came (lost, or unfinished). */
+    while (!err && flows.len)
+        flow_evict(&w, &flows);
 
     /* Ranks that were inside a call when the job ended. */
     for (int r = 0; r < world && !err; r++) {
@@ -626,7 +836,7 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
     for (int r = 0; r < world; r++)
         free(ro[r].waits.v);
     free(ro);
-    free(flows.v);
+    flows_free(&flows);
     *calls_out = calls;
     return err;
 }

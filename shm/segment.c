@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "notify.h"
 #include "numa_place.h"
 
@@ -183,6 +184,7 @@ static struct seg *seg_new(void *base, size_t size, int world, const struct seg_
     s->size = size;
     s->world = world;
     s->fd = -1;
+    s->guard = -1;
     return s;
 }
 
@@ -311,6 +313,7 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
     s->named = true;
     snprintf(s->name, sizeof s->name, "%s", name);
     s->fd = fd; /* kept for observers (seg_close closes it) */
+    seg_guard_add(s, "its creator (the launcher)", true);
     *out = s;
     return 0;
 
@@ -441,26 +444,30 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
     }
     void *base = mmap(NULL, real, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
-    close(fd);
-    if (base == MAP_FAILED)
+    if (base == MAP_FAILED) {
+        close(fd);
         return fail(err, errlen, -e, "cannot map segment %s (%" PRIu64 " bytes): %s", name, real,
                     strerror(e));
+    }
     /* Validate a private copy, and keep it: a writer can change the header
      * neither between check and use nor at any time later. */
     struct seg_header h;
     memcpy(&h, base, sizeof h);
     int rc = seg_validate(name, &h, real, world_size, err, errlen);
-    if (rc) {
-        munmap(base, real);
-        return rc;
-    }
-    struct seg *s = seg_new(base, real, world_size, &h);
+    struct seg *s = rc ? NULL : seg_new(base, real, world_size, &h);
     if (!s) {
         munmap(base, real);
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        close(fd);
+        return rc ? rc : fail(err, errlen, -ENOMEM, "out of memory");
     }
     s->named = true;
     snprintf(s->name, sizeof s->name, "%s", name);
+    /* The descriptor stays: should another process truncate the file, the
+     * guard restores its size through it. */
+    s->fd = fd;
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", rank);
+    seg_guard_add(s, who, true);
     *out = s;
     return 0;
 }
@@ -490,6 +497,10 @@ int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t er
         return rc ? rc : fail(err, errlen, -ENOMEM, "out of memory");
     }
     s->readonly = true;
+    /* A copy of the descriptor, read-only: should the file be truncated,
+     * the guard can say to what. */
+    s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    seg_guard_add(s, "an observer", false);
     *out = s;
     return 0;
 }
@@ -527,6 +538,7 @@ void seg_close(struct seg *s)
 {
     if (!s)
         return;
+    seg_guard_remove(s);
     munmap(s->base, s->size);
     if (s->fd >= 0)
         close(s->fd);
@@ -550,7 +562,10 @@ int seg_abort(struct seg *s, int cause, int rank, int code, const char *reason)
     h->abort_cause = cause;
     h->abort_rank = rank;
     h->abort_code = code;
-    snprintf(h->abort_reason, sizeof h->abort_reason, "%s", reason ? reason : "");
+    size_t n = 0; /* a copy without snprintf: a signal handler may call this */
+    for (; reason && reason[n] && n < sizeof h->abort_reason - 1; n++)
+        h->abort_reason[n] = reason[n];
+    h->abort_reason[n] = '\0';
     atomic_store_explicit(&h->abort.value, SEG_ABORT_SET, memory_order_seq_cst);
     seg_wake_all(s);
     return 0;

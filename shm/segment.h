@@ -42,8 +42,10 @@ struct seg {
     bool readonly; /* mapped by seg_observe: nothing may be written */
     /* The creator's descriptor (kept open for the job's life, so that
      * shmesh-top can open the segment read-only through /proc after the
-     * name is gone), or -1. */
+     * name is gone) or an attacher's (to restore the size should another
+     * process truncate the file: guard.h), or -1. */
     int fd;
+    int guard; /* its slot in the SIGBUS guard (guard.h), or -1 */
     char name[SEG_NAME_MAX];
 };
 
@@ -161,7 +163,8 @@ static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get
- * -EALREADY.  Every blocked rank is woken. */
+ * -EALREADY.  Every blocked rank is woken.  Async-signal-safe (the SIGBUS
+ * guard calls it). */
 int seg_abort(struct seg *s, int cause, int rank, int code, const char *reason);
 
 struct seg_abort_info {

@@ -123,7 +123,7 @@ struct verdict {
     int spoiled;   /* cases spoiled on purpose (their description says so) */
     long first;    /* the first differing case, -1 if none */
     long unspoiled_refused; /* the first case refused though not spoiled, -1 if none */
-    char what[2048];
+    char what[4096]; /* two paths of up to 1 KiB each, the names and the bytes */
 };
 
 static void hex(char *buf, size_t len, const char *data, size_t n, size_t from)
@@ -204,7 +204,7 @@ static struct verdict compare_dirs(const char *a, const char *b, const char *na,
     struct verdict v = {0, 0, 0, 0, -1, -1, ""};
     for (long c = 0; c < count; c++) {
         bool all_ok, spoiled;
-        char what[2048];
+        char what[sizeof ((struct verdict *)0)->what];
         bool same = compare_case(a, b, na, nb, c, positions, &all_ok, &spoiled, what, sizeof what);
         v.spoiled += spoiled;
         if (!same) {

@@ -4,10 +4,15 @@
  * --devices-per-rank (SHMESH_LOCAL_DEVICES, K GPUs per rank, refusals),
  * --gpus (a list, ranks sharing a GPU, none, refusals; CUDA_DEVICE_ORDER;
  * each rank bound near its GPU through a fake sysfs),
- * exec failures, usage errors, the open-file limit; nothing left in
- * /dev/shm or in the process table afterwards, also when the launcher is
- * killed with SIGKILL or a rank leaves children behind. */
+ * exec failures, usage errors, the open-file limit, refusals that free
+ * what they hold; a rank that leaves early is blamed; --trace on a FIFO
+ * nobody reads, and a long trace in bounded memory; a segment another
+ * process truncates; nothing left in /dev/shm or in the process table
+ * afterwards, also when the launcher or its job process is killed with
+ * SIGKILL or a rank leaves children behind (in a session of their own,
+ * without the job's environment). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -623,9 +628,10 @@ static void gpus_refused(void **state)
 /* Writes `text` and a newline to `rel` under `root`, making directories. */
 static void write_fake(const char *root, const char *rel, const char *text)
 {
-    char path[512], cmd[1024];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && echo '%s' > '%s'", path, text, path);
+    char path[512], cmd[2 * sizeof path + 512];
+    assert_true(snprintf(path, sizeof path, "%s/%s", root, rel) < (int)sizeof path);
+    assert_true(snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && echo '%s' > '%s'", path,
+                         text, path) < (int)sizeof cmd);
     assert_int_equal(system(cmd), 0);
 }
 
@@ -849,6 +855,210 @@ static void long_lines_whole(void **state)
     run_free(&r);
 }
 
+/* Segments in /dev/shm made by the launcher of pid `pid` (named
+ * /shmesh-PID-...): how many, each removed. */
+static int remove_segments_of(pid_t pid)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "shmesh-%d-", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
+static void note_pid(pid_t pid, void *arg) { *(pid_t *)arg = pid; }
+
+/* --trace naming a FIFO that nobody reads: refused at once (open() would
+ * block before any signal or --timeout could act), nothing left. */
+static void trace_fifo_without_reader(void **state)
+{
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/shmesh-fifo-%d", (int)getpid());
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    char *argv[] = {(char *)launcher_path(), "-n", "2", "--timeout", "2", "--trace", fifo, "--",
+                    "/bin/true", NULL};
+    pid_t launcher = 0;
+    struct run r;
+    run_cmd_with(argv, NULL, 15, &r, note_pid, &launcher);
+    unlink(fifo);
+    int left = remove_segments_of(launcher);
+    if (r.timed_out || r.code != 2 || !strstr(r.err, "--trace: nobody reads the FIFO"))
+        fail_msg("exit %d%s, expected 2 and a refusal naming the FIFO; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the test's deadline: it blocked)" : "", r.err);
+    if (left)
+        fail_msg("%d segment%s left in /dev/shm", left, left == 1 ? "" : "s");
+    run_free(&r);
+}
+
+/* A rank that leaves with status 0 while its peers wait for it: the
+ * launcher notes it and blames it, also when the peers noticed it gone and
+ * said so in the segment before the launcher looked (the launcher is
+ * stopped meanwhile), and the job exits with the first failure's status. */
+static void leaving_early_is_blamed(void **state)
+{
+    const char *modes[] = {"leave-early", "leave-early-unseen"};
+    for (int m = 0; m < 2; m++) {
+        struct run r;
+        run_launcher(&r, NULL, 30, "-v", "-n", "3", "--", "@rank", modes[m], NULL);
+        assert_false(r.timed_out);
+        if (r.code != 3 ||
+            count_lines(r.err, "note: rank 1 (pid", "exited with status 0 without calling "
+                                                   "shmesh_finalize") != 1 ||
+            count_lines(r.err, "after rank 1 (pid", "left the job early") != 1 ||
+            count_lines(r.err, "exited with status 3; stopping", NULL) != 0)
+            fail_msg("%s: exit %d, expected 3, a note on rank 1 and the failure blamed on it; "
+                     "stderr:\n%s",
+                     modes[m], r.code, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+}
+
+/* A traced job far longer than its rings (800 000 calls, no event lost
+ * unless the machine starves the drain): the launcher writes the JSON in
+ * memory bounded by the rings, so it succeeds under a 32 MiB limit on its
+ * data (it took 64 bytes per call, 64 MiB here, and failed).  Not under
+ * ASan, whose shadow memory no such limit admits. */
+static void trace_memory_bounded(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    skip();
+#endif
+    char script[1024];
+    snprintf(script, sizeof script,
+             "ulimit -d 32768 && exec '%s' -v -n 4 --timeout 120 --trace /dev/null -- '%s' paced "
+             "200000",
+             launcher_path(), need_env("SHMESH_TEST_TRACE_FAKE"));
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct run r;
+    run_cmd(argv, NULL, 150, &r);
+    if (r.timed_out || r.code != 0 ||
+        !count_lines(r.err, "shmesh-run: trace of ", " calls on 4 ranks written to /dev/null"))
+        fail_msg("exit %d%s, expected 0 and the trace written; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the test's deadline)" : "", r.err);
+    assert_clean(&r);
+    run_free(&r);
+}
+
+/* Whether the launcher's standard output (a memfd of the harness's, read
+ * through /proc) holds `text` yet. */
+static bool launcher_printed(pid_t launcher, const char *text)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)launcher);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/* Once the job's ranks are in their loop of calls (shmesh-bench printed
+ * its table's head), cut its segment to its first page through the
+ * launcher's descriptor, as any process of the user can. */
+static void truncate_segment_of(pid_t launcher, void *arg)
+{
+    double t0 = mono_secs();
+    while (!launcher_printed(launcher, "#wrong") && mono_secs() - t0 < 60)
+        sleep_secs(0.05);
+    sleep_secs(0.1);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)launcher);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool *done = arg;
+    while (d && !*done && (e = readdir(d))) {
+        char link[320], target[256];
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strncmp(target, "/dev/shm/shmesh-", 16))
+            continue;
+        int fd = open(link, O_RDWR | O_CLOEXEC);
+        *done = fd >= 0 && ftruncate(fd, 4096) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Another process truncates a running job's segment: the ranks' calls fail
+ * with SHMESH_ERR_BAD_SEGMENT saying so, and neither a rank nor the
+ * launcher (reading the trace rings, or a rank's state as it exits) dies
+ * of SIGBUS; nothing is left. */
+static void truncated_segment(void **state)
+{
+    for (int traced = 0; traced < 2; traced++) {
+        char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "60", "--trace",
+                        "/dev/null", "--", (char *)need_env("SHMESH_BENCH"), "-o", "psum", "-b",
+                        "8", "-e", "8", "-w", "0", "-n", "100000000", "-c", "0", NULL};
+        if (!traced) /* without --trace /dev/null */
+            memmove(&argv[6], &argv[8], 15 * sizeof *argv);
+        bool done = false;
+        struct run r;
+        run_cmd_with(argv, NULL, 90, &r, truncate_segment_of, &done);
+        const char *what = traced ? "traced" : "untraced";
+        if (!done)
+            fail_msg("%s: the segment could not be truncated; stderr:\n%s", what, r.err);
+        /* shmesh-bench says "rank R: psum: <strerror>: <the context's message>". */
+        if (r.timed_out || r.code == 0 || r.code == 128 + SIGBUS || strstr(r.err, "SIGBUS") ||
+            !count_lines(r.err, "the shared-memory segment is missing, corrupt",
+                         "the segment was truncated to 4096 bytes by another process"))
+            fail_msg("%s: exit %d%s, expected a failure without SIGBUS, the ranks' calls failing "
+                     "with BAD_SEGMENT that names the truncation; stdout:\n%.3000s\nstderr:\n%s",
+                     what, r.code, r.timed_out ? " (killed at the deadline)" : "", r.out, r.err);
+        assert_clean(&r);
+        run_free(&r);
+    }
+}
+
+/* Refusals that come after the launcher allocated (GPU ids, the bind
+ * plan, the segment): each frees what it holds, which the sanitized build
+ * checks (LeakSanitizer reports at exit; the plain build only sees the
+ * status). */
+static void refusals_free_everything(void **state)
+{
+    static const struct {
+        const char *shell; /* run through /bin/sh -c, with the launcher as $0 */
+        int code;
+        const char *says;
+    } cases[] = {
+        {"exec \"$0\" --gpus 0,0 -n 2 --trace /nonexistent-dir/t.json -- /bin/true", 2,
+         "cannot open '/nonexistent-dir/t.json' for writing"},
+        {"exec \"$0\" --gpus 0,0 -n 2 --shm-size 100T -- /bin/true", 1, "/dev/shm has no room"},
+        {"ulimit -n 64 && exec \"$0\" --gpus 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+         "0,0,0,0,0,0,0,0,0,0,0,0,0,0 --tag-output -- /bin/true",
+         1, "open files"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *argv[] = {"/bin/sh", "-c", (char *)cases[i].shell, (char *)launcher_path(), NULL};
+        struct run r;
+        run_cmd(argv, NULL, 30, &r);
+        if (r.code != cases[i].code || !strstr(r.err, cases[i].says) ||
+            strstr(r.err, "LeakSanitizer"))
+            fail_msg("%s: exit %d, expected %d, '%s' and no leak; stderr:\n%s", cases[i].shell,
+                     r.code, cases[i].code, cases[i].says, r.err);
+        run_free(&r);
+    }
+}
+
 /* ---- a job's processes end with it ---------------------------------------- */
 
 /* Processes (not zombies) whose command line holds `token`, not this one. */
@@ -891,7 +1101,7 @@ static int pids_in(const char *file, pid_t *pids, int max)
 }
 
 /* Waits up to `secs` until every pid in `file` has exited, no process holds
- * `file` in its command line (launcher, watchdog, ranks) and `segment` (may
+ * `file` in its command line (launcher, job process, ranks) and `segment` (may
  * be empty) is gone from /dev/shm.  On failure, kills and removes what is
  * left and returns a description of it. */
 static const char *job_gone(const char *file, const char *segment, double secs, char *why,
@@ -981,6 +1191,113 @@ static void sigkill_launcher_leaves_nothing(void **state)
     run_free(&r);
 }
 
+/* Each rank of these jobs starts a process that leaves everything the job
+ * could know it by: its session and process group (setsid), its parent (a
+ * double fork) and its environment (env -i); then it sleeps as a rank. */
+#define ESCAPEE_SCRIPT                                                                        \
+    "setsid /bin/sh -c 'env -i /bin/sleep 83 & echo $! >> \"$1\"' sh \"$1\"; "                  \
+    "echo $$ >> \"$1\"; exec \"$2\" sleep"
+
+/* SIGKILL of shmesh-run: the escapees end too. */
+static void escapees_end_with_killed_launcher(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--", "/bin/sh", "-c",
+                    ESCAPEE_SCRIPT, "sh", file, (char *)rank_prog_path(), NULL};
+    struct when_ready w = {file, 4};
+    struct run r;
+    run_cmd_with(argv, NULL, 30, &r, sigkill_when_ready, &w);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 10, why, sizeof why);
+    pid_t pids[64];
+    int n = pids_in(file, pids, 64);
+    unlink(file);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    assert_int_equal(n, 4);
+    run_free(&r);
+}
+
+/* The process of shmesh-run's that supervises the ranks (named shmesh-job),
+ * or a helper of shmesh-run's such as a watchdog: the first child of
+ * `launcher` whose name starts with "shmesh-" but is not shmesh-run. */
+static pid_t launcher_helper(pid_t launcher)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        int ppid;
+        if (!open || !close || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid != launcher ||
+            strncmp(open, "(shmesh-", 8) || !strncmp(open, "(shmesh-run)", 12))
+            continue;
+        found = (pid_t)atoi(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+struct helper_kill {
+    const char *file;
+    pid_t killed;
+};
+
+/* Once the ranks wrote their pids, SIGKILL the launcher's helper. */
+static void sigkill_helper_when_ready(pid_t pid, void *arg)
+{
+    struct helper_kill *h = arg;
+    double t0 = mono_secs();
+    pid_t pids[64];
+    while (pids_in(h->file, pids, 64) < 4 && mono_secs() - t0 < 15)
+        sleep_secs(0.02);
+    sleep_secs(0.3);
+    h->killed = launcher_helper(pid);
+    if (h->killed > 0)
+        kill(h->killed, SIGKILL);
+}
+
+/* SIGKILL of the process that keeps the job (not of shmesh-run): the job
+ * cannot go on unwatched.  shmesh-run says so, ends what is left, escapees
+ * included, and exits. */
+static void killed_job_process_is_noticed(void **state)
+{
+    char file[64];
+    temp_file(file, sizeof file);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--", "/bin/sh", "-c",
+                    ESCAPEE_SCRIPT, "sh", file, (char *)rank_prog_path(), NULL};
+    struct helper_kill h = {file, 0};
+    struct run r;
+    run_cmd_with(argv, NULL, 20, &r, sigkill_helper_when_ready, &h);
+    char segment[128] = "", why[256];
+    find_segment_name(r.err, segment, sizeof segment);
+    const char *left = job_gone(file, segment, 10, why, sizeof why);
+    unlink(file);
+    if (h.killed <= 0)
+        fail_msg("no helper process of shmesh-run found; stderr:\n%s", r.err);
+    char want[96];
+    snprintf(want, sizeof want, "(pid %d) was killed by SIGKILL", (int)h.killed);
+    if (r.timed_out || r.code != 128 + SIGKILL || count_lines(r.err, "shmesh-run: ", want) != 1)
+        fail_msg("exit %d%s, expected 137 and a line saying '%s'; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the test's deadline: the job went on)" : "", want,
+                 r.err);
+    if (left)
+        fail_msg("%s\nstderr:\n%s", left, r.err);
+    run_free(&r);
+}
+
 /* A clean job whose ranks leave children behind, one in the rank's process
  * group and one in a session of its own, both holding stdout: the launcher
  * returns at once and neither child is left. */
@@ -1027,8 +1344,11 @@ static int remove_sysroot(void **state)
     return 0;
 }
 
-int main(void)
+/* test-launcher [PATTERN]: the tests whose names match (cmocka's filter, * and ?). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_ranks_exit_zero),
         cmocka_unit_test(one_rank_exits_7),
@@ -1056,7 +1376,14 @@ int main(void)
         cmocka_unit_test(open_file_limit),
         cmocka_unit_test(stalled_stdout),
         cmocka_unit_test(long_lines_whole),
+        cmocka_unit_test(trace_fifo_without_reader),
+        cmocka_unit_test(leaving_early_is_blamed),
+        cmocka_unit_test(trace_memory_bounded),
+        cmocka_unit_test(truncated_segment),
+        cmocka_unit_test(refusals_free_everything),
         cmocka_unit_test(sigkill_launcher_leaves_nothing),
+        cmocka_unit_test(escapees_end_with_killed_launcher),
+        cmocka_unit_test(killed_job_process_is_noticed),
         cmocka_unit_test(leftovers_end_tagged),
         cmocka_unit_test(leftovers_end_untagged),
     };

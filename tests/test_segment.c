@@ -13,11 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "guard.h"
 #include "memory/heap.h"
 #include "segment.h"
 #include "shmesh.h"
@@ -561,6 +565,69 @@ static void trace_rings_and_observers(void **state)
     seg_close(s);
 }
 
+/* Another process cuts the segment short: the next access past the cut
+ * does not kill this process.  The creator and an attacher restore the
+ * size and record an abort that says what happened; an observer gets zeros
+ * and knows; a SIGBUS that is not about a segment still ends the process. */
+static void truncation_is_survived(void **state)
+{
+    struct seg *s = make(2);
+    struct seg *a = NULL;
+    assert_int_equal(seg_attach(s->name, 2, 1, &a, err, sizeof err), 0);
+    int ro = shm_open(s->name, O_RDONLY, 0);
+    assert_true(ro >= 0);
+    struct seg *v = NULL;
+    assert_int_equal(seg_observe(ro, "the test's view", &v, err, sizeof err), 0);
+    close(ro);
+
+    /* The attacher touches rank 1's control block (past the first page). */
+    truncate_to(s->name, 4096);
+    volatile uint32_t *state_word = (volatile uint32_t *)&seg_ctrl(a, 1)->state;
+    assert_int_equal(*state_word, SEG_RANK_EMPTY); /* zero: the page came back empty */
+    uint64_t found = 0;
+    assert_true(seg_guard_tripped(a, &found));
+    assert_int_equal(found, 4096);
+    struct stat st;
+    assert_int_equal(fstat(s->fd, &st), 0);
+    assert_int_equal((uint64_t)st.st_size, s->size); /* restored */
+    struct seg_abort_info ai;
+    assert_true(seg_aborted(s, &ai));
+    assert_int_equal(ai.cause, SEG_CAUSE_CORRUPT);
+    if (!strstr(ai.reason, "the segment was truncated to 4096 bytes by another process") ||
+        !strstr(ai.reason, "seen by rank 1"))
+        fail_msg("abort reason: %s", ai.reason);
+
+    /* The creator, cut below its header: restored too, the abort recorded
+     * again on the fresh header. */
+    truncate_to(s->name, 0);
+    assert_int_equal(atomic_load(&s->hdr->abort.value), SEG_ABORT_SET);
+    assert_true(seg_aborted(s, &ai));
+    if (!strstr(ai.reason, "truncated to 0 bytes") || !strstr(ai.reason, "its creator"))
+        fail_msg("abort reason: %s", ai.reason);
+
+    /* The observer reads what the cut took: private zeros, and it knows. */
+    truncate_to(s->name, 4096);
+    assert_false(seg_guard_tripped(v, NULL));
+    assert_int_equal(atomic_load(&seg_ctrl(v, 1)->pid), 0);
+    assert_true(seg_guard_tripped(v, &found));
+    assert_int_equal(found, 4096);
+
+    /* Not a segment's fault: the process dies of it as it would have. */
+    pid_t child = fork();
+    if (child == 0) {
+        raise(SIGBUS);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        fail_msg("a SIGBUS sent to the process was swallowed");
+
+    seg_close(v);
+    seg_close(a);
+    drop(s);
+}
+
 /* A failed assertion leaves its test early: remove whatever segments this
  * process created, so that a failure leaves nothing in /dev/shm either. */
 static int remove_own_segments(void **state)
@@ -586,6 +653,7 @@ int main(void)
         TEST(heap_alloc_and_free),
         TEST(init_refuses_bad_environment),
         TEST(trace_rings_and_observers),
+        TEST(truncation_is_survived),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -406,6 +406,60 @@ static void fake_nobody_waits(void **state)
     run_free(&r);
 }
 
+/* A rank writes terminal escapes into what the table shows of it (the
+ * abort reason, its notifier): they never reach the screen as control
+ * characters; the reason is shown escaped. */
+static void fake_control_characters(void **state)
+{
+    waiting_for_3();
+    set_rank(3, IDLE, 6, -1, 0);
+    memcpy(seg_ctrl(fake, 2)->status.notifier, "\033[2J\a", 6);
+    seg_abort(fake, SEG_CAUSE_RANK_ABORT, 1, 0, "rank 1 says \033]0;owned\007\033[31mred\r\n");
+    struct run r;
+    show(&r, false);
+    for (const char *p = r.out; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\n')
+            fail_msg("control character 0x%02x at byte %d of shmesh-top's text:\n%s",
+                     (unsigned char)*p, (int)(p - r.out), r.out);
+    expect_in(&r, "job aborted: rank 1 says \\x1b]0;owned\\x07\\x1b[31mred\\r\\n", "reason");
+    run_free(&r);
+}
+
+/* While the live view runs, another process cuts the segment to its first
+ * page: shmesh-top says so and exits, instead of dying of SIGBUS. */
+static void truncate_after(pid_t top_pid, void *arg)
+{
+    /* Once it showed the job (its stdout is a memfd of the harness's). */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)top_pid);
+    double t0 = mono_secs();
+    for (bool shown = false; !shown && mono_secs() - t0 < 15; sleep_secs(0.05)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        shown = strstr(buf, "{\"job\":") != NULL;
+    }
+    assert_int_equal(ftruncate(fake->fd, 4096), 0);
+}
+
+static void fake_truncated(void **state)
+{
+    waiting_for_3();
+    set_rank(3, IDLE, 6, -1, 0);
+    char *argv[] = {(char *)top_path(), "--json", "--interval", "0.1", fake_pid, NULL};
+    struct run r;
+    run_cmd_with(argv, NULL, 20, &r, truncate_after, NULL);
+    /* As it was, for the teardown (nothing here reads it meanwhile). */
+    assert_int_equal(ftruncate(fake->fd, (off_t)fake->size), 0);
+    if (r.timed_out || r.code != 1 || !strstr(r.err, "was truncated to 4096 bytes by another "
+                                                     "process"))
+        fail_msg("exit %d%s, expected 1 and a word on the truncation; stderr:\n%s", r.code,
+                 r.timed_out ? " (killed at the deadline)" : "", r.err);
+    run_free(&r);
+}
+
 /* ---- real jobs ------------------------------------------------------------ */
 
 struct poll_job {
@@ -699,6 +753,8 @@ static int run_group(const char *group)
             cmocka_unit_test_setup_teardown(fake_cycle, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_point_and_tokens, fake_setup, fake_teardown),
             cmocka_unit_test_setup_teardown(fake_nobody_waits, fake_setup, fake_teardown),
+            cmocka_unit_test_setup_teardown(fake_control_characters, fake_setup, fake_teardown),
+            cmocka_unit_test_setup_teardown(fake_truncated, fake_setup, fake_teardown),
         };
         return cmocka_run_group_tests_name("fake", tests, NULL, NULL);
     }

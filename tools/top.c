@@ -39,6 +39,7 @@
 
 #include "core/settings.h"
 #include "ops/optable.h"
+#include "shm/guard.h"
 #include "shm/proc.h"
 #include "shm/segment.h"
 
@@ -178,8 +179,8 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
                      " attaches only to your own jobs", (int)pid);
             return FIND_OTHER_USER;
         }
-        snprintf(err, errlen, "cannot list the descriptors of job %d (%s): %s", (int)pid, path,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot list the descriptors of job %d (%.256s): %s", (int)pid,
+                 path, strerror(errno));
         return FIND_NO_PROCESS;
     }
     int fd = -1, open_errno = 0;
@@ -320,8 +321,27 @@ static bool rank_alive(pid_t pid, pid_t launcher)
     struct proc_stat ps;
     if (pid <= 0 || !read_stat(pid, &ps) || ps.state == 'Z')
         return false;
-    /* Ranks are the launcher's children: another parent is a reused pid. */
-    return ps.ppid == launcher;
+    /* Ranks are children of the launcher's job process (shmesh-run's child,
+     * launcher/front.c): another parent is a reused pid. */
+    struct proc_stat parent;
+    return ps.ppid == launcher ||
+           (read_stat(ps.ppid, &parent) && parent.ppid == launcher && parent.state != 'Z');
+}
+
+/* Another process truncated the segment while we read it: the guard
+ * (shm/guard.h) gave us zeros instead of a SIGBUS; nothing more can be
+ * read of the job. */
+static void check_truncated(const struct job *j)
+{
+    uint64_t found;
+    if (!seg_guard_tripped(j->seg, &found))
+        return;
+    char size[48] = "";
+    if (found != UINT64_MAX)
+        snprintf(size, sizeof size, " to %llu bytes", (unsigned long long)found);
+    die(1, "the segment of job %d was truncated%s by another process (expected %zu bytes): "
+           "what it held can no longer be read",
+        (int)j->pid, size, j->seg->size);
 }
 
 /* A text field of a rank's block, len bytes that may be changing and need
@@ -758,18 +778,40 @@ static void human_bytes(uint64_t b, char *buf, size_t len)
         snprintf(buf, len, "%.1f %s", x, unit[u]);
 }
 
+/* Text that ranks (or the command line) wrote, for a terminal: control
+ * characters and bytes outside ASCII as C escapes (\x1b), so that nothing
+ * read from the segment moves the cursor or retitles the window; cut to
+ * fit `len`. */
+static const char *escaped(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 <= len; p++) {
+        const char *named = *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
+                            : *p == '\t' ? "\\t" : NULL;
+        if (named)
+            o += (size_t)snprintf(buf + o, len - o, "%s", named);
+        else if (*p < 0x20 || *p >= 0x7f)
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p);
+        else
+            buf[o++] = (char)*p;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
                        const struct diagnosis *d)
 {
-    char cmd[256], when[32];
+    char cmd[256], when[32], text[4 * SEG_REASON_MAX + 1];
     read_cmdline(j->pid, cmd, sizeof cmd);
     struct tm tm;
     localtime_r(&sn->wall, &tm);
     strftime(when, sizeof when, "%H:%M:%S", &tm);
     fprintf(o, "job %d: %d rank%s, %s  [%s]\n", (int)j->pid, sn->world, sn->world == 1 ? "" : "s",
-            cmd, when);
+            escaped(cmd, text, sizeof text), when);
     if (sn->aborted)
-        fprintf(o, "job aborted: %s\n", sn->abort.reason[0] ? sn->abort.reason : "(no reason)");
+        fprintf(o, "job aborted: %s\n",
+                sn->abort.reason[0] ? escaped(sn->abort.reason, text, sizeof text) : "(no reason)");
     fprintf(o, "%4s %8s %-9s %-4s %10s %-20s %9s %9s %-8s %10s %9s\n", "RANK", "PID", "STATE", "DO",
             "CALL", "OP", "WAITS_FOR", "WAITED", "NOTIFIER", "BYTES", "CALLS/S");
     for (int r = 0; r < sn->world; r++) {
@@ -1125,6 +1167,7 @@ int main(int argc, char **argv)
         take_snapshot(&j, &b, NULL);
         pause_for(interval_given ? interval : 0.2);
         take_snapshot(&j, &a, &b);
+        check_truncated(&j);
         struct diagnosis d;
         diagnose(&a, &d);
         if (json)
@@ -1143,6 +1186,7 @@ int main(int argc, char **argv)
         raw_tty();
     for (;;) {
         take_snapshot(&j, cur, prev);
+        check_truncated(&j);
         struct diagnosis d;
         diagnose(cur, &d);
         if (screen)

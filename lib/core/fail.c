@@ -151,6 +151,11 @@ int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int
 
 int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const char *fmt, ...)
 {
+    /* Found corrupt before (the segment truncated by another process,
+     * shm/guard.h): that record says why this value is what it is. */
+    struct seg_abort_info ai;
+    if (seg_aborted(c->seg, &ai) && ai.cause == SEG_CAUSE_CORRUPT && ai.reason[0])
+        return aborted(c, op, seq, &ai);
     char what[CTX_ERR_MAX], reason[SEG_REASON_MAX];
     va_list ap;
     va_start(ap, fmt);

@@ -186,7 +186,7 @@ static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q
     status_idle(c);
     if (!rc)
         return 0;
-    char what[96];
+    char what[SHMESH_MAX_EFFECT_NAME + 64]; /* the effect's whole name, never cut */
     snprintf(what, sizeof what, "point %" PRIu64 " of effect \"%s\"", point,
              e ? name : "(none)");
     if (rc == -EOVERFLOW)
@@ -202,7 +202,7 @@ static int wait_point(shmesh_ctx *c, struct seg_waiter *w, const char *fn, int q
                             " (a rank passes a point before it goes on to later calls)",
                             q, pw.progress >> 32, pw.progress & 0xffffffffu, what, call,
                             pw.seen);
-    char waited[128];
+    char waited[sizeof what + 32];
     snprintf(waited, sizeof waited, "rank %d to pass %s", q, what);
     return fail_wait(c, fn, call, rc, culprit, waited);
 }

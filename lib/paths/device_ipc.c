@@ -33,7 +33,8 @@
 #include "paths/device_ipc.h"
 #include "paths/peer.h"
 
-#define WHY_MAX 200
+/* A failure's words, as long as the device layer keeps them (d->why). */
+#define WHY_MAX sizeof ((struct device_layer *)0)->why
 
 /* What each member publishes. */
 struct dev_pub {

@@ -292,6 +292,26 @@ static int mode_leave_early(void)
     return attempt("shmesh_barrier", shmesh_barrier(ctx), now_ms()) ? 3 : 0;
 }
 
+/* Rank 1 leaves with _exit(0) while ranks 0 and 2 wait for it in a
+ * barrier, having stopped the launcher first (SIGSTOP): ranks 0 and 2 see
+ * it gone and record it before the launcher can, as they do when they
+ * notice first, and rank 2 exits at once.  Rank 0 lets the launcher go on
+ * (SIGCONT) a moment later, so that it finds the exits together. */
+static int mode_leave_early_unseen(void)
+{
+    DO("shmesh_barrier", shmesh_barrier(ctx));
+    if (rank == 1) {
+        kill(getppid(), SIGSTOP);
+        _exit(0);
+    }
+    int rc = attempt("shmesh_barrier", shmesh_barrier(ctx), now_ms());
+    if (rank == 0) {
+        sleep_ms(300);
+        kill(getppid(), SIGCONT);
+    }
+    return rc ? 3 : 0;
+}
+
 static double cpu_ms(void)
 {
     struct rusage ru;
@@ -376,6 +396,8 @@ int main(int argc, char **argv)
         rc = mode_finalize_early();
     else if (!strcmp(mode, "leave-early"))
         rc = mode_leave_early();
+    else if (!strcmp(mode, "leave-early-unseen"))
+        rc = mode_leave_early_unseen();
     else if (!strcmp(mode, "idle"))
         rc = mode_idle(argc, argv);
     else if (!strcmp(mode, "bad-args"))

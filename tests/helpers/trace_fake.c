@@ -10,6 +10,9 @@
  *                     calls N" on stdout
  *   trace_fake flood  64 times the ring's events at once, no waits (most are
  *                     overwritten before the launcher reads them)
+ *   trace_fake paced  CALLS collectives, no waits, an eighth of the ring at a
+ *                     time with 20 ms between (the launcher's drain, every
+ *                     10 ms, keeps up: a job far longer than its rings)
  *   trace_fake die    ok, then rank 2 enters one more call, is seen waiting
  *                     for rank 3, and exits 3 without finishing it
  *   trace_fake hang   ok, then every rank enters one more call and stays in
@@ -90,6 +93,8 @@ int main(int argc, char **argv)
 
     static const int ops[] = {OP_PSUM, OP_ALL_GATHER, OP_PPERMUTE, OP_BARRIER};
     int total = !strcmp(mode, "flood") ? (int)cap * 64 : calls;
+    bool paced = !strcmp(mode, "paced");
+    int burst = cap >= 8 ? (int)cap / 8 : 1;
     uint64_t bytes = 0;
     for (int c = 0; c < total; c++) {
         bool pairs = c % 2; /* odd calls: groups {0,1}, {2,3}, ... */
@@ -98,7 +103,9 @@ int main(int argc, char **argv)
         int pos = rank - leader;
         uint64_t t0 = (uint64_t)base + (uint64_t)c * CALL_NS + (uint64_t)pos * RANK_NS;
         uint64_t t1 = (uint64_t)base + (uint64_t)c * CALL_NS + CALL_NS / 2 + (uint64_t)pos * RANK_NS;
-        if (strcmp(mode, "flood")) {
+        if (paced && c % burst == burst - 1)
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+        if (strcmp(mode, "flood") && !paced) {
             struct seg_trace_event w = {
                 .kind = SEG_TEV_WAIT,
                 .op = (uint8_t)ops[c % 4],
