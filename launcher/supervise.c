@@ -143,10 +143,12 @@ static void left_early(struct job *j, const struct rank_proc *p)
 
 static void rank_exited(struct job *j, struct rank_proc *p)
 {
-    char how[96], reason[SEG_REASON_MAX + 128];
+    char how[96], reason[4 * SEG_REASON_MAX + 128], esc[4 * SEG_REASON_MAX + 1];
     struct seg_abort_info ai;
     describe_status(p->status, how, sizeof how);
-    const char *words = WIFEXITED(p->status) ? own_words(j, p, how, &ai) : "";
+    /* The rank's own words reach the user's terminal: escaped. */
+    const char *words =
+        seg_text_escaped(WIFEXITED(p->status) ? own_words(j, p, how, &ai) : "", esc, sizeof esc);
     snprintf(reason, sizeof reason, "rank %d (pid %d) %s%s%s%s", p->rank, (int)p->pid, how,
              *words ? " (" : "", words, *words ? ")" : "");
     bool ok = WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;

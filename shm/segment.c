@@ -596,3 +596,22 @@ bool seg_aborted(const struct seg *s, struct seg_abort_info *info)
     }
     return true;
 }
+
+const char *seg_text_escaped(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    if (!len)
+        return buf;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 <= len; p++) {
+        const char *named = *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
+                            : *p == '\t' ? "\\t" : NULL;
+        if (named)
+            o += (size_t)snprintf(buf + o, len - o, "%s", named);
+        else if (*p < 0x20 || *p >= 0x7f)
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p);
+        else
+            buf[o++] = (char)*p;
+    }
+    buf[o] = '\0';
+    return buf;
+}

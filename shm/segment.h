@@ -176,6 +176,11 @@ struct seg_abort_info {
 /* True when the job was aborted; fills *info (reason may be empty when the
  * writer died half-way). */
 bool seg_aborted(const struct seg *s, struct seg_abort_info *info);
+/* Text a rank wrote (an abort reason), for a terminal: control characters
+ * and bytes outside ASCII as C escapes (\x1b, \n), so nothing read from
+ * the segment moves the cursor or retitles the window; cut to fit len
+ * (4 x the text's length + 1 holds any text whole).  Returns buf. */
+const char *seg_text_escaped(const char *s, char *buf, size_t len);
 
 /* Wakes everyone blocked on any word of the segment. */
 void seg_wake_all(struct seg *s);

@@ -129,6 +129,20 @@ static void abort_reaches_everyone(void **state)
                      1);
     assert_clean(&r);
     run_free(&r);
+
+    /* Those words are the rank's: terminal escapes in them reach the
+     * user's screen escaped. */
+    run_launcher(&r, NULL, 30, "-v", "-n", "2", "--", "@rank", "abort", "1",
+                 "clear\x1b[2Jthe\nscreen", NULL);
+    assert_false(r.timed_out);
+    assert_int_equal(r.code, 7);
+    assert_int_equal(count_lines(r.err, "rank 1 (pid",
+                                 "(called shmesh_abort(7): clear\\x1b[2Jthe\\nscreen)"),
+                     1);
+    if (strchr(r.err, '\x1b'))
+        fail_msg("an escape character reached the launcher's output:\n%s", r.err);
+    assert_clean(&r);
+    run_free(&r);
 }
 
 /* shmesh_finalize_at_exit: at status 0 the exit finalizes (a clean job, no

@@ -778,27 +778,6 @@ static void human_bytes(uint64_t b, char *buf, size_t len)
         snprintf(buf, len, "%.1f %s", x, unit[u]);
 }
 
-/* Text that ranks (or the command line) wrote, for a terminal: control
- * characters and bytes outside ASCII as C escapes (\x1b), so that nothing
- * read from the segment moves the cursor or retitles the window; cut to
- * fit `len`. */
-static const char *escaped(const char *s, char *buf, size_t len)
-{
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 <= len; p++) {
-        const char *named = *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
-                            : *p == '\t' ? "\\t" : NULL;
-        if (named)
-            o += (size_t)snprintf(buf + o, len - o, "%s", named);
-        else if (*p < 0x20 || *p >= 0x7f)
-            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p);
-        else
-            buf[o++] = (char)*p;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
                        const struct diagnosis *d)
 {
@@ -808,10 +787,10 @@ static void print_text(FILE *o, const struct job *j, const struct snapshot *sn,
     localtime_r(&sn->wall, &tm);
     strftime(when, sizeof when, "%H:%M:%S", &tm);
     fprintf(o, "job %d: %d rank%s, %s  [%s]\n", (int)j->pid, sn->world, sn->world == 1 ? "" : "s",
-            escaped(cmd, text, sizeof text), when);
+            seg_text_escaped(cmd, text, sizeof text), when);
     if (sn->aborted)
         fprintf(o, "job aborted: %s\n",
-                sn->abort.reason[0] ? escaped(sn->abort.reason, text, sizeof text) : "(no reason)");
+                sn->abort.reason[0] ? seg_text_escaped(sn->abort.reason, text, sizeof text) : "(no reason)");
     fprintf(o, "%4s %8s %-9s %-4s %10s %-20s %9s %9s %-8s %10s %9s\n", "RANK", "PID", "STATE", "DO",
             "CALL", "OP", "WAITS_FOR", "WAITED", "NOTIFIER", "BYTES", "CALLS/S");
     for (int r = 0; r < sn->world; r++) {

@@ -229,10 +229,11 @@ static int mode_exit_after_barrier(int argc, char **argv)
 static int mode_abort(int argc, char **argv)
 {
     int who = argc > 2 ? atoi(argv[2]) : 1;
+    const char *why = argc > 3 ? argv[3] : "test abort";
     DO("shmesh_barrier", shmesh_barrier(ctx));
     if (rank == who) {
         sleep_ms(100);
-        shmesh_abort(ctx, 7, "test abort");
+        shmesh_abort(ctx, 7, why);
     }
     return attempt("shmesh_barrier", shmesh_barrier(ctx), now_ms()) ? 3 : 0;
 }
