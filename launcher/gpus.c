@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "launcher.h"
 #include "proc.h"
@@ -313,6 +314,17 @@ int gpus_parse_list(const char *list, char ***ids_out, int *count_out, char *why
 }
 
 bool gpus_same(const char *a, const char *b) { return !strcasecmp(a, b); }
+
+bool gpus_mps_running(const char *sysroot)
+{
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[4200];
+    if (dir && *dir)
+        snprintf(path, sizeof path, "%s/control", dir);
+    else
+        snprintf(path, sizeof path, "%s/tmp/nvidia-mps/control", sysroot);
+    return access(path, F_OK) == 0;
+}
 
 static void set_numbering(struct gpu_env *g)
 {

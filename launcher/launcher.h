@@ -134,6 +134,10 @@ void gpus_free(struct gpu_env *g);
 int gpus_parse_list(const char *list, char ***ids, int *count, char *why, size_t len);
 /* Whether two ids (as gpus_parse_list leaves them) name the same GPU. */
 bool gpus_same(const char *a, const char *b);
+/* Whether NVIDIA's MPS control daemon runs: its pipe directory
+ * (CUDA_MPS_PIPE_DIRECTORY, else <sysroot>/tmp/nvidia-mps) holds its
+ * control pipe. */
+bool gpus_mps_running(const char *sysroot);
 /* The index in g->info of the GPU an id names, or -1 with the reason. */
 int gpus_find(const struct gpu_env *g, const char *id, char *why, size_t len);
 /* The visibility list of a rank holding k devices: the ids of GPUs

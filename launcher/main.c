@@ -332,6 +332,23 @@ static int check_sizes(const struct options *o)
     return 0;
 }
 
+/* Processes sharing an NVIDIA GPU without MPS take turns on it by time
+ * slices: each call on device buffers then waits about 275 us per sharing
+ * process (measured on an H100, docs/devices.md).  Said once, where it
+ * applies. */
+static void note_mps(const struct job *j)
+{
+    if (strcmp(j->gpus.var, "CUDA_VISIBLE_DEVICES") || gpus_mps_running(j->o.sysroot))
+        return;
+    fprintf(stderr,
+            PROG ": note: ranks share an NVIDIA GPU and no MPS daemon runs (%s): calls on device "
+                 "buffers will wait for the GPU's time slices (about 275 us per sharing process "
+                 "on an H100); start it first with nvidia-cuda-mps-control -d (docs/devices.md)\n",
+            getenv("CUDA_MPS_PIPE_DIRECTORY") && *getenv("CUDA_MPS_PIPE_DIRECTORY")
+                ? "no control pipe in CUDA_MPS_PIPE_DIRECTORY"
+                : "no /tmp/nvidia-mps/control");
+}
+
 /* --gpus LIST: exactly K ids per rank, a rank's own K all different, and
  * integer ids among the GPUs found (when any were). */
 static int place_listed(struct job *j)
@@ -389,6 +406,12 @@ static int place_listed(struct job *j)
             return -1;
         }
     }
+    bool shared = false;
+    for (int a = 0; a < n && !shared; a++)
+        for (int b = (a / k + 1) * k; b < n && !shared; b++)
+            shared = gpus_same(g->ids[a], g->ids[b]);
+    if (shared)
+        note_mps(j);
     /* The ids are the variable's own numbering, not positions in the
      * user's list: say so rather than let a restriction pass unseen. */
     const char *given = getenv(g->var);
@@ -427,6 +450,7 @@ static int place_devices(struct job *j)
                  o->np, o->devices);
         fprintf(stderr, PROG ": note: %s share %d GPU%s (%s is given round-robin)\n", ranks, gpus,
                 gpus == 1 ? "" : "s", j->gpus.var);
+        note_mps(j);
     }
     return 0;
 }

@@ -391,8 +391,8 @@ static void sysroot_job(struct run *r, const char *root, const char *const *opts
     char env_root[128];
     snprintf(env_root, sizeof env_root, "SHMESH_SYSROOT=%s", root);
     char *env[16] = {env_root, "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                     "SHMESH_LOCAL_DEVICES", "CUDA_DEVICE_ORDER"};
-    int e = 5;
+                     "SHMESH_LOCAL_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MPS_PIPE_DIRECTORY"};
+    int e = 6;
     while (extra && *extra && e < 15)
         env[e++] = (char *)*extra++;
     env[e] = NULL;
@@ -528,15 +528,18 @@ static void devices_per_rank_refused(void **state)
 /* ---- --gpus ------------------------------------------------------------ */
 
 /* --gpus LIST instead of the GPUs found: ids in order, K per rank, ranks
- * sharing a GPU when an id repeats (no note: the list says so); without
- * -n, a rank per K ids; with no GPU found at all, CUDA_VISIBLE_DEVICES. */
+ * sharing a GPU when an id repeats (no note of the sharing itself: the list
+ * says so; only that no MPS daemon runs, which gpus_shared_mps checks);
+ * without -n, a rank per K ids; with no GPU found at all,
+ * CUDA_VISIBLE_DEVICES. */
 static void gpus_listed(void **state)
 {
     struct run r;
     devices_job(&r, 1, (const char *[]){"-v", "--gpus", "0,0,0", NULL});
     expect_ranks(&r, (const char *[]){"rank 0 of 3 devices 1 gpus 0", "rank 1 of 3 devices 1 gpus 0",
                                       "rank 2 of 3 devices 1 gpus 0", NULL});
-    if (strstr(r.err, "note:"))
+    if (count_lines(r.err, "note:", NULL) != count_lines(r.err, "note: ranks share an NVIDIA GPU "
+                                                                "and no MPS daemon runs", NULL))
         fail_msg("a note for GPUs shared on purpose:\n%s", r.err);
     assert_int_equal(count_lines(r.err, "starting 3 ranks of '/bin/sh', 1 GPU device each", NULL), 1);
     assert_clean(&r);
@@ -555,6 +558,42 @@ static void gpus_listed(void **state)
     expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 1 gpus 5",
                                       "rank 1 of 2 devices 1 gpus GPU-8932f937-d72c", NULL});
     assert_clean(&r);
+    run_free(&r);
+}
+
+/* Ranks sharing an NVIDIA GPU, listed or round-robin: one note that no MPS
+ * daemon runs (each call on device buffers then waits for the GPU's time
+ * slices), none when its control pipe is there, none for distinct GPUs. */
+static void gpus_shared_mps(void **state)
+{
+    const char *mps = "note: ranks share an NVIDIA GPU and no MPS daemon runs";
+    struct run r;
+    devices_job(&r, 2, (const char *[]){"--gpus", "1,1", NULL});
+    expect_ranks(&r, (const char *[]){"rank 0 of 2 devices 1 gpus 1", NULL});
+    assert_int_equal(count_lines(r.err, mps, "nvidia-cuda-mps-control -d"), 1);
+    run_free(&r);
+    devices_job(&r, 1, (const char *[]){"-n", "2", NULL});
+    assert_int_equal(count_lines(r.err, "note: 2 ranks share 1 GPU", NULL), 1);
+    assert_int_equal(count_lines(r.err, mps, NULL), 1);
+    run_free(&r);
+    devices_job(&r, 2, (const char *[]){"--gpus", "0,1", NULL});
+    assert_int_equal(count_lines(r.err, "note:", NULL), 0);
+    run_free(&r);
+    /* The daemon's control pipe where MPS keeps it: no note. */
+    const char *root = fake_sysroot(1);
+    char dir[256], control[300];
+    snprintf(dir, sizeof dir, "%s/tmp", root);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/tmp/nvidia-mps", root);
+    mkdir(dir, 0755);
+    snprintf(control, sizeof control, "%s/control", dir);
+    assert_int_equal(mkfifo(control, 0600), 0);
+    sysroot_job(&r, root, (const char *[]){"--gpus", "0,0", NULL}, "true", NULL);
+    unlink(control);
+    rmdir(dir);
+    fake_sysroot_remove();
+    assert_int_equal(r.code, 0);
+    assert_int_equal(count_lines(r.err, "note:", NULL), 0);
     run_free(&r);
 }
 
@@ -1369,6 +1408,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(devices_per_rank_gpus),
         cmocka_unit_test(devices_per_rank_refused),
         cmocka_unit_test(gpus_listed),
+        cmocka_unit_test(gpus_shared_mps),
         cmocka_unit_test(gpus_none),
         cmocka_unit_test(gpus_refused),
         cmocka_unit_test(gpus_bind_near),
