@@ -4,7 +4,8 @@
  * every op over several dtypes and sizes bit for bit as on host buffers,
  * through the device path and through host staging; handles opened once
  * per peer buffer and reopened, never stale, after a free; pool memory and
- * failing opens refused on every rank with the context still usable; async
+ * failing opens refused on every rank with the context still usable; a
+ * peer's buffer past its real allocation refused on every rank; async
  * dispatch; device buffers on one rank only a mismatch, and with several
  * devices per rank refused; SHMESH_DEBUG=paths saying which path each call
  * took (ragged_all_to_all's rows device to device); a runtime that cannot
@@ -89,6 +90,11 @@ static void freed_buffers_reopened_elsewhere(void **state)
 }
 static void pool_memory_refused(void **state) { mode("pool", "2", 2 * 2); }
 static void failed_open_fails_the_call(void **state) { mode("openfail", "2", 2 * 2); }
+/* A peer's device buffer that runs past its real allocation (a size the
+ * exporter's runtime lied about) is refused before any copy, on every rank,
+ * whether the peers open the allocation for it or mapped it before. */
+static void lying_size_refused(void **state) { mode("lie", "3", 3 + 2); }
+static void lying_size_refused_cached(void **state) { mode("liecached", "2", 2 * 2 + 1); }
 static void async_on_device(void **state) { mode("async", "2", 2); }
 static void device_on_one_rank_is_a_mismatch(void **state) { mode("mixed", "2", 2); }
 
@@ -176,6 +182,8 @@ int main(void)
         cmocka_unit_test(freed_buffers_reopened_elsewhere),
         cmocka_unit_test(pool_memory_refused),
         cmocka_unit_test(failed_open_fails_the_call),
+        cmocka_unit_test(lying_size_refused),
+        cmocka_unit_test(lying_size_refused_cached),
         cmocka_unit_test(async_on_device),
         cmocka_unit_test(device_on_one_rank_is_a_mismatch),
         cmocka_unit_test(several_devices_per_rank_refused),

@@ -273,29 +273,12 @@ static void import_drop(struct device_layer *d, int i)
     d->imports[i] = d->imports[--d->nimports];
 }
 
-void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen, int device,
-                    char *why, size_t len)
+/* Opens rank r's allocation of b and caches the mapping, with its size as
+ * the runtime here gives it (the peer's word is not taken for it): the
+ * entry, or NULL with the runtime's words in why. */
+static struct dev_import *import_open(struct device_layer *d, int r, const struct dev_buf *b,
+                                      int device, char *why, size_t len)
 {
-    struct device_layer *d = c->dev;
-    d->clock++;
-    if (d->peer_gen[r] != gen) { /* r freed something it had exported */
-        for (int i = d->nimports - 1; i >= 0; i--)
-            if (d->imports[i].rank == r)
-                import_drop(d, i);
-        d->peer_gen[r] = gen;
-    }
-    for (int i = 0; i < d->nimports; i++) {
-        struct dev_import *e = &d->imports[i];
-        if (e->rank != r || e->base != b->base)
-            continue;
-        if (e->id == b->id) {
-            e->used = d->clock;
-            d->stats.ipc_hits++;
-            return (unsigned char *)e->mapped + b->off;
-        }
-        import_drop(d, i); /* freed, and allocated again at the same address */
-        break;
-    }
     if (d->nimports == DEVICE_IMPORTS_MAX) {
         int lru = 0;
         for (int i = 1; i < d->nimports; i++)
@@ -309,14 +292,79 @@ void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen,
         return NULL;
     }
     d->stats.ipc_opens++;
-    d->imports[d->nimports++] =
-        (struct dev_import){.rank = r, .base = b->base, .id = b->id, .mapped = mapped,
-                            .used = d->clock};
-    if (c->debug & DEBUG_PATHS)
-        debug_line(c, "device: opened rank %d's allocation 0x%" PRIx64 " (id %" PRIu64
-                      ", %" PRIu64 " bytes) at %p",
-                   r, b->base, b->id, b->size, mapped);
-    return (unsigned char *)mapped + b->off;
+    /* On CUDA the range of a mapped allocation is the mapping, base and
+     * size (seen on an H100); where the mapping starts inside the range,
+     * what lies from it to the range's end. */
+    struct rt_range range;
+    uint64_t at = (uint64_t)(uintptr_t)mapped;
+    int rc = d->rt->range(mapped, &range);
+    if (rc != 1 || at - range.base >= range.size) {
+        if (rc == 1)
+            snprintf(why, len,
+                     "rank %d's allocation, opened at %p, lies outside the range the runtime "
+                     "gives for it (0x%" PRIx64 ", %" PRIu64 " bytes)",
+                     r, mapped, range.base, range.size);
+        else
+            snprintf(why, len,
+                     "rank %d's allocation, opened at %p, is not device memory to the "
+                     "runtime%s%s",
+                     r, mapped, rc < 0 ? ": " : "", rc < 0 ? d->rt->last_error() : "");
+        d->rt->ipc_close(mapped);
+        d->stats.ipc_closes++;
+        return NULL;
+    }
+    struct dev_import *e = &d->imports[d->nimports++];
+    *e = (struct dev_import){.rank = r, .base = b->base, .id = b->id, .mapped = mapped,
+                             .size = range.base + range.size - at, .used = d->clock};
+    return e;
+}
+
+int device_import(shmesh_ctx *c, int r, const struct dev_buf *b, const char *what, uint64_t gen,
+                  int device, void **at, char *why, size_t len)
+{
+    struct device_layer *d = c->dev;
+    d->clock++;
+    *at = NULL;
+    if (d->peer_gen[r] != gen) { /* r freed something it had exported */
+        for (int i = d->nimports - 1; i >= 0; i--)
+            if (d->imports[i].rank == r)
+                import_drop(d, i);
+        d->peer_gen[r] = gen;
+    }
+    struct dev_import *e = NULL;
+    for (int i = 0; i < d->nimports; i++) {
+        struct dev_import *x = &d->imports[i];
+        if (x->rank != r || x->base != b->base)
+            continue;
+        if (x->id == b->id) {
+            e = x;
+            e->used = d->clock;
+            d->stats.ipc_hits++;
+        } else {
+            import_drop(d, i); /* freed, and allocated again at the same address */
+        }
+        break;
+    }
+    if (!e) {
+        if (!(e = import_open(d, r, b, device, why, len)))
+            return RT_ERR;
+        if (c->debug & DEBUG_PATHS)
+            debug_line(c, "device: opened rank %d's allocation 0x%" PRIx64 " (id %" PRIu64
+                          ", %" PRIu64 " bytes, %" PRIu64 " mapped) at %p",
+                       r, b->base, b->id, b->size, e->size, e->mapped);
+    }
+    /* The peer's offset, length and size only passed the checks against
+     * each other (paths/device_ipc.c); a copy past the mapping would read
+     * or write whatever lies beyond it. */
+    if (b->off > e->size || b->bytes > e->size - b->off) {
+        snprintf(why, len,
+                 "the runtime maps %" PRIu64 " bytes of rank %d's %s allocation here, but rank "
+                 "%d published its %s as %" PRIu64 " bytes at offset %" PRIu64 " of %" PRIu64,
+                 e->size, r, what, r, what, b->bytes, b->off, b->size);
+        return DEVICE_PAST_END;
+    }
+    *at = (unsigned char *)e->mapped + b->off;
+    return 0;
 }
 
 void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device)

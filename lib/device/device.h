@@ -22,7 +22,10 @@
  * The old entry is closed then; when an exporter finds one of its
  * allocations gone it counts a generation, published with its handles, and
  * importers that see it change close all their mappings of that rank.  The
- * cache is bounded (least recently used entries are closed). */
+ * cache is bounded (least recently used entries are closed).  What a peer
+ * publishes is not trusted for the bounds: when a mapping is opened, the
+ * runtime is asked its size here, and every use checks the buffer against
+ * it. */
 #ifndef SHMESH_DEVICE_DEVICE_H
 #define SHMESH_DEVICE_DEVICE_H
 
@@ -46,6 +49,7 @@ struct dev_import {
     int rank;
     uint64_t base, id; /* the exporter's */
     void *mapped;      /* where it lies here */
+    uint64_t size;     /* bytes from `mapped`, as this process's runtime says */
     uint64_t used;     /* the layer's clock when last used */
 };
 
@@ -93,11 +97,15 @@ void device_close(shmesh_ctx *c);
  * with the runtime's words in why. */
 int device_export(shmesh_ctx *c, const void *p, uint64_t bytes, struct dev_buf *out, char *why,
                   size_t len);
-/* Rank r's buffer b, mapped here for use on `device` (opened once, then
- * cached; gen is r's generation): the buffer's address here, or NULL with
- * the runtime's words in why. */
-void *device_import(shmesh_ctx *c, int r, const struct dev_buf *b, uint64_t gen, int device,
-                    char *why, size_t len);
+/* Rank r's buffer b (`what` names it in messages: "input"), mapped here
+ * for use on `device` (opened once, then cached; gen is r's generation): 0
+ * with the buffer's address here in *at; RT_ERR with the runtime's words in
+ * why; or DEVICE_PAST_END when b runs past the allocation as this
+ * process's runtime maps it (what r published cannot be right; why says
+ * both sizes), and nothing may be copied. */
+#define DEVICE_PAST_END 1
+int device_import(shmesh_ctx *c, int r, const struct dev_buf *b, const char *what, uint64_t gen,
+                  int device, void **at, char *why, size_t len);
 /* Device scratch of at least `bytes` on `device`, kept for later calls. */
 void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device);
 /* DEVICE_ZEROS_BYTES of zeros in host memory, kept (copies from it may

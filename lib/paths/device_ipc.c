@@ -18,8 +18,12 @@
  * waits again, then publishes its status (paths/peer.h): the status window
  * keeps every member from leaving while others still read or write its
  * buffers, and fails the call alike on every member when one could not map
- * or copy.  The cross-process order is the segment's windows; no flag in
- * device memory is needed (the kernels wait for nothing). */
+ * or copy.  A peer's buffer that runs past its allocation as the runtime
+ * maps it here is another matter: a published size that cannot be right,
+ * caught before anything is queued, poisons the context and tells the job
+ * (SHMESH_ERR_BAD_SEGMENT, as check_pubs does).  The cross-process order is
+ * the segment's windows; no flag in device memory is needed (the kernels
+ * wait for nothing). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -164,14 +168,23 @@ struct dev_run {
     char why[WHY_MAX];
 };
 
+/* A member's buffer mapped here: 0; an errno when the runtime could not
+ * map it (the status window tells the others); or, when the buffer runs
+ * past the allocation as the runtime maps it here, the context poisoned
+ * and the job told, as for any published value that cannot be right: a
+ * negative error code. */
 static int map_peer(struct dev_run *x, int q, bool output, unsigned char **at)
 {
     struct call *k = x->k;
     const struct dev_pub *p = &pubs(k)[q];
-    void *m = device_import(k->c, k->g.ranks[q], output ? &p->out : &p->in, p->gen, x->device,
-                            x->why, sizeof x->why);
-    if (!m) {
-        k->err_peer = k->g.ranks[q];
+    int r = k->g.ranks[q];
+    void *m;
+    int rc = device_import(k->c, r, output ? &p->out : &p->in, output ? "output" : "input",
+                           p->gen, x->device, &m, x->why, sizeof x->why);
+    if (rc == DEVICE_PAST_END)
+        return fail_corrupt(k->c, k->name, k->seq, r, "%s", x->why);
+    if (rc) {
+        k->err_peer = r;
         return ENXIO;
     }
     *at = m;
@@ -353,9 +366,10 @@ static int dev_allreduce(struct dev_run *x, bool two_shot)
     return err;
 }
 
-/* Stage 2: this member's part of the data, queued and waited for; a
- * failure's sentence is kept in the device layer for after the status
- * window. */
+/* Stage 2: this member's part of the data, queued and waited for: 0, an
+ * errno whose sentence is kept in the device layer for after the status
+ * window, or a negative error code when the context is poisoned (a peer's
+ * buffer past its allocation: nothing was queued). */
 static int run_part(struct call *k)
 {
     struct device_layer *d = k->c->dev;
@@ -369,6 +383,8 @@ static int run_part(struct call *k)
             two_shot |= in_place(&pubs(k)[q]);
     }
     int err = map_peers(&x, two_shot);
+    if (err < 0)
+        return err;
     if (!err)
         err = k->f.kind == FLOW_MOVE      ? dev_move(&x)
               : k->f.kind == FLOW_STREAMS ? dev_rows(&x)
@@ -399,7 +415,10 @@ static int dev_step(struct call *k)
     if (k->stage == 1) {
         if ((rc = xrun_step(k, &k->xr)) || (rc = check_pubs(k)))
             return rc;
-        k->err = run_part(k);
+        int err = run_part(k);
+        if (err < 0) /* poisoned, the job told: the others fail too */
+            return err;
+        k->err = err;
         xrun_start(k, &k->xr, &peer_status);
         k->stage = 2;
     }

@@ -22,6 +22,9 @@
  *   that reads a result, or lets a peer read it, before synchronising finds
  *   the old bytes.  Their pointers are checked when they are queued, so a
  *   bad one fails the call that gave it; kernels take device memory only.
+ * - fake_gpu_lie_size makes range() report more than an allocation holds,
+ *   the handle and every access keeping the real size: an exporter whose
+ *   published size a peer must not trust.
  * - The kernels are lib/device/kernels.h, compiled for the host
  *   (grid_host.h), so CI checks their arithmetic.
  *
@@ -68,6 +71,7 @@ struct mapping {
     int device;
     bool opened, pool;
     int refs; /* opened: ipc_open calls not closed yet (CUDA counts them) */
+    size_t claimed; /* fake_gpu_lie_size: what range() says instead of size; 0: size */
 };
 
 /* An IPC handle's bytes. */
@@ -412,7 +416,7 @@ int fake_range(const void *p, struct rt_range *r)
     if (!m)
         return 0;
     r->base = m->base;
-    r->size = m->size;
+    r->size = m->claimed ? m->claimed : m->size;
     r->id = m->id;
     r->device = m->device;
     return 1;
@@ -667,4 +671,14 @@ EXPORT void fake_gpu_fail_next_open(void)
 {
     std::lock_guard<std::mutex> l(mu);
     fail_next_open = true;
+}
+
+EXPORT int fake_gpu_lie_size(void *base, size_t size)
+{
+    std::lock_guard<std::mutex> l(mu);
+    mapping *m = find_base("fake_gpu_lie_size", base, false);
+    if (!m)
+        return RT_ERR;
+    m->claimed = size;
+    return 0;
 }

@@ -45,10 +45,16 @@ int fake_gpu_alloc_pool(int device, size_t n, void **p);
 void fake_gpu_counters(struct fake_gpu_counters *c);
 /* The next ipc_open of this process fails (RT_ERR), whatever its handle. */
 void fake_gpu_fail_next_open(void);
+/* From now on range() of this process says the allocation at `base` (one of
+ * its own) holds `size` bytes (0: the truth again), as a lying or corrupt
+ * exporter would publish; its IPC handle, what peers map, and every access
+ * keep the real size.  0, or RT_ERR (last_error() says why). */
+int fake_gpu_lie_size(void *base, size_t size);
 
 typedef int (*fake_gpu_alloc_pool_fn)(int device, size_t n, void **p);
 typedef void (*fake_gpu_counters_fn)(struct fake_gpu_counters *c);
 typedef void (*fake_gpu_fail_next_open_fn)(void);
+typedef int (*fake_gpu_lie_size_fn)(void *base, size_t size);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,12 @@
  *             it; the context stays usable
  *   openfail  (fake) an IPC open that fails on rank 1 fails the call on
  *             every rank; the context stays usable
+ *   lie       (fake) rank 1's runtime claims its input's allocation is twice
+ *             its size, and rank 1 passes a buffer that runs past the real
+ *             allocation but inside the claim: refused before any copy on
+ *             every rank (SHMESH_ERR_BAD_SEGMENT), in the library's words
+ *   liecached the same on an allocation the peers mapped in a good call
+ *             before (their cached mapping)
  *   async     psum_async on device buffers, then the token
  *   mixed     rank 0 device buffers, the others host: a mismatch naming both
  *   local2    (--devices-per-rank 2) device buffers with several devices per
@@ -402,6 +408,51 @@ static int mode_openfail(void)
     return 0;
 }
 
+/* Rank 1's input allocation holds `real` floats; its runtime claims twice
+ * that, and rank 1 passes 2 * real.  With `first`, a good call of `real`
+ * floats first, so that the peers' mapping is cached. */
+static int lie(bool first)
+{
+    fake_gpu_lie_size_fn lie_size;
+    if (!fake_sym("fake_gpu_lie_size", &lie_size, sizeof lie_size)) {
+        printf("rank %d: skip: a lying exporter needs the fake runtime\n", rank);
+        return 77;
+    }
+    size_t real = 1024, count = 2 * real;
+    void *a = must_alloc((rank == 1 ? real : count) * 4), *b = must_alloc(count * 4);
+    if (first)
+        psum_check(a, b, real, 1.0f, "within the allocation");
+    if (rank == 1 && lie_size(a, count * 4)) {
+        printf("rank %d: FAILED: fake_gpu_lie_size\n", rank);
+        exit(1);
+    }
+    fake_gpu_counters_fn counters;
+    fake_sym("fake_gpu_counters", &counters, sizeof counters);
+    struct fake_gpu_counters c0, c1;
+    counters(&c0);
+    shmesh_array in = {.data = a, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {(int64_t)count}}, out = in;
+    out.data = b;
+    int rc = shmesh_psum(mesh, "x", NULL, &in, &out);
+    const char *e = shmesh_last_error(ctx);
+    counters(&c1);
+    if (rank != 1) /* rank 1's own runtime believes its lie */
+        check(c1.copies == c0.copies && c1.kernels == c0.kernels,
+              "and nothing was queued (%llu copies, %llu kernels)",
+              (unsigned long long)(c1.copies - c0.copies),
+              (unsigned long long)(c1.kernels - c0.kernels));
+    char want[160];
+    snprintf(want, sizeof want,
+             "the runtime maps %zu bytes of rank 1's input allocation here, but rank 1 published "
+             "its input as %zu bytes at offset 0 of %zu",
+             real * 4, count * 4, count * 4);
+    check(rc == SHMESH_ERR_BAD_SEGMENT && strstr(e, want),
+          "a buffer past rank 1's real allocation refused%s: %s", first ? " (cached mapping)" : "",
+          e);
+    shmesh_device_free(ctx, a);
+    shmesh_device_free(ctx, b);
+    return 0;
+}
+
 static int mode_async(void)
 {
     size_t count = 100000;
@@ -479,7 +530,8 @@ int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr,
-                "usage: shmesh-test-device ops|cache|realloc|pool|openfail|async|mixed|local2\n");
+                "usage: shmesh-test-device "
+                "ops|cache|realloc|pool|openfail|lie|liecached|async|mixed|local2\n");
         return 2;
     }
     if (shmesh_init(&ctx)) {
@@ -507,6 +559,8 @@ int main(int argc, char **argv)
              : !strcmp(m, "realloc")  ? mode_realloc()
              : !strcmp(m, "pool")     ? mode_pool()
              : !strcmp(m, "openfail") ? mode_openfail()
+             : !strcmp(m, "lie")      ? lie(false)
+             : !strcmp(m, "liecached") ? lie(true)
              : !strcmp(m, "async")    ? mode_async()
              : !strcmp(m, "mixed")    ? mode_mixed()
              : !strcmp(m, "local2")   ? mode_local2()
@@ -514,8 +568,10 @@ int main(int argc, char **argv)
     if (rc == 2)
         fprintf(stderr, "shmesh-test-device: unknown mode '%s'\n", m);
     shmesh_mesh_destroy(mesh);
+    /* Modes that leave the job poisoned: their finalize fails. */
+    bool poisoned = !strcmp(m, "mixed") || !strncmp(m, "lie", 3);
     int frc = shmesh_finalize(ctx);
-    if (frc && strcmp(m, "mixed"))
+    if (frc && !poisoned)
         printf("rank %d: FAILED: finalize: %s\n", rank, shmesh_last_error(NULL));
-    return rc ? rc : failures || (frc && strcmp(m, "mixed")) ? 1 : 0;
+    return rc ? rc : failures || (frc && !poisoned) ? 1 : 0;
 }
