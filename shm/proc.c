@@ -41,6 +41,12 @@ bool proc_read_stat(const char *root, pid_t pid, struct proc_stat *st)
         return false;
     st->ppid = (pid_t)ppid;
     st->start = start;
+    const char *open = strchr(buf, '(');
+    size_t n = open && open < p ? (size_t)(p - open - 1) : 0;
+    if (n >= sizeof st->comm)
+        n = sizeof st->comm - 1;
+    memcpy(st->comm, open ? open + 1 : "", n);
+    st->comm[n] = '\0';
     return true;
 }
 

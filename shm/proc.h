@@ -17,6 +17,7 @@ struct proc_stat {
     char state;
     pid_t ppid;
     unsigned long long start;
+    char comm[17]; /* the command name (the kernel keeps 15 bytes of it) */
 };
 
 /* Reads ROOT/PID/stat (root NULL: "/proc"; tests give a directory of

@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include "notify.h"
+#include "proc.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -323,4 +325,20 @@ void test_sample_note(const char *what, unsigned ran, unsigned of)
 {
     if (test_sample() > 1)
         print_message("SHMESH_TEST_SAMPLE=%d: %u of the %u %s\n", test_sample(), ran, of, what);
+}
+
+pid_t find_process(bool (*match)(pid_t pid, const struct proc_stat *st, void *arg), void *arg)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        struct proc_stat st;
+        if (pid > 0 && proc_read_stat(NULL, pid, &st) && match(pid, &st, arg))
+            found = pid;
+    }
+    if (d)
+        closedir(d);
+    return found;
 }

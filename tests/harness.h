@@ -76,6 +76,9 @@ bool shm_exists(const char *name);
 
 /* Are any of these pids still alive (not zombies of someone else)? */
 bool pid_alive(pid_t pid);
+/* The first process in /proc that match(pid, its stat, arg) accepts, or 0. */
+struct proc_stat;
+pid_t find_process(bool (*match)(pid_t pid, const struct proc_stat *st, void *arg), void *arg);
 
 /* A directory to pass as SHMESH_SYSROOT: `gpus` fake NVIDIA GPUs under
  * proc/driver/nvidia/gpus (0: none at all, whatever the machine has).

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "proc.h"
 
 static void assert_clean(const struct run *r)
 {
@@ -1263,30 +1264,15 @@ static void escapees_end_with_killed_launcher(void **state)
 /* The process of shmesh-run's that supervises the ranks (named shmesh-job),
  * or a helper of shmesh-run's such as a watchdog: the first child of
  * `launcher` whose name starts with "shmesh-" but is not shmesh-run. */
+static bool is_launcher_helper(pid_t pid, const struct proc_stat *st, void *launcher)
+{
+    return st->ppid == *(pid_t *)launcher && !strncmp(st->comm, "shmesh-", 7) &&
+           strcmp(st->comm, "shmesh-run");
+}
+
 static pid_t launcher_helper(pid_t launcher)
 {
-    DIR *d = opendir("/proc");
-    pid_t found = 0;
-    struct dirent *e;
-    while (d && !found && (e = readdir(d))) {
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
-        int ppid;
-        if (!open || !close || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid != launcher ||
-            strncmp(open, "(shmesh-", 8) || !strncmp(open, "(shmesh-run)", 12))
-            continue;
-        found = (pid_t)atoi(e->d_name);
-    }
-    if (d)
-        closedir(d);
-    return found;
+    return find_process(is_launcher_helper, &launcher);
 }
 
 struct helper_kill {

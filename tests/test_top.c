@@ -39,6 +39,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "proc.h"
 #include "shm/segment.h"
 
 #define WORLD 4
@@ -633,32 +634,18 @@ static void other_user(void **state)
     run_free(&r);
 }
 
+static bool is_launcher_of(pid_t pid, const struct proc_stat *st, void *leader)
+{
+    pid_t l = *(pid_t *)leader;
+    return !strcmp(st->comm, "shmesh-run") && (pid == l || st->ppid == l);
+}
+
 /* The launcher that runuser (pid `leader`) started: runuser itself once
  * it has executed shmesh-run, or its child; 0 when none shows up. */
 static pid_t launcher_in_group(pid_t leader)
 {
     for (int tries = 0; tries < 200; tries++) {
-        DIR *d = opendir("/proc");
-        struct dirent *e;
-        pid_t found = 0;
-        while (d && !found && (e = readdir(d))) {
-            char path[300], buf[512];
-            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-            FILE *f = fopen(path, "re");
-            if (!f)
-                continue;
-            size_t n = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            char *p = strrchr(buf, ')');
-            int ppid, pid = atoi(e->d_name);
-            if (strncmp(strchr(buf, '(') ? strchr(buf, '(') : "", "(shmesh-run)", 12) || !p ||
-                sscanf(p + 1, " %*c %d", &ppid) != 1 || (pid != leader && ppid != leader))
-                continue;
-            found = pid;
-        }
-        if (d)
-            closedir(d);
+        pid_t found = find_process(is_launcher_of, &leader);
         if (found)
             return found;
         sleep_secs(0.05);
