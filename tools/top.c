@@ -563,7 +563,7 @@ struct finding {
     uint64_t call;
     int op;
     double waited_s; /* the longest wait */
-    char text[1024];
+    char text[1536]; /* who + in + what and the words between: never cut */
 };
 
 struct diagnosis {
@@ -633,7 +633,7 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
             }
             f->sink = pass == 0 ? t : -1;
             f->cycle_min = t;
-            char who[256], in[192], what[512];
+            char who[256], what[512], in[sizeof what + 96];
             rank_list(f->waiters, n, who, sizeof who);
             if (f->same_call && f->same_point)
                 snprintf(in, sizeof in, "in call #%" PRIu64 " (%s) to pass %s", f->call,

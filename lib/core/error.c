@@ -66,7 +66,12 @@ static void vset_after_poison(shmesh_ctx *c, char *buf, const char *fmt, va_list
     vset(later, c->rank, fmt, ap);
     size_t n = strnlen(c->poison_err, CTX_ERR_MAX - 1);
     memmove(buf, c->poison_err, n);
-    snprintf(buf + n, CTX_ERR_MAX - n, "; later, %s", later);
+    /* Appended as far as it fits: the poison's sentence comes first whole. */
+    const char *parts[] = {"; later, ", later};
+    for (int i = 0; i < 2; i++)
+        for (const char *p = parts[i]; *p && n < CTX_ERR_MAX - 1; p++)
+            buf[n++] = *p;
+    buf[n] = '\0';
 }
 
 int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
