@@ -20,7 +20,9 @@ Usage: check_trace.py [options] SHMESH_RUN PROGRAM [ARGS...]
   --trace-events N  passed to shmesh-run
   --env VAR=VALUE   set for the job (repeatable)
   --timeout SECS    shmesh-run --timeout (default 60)
-  --signal SECS     send SIGTERM to shmesh-run after SECS
+  --signal SECS     send SIGTERM to shmesh-run SECS after every rank said how
+                    many calls it made (60 s at most: a busy machine may take
+                    seconds to start the ranks)
   --launcher-arg A  one more option for shmesh-run (repeatable)
   --trace-path P    the trace file (default: a temporary file)
   --stderr REGEX    refused: what shmesh-run must say
@@ -45,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 failures = []
 
@@ -105,14 +108,26 @@ def run(a, path):
     for kv in a.env:
         k, _, v = kv.partition("=")
         env[k] = v
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    if a.signal is not None:
-        try:
-            p.wait(timeout=a.signal)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=120)
-    p.stdout, p.stderr = out, err
+    # Output to files: --signal reads stdout while the job runs.
+    with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
+        p = subprocess.Popen(cmd, stdout=fout, stderr=ferr, text=True, env=env)
+        if a.signal is not None:
+            # The ranks are all inside their last call once each has said
+            # how many it made: then the signal, not after a fixed time.
+            t0 = time.monotonic()
+            while p.poll() is None and time.monotonic() - t0 < 60:
+                fout.seek(0)
+                if len(set(re.findall(r"rank (\d+) calls \d+", fout.read()))) >= a.ranks:
+                    break
+                time.sleep(0.02)
+            try:
+                p.wait(timeout=a.signal)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGTERM)
+        p.wait(timeout=120)
+        fout.seek(0)
+        ferr.seek(0)
+        p.stdout, p.stderr = fout.read(), ferr.read()
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     print("launcher exit status", p.returncode)

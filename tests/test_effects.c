@@ -10,7 +10,7 @@
  * point k finished everywhere (and the same checks catching an UNORDERED
  * one); an ORDERED effect refused on several devices and run exactly once
  * when placed on one; a rank dying or aborting while others wait on tokens
- * (the error within 2 s, under both notifiers); SHMESH_TIMEOUT ending
+ * (the error within seconds, under both notifiers); SHMESH_TIMEOUT ending
  * token waits; async calls, callbacks and effect registrations that differ
  * between ranks (MISMATCH naming both); collective callbacks that differ
  * between ranks in placement, effect or kind (MISMATCH from the callback's
@@ -280,7 +280,8 @@ static int wait_times(const char *out, const char *err_name, double *ms, int max
  * ORDERED_SHARDABLE effect whose point 1 rank 2 never finishes, or for
  * placed, a callback placed on rank 2's device): every wait returns
  * PEER_DEAD (ABORTED when rank 2 calls shmesh_abort) naming rank 2 within
- * 2 s of the death, and later calls fail at once. */
+ * 10 s of the death (milliseconds when all is well; without SHMESH_TIMEOUT
+ * a death nobody noticed is a wait for ever), and later calls fail at once. */
 static void peer_death(const char *what, const char *notifier)
 {
     char notify[32] = "";
@@ -293,7 +294,7 @@ static void peer_death(const char *what, const char *notifier)
     int waits = !strcmp(what, "shardable") || !strcmp(what, "placed") ? 6 : 5;
     const char *err = aborts ? "SHMESH_ERR_ABORTED" : "SHMESH_ERR_PEER_DEAD";
     struct run r;
-    run_job_env(&r, notifier ? notify : NULL, 3, 1, 30, "peer-death", what, NULL);
+    run_job_env(&r, notifier ? notify : NULL, 3, 1, 60, "peer-death", what, NULL);
     assert_int_equal(r.code, aborts ? 7 : 137);
     if (!count_lines(r.err, "rank 2 (pid", aborts ? "exited with status 7" : "killed by SIGKILL"))
         fail_msg("the launcher did not name rank 2 and how it ended:\n%s", r.err);
@@ -304,7 +305,7 @@ static void peer_death(const char *what, const char *notifier)
     double worst = 0;
     for (int i = 0; i < n; i++)
         worst = ms[i] > worst ? ms[i] : worst;
-    if (worst > 2000)
+    if (worst > 10000)
         fail_msg("a wait ended %.0f ms after the death:\n%s", worst, r.out);
     char want[64];
     snprintf(want, sizeof want, "peer death (%s) seen by %d waits", what, waits);
@@ -320,22 +321,25 @@ static void peer_aborts(void **state) { peer_death("abort", NULL); }
 static void peer_killed_in_shardable_point(void **state) { peer_death("shardable", NULL); }
 static void peer_killed_before_placed_callback(void **state) { peer_death("placed", NULL); }
 
-/* SHMESH_TIMEOUT=1: rank 0 waits while rank 1 sleeps 3 s outside any call
- * — on a psum's token, on an ORDERED_SHARDABLE point that needs rank 1's
- * previous one, in shmesh_effects_barrier for rank 1's part of the last
- * point; each wait ends with TIMEOUT after about a second, naming rank 1. */
+/* SHMESH_TIMEOUT=5: rank 0 waits while rank 1 stays outside any call
+ * until rank 0's wait is over — on a psum's token, on an
+ * ORDERED_SHARDABLE point that needs rank 1's previous one, in
+ * shmesh_effects_barrier for rank 1's part of the last point; each wait
+ * ends with TIMEOUT after 5 s or a little more, naming rank 1.  (5 s, not
+ * 1: the limit holds for every wait, the ranks' start-up included, which a
+ * busy machine may spread over more than a second.) */
 static void timeout(const char *what)
 {
     struct run r;
-    run_job_env(&r, "SHMESH_TIMEOUT=1", 2, 1, 30, "timeout", what, NULL);
+    run_job_env(&r, "SHMESH_TIMEOUT=5", 2, 1, 60, "timeout", what, NULL);
     double ms[2];
     int n = wait_times(r.out, "SHMESH_ERR_TIMEOUT", ms, 2);
     if (n != 1)
         fail_msg("%s: %d waits ended with TIMEOUT, expected 1 (exit %d):\n%s\n%s", what,
                  n, r.code, r.out, r.err);
     print_message("%s: the wait ended after %.0f ms\n", what, ms[0]);
-    if (ms[0] < 900 || ms[0] > 2500)
-        fail_msg("%s: the wait ended after %.0f ms, SHMESH_TIMEOUT is 1 s", what, ms[0]);
+    if (ms[0] < 4900 || ms[0] > 30000)
+        fail_msg("%s: the wait ended after %.0f ms, SHMESH_TIMEOUT is 5 s", what, ms[0]);
     if (r.code != 0)
         fail_msg("%s: exit %d\n%s\n%s", what, r.code, r.out, r.err);
     run_free(&r);

@@ -1,9 +1,9 @@
 /* Description: the engine through its internal interfaces, each mode of
  * shmesh-test-engine under shmesh-run — three calls on different groups in
  * flight on one context, completed in order with right results, and
- * call_progress returning at once while peers are late; buffers a device
- * backend claims (an inaccessible range) refused with a clear error and
- * never copied; a single copy the kernel refuses failing that call on both
+ * call_progress returning at once while peers are late (held at a gate);
+ * buffers a device backend claims (an inaccessible range) refused with a
+ * clear error and never copied; a single copy the kernel refuses failing that call on both
  * ranks, not the job; a second thread using a context while the first is
  * inside refused with its own explanation; SHMESH_DEBUG's lines (a path per
  * exchange, a line per call and per wait, what single copy did to ptrace),
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -27,9 +28,16 @@ static bool run_mode(const char *mode, const char *n, int checks)
     assert_non_null(prog);
     char *argv[] = {(char *)launcher_path(), "-v", "-n", (char *)n, "--", (char *)prog,
                     (char *)mode, NULL};
-    char *env[] = {"SHMESH_TIMEOUT=20", NULL};
+    /* Where ranks must be late, they wait for rank 0 to create this file. */
+    char dir[] = "/tmp/shmesh-test-engine-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char gate[sizeof dir + 32];
+    snprintf(gate, sizeof gate, "SHMESH_TEST_GATE=%s/open", dir);
+    char *env[] = {"SHMESH_TIMEOUT=20", gate, NULL};
     struct run r;
-    run_cmd(argv, env, 60, &r);
+    run_cmd(argv, env, 120, &r);
+    unlink(strchr(gate, '=') + 1);
+    rmdir(dir);
     if (r.timed_out)
         fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r.out, r.err);
     char name[128];

@@ -34,15 +34,16 @@ static void run(const char *scenario, const char *iters, enum expect expect, boo
 {
     const char *prog = getenv("SHMESH_TEST_HOSTILE");
     assert_non_null(prog);
-    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "15", "--",
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "60", "--",
                     (char *)prog, (char *)scenario, (char *)iters, NULL};
     /* A wait that does not notice what happened ends here, as an error the
-     * checks below count as a hang. */
-    char *env[] = {"SHMESH_TIMEOUT=5", "SHMESH_SPIN_NS=0", "SHMESH_YIELD_NS=0", NULL};
+     * checks below count as a hang.  (20 s: no wait of a rank that noticed
+     * lasts that long, however busy the machine; start-up included.) */
+    char *env[] = {"SHMESH_TIMEOUT=20", "SHMESH_SPIN_NS=0", "SHMESH_YIELD_NS=0", NULL};
     if (!blocking)
         env[1] = NULL;
     struct run r;
-    run_cmd(argv, env, 30, &r);
+    run_cmd(argv, env, 90, &r);
     const char *why = NULL;
     if (r.timed_out)
         why = "the job hung";

@@ -68,40 +68,52 @@ static void wake_timeout_and_death(enum notify_kind k)
         skip();
     _Atomic uint32_t *w = shared_word();
 
-    /* Already different: no sleep. */
+    /* Deadlines here are long (30 s) and what ends each wait is told by
+     * its result, not by how long it took: a busy machine may delay any of
+     * these processes by a second or more. */
+    const int64_t long_ns = 30000000000LL;
+
+    /* Already different: no sleep (a sleep would be the whole 30 s). */
     atomic_store(w, 5);
     double t0 = mono_secs();
-    assert_int_equal(notify_wait(n, w, 4, 2000000000), 0);
-    assert_true(mono_secs() - t0 < 0.5);
+    assert_int_equal(notify_wait(n, w, 4, long_ns), 0);
+    assert_true(mono_secs() - t0 < 10);
 
-    /* Nobody posts: the deadline. */
+    /* Nobody posts: the deadline, not before it, and not for ever. */
     t0 = mono_secs();
     assert_int_equal(notify_wait(n, w, 5, 60000000), -ETIMEDOUT);
     double took = mono_secs() - t0;
-    if (took < 0.05 || took > 1.5)
+    if (took < 0.05 || took > 20)
         fail_msg("a 60 ms wait took %.3f s", took);
 
-    /* Another process posts and wakes. */
+    /* Another process posts and wakes: the wake ends the wait, not the
+     * deadline. */
     pid_t pid = child_after(100, w, 6);
-    t0 = mono_secs();
-    while (atomic_load(w) == 5 && mono_secs() - t0 < 5)
-        assert_true(notify_wait(n, w, 5, 5000000000LL) >= 0);
+    int rc = 0;
+    while (atomic_load(w) == 5 && rc >= 0)
+        rc = notify_wait(n, w, 5, long_ns);
+    if (rc < 0)
+        fail_msg("waiting for another process's wake: %d (%s)", rc,
+                 rc == -ETIMEDOUT ? "the 30 s deadline: no wake arrived" : strerror(-rc));
     assert_int_equal(atomic_load(w), 6);
-    assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
 
-    /* A watched process exits while we sleep on a word nobody touches. */
+    /* A watched process exits while we sleep on a word nobody touches.
+     * uring hears of it in the wait itself (the wait ends before its
+     * deadline); futex looks at the peers after each slice that timed out. */
     pid = child_after(100, NULL, 0);
     assert_int_equal(notify_watch(n, 1, pid), 0);
     t0 = mono_secs();
-    while (!notify_peer_exited(n, 1) && mono_secs() - t0 < 5) {
-        int rc = notify_wait(n, w, 6, 200000000);
+    while (!notify_peer_exited(n, 1) && mono_secs() - t0 < 30) {
+        rc = notify_wait(n, w, 6, k == NOTIFY_URING ? long_ns : 200000000);
         assert_true(rc == 0 || rc == 1 || rc == -ETIMEDOUT);
+        if (k == NOTIFY_URING && rc == -ETIMEDOUT)
+            fail_msg("uring: a peer's exit did not end a 30 s wait");
         notify_check_peers(n, rc == -ETIMEDOUT);
     }
     assert_true(notify_peer_exited(n, 1));
     took = mono_secs() - t0;
-    if (took > (k == NOTIFY_URING ? 1.0 : 2.0))
+    if (took > 20)
         fail_msg("death noticed after %.3f s", took);
     waitpid(pid, NULL, 0);
 
@@ -174,14 +186,15 @@ static void wait_flag_outcomes(enum notify_kind k)
     assert_int_equal(culprit, 2);
     atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_ATTACHED);
 
-    /* Rank 2 dies (a real process we watch) while we wait for rank 1. */
+    /* Rank 2 dies (a real process we watch) while we wait for rank 1: the
+     * death ends the wait, not its (30 s) deadline. */
     pid = child_after(100, NULL, 0);
     assert_int_equal(notify_watch(n, 2, pid), 0);
     culprit = -1;
-    double t0 = mono_secs();
+    w.timeout_ns = 30000000000LL;
     assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -EOWNERDEAD);
     assert_int_equal(culprit, 2);
-    assert_true(mono_secs() - t0 < 2);
+    w.timeout_ns = 0;
     waitpid(pid, NULL, 0);
     /* A dead peer that had finalized is no failure. */
     atomic_store(&seg_ctrl(s, 2)->state, SEG_RANK_FINALIZED);
@@ -189,16 +202,16 @@ static void wait_flag_outcomes(enum notify_kind k)
     assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -ETIMEDOUT);
     w.timeout_ns = 0;
 
-    /* The job is aborted from another process while we wait. */
+    /* The job is aborted from another process while we wait: the abort
+     * ends the wait, not its (30 s) deadline. */
     pid = fork();
     if (pid == 0) {
         sleep_secs(0.1);
         seg_abort(s, SEG_CAUSE_SIGNAL, -1, 0, "test");
         _exit(0);
     }
-    t0 = mono_secs();
+    w.timeout_ns = 30000000000LL;
     assert_int_equal(seg_wait_progress(&w, f1, UINT64_C(7) << 32, 1, &culprit), -ECANCELED);
-    assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
 
     seg_close(s);
@@ -246,44 +259,39 @@ static void progress_back(struct seg *s) { seg_progress_post(&seg_ctrl(s, 1)->pr
 static void counter_back(struct seg *s) { seg_flag_post(&s->hdr->attached, 1); }
 
 /* Waits look at what they wait for after every wake-up, and a word that
- * goes back (no rank can have written it) ends the wait. */
+ * goes back (no rank can have written it) ends the wait.  Each wait's
+ * result tells what ended it: its deadline (30 s) is -ETIMEDOUT. */
 static void wait_sees_corruption(enum notify_kind k)
 {
     struct seg *s;
     struct notify *n;
-    struct seg_waiter w = rank0_of_3(k, 0, 5000000000, &s, &n);
+    struct seg_waiter w = rank0_of_3(k, 0, 30000000000LL, &s, &n);
     struct seg_progress *p1 = &seg_ctrl(s, 1)->progress;
     int culprit = -1;
 
     /* The tag arrives; the progress word says nothing. */
     struct tag_wait tw = {&seg_slot(s, 1, 0)->tag, &p1->value, UINT64_C(8) << 32};
     pid_t pid = later(tag_then_progress_lost, s);
-    double t0 = mono_secs();
     assert_int_equal(seg_wait_until(&w, p1, tag_or_progress, &tw, 1, &culprit), 0);
-    assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
     /* Without the tag, the same wait on the progress word alone would hang
      * (here: until its deadline). */
     w.timeout_ns = 200000000;
     assert_int_equal(seg_wait_progress(&w, p1, UINT64_C(8) << 32, 1, &culprit), -ETIMEDOUT);
-    w.timeout_ns = 5000000000;
+    w.timeout_ns = 30000000000LL;
 
     /* Progress that goes back during a wait. */
     atomic_store(&p1->value, UINT64_C(9) << 32);
     culprit = -1;
     pid = later(progress_back, s);
-    t0 = mono_secs();
     assert_int_equal(seg_wait_progress(&w, p1, UINT64_C(10) << 32, 1, &culprit), -EBADMSG);
     assert_int_equal(culprit, 1);
-    assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
 
     /* A counter that goes back. */
     atomic_store(&s->hdr->attached.value, 2);
     pid = later(counter_back, s);
-    t0 = mono_secs();
     assert_int_equal(seg_wait_flag(&w, &s->hdr->attached, 3, -1, &culprit), -EBADMSG);
-    assert_true(mono_secs() - t0 < 2);
     waitpid(pid, NULL, 0);
 
     seg_close(s);

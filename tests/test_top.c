@@ -71,7 +71,7 @@ static void top(struct run *r, char *const env[], ...)
 static void top_quiet(struct run *r, const char *a, const char *b, const char *c)
 {
     char *argv[] = {(char *)top_path(), (char *)a, (char *)b, (char *)c, NULL};
-    if (run_cmd(argv, NULL, 20, r)) {
+    if (run_cmd(argv, NULL, 60, r)) {
         memset(r, 0, sizeof *r);
         r->code = -1;
         r->out = strdup("");
@@ -84,6 +84,25 @@ static void expect_in(const struct run *r, const char *text, const char *what)
     if (!strstr(r->out, text))
         fail_msg("%s: expected '%s' in shmesh-top's output (exit %d)\nstdout:\n%s\nstderr:\n%s",
                  what, text, r->code, r->out, r->err);
+}
+
+/* The number of seconds shmesh-top printed right after `text` (its first
+ * occurrence): at least `secs`, which the test set that long ago (no less
+ * can have passed), and not absurdly more.  It grows while shmesh-top
+ * starts, which on a busy machine may take a second or more: no upper
+ * bound that a slow start could pass. */
+static void expect_secs(const struct run *r, const char *text, double secs, const char *what)
+{
+    const char *p = strstr(r->out, text);
+    if (!p)
+        fail_msg("%s: expected '%s' in shmesh-top's output (exit %d)\nstdout:\n%s\nstderr:\n%s",
+                 what, text, r->code, r->out, r->err);
+    char *end;
+    double got = strtod(p + strlen(text), &end);
+    if (end == p + strlen(text) || got < secs - 0.05 || got > secs + 300)
+        fail_msg("%s: expected at least %.1f s after '%s' in shmesh-top's output, found "
+                 "'%.12s'\nstdout:\n%s",
+                 what, secs, text, p + strlen(text), r->out);
 }
 
 /* ---- arguments, no job ---------------------------------------------------- */
@@ -262,7 +281,8 @@ static void fake_outside_call(void **state)
     struct run r;
     show(&r, false);
     print_message("%s", r.out); /* for the log: what a hung job looks like */
-    expect_in(&r, "ranks 0-2 wait for rank 3 in call #7 (psum), blocked for 3.", "chain to 3");
+    expect_secs(&r, "ranks 0-2 wait for rank 3 in call #7 (psum), blocked for ", 3.5,
+                "chain to 3");
     expect_in(&r, "rank 3 is outside any call (its last call: #6 psum)", "rank 3 idle");
     run_free(&r);
     show(&r, true);
@@ -270,9 +290,10 @@ static void fake_outside_call(void **state)
                   "\"its_op\":\"psum\",\"waiters\":[0,1,2],\"call\":7,\"op\":\"psum\"",
               "json");
     expect_in(&r, "{\"rank\":1,", "json rank 1");
-    expect_in(&r, "\"activity\":\"wait\",\"call\":7,\"op\":\"psum\",\"wait_rank\":3,"
-                  "\"wait_call\":7,\"wait_window\":0,\"waited_s\":3.",
-              "json rank 1's wait");
+    /* Rank 1 is the first that waits for rank 3. */
+    expect_secs(&r, "\"activity\":\"wait\",\"call\":7,\"op\":\"psum\",\"wait_rank\":3,"
+                    "\"wait_call\":7,\"wait_window\":0,\"waited_s\":",
+                3.5, "json rank 1's wait");
     /* Rank 1 waits for 3 itself, rank 0 for 1. */
     expect_in(&r, "\"wait_rank\":1,\"wait_call\":7,", "json rank 0's wait");
     expect_in(&r, "\"notifier\":\"futex\",\"calls\":6,\"bytes\":24,", "json counters");
@@ -352,22 +373,24 @@ static void fake_point_and_tokens(void **state)
     struct run r;
     show(&r, false);
     print_message("%s", r.out);
-    expect_in(&r, "ranks 1-3 wait for rank 0 in call #9 (callback) to pass point 4 of effect "
-                  "\"log\", blocked for 2.", "point wait");
+    expect_secs(&r, "ranks 1-3 wait for rank 0 in call #9 (callback) to pass point 4 of effect "
+                    "\"log\", blocked for ",
+                2.1, "point wait");
     expect_in(&r, "rank 0 is in call #9 (callback), not blocked", "point's owner");
-    expect_in(&r, "rank 0 waits for a token (position 12 of its stream, 11 finished), blocked for "
-                  "2.", "rank 0's token");
+    expect_secs(&r, "rank 0 waits for a token (position 12 of its stream, 11 finished), blocked "
+                    "for ",
+                2.1, "rank 0's token");
     expect_in(&r, " s; its stream is in call #9 (callback), not blocked (running its callback)",
               "rank 0's stream");
     expect_in(&r, "ranks 1-3 wait for tokens of their own streams, which wait as shown above",
               "the others' tokens");
     run_free(&r);
     show(&r, true);
-    expect_in(&r, "\"wait_rank\":0,\"wait_call\":9,\"wait_window\":0,\"waited_s\":2.",
-              "json point wait");
+    expect_secs(&r, "\"wait_rank\":0,\"wait_call\":9,\"wait_window\":0,\"waited_s\":", 2.1,
+                "json point wait");
     expect_in(&r, "\"wait_kind\":\"point\",\"wait_point\":4,\"wait_effect\":\"log\",",
               "json point");
-    expect_in(&r, "\"token_wait\":12,\"token_waited_s\":2.", "json token");
+    expect_secs(&r, "\"token_wait\":12,\"token_waited_s\":", 2.1, "json token");
     expect_in(&r, "\"tokens\":[\"rank 0 waits for a token", "json tokens");
     run_free(&r);
 
@@ -378,8 +401,9 @@ static void fake_point_and_tokens(void **state)
     }
     set_token(2, 5, 3, 1.1);
     show(&r, false);
-    expect_in(&r, "rank 2 waits for a token (position 5 of its stream, 3 finished), blocked for "
-                  "1.", "token alone");
+    expect_secs(&r, "rank 2 waits for a token (position 5 of its stream, 3 finished), blocked "
+                    "for ",
+                1.1, "token alone");
     expect_in(&r, " s; its stream is outside any collective call", "token alone's stream");
     if (strstr(r.out, "no rank is blocked"))
         fail_msg("a token wait shown as 'no rank is blocked':\n%s", r.out);
@@ -474,15 +498,16 @@ struct poll_job {
 
 static const char *top_prog_path(void) { return need_env("SHMESH_TEST_TOP"); }
 
-/* While the job runs: shmesh-top until it shows what is expected (20 s at
- * most), then the launcher is told to stop. */
+/* While the job runs: shmesh-top until it shows what is expected (60 s at
+ * most: a busy machine may take seconds to start the ranks), then the
+ * launcher is told to stop. */
 static void poll_job(pid_t launcher, void *arg)
 {
     struct poll_job *p = arg;
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)launcher);
     double t0 = mono_secs();
-    while (mono_secs() - t0 < 20 && !p->seen) {
+    while (mono_secs() - t0 < 60 && !p->seen) {
         sleep_secs(0.3);
         struct run r;
         top_quiet(&r, "--once", pid, NULL);
@@ -501,14 +526,14 @@ static void poll_job(pid_t launcher, void *arg)
 
 static void run_job(const char *mode, struct poll_job *p)
 {
-    char *argv[] = {(char *)launcher_path(), "-n", "4", "--timeout", "60", "-v", "--",
+    char *argv[] = {(char *)launcher_path(), "-n", "4", "--timeout", "120", "-v", "--",
                     (char *)top_prog_path(), (char *)mode, NULL};
     struct run r;
-    assert_int_equal(run_cmd_with(argv, NULL, 90, &r, poll_job, p), 0);
+    assert_int_equal(run_cmd_with(argv, NULL, 150, &r, poll_job, p), 0);
     char name[128];
     bool left = segment_left_behind(&r, name, sizeof name);
     if (!p->seen)
-        fail_msg("job %s: shmesh-top never showed '%s' and '%s' (json: '%s') within 20 s; "
+        fail_msg("job %s: shmesh-top never showed '%s' and '%s' (json: '%s') within 60 s; "
                  "last text:\n%s\nlast json:\n%s\njob's stdout:\n%s\nstderr:\n%s",
                  mode, p->want, p->want2, p->json, p->text, p->jtext, r.out, r.err);
     if (left)
@@ -565,24 +590,43 @@ struct live {
     struct run top;
 };
 
+/* Until the launcher `pid` has made its segment and set it up: shmesh-top
+ * --once shows the job, or refuses it as another user's (before that it
+ * finds no segment, or one whose header is not written yet); 60 s at
+ * most. */
+static void await_segment(const char *pid)
+{
+    double t0 = mono_secs();
+    for (;;) {
+        struct run r;
+        top_quiet(&r, "--once", pid, NULL);
+        bool there = r.code == 0 || strstr(r.err, "belongs to");
+        run_free(&r);
+        if (there || mono_secs() - t0 > 60)
+            return;
+        sleep_secs(0.05);
+    }
+}
+
 /* The live view of a job that ends by itself: it stops with the job. */
 static void watch_live(pid_t launcher, void *arg)
 {
     struct live *l = arg;
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)launcher);
-    sleep_secs(0.5); /* past the segment's creation */
+    await_segment(pid);
     top_quiet(&l->top, "--json", "--interval=0.2", pid);
 }
 
 static void job_live(void **state)
 {
-    /* Rank 2 sleeps 3 s, then the job finishes. */
-    char *argv[] = {(char *)launcher_path(), "-n", "4", "--timeout", "60", "--",
-                    (char *)top_prog_path(), "sleep", "3", NULL};
+    /* Rank 2 sleeps 6 s, then the job finishes: at 0.2 s a snapshot, the
+     * view has five several times over, however slowly the job starts. */
+    char *argv[] = {(char *)launcher_path(), "-n", "4", "--timeout", "120", "--",
+                    (char *)top_prog_path(), "sleep", "6", NULL};
     struct live l = {0};
     struct run r;
-    assert_int_equal(run_cmd_with(argv, NULL, 90, &r, watch_live, &l), 0);
+    assert_int_equal(run_cmd_with(argv, NULL, 150, &r, watch_live, &l), 0);
     int lines = count_lines(l.top.out, "{\"job\":", NULL);
     bool ok = l.top.code == 0 && lines >= 5 && count_lines(l.top.out, NULL, NULL) == lines &&
               strstr(l.top.out, "\"for\":2,") && strstr(l.top.err, "has ended");
@@ -644,7 +688,7 @@ static bool is_launcher_of(pid_t pid, const struct proc_stat *st, void *leader)
  * it has executed shmesh-run, or its child; 0 when none shows up. */
 static pid_t launcher_in_group(pid_t leader)
 {
-    for (int tries = 0; tries < 200; tries++) {
+    for (int tries = 0; tries < 1200; tries++) {
         pid_t found = find_process(is_launcher_of, &leader);
         if (found)
             return found;
@@ -664,9 +708,9 @@ static void root_looks(pid_t runuser, void *arg)
     struct as_root *a = arg;
     a->launcher = launcher_in_group(runuser);
     if (a->launcher) {
-        sleep_secs(0.5); /* past the segment's creation */
         char pid[32];
         snprintf(pid, sizeof pid, "%d", (int)a->launcher);
+        await_segment(pid);
         char *argv[] = {(char *)top_path(), "--once", pid, NULL};
         if (run_cmd(argv, NULL, 20, &a->top))
             a->top = (struct run){.code = -1, .out = strdup(""), .err = strdup("cannot run")};
@@ -679,10 +723,10 @@ static void root_looks(pid_t runuser, void *arg)
 static void root_refused(void **state)
 {
     char *argv[] = {(char *)runuser_path(), "-u", "nobody", "--", (char *)launcher_path(), "-n",
-                    "4", "--timeout", "30", "--", (char *)top_prog_path(), "sleep", "20", NULL};
+                    "4", "--timeout", "60", "--", (char *)top_prog_path(), "sleep", "50", NULL};
     struct as_root a = {0};
     struct run r;
-    assert_int_equal(run_cmd_with(argv, NULL, 40, &r, root_looks, &a), 0);
+    assert_int_equal(run_cmd_with(argv, NULL, 90, &r, root_looks, &a), 0);
     if (!a.launcher)
         fail_msg("no shmesh-run of nobody's job found\nstdout:\n%s\nstderr:\n%s", r.out, r.err);
     bool ok = a.top.code == 1 && !a.top.out[0] &&

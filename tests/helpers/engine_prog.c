@@ -11,7 +11,10 @@
  *   threads    (2 ranks) on rank 0 a second thread calls while the first is
  *              inside a barrier: refused with a clear error of its own, the
  *              barrier unharmed, and the context handed over afterwards
+ * Where ranks must be late, they wait at a gate rank 0 opens (a file,
+ * SHMESH_TEST_GATE, that the suite names and removes), not for a time.
  * Prints "rank R: ..." lines; exit 0 pass, 1 fail, 77 skip. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -35,6 +38,28 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Rank 0 opens the gate; the others wait there (60 s at most: a "FAILED"
+ * line then, and they go on). */
+static void gate_open(void)
+{
+    const char *path = getenv("SHMESH_TEST_GATE");
+    int fd = path ? open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600) : -1;
+    if (fd < 0)
+        check(false, "cannot open the gate: SHMESH_TEST_GATE is %s", path ? path : "not set");
+    else
+        close(fd);
+}
+
+static void gate_wait(void)
+{
+    const char *path = getenv("SHMESH_TEST_GATE");
+    double t0 = now();
+    while (path && access(path, F_OK) != 0 && now() - t0 < 60)
+        usleep(1000);
+    if (!path || access(path, F_OK) != 0)
+        check(false, "rank 0 never opened the gate %s (60 s)", path ? path : "(not set)");
 }
 
 #define ARR(p, dt, nd, d0) ((shmesh_array){.data = (p), .dtype = (dt), .ndim = (nd), .shape = {(d0)}})
@@ -68,23 +93,26 @@ static int mode_inflight(void)
             return 1;
         check(a.s != b.s && b.s != c.s && a.s != c.s, "each call has its own scratch");
         if (round == 1 && rank == 0) {
-            /* Peers come late: progress returns without blocking. */
+            /* Peers come late (held at the gate until rank 0 has looked):
+             * progress returns without blocking.  One that blocked would
+             * wait for them until SHMESH_TIMEOUT (20 s), then fail. */
             call_submit(&a);
-            double t0 = now(), longest = 0;
+            double longest = 0;
             int waits = 0;
-            while (now() - t0 < 0.2) {
+            for (int i = 0; i < 1000; i++) {
                 double t = now();
                 waits += call_progress(ctx) == CALL_WAIT;
                 if (now() - t > longest)
                     longest = now() - t;
             }
-            check(waits > 100 && longest < 0.05 && a.state == CALL_QUEUED,
-                  "call_progress returned %d times while peers were late (longest %.1f ms), the "
-                  "call still queued",
+            check(waits == 1000 && longest < 10 && a.state == CALL_QUEUED,
+                  "call_progress returned CALL_WAIT %d times of 1000 while peers were late "
+                  "(longest %.1f ms), the call still queued",
                   waits, longest * 1e3);
+            gate_open();
         } else {
             if (round == 1)
-                usleep(300000);
+                gate_wait();
             call_submit(&a);
         }
         call_submit(&b);
@@ -250,8 +278,9 @@ static void *barrier_thread(void *rc)
 static int mode_threads(void)
 {
     if (rank == 1) {
-        /* Late, so that rank 0's first barrier waits long enough. */
-        usleep(300000);
+        /* Late, until rank 0's second thread has been refused: rank 0's
+         * first barrier waits that long. */
+        gate_wait();
         check(shmesh_barrier(ctx) == 0, "first barrier");
         check(shmesh_barrier(ctx) == 0, "second barrier");
         return 0;
@@ -260,11 +289,14 @@ static int mode_threads(void)
     pthread_t t;
     if (pthread_create(&t, NULL, barrier_thread, &thread_rc))
         return 1;
-    /* Until the other thread is inside the library with the context. */
-    for (int i = 0; i < 20000 && !atomic_load(&ctx->busy); i++)
-        usleep(10);
+    /* Until the other thread is inside the library with the context (it
+     * stays there: rank 1 is held at the gate); 60 s at most. */
+    double t0 = now();
+    while (!atomic_load(&ctx->busy) && now() - t0 < 60)
+        usleep(100);
     double one = 1;
     int rc = shmesh_world_sum(ctx, &one, 1, SHMESH_FLOAT64);
+    gate_open();
     const char *why = shmesh_last_error(ctx);
     check(rc == SHMESH_ERR_INVALID, "a second thread is refused (%s)", shmesh_error_name(rc));
     check(strstr(why, "rank 0: shmesh_world_sum called from thread ") &&

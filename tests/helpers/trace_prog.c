@@ -8,9 +8,10 @@
  *   trace_prog ok [ROUNDS]    (default 5)
  *   trace_prog slow [ROUNDS]  the same, rank 2 starting each round 100 us late
  *   trace_prog die [ROUNDS]   the rounds, then rank 2 enters one more psum
- *                             that the others enter only 2 s later, and a
- *                             thread of its exits 3 while it waits: its
- *                             trace ends inside that call (unfinished). */
+ *                             that the others do not enter (they sleep until
+ *                             the launcher stops them), and a thread of its
+ *                             exits 3 once it blocks there: its trace ends
+ *                             inside that call (unfinished). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,28 @@ static shmesh_array vec(float *data, int64_t n)
     return a;
 }
 
+/* The state letter of this process's main thread ('R', 'S', ...). */
+static char main_thread_state(void)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Exits 3 once the main thread sleeps: blocked in its psum, for the others
+ * never come (60 s at most). */
 static void *die_soon(void *arg)
 {
     (void)arg;
-    usleep(300000);
+    for (int i = 0; i < 60000 && main_thread_state() != 'S'; i++)
+        usleep(1000);
     _exit(3);
 }
 
@@ -92,7 +111,7 @@ int main(int argc, char **argv)
             pthread_t t;
             pthread_create(&t, NULL, die_soon, NULL);
         } else {
-            sleep(2);
+            sleep(60); /* the launcher stops us once rank 2 has died */
         }
         /* Rank 2 dies in it; the others get an error or are stopped. */
         shmesh_psum(mesh, "x,y", NULL, &a, &o);

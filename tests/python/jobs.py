@@ -4,10 +4,11 @@
 
 mismatch: rank r calls psum with r + 1 elements;
 peerdead: the last rank exits (status 5) without finalize, the others psum;
-timeout:  (SHMESH_TIMEOUT=1) the last rank sleeps 3 s, the others psum;
+timeout:  (SHMESH_TIMEOUT=T) the last rank stays out of the psum the
+          others call until rank 0 got its Timeout;
 abort:    the last rank calls shmesh.abort (status 7), the others psum.
-asyncpeerdead: the last rank exits (status 5) 0.5 s in, without finalize;
-          the others dispatch a psum_async at once and wait for it there.
+asyncpeerdead: the last rank exits (status 5) without finalize once the
+          others dispatched a psum_async, which they wait for.
 asyncfinalize: every rank dispatches async work and a callback, then
           finalizes without waiting: finalize drains it (prints "drained").
 asyncdevices: (--devices-per-rank 2) the async ops against the blocking ones
@@ -22,7 +23,9 @@ threads:  a second thread calls psum while the main thread runs its own: all
           of its calls are refused, every result of the main thread is right
           (prints "threads ok").
 Each rank that gets an error prints "rank R: CLASS: MESSAGE" and exits 0
-(after trying a second call, which must fail alike: the context is poisoned)."""
+(after trying a second call, which must fail alike: the context is poisoned).
+Where a rank must stay out until the others did something, it waits at a
+gate (gate.py, in $SHMESH_TEST_GATE), not for a time."""
 import os
 import sys
 import threading
@@ -31,6 +34,7 @@ import time
 import numpy as np
 
 import shmesh
+from gate import open_gate, wait_gate
 
 
 def drained(r, n):
@@ -152,11 +156,12 @@ def main(mode):
         sys.stdout.flush()
         os._exit(5)
     elif mode == "asyncpeerdead" and last:
-        time.sleep(0.5)  # the others' psum_async is dispatched, and waited for
+        # the others' psum_async is dispatched, and waited for
+        wait_gate(*("dispatched-%d" % q for q in range(n - 1)))
         sys.stdout.flush()
         os._exit(5)
     elif mode == "timeout" and last:
-        time.sleep(3)
+        wait_gate("timed-out")  # out of any call until rank 0's psum gave up
     elif mode == "raise" and last:
         raise ZeroDivisionError("jobs.py divides by zero")
     elif mode == "exit3" and last:
@@ -174,6 +179,7 @@ def main(mode):
         if mode == "asyncpeerdead":
             p = shmesh.psum_async(x, "i", mesh=mesh)  # dispatched: the error comes from wait
             print("rank %d: dispatched" % r, flush=True)
+            open_gate("dispatched-%d" % r)
             p.token.wait()
         else:
             shmesh.psum(x, "i", mesh=mesh)
@@ -182,6 +188,8 @@ def main(mode):
     except shmesh.Error as e:
         print("rank %d: %s: %s" % (r, type(e).__name__, e), flush=True)
         first = type(e)
+        if mode == "timeout" and r == 0:
+            open_gate("timed-out")
     try:
         shmesh.barrier()
         print("rank %d: the second call worked" % r, flush=True)

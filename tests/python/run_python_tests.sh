@@ -28,5 +28,11 @@ SHMESH_RUN=$launcher
 export SHMESH_LIBRARY PYTHONPATH SHMESH_RUN
 # no inherited limit: the Timeout job sets its own
 unset SHMESH_TIMEOUT
-exec "$launcher" --tag-output -n "$n" --timeout 300 -- "$py" -m pytest -q -p no:cacheprovider \
+# the ranks' gates (gate.py): a directory of this run's, removed after it
+SHMESH_TEST_GATE=$(mktemp -d "${TMPDIR:-/tmp}/shmesh-test-gate-XXXXXX") || exit 1
+export SHMESH_TEST_GATE
+trap 'rm -rf "$SHMESH_TEST_GATE"' EXIT
+trap 'exit 143' TERM INT
+"$launcher" --tag-output -n "$n" --timeout 300 -- "$py" -m pytest -q -p no:cacheprovider \
   --rootdir "$tests" "$tests"
+exit $?

@@ -15,6 +15,7 @@ import pytest
 
 import shmesh
 from conftest import check, inputs, mesh2_shape, x_of
+from gate import open_gate, wait_gate
 
 eq = np.testing.assert_array_equal
 
@@ -185,12 +186,12 @@ def test_token_is_a_value(mesh, world):
 def test_dropped_pending_keeps_its_buffers(mesh, rank, world):
     """Work dropped before it is done keeps its input and output alive (the
     registry), releases them once seen done, and writes nothing into memory
-    reused since.  The last rank dispatches late, so the others' work is
-    pending while they drop it."""
+    reused since.  The last rank dispatches late (once the others have
+    looked: gate.py), so the others' work is pending while they drop it."""
     n = 4096  # 32 KiB: below malloc's mmap threshold, so freed memory is reused at once
     late = world > 1 and rank == world - 1
     if late:
-        time.sleep(0.5)
+        wait_gate(*("dropped-%d" % q for q in range(world - 1)))
     x = np.full(n, rank + 1, np.float64)
     wx = weakref.ref(x)
     p = shmesh.psum_async(x, "i", mesh=mesh)
@@ -198,7 +199,10 @@ def test_dropped_pending_keeps_its_buffers(mesh, rank, world):
     del x, p
     gc.collect()
     if world > 1 and not late:
-        assert wx() is not None and wout() is not None, "the registry let go of pending work"
+        try:
+            assert wx() is not None and wout() is not None, "the registry let go of pending work"
+        finally:
+            open_gate("dropped-%d" % rank)
     # fresh arrays, likely where the dropped ones would have been
     fresh = [np.full(n, 7.0) for _ in range(8)]
     shmesh.runtime_token().wait()

@@ -5,8 +5,10 @@ as their classes, with the library's sentence; every job ends before its
 deadline and leaves nothing in /dev/shm."""
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -23,18 +25,24 @@ JOB_VARS = ("SHMESH_SEGMENT", "SHMESH_RANK", "SHMESH_WORLD_SIZE", "SHMESH_LOCAL_
             "SHMESH_TIMEOUT")
 
 
-def run_job(launcher, n, mode, env=None, deadline=30, extra=(), script="jobs.py"):
+def run_job(launcher, n, mode, env=None, deadline=60, extra=(), script="jobs.py"):
     """`script` (beside this file) with argument `mode` in a job of n ranks
     (launcher options `extra`), which must end before `deadline` and leave
-    no segment behind."""
+    no segment behind.  The job's gates (gate.py) are in a directory of its
+    own, removed after it."""
     e = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
     e["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(shmesh.__file__)))
     e["SHMESH_LIBRARY"] = os.path.abspath(shmesh._lib.lib._name)
     e.update(env or {})
     cmd = [launcher, "-v", "--tag-output", "-n", str(n), *extra, "--timeout", str(deadline),
            "--grace", "2", "--", sys.executable, os.path.join(HERE, script), mode]
-    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=deadline + 15, text=True)
+    gates = tempfile.mkdtemp(prefix="shmesh-test-gate-")
+    e["SHMESH_TEST_GATE"] = gates
+    try:
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=deadline + 15, text=True)
+    finally:
+        shutil.rmtree(gates, ignore_errors=True)
     seg = re.search(r"segment (/shmesh-[^ ,\n]+)", p.stderr)
     assert seg, "no segment named by the launcher:\n" + p.stderr
     assert not os.path.exists("/dev/shm" + seg.group(1)), "segment left in /dev/shm"
@@ -101,10 +109,12 @@ def test_async_with_several_devices_per_rank(launcher):
 
 
 def test_timeout(launcher):
-    p = run_job(launcher, 2, "timeout", env={"SHMESH_TIMEOUT": "1"})
+    # 5 s, not 1: the limit holds for every wait, the ranks' start-up
+    # included, which a busy machine may spread over more than a second
+    p = run_job(launcher, 2, "timeout", env={"SHMESH_TIMEOUT": "5"})
     got = lines(p, "Timeout")
     assert 0 in got, p.stdout + p.stderr
-    assert "SHMESH_TIMEOUT (1.000 s)" in got[0] and "rank 1" in got[0], got[0]
+    assert "SHMESH_TIMEOUT (5.000 s)" in got[0] and "rank 1" in got[0], got[0]
 
 
 def test_aborted(launcher):
