@@ -117,6 +117,36 @@ static void forged_done(void **state) { hostile("done-high", "20", CORRUPT); }
 static void forged_point_placed(void **state) { hostile("point-placed", "20", CORRUPT); }
 static void forged_point_barrier(void **state) { hostile("point-barrier", "20", CORRUPT); }
 
+/* A rank that leaves a call early while its peer still reads its buffer in
+ * place (single copy): the peer must not return what it read.  The trap
+ * needs the peer stopped before its read ended; a run where it got past
+ * first says "missed" and is tried again (5 runs at most). */
+static void left_while_read(void **state)
+{
+    const char *prog = getenv("SHMESH_TEST_HOSTILE");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "2", "--timeout", "60", "--",
+                    (char *)prog, "left-reading", "12", NULL};
+    char *env[] = {"SHMESH_TIMEOUT=20", NULL};
+    for (int tries = 0; tries < 5; tries++) {
+        struct run r;
+        run_cmd(argv, env, 90, &r);
+        if (r.timed_out || count_lines(r.out, "hostile rank ", "WRONG") ||
+            count_lines(r.out, "hostile rank ", ": end ") != 2 || r.code >= 128 ||
+            strstr(r.err, "AddressSanitizer") || strstr(r.err, "runtime error:"))
+            fail_msg("left-reading: exit %d, %.1f s\n--- stdout\n%s--- stderr\n%s", r.code, r.secs,
+                     r.out, r.err);
+        bool fired = count_lines(r.out, "scribbler: fired", NULL) == 1;
+        if (fired && count_lines(r.out, "hostile rank ", ": end ok ") != 0)
+            fail_msg("left-reading: a rank ended ok although rank 0 left the call:\n%s", r.out);
+        printf("left-reading: %.1f s, exit %d\n%s", r.secs, r.code, r.out);
+        run_free(&r);
+        if (fired)
+            return;
+    }
+    fail_msg("left-reading: the trap missed 5 times (rank 1 read through before it was stopped)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +166,7 @@ int main(void)
         cmocka_unit_test(forged_done),
         cmocka_unit_test(forged_point_placed),
         cmocka_unit_test(forged_point_barrier),
+        cmocka_unit_test(left_while_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,6 +135,19 @@ int fail_if_aborted(shmesh_ctx *c, const char *op, uint64_t seq)
     return 0;
 }
 
+int fail_left_in_place(shmesh_ctx *c, int rc)
+{
+    if (rc >= 0 || atomic_load_explicit(&c->seg->hdr->abort.value, memory_order_acquire))
+        return rc; /* a step still waiting, or the job knows already */
+    int cause = rc == SHMESH_ERR_MISMATCH      ? SEG_CAUSE_MISMATCH
+                : rc == SHMESH_ERR_BAD_SEGMENT ? SEG_CAUSE_CORRUPT
+                                               : SEG_CAUSE_RANK_ABORT;
+    char reason[SEG_REASON_MAX];
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof reason - 1, ctx_err_buf(c));
+    seg_abort(c->seg, cause, c->rank, rc, reason);
+    return rc;
+}
+
 int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
                   const struct call_desc *theirs)
 {

@@ -43,6 +43,13 @@ int fail_corrupt(shmesh_ctx *c, const char *op, uint64_t seq, int culprit, const
  * (as by shmesh_abort), so every rank fails instead of hanging; returns
  * code. */
 int fail_job(shmesh_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* This rank leaves call `seq` of `op` with error `rc` (a failed wait, a
+ * mismatch: the context is poisoned already) while its peers may still read
+ * or write its buffers in place (single copy, zero copy, device IPC): the
+ * job is told, with the context's sentence, before the caller gets its
+ * buffers back, so that a peer checking the abort record after its reads
+ * (fail_if_aborted) does not trust what it read.  Returns rc. */
+int fail_left_in_place(shmesh_ctx *c, int rc);
 /* Turns a seg_wait_*() failure during call `seq` of `op` into a poisoned
  * context and its error. */
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,

@@ -40,6 +40,10 @@ struct path {
     const char *name;
     unsigned kinds; /* enum mem_kind bits it takes, on every member */
     bool handshake; /* eligible() reads what the members published */
+    /* Peers read or write the members' own buffers in place (not copies in
+     * the segment's slots): a member that leaves such a call early tells
+     * the job first (engine/window.c, core/fail.h fail_left_in_place). */
+    bool in_place;
     /* From k->size (the flow's size), the flow's kind, in_bytes, whether it
      * reduces whole arrays, the group's size and the thresholds only (the
      * context remembers the last answer: engine/path.c). */

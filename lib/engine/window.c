@@ -323,7 +323,9 @@ int win_wait(struct call *k)
     if (rc) {
         char who[32];
         snprintf(who, sizeof who, "rank %d", wf->rank);
-        return fail_wait(c, k->name, k->seq, rc, culprit, who);
+        rc = fail_wait(c, k->name, k->seq, rc, culprit, who);
+        /* Peers may still be reading or writing this member's buffers. */
+        return k->path && k->path->in_place ? fail_left_in_place(c, rc) : rc;
     }
 done:
     if (c->debug & DEBUG_WAITS)

@@ -413,7 +413,11 @@ static int dev_step(struct call *k)
     }
     int rc;
     if (k->stage == 1) {
-        if ((rc = xrun_step(k, &k->xr)) || (rc = check_pubs(k)))
+        /* A failed wait leaves a call whose peers may map this member's
+         * buffers: fail_left_in_place tells the job first. */
+        if ((rc = xrun_step(k, &k->xr)) < 0)
+            return fail_left_in_place(c, rc);
+        if (rc || (rc = check_pubs(k)))
             return rc;
         int err = run_part(k);
         if (err < 0) /* poisoned, the job told: the others fail too */
@@ -423,13 +427,14 @@ static int dev_step(struct call *k)
         k->stage = 2;
     }
     if ((rc = xrun_step(k, &k->xr)))
-        return rc;
+        return fail_left_in_place(c, rc);
     if (k->err) /* this member's own failure, in its own words */
         return ctx_fail(c, SHMESH_ERR_SYSTEM,
                         "%s (call #%" PRIu64 "): rank %d, device path: %s; the call failed on "
                         "every member of its group and its outputs are undefined",
                         k->name, k->seq, c->rank, c->dev->why);
-    if ((rc = peer_status_check(k, "the device runtime's IPC")))
+    if ((rc = peer_status_check(k, "the device runtime's IPC")) ||
+        (rc = fail_if_aborted(c, k->name, k->seq))) /* a member that left early said so */
         return rc;
     c->dev->stats.device_calls++;
     return 0;
@@ -438,6 +443,7 @@ static int dev_step(struct call *k)
 const struct path path_device_ipc = {
     .name = "device-ipc",
     .kinds = MEM_DEVICE,
+    .in_place = true,
     .candidate = dev_candidate,
     .step = dev_step,
 };

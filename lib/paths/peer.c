@@ -275,10 +275,16 @@ int peer_step(struct call *k, const struct peer_access *pa)
             k->stage++;
         }
         int rc = xrun_step(k, &k->xr);
+        if (rc < 0) /* peers may still be reading this member's buffers */
+            return fail_left_in_place(k->c, rc);
         if (rc || (rc = peer_status_check(k, pa->how)))
             return rc;
+        /* Every member said it is done with the others' buffers, but one
+         * that left a window early (a wait failed) may have taken its
+         * buffers back while this one still read them: it told the job
+         * first. */
         if (++k->stage == 2 * n)
-            return 0;
+            return fail_if_aborted(k->c, k->name, k->seq);
     }
 }
 

@@ -201,6 +201,7 @@ const struct path path_single_copy = {
     .name = "single-copy",
     .kinds = MEM_HOST | MEM_HEAP,
     .handshake = true,
+    .in_place = true,
     .candidate = cma_candidate,
     .eligible = cma_eligible,
     .step = cma_step,

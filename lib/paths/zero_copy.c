@@ -25,6 +25,7 @@ const struct path path_zero_copy = {
     .name = "zero-copy",
     .kinds = MEM_HEAP,
     .handshake = true,
+    .in_place = true,
     .candidate = zc_candidate,
     .eligible = zc_eligible,
     .step = zc_step,

@@ -21,7 +21,12 @@
  *                device
  *   point-barrier the same while rank 1 is in shmesh_effects_barrier, waiting
  *                for rank 0's part of an ORDERED_SHARDABLE point
- * Each must end in SHMESH_ERR_BAD_SEGMENT on every rank.
+ * Each must end in SHMESH_ERR_BAD_SEGMENT on every rank.  A fourth trap:
+ *   left-reading rank 0 leaves a single-copy all_gather early (rank 1's
+ *                state forged to FINALIZED while rank 0 waits for its
+ *                status) and reuses its input while rank 1, stopped in the
+ *                middle of reading it, has not finished: rank 1 must not
+ *                return what it read (hit_left_reading says how)
  *
  * Every rank runs, per iteration: an 8-byte-per-element psum on private
  * memory (staged), a psum of 128 KiB between shmesh_alloc buffers (zero
@@ -41,6 +46,7 @@
 #include <linux/futex.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -60,6 +66,7 @@
 #define GO_AT 10          /* rank 0 lets the scribbler go after this many iterations */
 #define ZC_COUNT 32768    /* int32: 128 KiB, zero copy */
 #define CMA_COUNT 16384   /* int32: 64 KiB, single copy where allowed */
+#define LEFT_COUNT (16 << 20) /* int32: 64 MiB, the all_gather of left-reading */
 #define SMALL_COUNT 8     /* int64: 64 bytes, staged */
 #define GATHER_COUNT 4
 
@@ -244,10 +251,80 @@ static void hit_point(struct target *t)
     }
 }
 
+/* The scribbler's ends of rank 0's pipes, for traps that take two steps. */
+static int scribbler_go = -1, scribbler_done = -1;
+
+static uint64_t load64(const void *p) { return __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE); }
+static uint32_t load32(const void *p) { return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE); }
+
+static double secs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A rank that leaves a call early while a peer still reads its buffer in
+ * place.  Rank 0 is about to start a single-copy all_gather (call `call`,
+ * its number from rank 0's progress at go; rank 0 starts it once told).  Rank 1 is stopped (SIGSTOP) as
+ * soon as it posted a window of that call, before it read rank 0's input
+ * through; rank 0 reads rank 1's, posts its status and waits for rank 1's.
+ * Then rank 1's state is forged to FINALIZED: rank 0 leaves the call
+ * (rank 1 "already called shmesh_finalize") and writes over its input.
+ * Once it has, rank 1's state is put back and rank 1 goes on reading rank
+ * 0's input.  It must not return what it read as the all_gather's result.
+ * Prints "scribbler: fired" or "scribbler: missed" (rank 1 got past its
+ * read before it was stopped). */
+static void hit_left_reading(struct target *t)
+{
+    struct seg_ctrl *c0 = ctrl(t, 0), *c1 = ctrl(t, 1);
+    /* Rank 0 waits for this byte before it starts the call. */
+    uint64_t call = (load64(&c0->progress.value) >> 32) + 1;
+    if (write(scribbler_done, "a", 1) != 1)
+        _exit(2);
+    pid_t p1 = (pid_t)load32(&c1->pid);
+    double t0 = secs_now();
+    while (load64(&c1->progress.value) >> 32 < call && secs_now() - t0 < 20)
+        sched_yield();
+    kill(p1, SIGSTOP);
+    uint64_t stopped_at = load64(&c1->progress.value);
+    /* Rank 0 blocked in the same call, a window past rank 1. */
+    bool waiting = false;
+    t0 = secs_now();
+    while (!waiting && secs_now() - t0 < 10) {
+        uint64_t p0 = load64(&c0->progress.value);
+        waiting = p0 >> 32 == call && p0 > stopped_at &&
+                  load32(&c0->status.activity) == SEG_ACT_WAIT &&
+                  (int32_t)load32(&c0->status.wait_rank) == 1;
+        if (!waiting)
+            sleep_ms(1);
+    }
+    if (!waiting) {
+        kill(p1, SIGCONT);
+        printf("scribbler: missed (rank 1 stopped at call %" PRIu64 " window %" PRIu64
+               ", rank 0 at call %" PRIu64 " window %" PRIu64 ")\n",
+               stopped_at >> 32, stopped_at & 0xffffffffu, load64(&c0->progress.value) >> 32,
+               load64(&c0->progress.value) & 0xffffffffu);
+        fflush(stdout);
+        return;
+    }
+    uint32_t state = load32(&c1->state);
+    put32(&c1->state, SEG_RANK_FINALIZED);
+    ring(&c1->progress);
+    struct pollfd p = {scribbler_go, POLLIN, 0};
+    char c;
+    if (poll(&p, 1, 20000) > 0 && read(scribbler_go, &c, 1) != 1)
+        c = 0; /* rank 0 ended: go on all the same */
+    put32(&c1->state, state);
+    kill(p1, SIGCONT);
+    printf("scribbler: fired\n");
+    fflush(stdout);
+}
+
 /* TRAP: once, like ONCE, when rank 0's trap (below) says go. */
 enum when { BEFORE, ONCE, LOOP, AT_EXIT, TRAP };
 
-enum trap { NO_TRAP, TRAP_DONE, TRAP_POINT_PLACED, TRAP_POINT_BARRIER };
+enum trap { NO_TRAP, TRAP_DONE, TRAP_POINT_PLACED, TRAP_POINT_BARRIER, TRAP_LEFT_READING };
 
 static const struct scenario {
     const char *name;
@@ -272,6 +349,7 @@ static const struct scenario {
     {"done-high", TRAP, false, hit_done, TRAP_DONE},
     {"point-placed", TRAP, false, hit_point, TRAP_POINT_PLACED},
     {"point-barrier", TRAP, false, hit_point, TRAP_POINT_BARRIER},
+    {"left-reading", TRAP, false, hit_left_reading, TRAP_LEFT_READING},
 };
 
 /* Whether the pipe from rank 0 has something (a byte, or its end). */
@@ -298,6 +376,8 @@ static void scribbler(const struct scenario *sc, int go_fd, int done_fd, int map
     if (t.base == MAP_FAILED)
         _exit(2);
     memcpy(&t.h, t.base, sizeof t.h);
+    scribbler_go = go_fd;
+    scribbler_done = done_fd;
     if (write(mapped_fd, "m", 1) != 1)
         _exit(2);
     close(mapped_fd);
@@ -492,6 +572,39 @@ static int trap(const struct scenario *sc, shmesh_mesh *m, int it)
                 wrong("psum_async", it, i, out[i], want);
         }
         return 0;
+    }
+    if (sc->trap == TRAP_LEFT_READING) {
+        /* A single-copy all_gather of LEFT_COUNT int32 per rank (long
+         * enough to read that the scribbler stops rank 1 in the middle). */
+        int32_t *in = malloc(LEFT_COUNT * 4), *out = malloc((size_t)world * LEFT_COUNT * 4);
+        if (!in || !out)
+            _exit(2);
+        for (int i = 0; i < LEFT_COUNT; i++)
+            in[i] = zval(rank, i, it);
+        shmesh_array a = {.data = in, .dtype = SHMESH_INT32, .ndim = 1, .shape = {LEFT_COUNT}};
+        shmesh_array b = {.data = out, .dtype = SHMESH_INT32, .ndim = 2,
+                          .shape = {world, LEFT_COUNT}};
+        if ((rc = shmesh_barrier(ctx)))
+            return rc;
+        char c;
+        if (rank == 0 && (write(go_fd, "g", 1) != 1 || read(done_fd, &c, 1) != 1))
+            _exit(2);
+        rc = shmesh_all_gather(m, "i", NULL, 0, false, &a, &b);
+        if (rank == 0) {
+            /* The caller has its buffer back: it uses it for something else. */
+            memset(in, 0x35, LEFT_COUNT * 4);
+            if (write(go_fd, "l", 1) != 1 || read(done_fd, &c, 1) != 1)
+                _exit(2);
+        }
+        for (int r = 0; !rc && r < world; r++)
+            for (int i = 0; i < LEFT_COUNT; i++)
+                if (out[r * LEFT_COUNT + i] != zval(r, i, it))
+                    wrong("all_gather read while its owner had left", it, r * LEFT_COUNT + i,
+                          out[r * LEFT_COUNT + i], zval(r, i, it));
+        if (rank != 0) /* rank 0's stays mapped: reused, as a caller may */
+            free(in);
+        free(out);
+        return rc;
     }
     /* An effect's point, run by rank 0 (placed on its device, or its part
      * of a point on every device), which rank 1 waits for. */
