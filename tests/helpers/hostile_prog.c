@@ -505,6 +505,7 @@ static int iteration(shmesh_mesh *m, int it, bool zc_only, int32_t *zin, int32_t
  * ---------------------------------------------------------------------- */
 
 static int go_fd = -1, done_fd = -1;
+static int32_t *left_in; /* left-reading: rank 0's input, freed at exit */
 static atomic_int released;
 
 /* Rank 0's stream, held until its main thread says so (20 s at most). */
@@ -601,7 +602,9 @@ static int trap(const struct scenario *sc, shmesh_mesh *m, int it)
                 if (out[r * LEFT_COUNT + i] != zval(r, i, it))
                     wrong("all_gather read while its owner had left", it, r * LEFT_COUNT + i,
                           out[r * LEFT_COUNT + i], zval(r, i, it));
-        if (rank != 0) /* rank 0's stays mapped: reused, as a caller may */
+        if (rank == 0) /* it stays mapped, reused as a caller may, until the end */
+            left_in = in;
+        else
             free(in);
         free(out);
         return rc;
@@ -721,5 +724,6 @@ int main(int argc, char **argv)
     if (rc)
         printf("hostile rank %d: finalize %s: %s\n", rank, shmesh_error_name(rc),
                shmesh_last_error(NULL));
+    free(left_in);
     return 0;
 }
