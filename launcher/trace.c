@@ -40,7 +40,7 @@
  * from the same table. */
 static const char *const op_names[OP_COUNT] = {
     [OP_NONE] = "none",
-#define TRACE_OP_NAME(ID, name, scope, bus, bool_in, params) [OP_##ID] = #name,
+#define TRACE_OP_NAME(ID, name, ...) [OP_##ID] = #name,
     SHMESH_OPS(TRACE_OP_NAME)
 #undef TRACE_OP_NAME
 };

@@ -48,7 +48,7 @@
 #include "ops/optable.h"
 enum {
     TOP_OP_NONE = 0,
-#define TOP_OP_ID(ID, name, scope, bus, bool_in, params) TOP_OP_##ID,
+#define TOP_OP_ID(ID, ...) TOP_OP_##ID,
     SHMESH_OPS(TOP_OP_ID)
 #undef TOP_OP_ID
 };

@@ -19,7 +19,7 @@
 #define BENCH_TIMED_ONE(...) __VA_ARGS__
 
 enum bench_op {
-#define BENCH_OP_ID(ID, name, scope, bus, bool_in, params) BENCH_TIMED_##bus(BENCH_##ID, )
+#define BENCH_OP_ID(ID, name, scope, bus, ...) BENCH_TIMED_##bus(BENCH_##ID, )
     SHMESH_OPS(BENCH_OP_ID)
 #undef BENCH_OP_ID
     BENCH_OP_COUNT

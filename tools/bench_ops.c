@@ -16,7 +16,7 @@ static const struct {
     bool bool_in; /* the library accepts bool */
     enum bus bus;
 } ops[BENCH_OP_COUNT] = {
-#define BENCH_OP_INFO(ID, name, scope, bus, bool_in, params)                                   \
+#define BENCH_OP_INFO(ID, name, scope, bus, bool_in, params, ...)                                   \
     BENCH_TIMED_##bus([BENCH_##ID] = {#name, bool_in, BUS_##bus}, )
     SHMESH_OPS(BENCH_OP_INFO)
 #undef BENCH_OP_INFO

@@ -49,7 +49,7 @@
 
 /* The op names, by the number a status carries (enum call_op: 0 is no op,
  * then the table's lines in order). */
-#define TOP_OP_NAME(ID, name, scope, bus, bool_in, params) #name,
+#define TOP_OP_NAME(ID, name, ...) #name,
 static const char *const op_names[] = {"none", SHMESH_OPS(TOP_OP_NAME)};
 #undef TOP_OP_NAME
 #define OP_NAMES (int)(sizeof op_names / sizeof op_names[0])

@@ -9,12 +9,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"
-#include "effects/stream.h"
 #include "kernels/half.h"
 #include "memory/kind.h"
 #include "ops/args.h"
-
-_Thread_local bool batch_inside;
 
 /* ---- moving and broadcasting a dimension ---- */
 
@@ -73,33 +70,56 @@ static int shape_drop(int ndim, const int64_t *shape, int dim, int64_t *out)
 
 /* ---- the seed's rules, op by op ---- */
 
+/* The op table's `batch` column. */
+enum batch_rule {
+    BATCH_NONE,
+    BATCH_REDUCE,
+    BATCH_SUM,
+    BATCH_GATHER,
+    BATCH_SCATTER,
+    BATCH_ALL_TO_ALL,
+    BATCH_PERMUTE,
+    BATCH_SHUFFLE,
+    BATCH_BROADCAST,
+};
+
+static const unsigned char rule_of[OP_COUNT] = {
+#define RULE_OF(ID, name, scope, bus, bool_in, params, prepare, batch, ...)                    \
+    [OP_##ID] = BATCH_##batch,
+    SHMESH_OPS(RULE_OF)
+#undef RULE_OF
+};
+
+static enum batch_rule rule(enum call_op op) { return (enum batch_rule)rule_of[op]; }
+
+/* Whether every member of the group gets the same result. */
 static bool op_reduces(enum call_op op)
 {
-    return op == OP_PSUM || op == OP_PMAX || op == OP_PMIN || op == OP_PMEAN ||
-           op == OP_PARGMAX || op == OP_PARGMIN;
+    enum batch_rule r = rule(op);
+    return r == BATCH_REDUCE || r == BATCH_SUM || r == BATCH_GATHER || r == BATCH_BROADCAST;
 }
 
 /* Whether a not-mapped operand counts B times, as B * x (the seed's
  * `x * axis_size` for sums over the batched axis). */
 static bool op_sums(enum call_op op)
 {
-    return op == OP_PSUM || op == OP_PMEAN || op == OP_PSUM_SCATTER;
+    return rule(op) == BATCH_SUM || rule(op) == BATCH_SCATTER;
 }
 
 /* Whether the result differs along the batch (is mapped).  named: the call
  * names the batched axis; only: it names nothing else. */
-static bool result_mapped(const struct batch_op *p, int batch, bool named, bool only,
+static bool result_mapped(const struct op_args *p, int batch, bool named, bool only,
                           bool mapped_in)
 {
     if (!mapped_in && !named)
         return false; /* the same call on the same value at every position */
-    if (op_reduces(p->op) || p->op == OP_ALL_GATHER || p->op == OP_PBROADCAST)
+    if (op_reduces(p->op))
         /* Every member of the group gets the same result; subgroups may
          * split a batch, and then its positions' results differ. */
         return !named || p->gs;
-    if (!mapped_in && only && p->op == OP_PSHUFFLE)
+    if (!mapped_in && only && rule(p->op) == BATCH_SHUFFLE)
         return false; /* equal values moved among the batch */
-    if (!mapped_in && only && p->op == OP_PPERMUTE)
+    if (!mapped_in && only && rule(p->op) == BATCH_PERMUTE)
         return p->npairs != batch; /* a full permutation: the seed returns x */
     return true;
 }
@@ -119,16 +139,16 @@ static int clamp(int v, int lo, int hi)
 /* Where the seed puts a mapped result's batch dimension.  d: the operand's
  * (0 when it is not mapped: the seed broadcasts it to the front); r: the
  * ndim of one position's operand; out_ndim: of one position's result. */
-static int result_bdim(const struct batch_op *p, bool named, int d, int r, int out_ndim)
+static int result_bdim(const struct op_args *p, bool named, int d, int r, int out_ndim)
 {
     int b = d;
-    switch (p->op) {
-    case OP_ALL_GATHER: { /* _all_gather_batcher */
+    switch (rule(p->op)) {
+    case BATCH_GATHER: { /* _all_gather_batcher */
         int g = canon(p->axis, p->tiled ? r : r + 1);
         b = d <= g ? d : p->tiled ? d : d + 1;
         break;
     }
-    case OP_PSUM_SCATTER: { /* _reduce_scatter_collective / _batcher */
+    case BATCH_SCATTER: { /* _reduce_scatter_collective / _batcher */
         int s = canon(p->axis, r);
         /* Over other axes, an untiled scatter removes dimension s: a batch
          * dimension after it moves one down (the seed's batcher moves it
@@ -136,11 +156,11 @@ static int result_bdim(const struct batch_op *p, bool named, int d, int r, int o
         b = named ? s : d <= s || p->tiled ? d : d - 1;
         break;
     }
-    case OP_ALL_TO_ALL:
-    case OP_PSWAPAXES: { /* _all_to_all_batched_collective / _batcher */
-        bool tiled = p->op == OP_ALL_TO_ALL && p->tiled;
+    case BATCH_ALL_TO_ALL: { /* _all_to_all_batched_collective / _batcher (pswapaxes: split =
+                                concat = axis, untiled) */
+        bool tiled = p->tiled;
         int s = canon(p->axis, r);
-        int c = canon(p->op == OP_ALL_TO_ALL ? p->axis2 : p->axis, r);
+        int c = canon(p->axis2, r);
         if (named)
             b = s == c ? d : tiled ? s : s + (c < s);
         else if (tiled || s == c)
@@ -204,34 +224,10 @@ static void scale_by(shmesh_dtype dt, const void *src, void *dst, uint64_t n, in
 
 /* ---- running a collective on the positions ---- */
 
-/* The public function again, for the positions' arrays. */
-static int run_positions(shmesh_mesh *m, const struct batch_op *p, const shmesh_array *in,
-                         shmesh_array *out)
-{
-    switch (p->op) {
-    case OP_PSUM: return shmesh_psum(m, p->axes, p->gs, in, out);
-    case OP_PMAX: return shmesh_pmax(m, p->axes, p->gs, in, out);
-    case OP_PMIN: return shmesh_pmin(m, p->axes, p->gs, in, out);
-    case OP_PMEAN: return shmesh_pmean(m, p->axes, p->gs, in, out);
-    case OP_PARGMAX: return shmesh_pargmax(m, p->axes, p->gs, in, out);
-    case OP_PARGMIN: return shmesh_pargmin(m, p->axes, p->gs, in, out);
-    case OP_ALL_GATHER: return shmesh_all_gather(m, p->axes, p->gs, p->axis, p->tiled, in, out);
-    case OP_PSUM_SCATTER:
-        return shmesh_psum_scatter(m, p->axes, p->gs, p->axis, p->tiled, in, out);
-    case OP_ALL_TO_ALL:
-        return shmesh_all_to_all(m, p->axes, p->gs, p->axis, p->axis2, p->tiled, in, out);
-    case OP_PSWAPAXES: return shmesh_pswapaxes(m, p->axes, p->gs, p->axis, in, out);
-    case OP_PPERMUTE: return shmesh_ppermute(m, p->axes, p->perm, p->npairs, in, out);
-    case OP_PSHUFFLE: return shmesh_pshuffle(m, p->axes, p->shuffle, in, out);
-    case OP_PBROADCAST: return shmesh_pbroadcast(m, p->axes, p->source, in, out);
-    default: return SHMESH_ERR_INVALID; /* batch_run refuses the rest first */
-    }
-}
-
 /* A call on a batched mesh, being cut into its positions' calls. */
 struct batch_call {
     shmesh_mesh *m;
-    const struct batch_op *p;
+    const struct op_args *p;
     shmesh_ctx *c;
     const char *fn;
     int batch, nl;        /* B, and the local devices (arrays given) */
@@ -435,13 +431,13 @@ static int check_host(struct batch_call *b)
 
 /* Checks what the positions' calls cannot: the bdims, and what is not
  * built here. */
-static int batch_open(struct batch_call *b)
+static int batch_open(struct batch_call *b, const shmesh_token *async)
 {
-    const struct batch_op *p = b->p;
+    const struct op_args *p = b->p;
     int rc = ctx_check(b->c, b->fn);
     if (rc)
         return rc;
-    if (stream_async_token)
+    if (async)
         return ctx_fail(b->c, SHMESH_ERR_INVALID,
                         "%s_async: the _async forms are not built on batched meshes "
                         "(docs/batching.md): call %s",
@@ -474,16 +470,16 @@ static int batch_open(struct batch_call *b)
     return 0;
 }
 
-int batch_run(shmesh_mesh *m, const struct batch_op *p)
+int batch_run(const struct op_args *p, const shmesh_token *async,
+              int (*positions)(struct op_args *a))
 {
+    shmesh_mesh *m = p->m;
     struct batch_call b = {.m = m, .p = p, .c = m->ctx, .fn = op_name(p->op),
                            .batch = m->batch, .nl = m->nlocal / m->batch};
-    if (p->op == OP_RAGGED_ALL_TO_ALL)
-        return ctx_fail(b.c, SHMESH_ERR_INVALID,
-                        "%s: not built on a batched mesh (docs/batching.md); piles "
-                        "(shmesh_ragged_all_to_all_pile) are the ragged exchange",
-                        b.fn);
-    int rc = batch_open(&b);
+    if (rule(p->op) == BATCH_NONE)
+        return ctx_fail(b.c, SHMESH_ERR_INVALID, "%s: not built on a batched mesh (docs/batching.md)%s",
+                        b.fn, p->op == OP_RAGGED_ALL_TO_ALL ? "; piles (shmesh_ragged_all_to_all_pile) are the ragged exchange" : "");
+    int rc = batch_open(&b, async);
     size_t n = (size_t)m->nlocal;
     b.vin = calloc(2 * n, sizeof *b.vin);
     b.tmp = calloc(2 * (size_t)b.nl, sizeof *b.tmp);
@@ -497,17 +493,15 @@ int batch_run(shmesh_mesh *m, const struct batch_op *p)
         if (!(rc = cut_in(&b, l)))
             rc = cut_out(&b, l);
     if (!rc) {
-        batch_inside = true;
-        rc = run_positions(m, p, b.vin, b.vout);
-        batch_inside = false;
-        if (rc == SHMESH_ERR_INVALID && ctx_check(b.c, b.fn) == 0) {
-            /* The positions' call said why; its "rank R: " comes again. */
-            char why[CTX_ERR_MAX];
-            const char *said = shmesh_last_error(b.c), *colon = strstr(said, ": ");
-            snprintf(why, sizeof why, "%s", !strncmp(said, "rank ", 5) && colon ? colon + 2 : said);
-            ctx_fail(b.c, rc, "%s (on the batched mesh: each position's array, without the "
-                     "batch dimension)", why);
-        }
+        struct op_args pos = *p;
+        pos.in = b.vin;
+        pos.out = b.vout;
+        /* The positions' call refuses what it is given: say what that is. */
+        const char *note = b.c->fail_note;
+        b.c->fail_note = " (on the batched mesh: each position's array, without the batch "
+                         "dimension)";
+        rc = positions(&pos);
+        b.c->fail_note = note;
     }
     for (int l = 0; l < b.nl && !rc; l++)
         place_out(&b, l);

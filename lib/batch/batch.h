@@ -13,49 +13,25 @@
  * per position (a not-mapped operand of a sum counts as B * x), runs the
  * collective on the positions, and puts the results where the caller asks
  * (matchaxis).  Each op's rule (whether its result is mapped, and where the
- * seed puts its batch dimension) is one case of the table in batch.c. */
+ * seed puts its batch dimension) is its op table row's `batch` column
+ * (ops/optable.h), one case of enum batch_rule in batch.c. */
 #ifndef SHMESH_BATCH_BATCH_H
 #define SHMESH_BATCH_BATCH_H
 
 #include <stdbool.h>
 
 #include "mesh/mesh.h"
-#include "ops/op.h"
+#include "ops/ops.h"
 #include "shmesh.h"
 
-/* One collective as its public function was called. */
-struct batch_op {
-    enum call_op op;
-    const char *axes;
-    const shmesh_groups *gs;
-    int axis;  /* all_gather's axis, psum_scatter's scatter_dimension, all_to_all's
-                  split_axis, pswapaxes' axis */
-    int axis2; /* all_to_all's concat_axis */
-    bool tiled;
-    const int (*perm)[2]; /* ppermute */
-    int npairs;
-    const int *shuffle; /* pshuffle */
-    int source;         /* pbroadcast */
-    const shmesh_array *in;
-    shmesh_array *out;
-};
-
-/* Set while this layer runs a collective on the positions. */
-extern _Thread_local bool batch_inside;
-
-/* Runs p on batched mesh m (every public collective's front, BATCHED). */
-int batch_run(shmesh_mesh *m, const struct batch_op *p);
-
-/* The first statement of a public collective: on a batched mesh, the
- * call goes through this layer (which calls the function again for the
- * positions).  m NULL becomes the innermost pushed mesh. */
-#define BATCHED(m, ...)                                                                        \
-    do {                                                                                       \
-        if (!(m))                                                                              \
-            (m) = shmesh_mesh_current();                                                       \
-        if ((m) && (m)->batch_dim >= 0 && !batch_inside)                                       \
-            return batch_run((m), &(struct batch_op){__VA_ARGS__});                            \
-    } while (0)
+/* Runs op `a` on its batched mesh a->m (the front door's road for a
+ * batched mesh, api/front.c): checks what the positions' call cannot, cuts
+ * the arrays into the positions' arrays, runs the positions' call through
+ * `positions` (the front door without this layer), and puts the results
+ * where the caller asks.  `async` not NULL (an `_async` form) is refused:
+ * not built on batched meshes. */
+int batch_run(const struct op_args *a, const shmesh_token *async,
+              int (*positions)(struct op_args *a));
 
 /* Local array moves (the seed's moveaxis and broadcast): src has ndim
  * dimensions `shape` of esz-byte elements.  move_axis writes src with

@@ -94,6 +94,10 @@ struct shmesh_ctx {
     struct tracer *trace; /* the event ring (lib/trace/trace.h); NULL: not tracing */
     unsigned kinds_taken; /* memory kinds some path takes (engine/path.h) */
     struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */
+    /* Appended to every refusal (SHMESH_ERR_INVALID) while set: what the
+     * arguments refused are, when a layer passes on arrays it made
+     * (batch/batch.c: the positions' arrays). */
+    const char *fail_note;
     char err[CTX_ERR_MAX];
 };
 

@@ -78,10 +78,16 @@ int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (atomic_load(&c->poison_said))
+    if (atomic_load(&c->poison_said)) {
         vset_after_poison(c, ctx_err_buf(c), fmt, ap);
-    else
-        vset(ctx_err_buf(c), c->rank, fmt, ap);
+    } else {
+        char *buf = ctx_err_buf(c);
+        vset(buf, c->rank, fmt, ap);
+        if (c->fail_note && code == SHMESH_ERR_INVALID) {
+            size_t n = strnlen(buf, CTX_ERR_MAX - 1);
+            snprintf(buf + n, CTX_ERR_MAX - n, "%s", c->fail_note);
+        }
+    }
     va_end(ap);
     return code;
 }

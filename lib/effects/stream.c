@@ -14,7 +14,6 @@
 #include "shm/notify.h"
 #include "trace/trace.h"
 
-_Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
 
 /* A failure that left the context usable. */
 struct failed {

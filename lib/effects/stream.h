@@ -35,22 +35,12 @@ struct work {
     void (*drop)(struct work *w);
 };
 
-/* Set by an `_async` function for the engine work it dispatches: where the
- * token goes.  NULL: the caller waits. */
-extern _Thread_local shmesh_token *stream_async_token CTX_TLS_FAST;
-
-/* Whether engine work of c made on this thread goes through the stream. */
-static inline bool stream_wanted(const shmesh_ctx *c)
+/* Whether engine work of c made on this thread goes through the stream:
+ * when c has one or the work is an `_async` form's (`async`: where its
+ * token goes), unless this thread is executing c's work already. */
+static inline bool stream_wanted(const shmesh_ctx *c, const shmesh_token *async)
 {
-    return (c->stream || stream_async_token) && ctx_executing != c;
-}
-
-/* The async request, taken by the one piece of work it is for. */
-static inline shmesh_token *stream_take_async(void)
-{
-    shmesh_token *t = stream_async_token;
-    stream_async_token = NULL;
-    return t;
+    return (c->stream || async) && ctx_executing != c;
 }
 
 /* Queues w (taking it: it is dropped on every path).  With a token (an
@@ -68,18 +58,5 @@ uint64_t stream_stop(shmesh_ctx *c);
 /* In a fork child: frees this process's copy of the stream, whose thread
  * is not here (nothing is joined, drained or locked); the same return. */
 uint64_t stream_forget(shmesh_ctx *c);
-
-/* The `_async` functions' body: the blocking function, with the token's
- * destination set for the work it dispatches. */
-#define STREAM_ASYNC(token, CALL)                                                              \
-    do {                                                                                       \
-        shmesh_token spare_;                                                                   \
-        shmesh_token *t_ = (token) ? (token) : &spare_;                                        \
-        *t_ = (shmesh_token){NULL, 0};                                                         \
-        stream_async_token = t_;                                                               \
-        int rc_ = (CALL);                                                                      \
-        stream_async_token = NULL;                                                             \
-        return rc_;                                                                            \
-    } while (0)
 
 #endif

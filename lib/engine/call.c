@@ -346,8 +346,9 @@ static void call_work_drop(struct work *w)
     free(w);
 }
 
-/* The prepared call k goes to the stream (which owns it from now on). */
-static int call_dispatch(struct call *k)
+/* The prepared call k goes to the stream (which owns it from now on);
+ * with `async` the token goes there and nothing is waited for. */
+static int call_dispatch(struct call *k, shmesh_token *async)
 {
     shmesh_ctx *c = k->c;
     struct call_work *cw = malloc(sizeof *cw);
@@ -358,16 +359,17 @@ static int call_dispatch(struct call *k)
     } else {
         cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
         cw->k = *k;
-        rc = stream_dispatch(c, &cw->w, stream_take_async());
+        rc = stream_dispatch(c, &cw->w, async);
     }
     ctx_leave(c);
     return rc;
 }
 
-int call_finish(struct call *k, int rc)
+static inline __attribute__((always_inline)) int finish(struct call *k, int rc,
+                                                       shmesh_token *async)
 {
-    if (!rc && stream_wanted(k->c))
-        return call_dispatch(k);
+    if (!rc && stream_wanted(k->c, async))
+        return call_dispatch(k, async);
     if (!rc && (rc = submit(k)) == 0)
         rc = call_wait(k);
     if (k->c) {
@@ -375,4 +377,11 @@ int call_finish(struct call *k, int rc)
         ctx_leave(k->c);
     }
     return rc;
+}
+
+int call_finish(struct call *k, int rc) { return finish(k, rc, NULL); }
+
+int call_finish_async(struct call *k, int rc, shmesh_token *async)
+{
+    return finish(k, rc, async);
 }

@@ -178,9 +178,13 @@ int call_wait(struct call *k);
 void call_scratch_free_all(shmesh_ctx *c);
 /* Gives the scratch back (and the op's state); safe to repeat. */
 void call_release(struct call *k);
-/* The blocking API's end: when rc is 0, submit and wait; then release.
- * With a stream (effects/stream.h) the call is its work instead: waited
- * for, or with an async request only dispatched. */
+/* Every call's end: when rc is 0, submit and wait; then release.  With a
+ * stream (effects/stream.h) the call is its work instead, waited for. */
 int call_finish(struct call *k, int rc);
+/* The same, for the front door (api/front.c): with `async` not NULL (an
+ * `_async` form), the call is dispatched to the stream (started if need
+ * be) and its token written to *async, without waiting; run at once
+ * (*async untouched) when this thread is executing the context's work. */
+int call_finish_async(struct call *k, int rc, shmesh_token *async);
 
 #endif

@@ -125,7 +125,7 @@ static void drop(struct work *w)
     free(dw);
 }
 
-int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
+int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async)
 {
     shmesh_ctx *c = NULL;
     for (int l = 0; ks && l < prepared; l++)
@@ -159,8 +159,8 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc)
                 mesh_axes_in_rank(m, ks[0].d.naxes, ks[0].d.axis);
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
-    if (stream_wanted(c))
-        rc = stream_dispatch(c, &dw->w, stream_take_async());
+    if (stream_wanted(c, async))
+        rc = stream_dispatch(c, &dw->w, async);
     else {
         rc = run(&dw->w);
         drop(&dw->w);

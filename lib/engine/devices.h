@@ -34,34 +34,10 @@ static inline bool devices_needed(const shmesh_mesh *m)
  * devices_finish reports it). */
 struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
- * stops there) and frees them; returns the result.  With a stream they are
- * one piece of its work (effects/stream.h), which copies what it needs of
- * m. */
-int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc);
-
-/* The body of every public collective: one call on a mesh with one device
- * here, a call per local device otherwise.  PREPARE prepares call K for
- * local device L (in + L, out + L); it is written once, so that the
- * compiler can inline it into the public function as before. */
-#define DEVICES_RUN(m, K, L, PREPARE)                                                          \
-    do {                                                                                       \
-        struct call one_[1], *K##s_ = one_;                                                    \
-        if (!m) /* the innermost pushed mesh, looked up once */                                \
-            m = shmesh_mesh_current();                                                         \
-        bool multi_ = devices_needed(m);                                                       \
-        int n_ = 1, rc_ = 0, prepared_ = 0;                                                    \
-        if (multi_) {                                                                          \
-            K##s_ = devices_calls(m);                                                          \
-            n_ = K##s_ ? m->nlocal : 0;                                                        \
-            rc_ = K##s_ ? 0 : SHMESH_ERR_NOMEM;                                                \
-        }                                                                                      \
-        for (int L = 0; L < n_ && !rc_; L++, prepared_++) {                                    \
-            struct call *K = K##s_ + L;                                                        \
-            if (multi_)                                                                        \
-                mesh_select(m, L);                                                             \
-            rc_ = (PREPARE);                                                                   \
-        }                                                                                      \
-        return multi_ ? devices_finish(m, K##s_, prepared_, rc_) : call_finish(one_, rc_);     \
-    } while (0)
+ * stops there) and frees them; returns the result.  With a stream, or
+ * `async` (an `_async` form: where its token goes), they are one piece of
+ * its work (effects/stream.h), which copies what it needs of m.  The front
+ * door (api/front.c) prepares them. */
+int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async);
 
 #endif

@@ -5,16 +5,20 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "batch/batch.h"
-#include "engine/devices.h"
 #include "ops/args.h"
 #include "ops/ops.h"
 #include "ops/prologue.h"
 
-int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-                          const shmesh_groups *gs, int split_axis, int concat_axis, bool tiled,
-                          const shmesh_array *in, shmesh_array *out)
+int op_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    enum call_op op = args->op;
+    const char *axes = args->axes;
+    const shmesh_groups *gs = args->gs;
+    int split_axis = args->axis, concat_axis = args->axis2;
+    bool tiled = args->tiled;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, op, axes, gs, true, &a, in, out);
     if (rc)
@@ -76,21 +80,4 @@ int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const
     return coll_ready(k);
 }
 
-int shmesh_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int split_axis,
-                      int concat_axis, bool tiled, const shmesh_array *in, shmesh_array *out)
-{
-    BATCHED(m, .op = OP_ALL_TO_ALL, .axes = axes, .gs = gs, .axis = split_axis,
-            .axis2 = concat_axis, .tiled = tiled, .in = in, .out = out);
-    DEVICES_RUN(m, k, l,
-                op_all_to_all_prepare(k, m, OP_ALL_TO_ALL, axes, gs, split_axis, concat_axis,
-                                      tiled, in + l, out + l));
-}
 
-int shmesh_pswapaxes(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
-                     const shmesh_array *in, shmesh_array *out)
-{
-    BATCHED(m, .op = OP_PSWAPAXES, .axes = axes, .gs = gs, .axis = axis, .in = in, .out = out);
-    DEVICES_RUN(m, k, l,
-                op_all_to_all_prepare(k, m, OP_PSWAPAXES, axes, gs, axis, axis, false, in + l,
-                                      out + l));
-}

@@ -4,16 +4,19 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "batch/batch.h"
-#include "engine/devices.h"
 #include "ops/args.h"
 #include "ops/ops.h"
 #include "ops/prologue.h"
 
-int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                          const shmesh_groups *gs, int axis, bool tiled, const shmesh_array *in,
-                          shmesh_array *out)
+int op_all_gather_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    const char *axes = args->axes;
+    const shmesh_groups *gs = args->gs;
+    int axis = args->axis;
+    bool tiled = args->tiled;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_ALL_GATHER, axes, gs, true, &a, in, out);
     if (rc)
@@ -61,18 +64,16 @@ int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
     return coll_ready(k);
 }
 
-int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
-                      bool tiled, const shmesh_array *in, shmesh_array *out)
-{
-    BATCHED(m, .op = OP_ALL_GATHER, .axes = axes, .gs = gs, .axis = axis, .tiled = tiled,
-            .in = in, .out = out);
-    DEVICES_RUN(m, k, l, op_all_gather_prepare(k, m, axes, gs, axis, tiled, in + l, out + l));
-}
 
-int op_psum_scatter_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                            const shmesh_groups *gs, int scatter_dimension, bool tiled,
-                            const shmesh_array *in, shmesh_array *out)
+int op_psum_scatter_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    const char *axes = args->axes;
+    const shmesh_groups *gs = args->gs;
+    int scatter_dimension = args->axis;
+    bool tiled = args->tiled;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PSUM_SCATTER, axes, gs, true, &a, in, out);
     if (rc)
@@ -121,13 +122,3 @@ int op_psum_scatter_prepare(struct call *k, shmesh_mesh *m, const char *axes,
     return coll_ready(k);
 }
 
-int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
-                        int scatter_dimension, bool tiled, const shmesh_array *in,
-                        shmesh_array *out)
-{
-    BATCHED(m, .op = OP_PSUM_SCATTER, .axes = axes, .gs = gs, .axis = scatter_dimension,
-            .tiled = tiled, .in = in, .out = out);
-    DEVICES_RUN(m, k, l,
-                op_psum_scatter_prepare(k, m, axes, gs, scatter_dimension, tiled, in + l,
-                                        out + l));
-}

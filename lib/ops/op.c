@@ -14,7 +14,7 @@
 static const struct {
     const char *name, *params;
 } ops[OP_COUNT] = {
-#define OP_INFO(ID, nm, scope, bus, bin, prm) [OP_##ID] = {"shmesh_" #nm, prm},
+#define OP_INFO(ID, nm, scope, bus, bin, prm, ...) [OP_##ID] = {"shmesh_" #nm, prm},
     SHMESH_OPS(OP_INFO)
 #undef OP_INFO
 };

@@ -15,7 +15,7 @@
 
 enum call_op {
     OP_NONE = 0, /* a zeroed description */
-#define OP_ENUM(ID, name, scope, bus, bool_in, params) OP_##ID,
+#define OP_ENUM(ID, ...) OP_##ID,
     SHMESH_OPS(OP_ENUM)
 #undef OP_ENUM
     OP_COUNT

@@ -1,7 +1,7 @@
 /* Prepared calls: each collective's arguments checked and turned into a
  * call (engine/call.h) without running it.  The public functions are
- * prepare + call_finish; async dispatch and tests submit prepared calls
- * themselves.  On failure the call may hold scratch: call_release() it (or
+ * the front door (api/front.c): op_args, prepare, call_finish; tests
+ * submit prepared calls themselves.  On failure the call may hold scratch: call_release() it (or
  * pass the result to call_finish). */
 #ifndef SHMESH_OPS_OPS_H
 #define SHMESH_OPS_OPS_H
@@ -11,36 +11,50 @@
 #include "engine/call.h"
 #include "shmesh.h"
 
-/* psum, pmax, pmin, pmean, pargmax, pargmin (op says which). */
-int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-                      const shmesh_groups *gs, const shmesh_array *in, shmesh_array *out);
-int op_all_gather_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                          const shmesh_groups *gs, int axis, bool tiled, const shmesh_array *in,
-                          shmesh_array *out);
-int op_psum_scatter_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                            const shmesh_groups *gs, int scatter_dimension, bool tiled,
-                            const shmesh_array *in, shmesh_array *out);
-/* all_to_all and pswapaxes (op says which; pswapaxes: split = concat = axis,
- * untiled). */
-int op_all_to_all_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-                          const shmesh_groups *gs, int split_axis, int concat_axis, bool tiled,
-                          const shmesh_array *in, shmesh_array *out);
-int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                                 const shmesh_groups *gs, const shmesh_array *operand,
-                                 shmesh_array *output, const shmesh_array *input_offsets,
-                                 const shmesh_array *send_sizes,
-                                 const shmesh_array *output_offsets,
-                                 const shmesh_array *recv_sizes);
-int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const int (*perm)[2],
-                        int npairs, const shmesh_array *in, shmesh_array *out);
-int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const int *perm,
-                        const shmesh_array *in, shmesh_array *out);
-int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int source,
-                          const shmesh_array *in, shmesh_array *out);
-/* barrier, finalize (op says which): a world-wide step with no data. */
+/* One op as its public function was called: the front door's record
+ * (api/front.c), which the batched-mesh layer also cuts into positions.
+ * Arrays are one per local device of the mesh. */
+struct op_args {
+    enum call_op op;
+    shmesh_ctx *c;  /* world ops */
+    shmesh_mesh *m; /* mesh ops (the front door resolves NULL to the innermost pushed mesh) */
+    const char *axes;
+    const shmesh_groups *gs;
+    int axis;  /* all_gather's axis, psum_scatter's scatter_dimension, all_to_all's
+                  split_axis, pswapaxes' axis */
+    int axis2; /* all_to_all's concat_axis (pswapaxes: axis again) */
+    bool tiled;
+    const int (*perm)[2]; /* ppermute */
+    int npairs;
+    const int *shuffle; /* pshuffle */
+    int source;         /* pbroadcast */
+    const shmesh_array *in;
+    shmesh_array *out;
+    /* ragged_all_to_all: input_offsets, send_sizes, output_offsets, recv_sizes */
+    const shmesh_array *offsets[4];
+    void *buf; /* world_sum, in place */
+    size_t count;
+    shmesh_dtype dtype;
+};
+
+/* Every op's prepare function has this form: call k of `a` for local device
+ * l (its arrays a->in + l, a->out + l; 0 with one device here).  The op
+ * table's `prepare` column names it: op_<prepare>_prepare. */
+typedef int op_prepare_fn(struct call *k, const struct op_args *a, int l);
+
+op_prepare_fn op_reduce_prepare; /* psum, pmax, pmin, pmean, pargmax, pargmin */
+op_prepare_fn op_all_gather_prepare;
+op_prepare_fn op_psum_scatter_prepare;
+op_prepare_fn op_all_to_all_prepare; /* all_to_all and pswapaxes (split = concat = axis) */
+op_prepare_fn op_ragged_all_to_all_prepare;
+op_prepare_fn op_ppermute_prepare;
+op_prepare_fn op_pshuffle_prepare;
+op_prepare_fn op_pbroadcast_prepare;
+op_prepare_fn op_barrier_prepare;
+op_prepare_fn op_world_sum_prepare;
+/* A world-wide step with no data (barrier, finalize, mesh creation,
+ * callbacks: op says which), for the layers that make their own calls. */
 int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op);
-int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
-                         shmesh_dtype dtype);
 
 /* World-wide data movement for the layers above the collectives (global
  * arrays, several devices per rank).  `name` is the public function that

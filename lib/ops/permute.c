@@ -3,8 +3,6 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "batch/batch.h"
-#include "engine/devices.h"
 #include "core/hash.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -40,9 +38,14 @@ static int permutation(struct call *k)
     return 0;
 }
 
-int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const int (*perm)[2],
-                        int npairs, const shmesh_array *in, shmesh_array *out)
+int op_ppermute_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    const char *axes = args->axes;
+    const int(*perm)[2] = args->perm;
+    int npairs = args->npairs;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PPERMUTE, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
@@ -74,17 +77,14 @@ int op_ppermute_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
     return permutation(k);
 }
 
-int shmesh_ppermute(shmesh_mesh *m, const char *axes, const int (*perm)[2], int npairs,
-                    const shmesh_array *in, shmesh_array *out)
-{
-    BATCHED(m, .op = OP_PPERMUTE, .axes = axes, .perm = perm, .npairs = npairs, .in = in,
-            .out = out);
-    DEVICES_RUN(m, k, l, op_ppermute_prepare(k, m, axes, perm, npairs, in + l, out + l));
-}
 
-int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const int *perm,
-                        const shmesh_array *in, shmesh_array *out)
+int op_pshuffle_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    const char *axes = args->axes;
+    const int *perm = args->shuffle;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PSHUFFLE, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
@@ -111,16 +111,14 @@ int op_pshuffle_prepare(struct call *k, shmesh_mesh *m, const char *axes, const 
     return permutation(k);
 }
 
-int shmesh_pshuffle(shmesh_mesh *m, const char *axes, const int *perm, const shmesh_array *in,
-                    shmesh_array *out)
-{
-    BATCHED(m, .op = OP_PSHUFFLE, .axes = axes, .shuffle = perm, .in = in, .out = out);
-    DEVICES_RUN(m, k, l, op_pshuffle_prepare(k, m, axes, perm, in + l, out + l));
-}
 
-int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int source,
-                          const shmesh_array *in, shmesh_array *out)
+int op_pbroadcast_prepare(struct call *k, const struct op_args *args, int l)
 {
+    shmesh_mesh *m = args->m;
+    const char *axes = args->axes;
+    int source = args->source;
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PBROADCAST, axes, NULL, false, &a, in, out);
     if (rc || (rc = same_shape_out(k, in, out)))
@@ -134,9 +132,3 @@ int op_pbroadcast_prepare(struct call *k, shmesh_mesh *m, const char *axes, int 
     return coll_ready(k);
 }
 
-int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh_array *in,
-                      shmesh_array *out)
-{
-    BATCHED(m, .op = OP_PBROADCAST, .axes = axes, .source = source, .in = in, .out = out);
-    DEVICES_RUN(m, k, l, op_pbroadcast_prepare(k, m, axes, source, in + l, out + l));
-}

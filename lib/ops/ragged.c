@@ -9,8 +9,6 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "batch/batch.h"
-#include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -370,19 +368,17 @@ static void ragged_free(struct call *k)
     k->op_state = NULL;
 }
 
-int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axes,
-                                 const shmesh_groups *gs, const shmesh_array *operand,
-                                 shmesh_array *output, const shmesh_array *input_offsets,
-                                 const shmesh_array *send_sizes,
-                                 const shmesh_array *output_offsets,
-                                 const shmesh_array *recv_sizes)
+int op_ragged_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
 {
+    const shmesh_array *operand = args->in + l;
+    shmesh_array *output = args->out + l;
     struct axes a;
-    int rc = coll_open(k, m, OP_RAGGED_ALL_TO_ALL, axes, gs, true, &a, NULL, NULL);
+    int rc = coll_open(k, args->m, OP_RAGGED_ALL_TO_ALL, args->axes, args->gs, true, &a, NULL,
+                       NULL);
     if (rc)
         return rc;
-    const shmesh_array *const param[NPARAM] = {input_offsets, send_sizes, output_offsets,
-                                               recv_sizes};
+    const shmesh_array *const param[NPARAM] = {args->offsets[0] + l, args->offsets[1] + l,
+                                               args->offsets[2] + l, args->offsets[3] + l};
     struct ragged hdr = {0};
     if ((rc = check_args(k, operand, output, param, &hdr)))
         return rc;
@@ -429,14 +425,3 @@ int op_ragged_all_to_all_prepare(struct call *k, shmesh_mesh *m, const char *axe
     return 0;
 }
 
-int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
-                             const shmesh_array *operand, shmesh_array *output,
-                             const shmesh_array *input_offsets, const shmesh_array *send_sizes,
-                             const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
-{
-    BATCHED(m, .op = OP_RAGGED_ALL_TO_ALL, .axes = axes, .gs = gs, .in = operand, .out = output);
-    DEVICES_RUN(m, k, l,
-                op_ragged_all_to_all_prepare(k, m, axes, gs, operand + l, output + l,
-                                             input_offsets + l, send_sizes + l,
-                                             output_offsets + l, recv_sizes + l));
-}

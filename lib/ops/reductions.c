@@ -1,8 +1,6 @@
 /* psum, pmax, pmin, pmean, pargmax, pargmin: every member's output is the
  * reduction of every member's whole input, combined in group order. */
 #include "core/context.h"
-#include "batch/batch.h"
-#include "engine/devices.h"
 #include "core/dtype.h"
 #include "ops/args.h"
 #include "ops/ops.h"
@@ -20,12 +18,14 @@ static enum red_op red_of(enum call_op op)
     }
 }
 
-int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
-                      const shmesh_groups *gs, const shmesh_array *in, shmesh_array *out)
+int op_reduce_prepare(struct call *k, const struct op_args *args, int l)
 {
-    enum red_op rop = red_of(op);
+    const shmesh_array *in = args->in + l;
+    shmesh_array *out = args->out + l;
+    const shmesh_groups *gs = args->gs;
+    enum red_op rop = red_of(args->op);
     struct axes a;
-    int rc = coll_open(k, m, op, axes, gs, false, &a, in, out);
+    int rc = coll_open(k, args->m, args->op, args->axes, gs, false, &a, in, out);
     if (rc)
         return rc;
     shmesh_ctx *c = k->c;
@@ -63,18 +63,3 @@ int op_reduce_prepare(struct call *k, shmesh_mesh *m, enum call_op op, const cha
         return rc;
     return coll_ready(k);
 }
-
-#define REDUCTION(name, OP)                                                                    \
-    int shmesh_##name(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,               \
-                      const shmesh_array *in, shmesh_array *out)                               \
-    {                                                                                          \
-        BATCHED(m, .op = OP, .axes = axes, .gs = gs, .in = in, .out = out);                    \
-        DEVICES_RUN(m, k, l, op_reduce_prepare(k, m, OP, axes, gs, in + l, out + l));          \
-    }
-
-REDUCTION(psum, OP_PSUM)
-REDUCTION(pmax, OP_PMAX)
-REDUCTION(pmin, OP_PMIN)
-REDUCTION(pmean, OP_PMEAN)
-REDUCTION(pargmax, OP_PARGMAX)
-REDUCTION(pargmin, OP_PARGMIN)

@@ -18,15 +18,19 @@ int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op)
     return 0;
 }
 
-int shmesh_barrier(shmesh_ctx *c)
+int op_barrier_prepare(struct call *k, const struct op_args *a, int l)
 {
-    struct call k;
-    return call_finish(&k, op_world_step_prepare(&k, c, OP_BARRIER));
+    (void)l;
+    return op_world_step_prepare(k, a->c, OP_BARRIER);
 }
 
-int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
-                         shmesh_dtype dtype)
+int op_world_sum_prepare(struct call *k, const struct op_args *args, int l)
 {
+    (void)l;
+    shmesh_ctx *c = args->c;
+    void *buf = args->buf;
+    size_t count = args->count;
+    shmesh_dtype dtype = args->dtype;
     int rc = call_init(k, c, OP_WORLD_SUM);
     if (rc)
         return rc;
@@ -48,8 +52,8 @@ int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
                         count);
     call_group_world(k);
     /* In place: input and output are the same one-dimensional buffer. */
-    shmesh_array a = {.data = buf, .dtype = dtype, .ndim = 1, .shape = {(int64_t)count}};
-    flow_init(&k->f, FLOW_REDUCE, &a, &a);
+    shmesh_array one = {.data = buf, .dtype = dtype, .ndim = 1, .shape = {(int64_t)count}};
+    flow_init(&k->f, FLOW_REDUCE, &one, &one);
     k->f.red = RED_SUM;
     k->f.mean_n = 1;
     k->d.dtype = k->d.out_dtype = (uint32_t)dtype;
@@ -57,11 +61,6 @@ int op_world_sum_prepare(struct call *k, shmesh_ctx *c, void *buf, size_t count,
     return call_buffers(k);
 }
 
-int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
-{
-    struct call k;
-    return call_finish(&k, op_world_sum_prepare(&k, c, buf, count, dtype));
-}
 
 /* A world-wide move of bytes: `in` (in_n bytes) and `out` (world rows of
  * out_n bytes, or out_n bytes) on every rank. */

@@ -82,9 +82,14 @@ static int mode_inflight(void)
         shmesh_array ci = ARR(&c_in, SHMESH_INT32, 0, 0), co = ARR(&c_out, SHMESH_INT32, 0, 0);
         const int ring[4][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
         struct call a, b, c;
-        int rc = op_reduce_prepare(&a, m, OP_PSUM, "x", NULL, &ai, &ao);
-        rc = rc ? rc : op_all_gather_prepare(&b, m, "y", NULL, 0, true, &bi, &bo);
-        rc = rc ? rc : op_ppermute_prepare(&c, m, "x,y", ring, 4, &ci, &co);
+        struct op_args pa = {.op = OP_PSUM, .m = m, .axes = "x", .in = &ai, .out = &ao};
+        struct op_args pb = {.op = OP_ALL_GATHER, .m = m, .axes = "y", .tiled = true,
+                             .in = &bi, .out = &bo};
+        struct op_args pc = {.op = OP_PPERMUTE, .m = m, .axes = "x,y", .perm = ring,
+                             .npairs = 4, .in = &ci, .out = &co};
+        int rc = op_reduce_prepare(&a, &pa, 0);
+        rc = rc ? rc : op_all_gather_prepare(&b, &pb, 0);
+        rc = rc ? rc : op_ppermute_prepare(&c, &pc, 0);
         /* The callers' descriptions may go: the calls hold their own. */
         memset(&ai, 0xff, sizeof ai);
         memset(&bo, 0xff, sizeof bo);
