@@ -30,8 +30,9 @@
  * gained the world-wide gather and broadcast (op numbers moved); 7, the
  * status block and the trace rings; 8, a collective callback is a call of
  * its own (its window carries its description) and the status block shows
- * waits for effects' points and for tokens. */
-#define SEG_LAYOUT_VERSION 8u
+ * waits for effects' points and for tokens; 9, a control block holds the
+ * rank's hashed settings (seg_ctrl's `tuning`). */
+#define SEG_LAYOUT_VERSION 9u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -43,6 +44,9 @@
 #define SEG_EFFECT_SLOTS 33
 #define SEG_EFFECT_NAME 32
 #define SEG_MAX_WORLD 4096
+/* Room for the values of the settings hashed into every call (lib/core/
+ * settings.h, the "hashed" column). */
+#define SEG_TUNING_MAX 8
 #define SEG_REASON_MAX 256
 
 /* A word peers block on, and how many of them announced they are blocking, so
@@ -136,6 +140,11 @@ struct seg_ctrl {
     /* A word of the rank's private memory and its value, so peers can test
      * whether they may read its memory directly (lib/cma.c). */
     uint64_t probe_addr, probe_value;
+    /* The values of the rank's hashed settings (lib/core/settings.h), in the
+     * table's order, written before it joins: read by a peer only to say
+     * which differ when the calls' hashes do (untrusted: compared, printed
+     * as numbers). */
+    uint64_t tuning[SEG_TUNING_MAX];
     /* Tokens (lib/effects/): how much of the rank's stream has finished
      * (its own threads sleep on it; the rank keeps the count in private
      * memory too, and a word above it is not the rank's), and for each

@@ -58,10 +58,10 @@ static void describe_both_ways(const struct call_desc *d, const struct call_desc
         call_describe(d, 7, buf, lens[i]);
         expect_line(buf, lens[i], sizeof buf);
         memset(buf, 0x5a, sizeof buf);
-        call_mismatch_text(buf, lens[i], 7, mine, 3, d);
+        call_mismatch_text(buf, lens[i], 7, mine, 3, d, NULL);
         expect_line(buf, lens[i], sizeof buf);
         memset(buf, 0x5a, sizeof buf);
-        call_mismatch_text(buf, lens[i], 7, d, 3, mine);
+        call_mismatch_text(buf, lens[i], 7, d, 3, mine, NULL);
         expect_line(buf, lens[i], sizeof buf);
     }
     (void)call_hash(d);
@@ -195,7 +195,7 @@ static void long_descriptions_cut_with_a_mark(void **state)
     char buf[1024], reason[256];
     call_describe(&a, 9, buf, sizeof buf);
     assert_non_null(strstr(buf, names));
-    call_mismatch_text(reason, sizeof reason, 9, &a, 1, &b);
+    call_mismatch_text(reason, sizeof reason, 9, &a, 1, &b, NULL);
     expect_line(reason, sizeof reason, sizeof reason);
     assert_int_equal(strlen(reason), sizeof reason - 1);
     const char *but = strstr(reason, "... but rank 1 called shmesh_psum(\"aaaa");
@@ -205,11 +205,11 @@ static void long_descriptions_cut_with_a_mark(void **state)
     /* Alike as shown: the sentence says where they differ. */
     b = a;
     b.mesh = 2;
-    call_mismatch_text(buf, sizeof buf, 9, &a, 1, &b);
+    call_mismatch_text(buf, sizeof buf, 9, &a, 1, &b, NULL);
     assert_non_null(strstr(buf, "(on mesh 1, there mesh 2)"));
     b = a;
     b.extra_hash = 5;
-    call_mismatch_text(buf, sizeof buf, 9, &a, 1, &b);
+    call_mismatch_text(buf, sizeof buf, 9, &a, 1, &b, NULL);
     assert_non_null(strstr(buf, "(with other axis_index_groups, permutation or device order)"));
 }
 

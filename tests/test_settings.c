@@ -7,6 +7,7 @@
  * the hashed thresholds); and that no file of lib/, launcher/, shm/ or tools/
  * but settings.c calls getenv on a SHMESH_* name. */
 #include <ftw.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -344,6 +345,177 @@ static void what_shmesh_run_reads(void **state)
     }
 }
 
+/* ---- hashed settings ------------------------------------------------------ */
+
+/* A value of each type other than its default (the table's defaults are
+ * none of these). */
+static const char *other_value(const char *type)
+{
+    static const struct {
+        const char *type, *value;
+    } values[] = {
+        {"TEXT", "x"},     {"WORLD", "3"},    {"DEVICES", "3"}, {"RANK", "2"},
+        {"INDEX", "7"},    {"NOTIFY", "futex"}, {"SECONDS", "3"}, {"SIZE", "7M"},
+        {"BYTES", "7M"},   {"PAGES", "8192"}, {"NS", "7"},      {"SWITCH", "0"},
+        {"DEBUG", "paths"},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++)
+        if (!strcmp(values[i].type, type))
+            return values[i].value;
+    fail_msg("no test value for type %s", type);
+    return NULL;
+}
+
+/* Whether text names the variable (SHMESH_CMA is not named by SHMESH_CMA_MIN). */
+static bool names(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)); p += n) {
+        char next = p[n];
+        if (!((next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9') || next == '_'))
+            return true;
+    }
+    return false;
+}
+
+/* The call hash covers exactly the table's hashed column: changing a hashed
+ * setting changes the context's tuning hash, changing any other does not;
+ * and a mismatch text names exactly the settings that differ. */
+static void hashed_settings_are_the_tables_column(void **state)
+{
+    (void)state;
+    int hashed = 0;
+    for (int id = 0; id < SETTING_COUNT; id++)
+        hashed += settings_table[id].hashed;
+    assert_int_equal(hashed, SETTINGS_HASHED);
+
+    struct settings d;
+    settings_defaults(&d);
+    d.world = 4;
+    uint64_t base[SETTINGS_HASHED];
+    settings_hashed_values(&d, base);
+    uint64_t h0 = settings_hashed_hash(base);
+    for (int id = 0, i = 0; id < SETTING_COUNT; id++) {
+        struct settings s = d;
+        const char *v = other_value(settings_table[id].type);
+        char err[256];
+        if (settings_parse(&s, (enum setting)id, v, err, sizeof err))
+            fail_msg("%s='%s': %s", settings_table[id].name, v, err);
+        uint64_t vals[SETTINGS_HASHED];
+        settings_hashed_values(&s, vals);
+        bool changed = settings_hashed_hash(vals) != h0;
+        if (changed != settings_table[id].hashed)
+            fail_msg("%s='%s' %s the tuning hash, but the table says it is %shashed",
+                     settings_table[id].name, v, changed ? "changes" : "leaves",
+                     settings_table[id].hashed ? "" : "not ");
+        if (!settings_table[id].hashed)
+            continue;
+        /* Only this one differs: the text names it, with both values. */
+        char text[512], want[256];
+        assert_int_equal(settings_hashed_text(text, sizeof text, base, 0, vals, 1), 1);
+        snprintf(want, sizeof want, "%s is %" PRIu64 " on rank 0 but %" PRIu64 " on rank 1",
+                 settings_table[id].name, base[i], vals[i]);
+        assert_string_equal(text, want);
+        i++;
+    }
+
+    /* Two differ: both, in table order; none (or unknown): every one named. */
+    uint64_t two[SETTINGS_HASHED];
+    memcpy(two, base, sizeof two);
+    two[0] += 1;
+    two[SETTINGS_HASHED - 1] = UINT64_MAX;
+    char text[512];
+    assert_int_equal(settings_hashed_text(text, sizeof text, base, 3, two, 2), 2);
+    assert_non_null(strstr(text, "; "));
+    assert_non_null(strstr(text, " on rank 3 but 18446744073709551615 on rank 2"));
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(settings_hashed_text(text, sizeof text, base, 0, round ? NULL : base, 1),
+                         0);
+        for (int id = 0; id < SETTING_COUNT; id++)
+            assert_int_equal(names(text, settings_table[id].name), settings_table[id].hashed);
+        assert_non_null(strstr(text, " must be the same on every rank"));
+    }
+    /* Cut short, it is still a terminated line. */
+    assert_int_equal(settings_hashed_text(text, 12, base, 3, two, 2), 2);
+    assert_int_equal(strlen(text), 11);
+
+    /* The context hashes and publishes the same values. */
+    unsetenv("SHMESH_SEGMENT");
+    shmesh_ctx *ctx;
+    assert_int_equal(shmesh_init(&ctx), 0);
+    uint64_t published[SETTINGS_HASHED];
+    memcpy(published, seg_ctrl(ctx->seg, 0)->tuning, sizeof published);
+    assert_memory_equal(published, ctx->tuning_values, sizeof published);
+    assert_true(ctx->tuning == settings_hashed_hash(published));
+    shmesh_finalize(ctx);
+}
+
+/* Two ranks of one job whose settings differ only in `name` (rank 1 has
+ * `value`): `hashed`, their first call fails with SHMESH_ERR_MISMATCH on
+ * both, naming that setting and both values and no other hashed setting;
+ * otherwise the job runs. */
+static void job_with_rank_1_at(const char *name, const char *value, const char *at_rank_0,
+                               bool hashed)
+{
+    char script[256];
+    snprintf(script, sizeof script,
+             "if [ \"$RANK\" = 1 ]; then export %s=%s; fi; exec \"$0\" sum int32 4 2", name,
+             value);
+    struct run r;
+    run_launcher(&r, NULL, 30, "-n", "2", "--", "/bin/sh", "-c", script, rank_prog_path(),
+                 NULL);
+    if (r.timed_out)
+        fail_msg("%s=%s on rank 1: timed out\n%s\n%s", name, value, r.out, r.err);
+    if (!hashed) {
+        if (r.code != 0 || count_lines(r.out, "sum int32 count 4 x 2 ok", NULL) != 2)
+            fail_msg("%s=%s on rank 1 (not hashed): exit %d\n%s\n%s", name, value, r.code,
+                     r.out, r.err);
+        run_free(&r);
+        return;
+    }
+    /* Each rank's line: its own sentence, or the one in the abort record. */
+    char mine[256], theirs[256];
+    snprintf(mine, sizeof mine, "%s is %s on rank 0 but %s on rank 1", name, at_rank_0, value);
+    snprintf(theirs, sizeof theirs, "%s is %s on rank 1 but %s on rank 0", name, value,
+             at_rank_0);
+    int named = 0;
+    for (int rank = 0; rank < 2; rank++) {
+        char head[64];
+        snprintf(head, sizeof head, "rank %d: shmesh_world_sum -> SHMESH_ERR_MISMATCH", rank);
+        named += count_lines(r.out, head, mine) + count_lines(r.out, head, theirs) > 0;
+    }
+    if (r.code == 0 || named != 2)
+        fail_msg("%s=%s on rank 1: exit %d, %d of 2 ranks said '%s'\n%s\n%s", name, value,
+                 r.code, named, mine, r.out, r.err);
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (settings_table[id].hashed && strcmp(settings_table[id].name, name) &&
+            names(r.out, settings_table[id].name))
+            fail_msg("%s=%s on rank 1: the mismatch names %s too\n%s", name, value,
+                     settings_table[id].name, r.out);
+    run_free(&r);
+}
+
+static void ranks_that_differ_in_one_hashed_setting(void **state)
+{
+    (void)state;
+    int tried = 0;
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        const struct setting_info *in = &settings_table[id];
+        /* The library's own: SHMESH_SLOT_BYTES is the launcher's, one for
+         * the whole job (the segment's layout), so ranks cannot differ. */
+        if (!in->hashed || !(in->who & SETTINGS_LIBRARY))
+            continue;
+        if (strspn(in->doc, "0123456789") != strlen(in->doc))
+            fail_msg("%s: the default '%s' is not a number of bytes", in->name, in->doc);
+        job_with_rank_1_at(in->name, "1048576", in->doc, true);
+        tried++;
+    }
+    assert_true(tried >= 4);
+    /* Settings outside the column may differ. */
+    job_with_rank_1_at("SHMESH_YIELD_NS", "5", NULL, false);
+    job_with_rank_1_at("SHMESH_SPIN_NS", "0", NULL, false);
+}
+
 /* ---- docs/environment.md ------------------------------------------------ */
 
 /* Copies the next SHMESH_* name at or after *p into name; false at the end.
@@ -527,6 +699,8 @@ int main(void)
         cmocka_unit_test(defaults_agree_with_the_docs),
         cmocka_unit_test(what_shmesh_init_reads),
         cmocka_unit_test(what_shmesh_run_reads),
+        cmocka_unit_test(hashed_settings_are_the_tables_column),
+        cmocka_unit_test(ranks_that_differ_in_one_hashed_setting),
         cmocka_unit_test(docs_match_the_table),
         cmocka_unit_test(only_settings_reads_the_environment),
     };

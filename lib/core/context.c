@@ -10,7 +10,6 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "core/hash.h"
 #include "core/registry.h"
 #include "core/settings.h"
 #include "device/device.h"
@@ -22,6 +21,8 @@
 #include "paths/single_copy.h"
 #include "shm/notify.h"
 #include "trace/trace.h"
+
+_Static_assert(SETTINGS_HASHED <= SEG_TUNING_MAX, "a control block holds the hashed settings");
 
 /* How long one sleep lasts before liveness is looked at again.  The uring
  * notifier hears of a peer's death at once, so its slice is only a backstop. */
@@ -148,9 +149,12 @@ int shmesh_init(shmesh_ctx **out)
     c->rsag_min = e.rsag_min;
     c->cma_min = e.cma_min;
     c->device_two_shot_min = e.device_two_shot_min;
-    uint64_t knobs[] = {c->zc_min, c->rsag_min, c->cma_min, c->seg->lay.slot_bytes,
-                        c->device_two_shot_min};
-    c->tuning = hash_bytes(knobs, sizeof knobs, 2);
+    /* The hashed settings: the table's column, with the slot size the
+     * segment has (the launcher's, not this rank's environment). */
+    e.slot_bytes = c->seg->lay.slot_bytes;
+    settings_hashed_values(&e, c->tuning_values);
+    c->tuning = settings_hashed_hash(c->tuning_values);
+    memcpy(c->me->tuning, c->tuning_values, sizeof c->tuning_values);
     if (heap_init(&c->heap, c->seg, c->rank)) {
         release(c, false);
         init_error("rank %d: out of memory", e.rank);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/settings.h"
 #include "engine/path.h"
 #include "engine/window.h"
 #include "memory/heap.h"
@@ -85,9 +86,12 @@ struct shmesh_ctx {
      * is never taken for this one's (core/registry.c). */
     uint64_t seq_base;
     struct shmesh_ctx *live_next; /* the process's live contexts (core/registry.c) */
-    /* Thresholds that choose paths (SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN) and
-     * their hash with the slot size: ranks must agree on them. */
+    /* Thresholds that choose paths (SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN,
+     * _DEVICE_TWO_SHOT_MIN); the values of every hashed setting (the settings
+     * table's column: these and the slot size), published in the control
+     * block too, and their hash: ranks must agree on them. */
     uint64_t zc_min, cma_min, rsag_min, device_two_shot_min, tuning;
+    uint64_t tuning_values[SETTINGS_HASHED];
     /* The GPU runtime and its caches (lib/device/device.h); NULL: none. */
     struct device_layer *dev;
     unsigned debug;       /* SHMESH_DEBUG: enum debug_what bits */

@@ -2,12 +2,14 @@
  * library, which libshmesh, shmesh-run and shmesh-bench link: the one place
  * that calls getenv on a SHMESH_* name. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/settings.h"
 #include "shm/layout.h"
 #include "shm/segment.h"
@@ -32,6 +34,12 @@ static const struct {
     SHMESH_SETTINGS(SETTINGS_MEMBER)
 #undef SETTINGS_MEMBER
 };
+
+/* A hashed row is a number (settings_hashed_values). */
+#define SETTINGS_HASHED_NUMBER(NAME, field, type, dflt, doc, who, hashed, meaning)              \
+    _Static_assert(!(hashed) || T_##type != T_TEXT, "SHMESH_" #NAME " is hashed: not a TEXT");
+SHMESH_SETTINGS(SETTINGS_HASHED_NUMBER)
+#undef SETTINGS_HASHED_NUMBER
 
 static const struct {
     const char *word;
@@ -252,5 +260,88 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
         if (settings_read(s, (enum setting)id, why, sizeof why))
             return fail(err, errlen, "rank %d: %s", s->rank, why);
     }
+    return 0;
+}
+
+/* Setting id's member as a number: unsigned types as they are, signed ones
+ * sign-extended (as two's complement). */
+static uint64_t number(const struct settings *s, int id)
+{
+    const char *m = (const char *)s + members[id].offset;
+    switch (members[id].size) {
+    case 1: {
+        bool b;
+        memcpy(&b, m, 1);
+        return b;
+    }
+    case 4: {
+        int32_t x;
+        memcpy(&x, m, 4);
+        return members[id].type == T_DEBUG ? (uint32_t)x : (uint64_t)(int64_t)x;
+    }
+    default: {
+        uint64_t x;
+        memcpy(&x, m, 8);
+        return x;
+    }
+    }
+}
+
+void settings_hashed_values(const struct settings *s, uint64_t *v)
+{
+    int n = 0;
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (settings_table[id].hashed)
+            v[n++] = number(s, id);
+}
+
+uint64_t settings_hashed_hash(const uint64_t *v)
+{
+    return hash_bytes(v, sizeof *v * SETTINGS_HASHED, 2);
+}
+
+/* A value as its type reads: sizes unsigned, the rest signed. */
+static void put_value(char *buf, size_t len, int id, uint64_t v)
+{
+    enum type t = members[id].type;
+    if (t == T_SIZE || t == T_BYTES || t == T_PAGES || t == T_DEBUG || t == T_SWITCH)
+        snprintf(buf, len, "%" PRIu64, v);
+    else
+        snprintf(buf, len, "%" PRId64, (int64_t)v);
+}
+
+int settings_hashed_text(char *buf, size_t len, const uint64_t *mine, int me,
+                         const uint64_t *theirs, int other)
+{
+    if (!len)
+        return 0;
+    buf[0] = '\0';
+    size_t at = 0;
+    int differ = 0, i = 0;
+    for (int id = 0; id < SETTING_COUNT && theirs; id++) {
+        if (!settings_table[id].hashed)
+            continue;
+        if (mine[i] != theirs[i]) {
+            char a[24], b[24];
+            put_value(a, sizeof a, id, mine[i]);
+            put_value(b, sizeof b, id, theirs[i]);
+            int n = snprintf(buf + at, len - at, "%s%s is %s on rank %d but %s on rank %d",
+                             differ ? "; " : "", settings_table[id].name, a, me, b, other);
+            at = n < 0 || (size_t)n >= len - at ? len - 1 : at + (size_t)n;
+            differ++;
+        }
+        i++;
+    }
+    if (differ)
+        return differ;
+    for (int id = 0, k = 0; id < SETTING_COUNT; id++) {
+        if (!settings_table[id].hashed)
+            continue;
+        k++;
+        const char *sep = k == 1 ? "" : k == SETTINGS_HASHED ? " and " : ", ";
+        int n = snprintf(buf + at, len - at, "%s%s", sep, settings_table[id].name);
+        at = n < 0 || (size_t)n >= len - at ? len - 1 : at + (size_t)n;
+    }
+    snprintf(buf + at, len - at, " must be the same on every rank");
     return 0;
 }

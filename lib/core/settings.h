@@ -26,12 +26,17 @@
  *   who      SETTINGS_LIBRARY: shmesh_init reads it; SETTINGS_LAUNCHER:
  *            shmesh-run reads it; SETTINGS_RANKS: shmesh-run sets it for
  *            every rank; SETTINGS_PYTHON: the Python package reads it (or'ed)
- *   hashed   1: it chooses algorithms, so it is part of every call's hash
- *            and ranks that differ get SHMESH_ERR_MISMATCH
+ *   hashed   1: it chooses algorithms, so ranks must agree on it: the
+ *            context hashes the values of exactly these rows (a number
+ *            each: settings_hashed_values) into every call's hash, each
+ *            rank publishes them in its control block, and ranks that
+ *            differ get SHMESH_ERR_MISMATCH naming the settings that differ
+ *            and their values on both (settings_hashed_text)
  *   meaning  one line
  *
  * A new setting is one line here, its row in docs/environment.md, and the
- * code that uses its member. */
+ * code that uses its member; a hashed one needs nothing more (the
+ * thresholds' sentence of docs/environment.md names it). */
 #ifndef SHMESH_CORE_SETTINGS_H
 #define SHMESH_CORE_SETTINGS_H
 
@@ -135,6 +140,11 @@ struct settings {
 #undef SETTINGS_FIELD
 };
 
+/* How many rows are hashed: the length of settings_hashed_values' array. */
+#define SETTINGS_HASHED_ROW(NAME, field, type, dflt, doc, who, hashed, meaning) +(hashed)
+enum { SETTINGS_HASHED = 0 SHMESH_SETTINGS(SETTINGS_HASHED_ROW) };
+#undef SETTINGS_HASHED_ROW
+
 /* The table's columns, for messages, tools and tests. */
 struct setting_info {
     const char *name; /* "SHMESH_ZC_MIN" */
@@ -158,6 +168,21 @@ int settings_parse(struct settings *s, enum setting id, const char *value, char 
 
 /* settings_parse of the variable's value in the environment. */
 int settings_read(struct settings *s, enum setting id, char *err, size_t errlen);
+
+/* The values of the hashed settings, in table order, into v[SETTINGS_HASHED]
+ * (each a number: a hashed row cannot be TEXT), and their hash, which the
+ * context puts into every call's hash. */
+void settings_hashed_values(const struct settings *s, uint64_t *v);
+uint64_t settings_hashed_hash(const uint64_t *v);
+
+/* Why the hashed values `mine` (of rank `me`) and `theirs` (of rank `other`,
+ * untrusted: only compared and printed as numbers) make calls differ:
+ * "SHMESH_ZC_MIN is 65536 on rank 0 but 4096 on rank 1" for each that
+ * differs, joined by "; "; returns how many.  When none does (or theirs is
+ * NULL), 0 and a sentence naming every hashed setting ("SHMESH_ZC_MIN, ...
+ * and SHMESH_DEVICE_TWO_SHOT_MIN must be the same on every rank"). */
+int settings_hashed_text(char *buf, size_t len, const uint64_t *mine, int me,
+                         const uint64_t *theirs, int other);
 
 /* Everything shmesh_init reads, from defaults: SHMESH_SEGMENT, then (with a
  * segment) SHMESH_WORLD_SIZE and SHMESH_RANK, which must then be set; then

@@ -234,7 +234,7 @@ static void cut(char *s, size_t keep)
 }
 
 void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_desc *mine,
-                        int other_rank, const struct call_desc *theirs)
+                        int other_rank, const struct call_desc *theirs, const char *settings)
 {
     if (!len)
         return;
@@ -246,9 +246,10 @@ void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_
                  "about this call's groups or sizes",
                  call);
     } else if (theirs->tuning != mine->tuning && call_hash(theirs) == call_hash(mine)) {
-        snprintf(b, sizeof b,
-                 "the same with other settings: SHMESH_SLOT_BYTES, SHMESH_ZC_MIN, SHMESH_CMA_MIN "
-                 "and SHMESH_RSAG_MIN must be the same on every rank");
+        snprintf(b, sizeof b, "the same with other settings: %s",
+                 settings ? settings
+                          : "the hashed settings (docs/environment.md) must be the same on "
+                            "every rank");
     } else {
         call_describe(theirs, call, b, sizeof b);
         if (!strcmp(a, b)) { /* what differs is not shown */

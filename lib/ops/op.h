@@ -82,9 +82,12 @@ void call_describe(const struct call_desc *d, uint64_t call, char *buf, size_t l
 /* What identifies the call (not the whole description). */
 uint64_t call_hash(const struct call_desc *d);
 /* Why call `call` failed: "called <mine> but rank R called <theirs>" (theirs
- * NULL: R went past the call's window without it).  When that does not fit
- * in len, each description is cut (marked "...") so that both are named. */
+ * NULL: R went past the call's window without it).  When only the hashed
+ * settings differ, <theirs> is "the same with other settings: <settings>"
+ * (which differ, from settings_hashed_text; NULL: not known).  When that
+ * does not fit in len, each description is cut (marked "...") so that both
+ * are named. */
 void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_desc *mine,
-                        int other_rank, const struct call_desc *theirs);
+                        int other_rank, const struct call_desc *theirs, const char *settings);
 
 #endif

@@ -20,12 +20,16 @@ static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
     memcpy(dst, src, len);
 }
 
+bool rsag_sized(const struct call *k)
+{
+    return flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= k->c->rsag_min;
+}
+
 static bool rsag_candidate(const struct call *k)
 {
     /* Not for empty arrays: their data may be NULL, and staging nothing
      * through two windows is no use. */
-    return flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= k->c->rsag_min &&
-           k->f.in_bytes > 0;
+    return rsag_sized(k) && k->f.in_bytes > 0;
 }
 
 /* k->pos: the chunk's first element; k->stage: 0 stage the blocks, 1 collect

@@ -17,6 +17,7 @@
 #include "core/debug.h"
 #include "engine/path.h"
 #include "paths/peer.h"
+#include "paths/rsag.h"
 #include "paths/single_copy.h"
 #include "shm/proc.h"
 
@@ -177,14 +178,12 @@ static const struct peer_access cma = {
     .read_box = cma_read_box,
 };
 
-/* Below the staged reduce-scatter's threshold single copy beats staging;
- * above it the reduce-scatter moves less memory (docs/algorithms.md). */
+/* Single copy beats staging, but not the staged reduce-scatter on the
+ * reductions it is for: that moves less memory (docs/algorithms.md), and
+ * which those are is rsag's to say. */
 static bool cma_candidate(const struct call *k)
 {
-    const shmesh_ctx *c = k->c;
-    if (!peer_flow(k) || k->size < c->cma_min)
-        return false;
-    return !(flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= c->rsag_min);
+    return peer_flow(k) && k->size >= k->c->cma_min && !rsag_sized(k);
 }
 
 static bool cma_eligible(const struct call *k)

@@ -70,12 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
         call_describe(theirs, call, buf, lens[i]);
         check_line("call_describe", buf, lens[i]);
-        call_mismatch_text(buf, lens[i], call, &mine, 1, theirs);
+        call_mismatch_text(buf, lens[i], call, &mine, 1, theirs, NULL);
         check_line("call_mismatch_text (theirs)", buf, lens[i]);
-        call_mismatch_text(buf, lens[i], call, theirs, 1, &mine);
+        call_mismatch_text(buf, lens[i], call, theirs, 1, &mine, NULL);
         check_line("call_mismatch_text (as mine)", buf, lens[i]);
     }
-    call_mismatch_text(buf, sizeof buf, call, theirs, 2, NULL);
+    call_mismatch_text(buf, sizeof buf, call, theirs, 2, NULL, NULL);
     check_line("call_mismatch_text (gone)", buf, sizeof buf);
     volatile uint64_t h = call_hash(theirs);
     (void)h;
