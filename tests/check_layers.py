@@ -33,7 +33,9 @@ import sys
 # Lowest first.  Folders of one tier may not include each other, except as
 # SIDEWAYS allows.  'config' is shmesh_config.h (generated); 'api' is
 # lib/include/shmesh.h, the top as an interface, open to every folder as a
-# header because it includes nothing of the project.
+# header because it includes nothing of the project; 'front' (lib/front/) is
+# the front door that implements the public op functions, above every layer
+# it dispatches to.
 TIERS = [
     ['config'],
     ['shm'],
@@ -44,6 +46,7 @@ TIERS = [
     ['paths'],
     ['ops'],
     ['mesh', 'effects', 'batch'],
+    ['front'],
     ['api'],
 ]
 # (from folder, to folder) allowed within a tier.
@@ -99,8 +102,6 @@ CONTEXT_H = ('not moved yet: issue 26 item 3, core/context.h embeds engine and m
              'state: the context should hold them behind pointers or forward types')
 CONTEXT_INIT = ('not moved yet: issue 26 item 3, init and finalize (core/context.c) '
                 'wire every layer: they belong at the top, above ops')
-BATCHED_ENTRY = ('not moved yet: issue 26 item 3, ops\' public entry points hand '
-                 'batched meshes to batch: the batched branch belongs above ops')
 MESH_VALUE = ('not moved yet: issue 26 item 3, ops take a mesh: the mesh value '
               '(mesh/mesh.h) belongs below ops, creation and global arrays above')
 TRACE_CALL = ('not moved yet: issue 26 item 3, trace reads struct call and the path '
@@ -136,8 +137,6 @@ EXCEPTIONS = [
     ('lib/engine/path.c', 'lib/paths/zero_copy.h', PATH_TABLE),
     # the stream
     ('lib/engine/call.c', 'lib/effects/stream.h', STREAM),
-    ('lib/ops/async.c', 'lib/effects/stream.h', STREAM),
-    ('lib/batch/batch.c', 'lib/effects/stream.h', STREAM),
     # the context
     ('lib/core/context.h', 'lib/engine/path.h', CONTEXT_H),
     ('lib/core/context.h', 'lib/engine/window.h', CONTEXT_H),
@@ -152,11 +151,6 @@ EXCEPTIONS = [
     ('lib/core/context.c', 'lib/paths/single_copy.h', CONTEXT_INIT),
     ('lib/core/context.c', 'lib/trace/trace.h', CONTEXT_INIT),
     # the batched branch of the public entry points
-    ('lib/ops/all_to_all.c', 'lib/batch/batch.h', BATCHED_ENTRY),
-    ('lib/ops/gather.c', 'lib/batch/batch.h', BATCHED_ENTRY),
-    ('lib/ops/permute.c', 'lib/batch/batch.h', BATCHED_ENTRY),
-    ('lib/ops/ragged.c', 'lib/batch/batch.h', BATCHED_ENTRY),
-    ('lib/ops/reductions.c', 'lib/batch/batch.h', BATCHED_ENTRY),
     # the mesh value
     ('lib/ops/prologue.h', 'lib/mesh/mesh.h', MESH_VALUE),
     # trace

@@ -25,7 +25,7 @@
 #include "shmesh.h"
 
 /* Runs op `a` on its batched mesh a->m (the front door's road for a
- * batched mesh, api/front.c): checks what the positions' call cannot, cuts
+ * batched mesh, front/front.c): checks what the positions' call cannot, cuts
  * the arrays into the positions' arrays, runs the positions' call through
  * `positions` (the front door without this layer), and puts the results
  * where the caller asks.  `async` not NULL (an `_async` form) is refused:

@@ -181,7 +181,7 @@ void call_release(struct call *k);
 /* Every call's end: when rc is 0, submit and wait; then release.  With a
  * stream (effects/stream.h) the call is its work instead, waited for. */
 int call_finish(struct call *k, int rc);
-/* The same, for the front door (api/front.c): with `async` not NULL (an
+/* The same, for the front door (front/front.c): with `async` not NULL (an
  * `_async` form), the call is dispatched to the stream (started if need
  * be) and its token written to *async, without waiting; run at once
  * (*async untouched) when this thread is executing the context's work. */

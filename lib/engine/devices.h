@@ -37,7 +37,7 @@ struct call *devices_calls(const shmesh_mesh *m);
  * stops there) and frees them; returns the result.  With a stream, or
  * `async` (an `_async` form: where its token goes), they are one piece of
  * its work (effects/stream.h), which copies what it needs of m.  The front
- * door (api/front.c) prepares them. */
+ * door (front/front.c) prepares them. */
 int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async);
 
 #endif

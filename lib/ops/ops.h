@@ -1,6 +1,6 @@
 /* Prepared calls: each collective's arguments checked and turned into a
  * call (engine/call.h) without running it.  The public functions are
- * the front door (api/front.c): op_args, prepare, call_finish; tests
+ * the front door (front/front.c): op_args, prepare, call_finish; tests
  * submit prepared calls themselves.  On failure the call may hold scratch: call_release() it (or
  * pass the result to call_finish). */
 #ifndef SHMESH_OPS_OPS_H
@@ -12,7 +12,7 @@
 #include "shmesh.h"
 
 /* One op as its public function was called: the front door's record
- * (api/front.c), which the batched-mesh layer also cuts into positions.
+ * (front/front.c), which the batched-mesh layer also cuts into positions.
  * Arrays are one per local device of the mesh. */
 struct op_args {
     enum call_op op;
