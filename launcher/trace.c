@@ -802,7 +802,7 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         uint32_t act = atomic_load(&st->activity);
         uint64_t word = atomic_load(&st->call);
         uint64_t since = atomic_load(&st->call_since);
-        uint64_t number = word >> 8;
+        uint64_t number = SEG_STATUS_NUMBER(word);
         if (act == SEG_ACT_IDLE || !since || !o->conv.valid ||
             (rs->any_call && rs->last_call >= number))
             continue;
@@ -815,7 +815,7 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         fprintf(f,
                 ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
                 ",\"unfinished\":true}}",
-                event_op_name((unsigned)(word & 0xff), buf, sizeof buf), number);
+                event_op_name(SEG_STATUS_OP(word), buf, sizeof buf), number);
         calls++;
         flush_waits(&w, r, o);
         if (act == SEG_ACT_WAIT) {

@@ -104,10 +104,19 @@ enum seg_wait_kind {
                             wait_effect (lib/effects/), after call wait_tag >> 32 */
 };
 
+/* seg_status.call: (number << SEG_STATUS_OP_BITS) | op.  Every op number
+ * must fit the field (_Static_assert in lib/ops/op.h, tools/top.c). */
+#define SEG_STATUS_OP_BITS 8
+#define SEG_STATUS_OP_MASK ((UINT64_C(1) << SEG_STATUS_OP_BITS) - 1)
+#define SEG_STATUS_CALL(number, op)                                                            \
+    (((uint64_t)(number) << SEG_STATUS_OP_BITS) | ((uint64_t)(op) & SEG_STATUS_OP_MASK))
+#define SEG_STATUS_NUMBER(word) ((uint64_t)(word) >> SEG_STATUS_OP_BITS)
+#define SEG_STATUS_OP(word) ((unsigned)((uint64_t)(word) & SEG_STATUS_OP_MASK))
+
 struct seg_status {
-    /* (number << 8) | op: the current call, or the last one.  op is enum
-     * call_op (lib/ops/op.h): 0 for none, then line i of the op table
-     * (lib/ops/optable.h) is op i + 1. */
+    /* SEG_STATUS_CALL(number, op): the current call, or the last one.  op
+     * is enum call_op (lib/ops/op.h): 0 for none, then line i of the op
+     * table (lib/ops/optable.h) is op i + 1. */
     _Atomic uint64_t call;
     _Atomic uint32_t activity;   /* enum seg_activity */
     _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */

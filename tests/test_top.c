@@ -218,7 +218,7 @@ static void set_rank(int r, int act, uint64_t call, int for_rank, double secs)
     struct seg_status *s = &c->status;
     atomic_store(&c->pid, fake_ranks[r]);
     atomic_store(&c->state, SEG_RANK_ATTACHED);
-    atomic_store(&s->call, call << 8 | TOP_OP_PSUM);
+    atomic_store(&s->call, SEG_STATUS_CALL(call, TOP_OP_PSUM));
     atomic_store(&s->wait_rank, for_rank);
     atomic_store(&s->wait_tag, call << 32);
     struct timespec ts;
@@ -236,7 +236,7 @@ static void set_point(int r, uint64_t point, const char *effect)
 {
     struct seg_status *s = &seg_ctrl(fake, r)->status;
     uint64_t call = atomic_load(&s->call) >> 8;
-    atomic_store(&s->call, call << 8 | TOP_OP_CALLBACK);
+    atomic_store(&s->call, SEG_STATUS_CALL(call, TOP_OP_CALLBACK));
     atomic_store(&s->wait_point, point);
     snprintf(s->wait_effect, sizeof s->wait_effect, "%s", effect);
     atomic_store(&s->wait_kind, SEG_WAIT_POINT);
@@ -363,7 +363,7 @@ static void fake_cycle(void **state)
 static void fake_point_and_tokens(void **state)
 {
     set_rank(0, CALL, 9, -1, 0);
-    atomic_store(&seg_ctrl(fake, 0)->status.call, 9ull << 8 | TOP_OP_CALLBACK);
+    atomic_store(&seg_ctrl(fake, 0)->status.call, SEG_STATUS_CALL(9, TOP_OP_CALLBACK));
     for (int r = 1; r < WORLD; r++) {
         set_rank(r, WAIT, 9, 0, 2.1);
         set_point(r, 4, "log");

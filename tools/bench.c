@@ -71,19 +71,45 @@ static bool first_rank(void)
     return env.rank == 0;
 }
 
+/* The op table's timed ops (bench_op_list), in a static buffer. */
+static const char *op_list(bool refusing_bool)
+{
+    static char buf[2][512];
+    bench_op_list(buf[refusing_bool], sizeof buf[0], refusing_bool,
+                  refusing_bool ? " and " : " or ");
+    return buf[refusing_bool];
+}
+
+/* The -o line of the help: the op list wrapped under the option's text. */
+static void usage_ops(FILE *f)
+{
+    const char *s = op_list(false);
+    int col = fprintf(f, "  -o OP[,OP...]");
+    while (*s) {
+        size_t w = strcspn(s, " ");
+        if (col + 1 + (int)w > 79) {
+            fprintf(f, "\n%12s", "");
+            col = 12; /* the space before each name makes the 13 of the other lines */
+        }
+        col += fprintf(f, " %.*s", (int)w, s);
+        s += w;
+        s += strspn(s, " ");
+    }
+    fprintf(f, "\n");
+}
+
 static void usage(FILE *f)
 {
+    fprintf(f, "Usage: shmesh-run -n N -- shmesh-bench [options]\n");
+    usage_ops(f);
     fprintf(f,
-            "Usage: shmesh-run -n N -- shmesh-bench [options]\n"
-            "  -o OP[,OP...] psum | pmax | pmin | all_gather | psum_scatter | all_to_all |\n"
-            "             ragged_all_to_all | ppermute | pbroadcast | barrier | world_sum\n"
             "             (default world_sum); several run one after the other\n"
             "  -b BYTES   smallest size (default 8; K, M, G suffixes)\n"
             "  -e BYTES   largest size (default 1M)\n"
             "  -f FACTOR  size multiplier between steps, > 1 (default 2)\n"
             "  -d DTYPE   bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,\n"
             "             float16, bfloat16, float32, float64 (default float32; bool is\n"
-            "             refused by world_sum and psum_scatter)\n"
+            "             refused by %s)\n"
             "  -w N       warm-up iterations per size, >= 0 (default 20)\n"
             "  -n N       timed iterations per size, >= 1 (default 200)\n"
             "  -c 0|1     check results (default 1)\n"
@@ -95,9 +121,12 @@ static void usage(FILE *f)
             "             for psum the reduction kernel's rate alone over N buffers\n"
             "  --plot FILE.svg  also draw busbw and time against size, a line per op\n"
             "  --plot-mpi CSV   add the MPI lines of bench/compare-mpi.sh's CSV to --plot\n"
+            "  --list-ops the ops, one a line: name, bus factor kind, whether bool is\n"
+            "             accepted (from the op table)\n"
             "  -h         this help\n"
             "size is the bytes of the larger buffer per rank (nccl-tests' convention);\n"
-            "every op runs over one mesh axis \"i\" spanning all ranks.\n");
+            "every op runs over one mesh axis \"i\" spanning all ranks.\n",
+            op_list(true));
 }
 
 static void SHMESH_NORETURN bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -158,6 +187,7 @@ static void parse(int argc, char **argv, struct opts *o)
                                           {"plot", required_argument, NULL, 'P'},
                                           {"plot-mpi", required_argument, NULL, 'M'},
                                           {"help", no_argument, NULL, 'h'},
+                                          {"list-ops", no_argument, NULL, 'L'},
                                           {NULL, 0, NULL, 0}};
     const char *dtype_arg = NULL;
     int c;
@@ -173,9 +203,7 @@ static void parse(int argc, char **argv, struct opts *o)
                 snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), p);
                 enum bench_op op = len < 63 ? bench_op_parse(name) : BENCH_OP_COUNT;
                 if (op == BENCH_OP_COUNT)
-                    bad_arg("-o expects psum, pmax, pmin, all_gather, psum_scatter, all_to_all, "
-                            "ragged_all_to_all, ppermute, pbroadcast, barrier or world_sum, got "
-                            "'%s' (several: comma-separated)",
+                    bad_arg("-o expects %s, got '%s' (several: comma-separated)", op_list(false),
                             name);
                 for (int i = 0; i < o->nops; i++)
                     if (o->ops[i] == op)
@@ -225,6 +253,13 @@ static void parse(int argc, char **argv, struct opts *o)
         case 'h':
             if (first_rank())
                 usage(stdout);
+            exit(0);
+        case 'L':
+            if (first_rank())
+                for (int op = 0; op < BENCH_OP_COUNT; op++)
+                    printf("%s %s %s\n", bench_op_name((enum bench_op)op),
+                           bench_op_bus_name((enum bench_op)op),
+                           bench_op_takes((enum bench_op)op, SHMESH_BOOL) ? "bool" : "nobool");
             exit(0);
         case ':': {
             char opt[3] = {'-', (char)optopt, '\0'};
@@ -345,7 +380,7 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
 {
     double algbw = us > 0 ? (double)b->bytes / us / 1e3 : 0;
     double busbw = algbw * bench_bus_factor(o->op, world);
-    const char *type = o->op == BENCH_BARRIER ? "none" : shmesh_dtype_name(o->dtype);
+    const char *type = !bench_op_has_data(o->op) ? "none" : shmesh_dtype_name(o->dtype);
     char w[32];
     if (o->check)
         snprintf(w, sizeof w, "%.0f", wrong);
@@ -493,12 +528,12 @@ static void run_size(const struct opts *o, struct bench *b)
         if ((rc = bench_run(b)))
             die(name, rc);
     double wrong = 0;
-    if (o->check && o->op != BENCH_BARRIER && !o->device) {
+    if (o->check && bench_op_has_data(o->op) && !o->device) {
         bench_fill(b);
         if ((rc = bench_run(b)))
             die(name, rc);
         wrong = (double)bench_count_wrong(b);
-    } else if (o->check && o->op != BENCH_BARRIER) {
+    } else if (o->check && bench_op_has_data(o->op)) {
         /* The pattern is written and read on host copies of the buffers. */
         struct bench h = *b;
         h.in = malloc(b->cap);
@@ -551,18 +586,18 @@ int main(int argc, char **argv)
     /* One pair of buffers, as large as the largest op needs, for every op. */
     bool need_in = false, need_out = false;
     for (int i = 0; i < o.nops; i++) {
-        need_in |= o.ops[i] != BENCH_BARRIER;
-        need_out |= o.ops[i] != BENCH_BARRIER && o.ops[i] != BENCH_WORLD_SUM;
+        need_in |= bench_op_has_data(o.ops[i]);
+        need_out |= bench_op_has_data(o.ops[i]) && !bench_op_in_place(o.ops[i]);
     }
     size_t cap = o.max_bytes ? o.max_bytes : 1;
     void *in = need_in ? buffer(&o, cap) : NULL, *out = need_out ? buffer(&o, cap) : NULL;
 
     for (int i = 0; i < o.nops; i++) {
         o.op = o.ops[i];
-        bool barrier = o.op == BENCH_BARRIER;
+        bool barrier = !bench_op_has_data(o.op);
         struct bench b = {.op = o.op, .ctx = ctx, .mesh = mesh, .rank = rank, .n = world,
                           .dtype = o.dtype, .cap = barrier ? 0 : cap, .in = barrier ? NULL : in,
-                          .out = barrier || o.op == BENCH_WORLD_SUM ? NULL : out};
+                          .out = barrier || bench_op_in_place(o.op) ? NULL : out};
         if (bench_setup(&b)) {
             fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
             return 1;

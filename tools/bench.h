@@ -31,8 +31,18 @@ const char *bench_op_name(enum bench_op op);
 enum bench_op bench_op_parse(const char *name);
 /* Whether the op accepts the dtype (the op table's bool_in column). */
 bool bench_op_takes(enum bench_op op, shmesh_dtype dt);
+/* Whether it moves data (not barrier), and whether its result replaces its
+ * input (world_sum: no output buffer). */
+bool bench_op_has_data(enum bench_op op);
+bool bench_op_in_place(enum bench_op op);
+/* The names, "barrier, world_sum, ... or pbroadcast" (last: " or "; only
+ * those refusing bool: refusing_bool), in buf[len] (cut, always terminated
+ * when len > 0); the length of the whole list. */
+size_t bench_op_list(char *buf, size_t len, bool refusing_bool, const char *last);
 /* busbw / algbw for n ranks, as nccl-tests computes it (the bus column). */
 double bench_bus_factor(enum bench_op op, int n);
+/* The bus column as written there, lower case: "allreduce", "spread", ... */
+const char *bench_op_bus_name(enum bench_op op);
 
 /* One op on this rank, at the size last given to bench_size. */
 struct bench {

@@ -53,6 +53,7 @@
 static const char *const op_names[] = {"none", SHMESH_OPS(TOP_OP_NAME)};
 #undef TOP_OP_NAME
 #define OP_NAMES (int)(sizeof op_names / sizeof op_names[0])
+_Static_assert(OP_NAMES - 1 <= SEG_STATUS_OP_MASK, "op numbers fit seg_status.call's op field");
 
 static const char *op_name(int op) { return op >= 0 && op < OP_NAMES ? op_names[op] : "?"; }
 
@@ -373,8 +374,8 @@ static void take_snapshot(const struct job *j, struct snapshot *sn, const struct
         v->pid = atomic_load(&c->pid);
         v->activity = (int)atomic_load_explicit(&st->activity, memory_order_acquire);
         uint64_t call = atomic_load_explicit(&st->call, memory_order_relaxed);
-        v->call = call >> 8;
-        v->op = (int)(call & 0xff);
+        v->call = SEG_STATUS_NUMBER(call);
+        v->op = (int)SEG_STATUS_OP(call);
         v->wait_rank = -1;
         v->wait_call = v->wait_window = 0;
         v->waited_s = 0;

@@ -1017,6 +1017,77 @@ SHMESH_API const char *shmesh_error_name(int err);
  * refusal) is appended to it. */
 SHMESH_API const char *shmesh_last_error(const shmesh_ctx *ctx);
 
+/* ---- The ops (introspection) ------------------------------------------
+ * Every call shmesh makes between ranks, as the library's op table
+ * (lib/ops/optable.h) lists them: for bindings, benchmarks and tools that
+ * must know the same list (the Python package and shmesh-bench take theirs
+ * from here or from the same table).  Local, need no context, and may be
+ * called before shmesh_init. */
+
+/* Who takes part: every rank of the job, or a mesh's named axes. */
+typedef enum { SHMESH_OP_WORLD = 0, SHMESH_OP_MESH = 1 } shmesh_op_scope;
+
+/* shmesh-bench's bus-bandwidth factor (nccl-tests' busbw = algbw x factor,
+ * n ranks): NONE not timed by the bench, ZERO 0 (no data), ALLREDUCE
+ * 2(n-1)/n, SPREAD (n-1)/n, ONE 1. */
+typedef enum {
+    SHMESH_OP_BUS_NONE = 0,
+    SHMESH_OP_BUS_ZERO = 1,
+    SHMESH_OP_BUS_ALLREDUCE = 2,
+    SHMESH_OP_BUS_SPREAD = 3,
+    SHMESH_OP_BUS_ONE = 4,
+} shmesh_op_bus;
+
+/* The shape of the op's public function (its _async form takes the same
+ * and a shmesh_token *):
+ *   INTERNAL    none: a call the library makes on its own (world_gather)
+ *   WORLD       a world-wide function with arguments of its own, ctx first
+ *               (barrier, world_sum, finalize, mesh_create, ...)
+ *   REDUCTION   (mesh, axes, groups, in, out): psum, pmax, ..., pargmin
+ *   AXIS_TILED  (mesh, axes, groups, int axis, bool tiled, in, out):
+ *               all_gather, psum_scatter
+ *   ALL_TO_ALL  (mesh, axes, groups, int split, int concat, bool tiled, in, out)
+ *   AXIS        (mesh, axes, groups, int axis, in, out): pswapaxes
+ *   RAGGED      (mesh, axes, groups, operand, output, 4 offset/size arrays)
+ *   PPERMUTE    (mesh, axes, const int (*pairs)[2], int npairs, in, out)
+ *   PSHUFFLE    (mesh, axes, const int *perm, in, out)
+ *   PBROADCAST  (mesh, axes, int source, in, out) */
+typedef enum {
+    SHMESH_OP_SIG_INTERNAL = 0,
+    SHMESH_OP_SIG_WORLD,
+    SHMESH_OP_SIG_REDUCTION,
+    SHMESH_OP_SIG_AXIS_TILED,
+    SHMESH_OP_SIG_ALL_TO_ALL,
+    SHMESH_OP_SIG_AXIS,
+    SHMESH_OP_SIG_RAGGED,
+    SHMESH_OP_SIG_PPERMUTE,
+    SHMESH_OP_SIG_PSHUFFLE,
+    SHMESH_OP_SIG_PBROADCAST,
+} shmesh_op_sig;
+
+/* One op.  The library's own (static, never freed); later versions may add
+ * fields at the end, so never copy or allocate one by value. */
+typedef struct {
+    const char *name;      /* "psum": the function is shmesh_psum (sig not INTERNAL) */
+    int code;              /* the number status words and trace events carry for it
+                              (shmesh-top, shmesh-run --trace): index + 1, 0 is none */
+    shmesh_op_scope scope;
+    shmesh_op_sig sig;
+    bool has_async;        /* shmesh_<name>_async exists */
+    bool bool_input;       /* a bool input is accepted */
+    shmesh_op_bus bus;
+    const char *params;    /* the names of the op's own values in its call description
+                              (at most 4), as the table gives them, space-separated:
+                              "axis tiled?" ('?' a boolean, a leading '_' hashed but
+                              never printed; "" for none) */
+} shmesh_op_info;
+
+/* How many ops there are. */
+SHMESH_API int shmesh_op_count(void);
+/* Op i (0 .. shmesh_op_count() - 1) in the table's order, NULL for any
+ * other i. */
+SHMESH_API const shmesh_op_info *shmesh_op_get(int i);
+
 /* Bytes per element; 0 for an unknown dtype. */
 SHMESH_API size_t shmesh_dtype_size(shmesh_dtype dtype);
 /* "float32", … ; "?" for an unknown dtype. */

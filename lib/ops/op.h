@@ -69,6 +69,12 @@ static inline void call_desc_clear(struct call_desc *d)
     d->axes[0] = d->groups[0] = 0;
 }
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
+/* Where op numbers go on the wire: the status word's op field, a trace
+ * event's op byte, a description's op word. */
+_Static_assert(OP_COUNT - 1 <= SEG_STATUS_OP_MASK, "op numbers fit seg_status.call's op field");
+_Static_assert(OP_COUNT - 1 < 1ull << (8 * sizeof(((struct seg_trace_event *)0)->op)),
+               "op numbers fit seg_trace_event.op");
+_Static_assert(OP_COUNT - 1 <= UINT32_MAX, "op numbers fit call_desc.op");
 _Static_assert(SHMESH_MAX_MESH_DIMS <= 8, "call_hash reads the axes as one word");
 
 /* "shmesh_psum", ...; NULL for an unknown op. */

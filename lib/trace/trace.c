@@ -55,7 +55,7 @@ void status_block(shmesh_ctx *c, const struct wait_for *wf)
 void status_callback(shmesh_ctx *c, uint64_t call)
 {
     struct seg_status *s = &c->me->status;
-    atomic_store_explicit(&s->call, (call << 8) | OP_CALLBACK, memory_order_relaxed);
+    atomic_store_explicit(&s->call, SEG_STATUS_CALL(call, OP_CALLBACK), memory_order_relaxed);
     atomic_store_explicit(&s->activity, SEG_ACT_CALL, memory_order_release);
 }
 
@@ -63,7 +63,7 @@ void status_block_point(shmesh_ctx *c, int rank, uint64_t call, uint64_t point,
                         const char *effect)
 {
     struct seg_status *s = &c->me->status;
-    atomic_store_explicit(&s->call, (call << 8) | OP_CALLBACK, memory_order_relaxed);
+    atomic_store_explicit(&s->call, SEG_STATUS_CALL(call, OP_CALLBACK), memory_order_relaxed);
     atomic_store_explicit(&s->wait_rank, rank, memory_order_relaxed);
     atomic_store_explicit(&s->wait_tag, call << 32, memory_order_relaxed);
     atomic_store_explicit(&s->wait_point, point, memory_order_relaxed);

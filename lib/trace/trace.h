@@ -49,8 +49,7 @@ static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t-
 static inline void status_call(shmesh_ctx *c, const struct call *k)
 {
     struct seg_status *s = &c->me->status;
-    atomic_store_explicit(&s->call, (k->seq << 8) | (uint64_t)(k->d.op & 0xff),
-                          memory_order_relaxed);
+    atomic_store_explicit(&s->call, SEG_STATUS_CALL(k->seq, k->d.op), memory_order_relaxed);
     if (c->trace)
         atomic_store_explicit(&s->call_since, k->t_enter, memory_order_relaxed);
     atomic_store_explicit(&s->activity, SEG_ACT_CALL, memory_order_release);

@@ -35,22 +35,17 @@ import weakref
 import numpy as np
 
 from . import _lib
-from ._lib import lib
+from ._lib import lib, OPS, Op
 
 __all__ = [
     "init", "finalize", "initialized", "rank", "world_size", "device_count", "notifier",
-    "abort", "barrier", "Mesh", "psum", "pmean", "pmax", "pmin", "pargmax", "pargmin", "all_gather",
-    "psum_scatter", "all_to_all", "pswapaxes", "ppermute", "pshuffle", "pbroadcast",
-    "ragged_all_to_all", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
+    "abort", "barrier", "Mesh", "axis_index", "axis_size", "alloc", "Error", "InvalidArgument",
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
     "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
     "make_array_from_callback", "make_array_from_single_device_arrays", "device_put",
-    "psum_async", "pmean_async", "pmax_async", "pmin_async", "pargmax_async", "pargmin_async",
-    "all_gather_async", "psum_scatter_async", "all_to_all_async", "pswapaxes_async",
-    "ppermute_async", "pshuffle_async", "pbroadcast_async", "ragged_all_to_all_async",
     "barrier_async", "Pending", "Token", "wait_all", "wait_any", "runtime_token", "Effect",
-    "callback", "effects_barrier", "CallbackError", "hand_over",
-]
+    "callback", "effects_barrier", "CallbackError", "hand_over", "ops",
+]  # and the collectives, from the library's op table (OPS, below the wrappers)
 
 
 # ---- errors -----------------------------------------------------------------
@@ -973,17 +968,12 @@ pargmax, pargmax_async = _argreduce("pargmax")
 pargmax.__doc__ = "The axis index holding the maximum, element-wise (int32; one axis)."
 pargmin, pargmin_async = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
-for _f in (psum_async, pmax_async, pmin_async, pmean_async, pargmax_async, pargmin_async):
-    _f.__doc__ = _async_doc(_f.__name__[:-6])
 
-_raw_pair("all_gather")
-_raw_pair("psum_scatter")
-_raw_pair("all_to_all")
-_raw_pair("pswapaxes")
-_raw_pair("ppermute")
-_raw_pair("pshuffle")
-_raw_pair("pbroadcast")
-_raw_pair("ragged_all_to_all")
+# Every blocking function of the table with an _async form, paired with it
+# (the rest of the wrappers use _lib.raw's functions directly).
+for _o in OPS:
+    if _o.has_async and _o.sig != "internal":
+        _raw_pair(_o.name)
 
 
 def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
@@ -1200,9 +1190,38 @@ def ragged_all_to_all_async(operand, output, input_offsets, send_sizes, output_o
                     output_offsets, recv_sizes, axis_name, axis_index_groups, mesh)
 
 
-for _f in (all_gather_async, psum_scatter_async, all_to_all_async, pswapaxes_async,
-           ppermute_async, pshuffle_async, pbroadcast_async, ragged_all_to_all_async):
-    _f.__doc__ = _async_doc(_f.__name__[:-6])
+
+
+def ops():
+    """The library's op table (shmesh_op_get): a tuple of Op(name, code,
+    scope, sig, has_async, bool_input, bus, params), in the table's order."""
+    return OPS
+
+
+# The collectives the package offers are the table's mesh ops and their
+# _async forms: each has its wrapper above (its Python signature is written
+# by hand), and tests/check_ops.py fails when the wrappers and the table
+# differ.  The table's world-wide ops are offered as named here (None: not
+# offered, with why), and the same test checks that this lists them all.
+_MESH_OPS = tuple(o.name for o in OPS if o.scope == "mesh")
+_ASYNC_FORMS = tuple(o.name + "_async" for o in OPS if o.scope == "mesh" and o.has_async)
+_WORLD_OPS = {
+    "barrier": "barrier",
+    "world_sum": None,               # psum over a mesh of every rank does it
+    "finalize": "finalize",
+    "mesh_create": "Mesh",
+    "world_gather": None,            # the library's own (no public function)
+    "world_broadcast": None,         # the library's own (no public function)
+    "global_array_gather": "GlobalArray.gather",
+    "global_array_scatter": "device_put",
+    "global_array_reshard": "device_put",
+    "effect_create": "Effect",
+    "callback": "callback",
+}
+for _name in _ASYNC_FORMS:
+    if _name in globals() and _name[:-6] in globals():
+        globals()[_name].__doc__ = _async_doc(_name[:-6])
+__all__ += list(_MESH_OPS) + list(_ASYNC_FORMS)
 
 
 # ---- async dispatch and tokens ------------------------------------------------
@@ -1360,7 +1379,6 @@ def _dispatch(w, fn, args, keep):
     w.append(tok)
 
 
-_ASYNC[id(_raw.shmesh_barrier)] = _raw.shmesh_barrier_async
 
 
 class Pending:

@@ -70,6 +70,21 @@ class Token(ctypes.Structure):
     _fields_ = [("ctx", ctypes.c_void_p), ("seq", ctypes.c_uint64)]
 
 
+class OpInfo(ctypes.Structure):
+    """shmesh_op_info (read only through the library's pointer: the library may
+    add fields at its end)."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("code", ctypes.c_int),
+        ("scope", ctypes.c_int),
+        ("sig", ctypes.c_int),
+        ("has_async", ctypes.c_bool),
+        ("bool_input", ctypes.c_bool),
+        ("bus", ctypes.c_int),
+        ("params", ctypes.c_char_p),
+    ]
+
+
 # shmesh_callback_fn: void (*)(void *arg, int device)
 CALLBACK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)
 PLACE_ALL = -1  # SHMESH_PLACE_ALL
@@ -176,6 +191,8 @@ _PROTOS = {
     "shmesh_effect_token": (Token, [P]),
     "shmesh_callback": (I, [P, P, I, CALLBACK_FN, P, ctypes.POINTER(Token)]),
     "shmesh_effects_barrier": (I, [P]),
+    "shmesh_op_count": (I, []),
+    "shmesh_op_get": (ctypes.POINTER(OpInfo), [I]),
 }
 
 # The collectives, again, without declared argument types: ctypes then
@@ -183,13 +200,55 @@ _PROTOS = {
 # an int as a C int without converting through argtypes, 0.4 us less per
 # call.  Their callers pass only those (ints checked to fit a C int, bools
 # as c_bool).
-# (shmesh_psum, pmax, pmin, pmean, pargmax, pargmin, all_gather,
-# psum_scatter, all_to_all, pswapaxes, ragged_all_to_all, ppermute,
-# pshuffle, pbroadcast: lib/include/shmesh.h gives their arguments; their
-# _async forms take the same and a shmesh_token *, passed as a byref.)
+# (The mesh ops of OPS below: lib/include/shmesh.h gives their arguments,
+# by their sig; their _async forms take the same and a shmesh_token *,
+# passed as a byref.)
 raw = ctypes.CDLL(lib._name)
 
 for _name, (_res, _args) in _PROTOS.items():
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+
+# The library's op table (shmesh_op_count, shmesh_op_get), in its order.
+# scope, sig and bus as lower-case names ("mesh", "reduction", "allreduce"),
+# params a tuple of the names the table gives ("axis", "tiled?").
+_SCOPES = ("world", "mesh")
+_SIGS = ("internal", "world", "reduction", "axis_tiled", "all_to_all", "axis", "ragged",
+         "ppermute", "pshuffle", "pbroadcast")
+_BUSES = ("none", "zero", "allreduce", "spread", "one")
+
+
+class Op(tuple):
+    """One op of the library's table: (name, code, scope, sig, has_async,
+    bool_input, bus, params)."""
+    __slots__ = ()
+    _fields = ("name", "code", "scope", "sig", "has_async", "bool_input", "bus", "params")
+
+    def __new__(cls, *values):
+        return tuple.__new__(cls, values)
+
+    def __repr__(self):
+        return "Op(%s)" % ", ".join("%s=%r" % kv for kv in zip(self._fields, self))
+
+
+for _i, _f in enumerate(Op._fields):
+    setattr(Op, _f, property(lambda self, _i=_i: self[_i]))
+
+
+def _name_of(names, v):
+    return names[v] if 0 <= v < len(names) else "?%d" % v
+
+
+def _ops():
+    out = []
+    for i in range(lib.shmesh_op_count()):
+        o = lib.shmesh_op_get(i).contents
+        out.append(Op(o.name.decode(), o.code, _name_of(_SCOPES, o.scope), _name_of(_SIGS, o.sig),
+                      bool(o.has_async), bool(o.bool_input), _name_of(_BUSES, o.bus),
+                      tuple(o.params.decode().split())))
+    return tuple(out)
+
+
+OPS = _ops()

@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         strcpy(e.axes, pairs ? "y" : "x,y");
         bytes += e.bytes;
         put(&e);
-        atomic_store(&st->call, ((uint64_t)c << 8) | e.op);
+        atomic_store(&st->call, SEG_STATUS_CALL(c, e.op));
         atomic_store(&st->bytes, bytes);
     }
     printf("trace_fake: rank %d calls %d\n", rank, total);
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         /* Inside call `total`, blocked on rank 3, when it dies. */
         uint64_t since = (uint64_t)base + (uint64_t)total * CALL_NS;
         atomic_store(&st->call_since, since);
-        atomic_store(&st->call, ((uint64_t)total << 8) | OP_PSUM);
+        atomic_store(&st->call, SEG_STATUS_CALL(total, OP_PSUM));
         atomic_store(&st->wait_rank, 3);
         atomic_store(&st->wait_tag, ((uint64_t)total << 32) | 0);
         atomic_store(&st->wait_since, (int64_t)since + 500);
@@ -153,7 +153,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "hang")) {
         atomic_store(&st->call_since, (uint64_t)base + (uint64_t)total * CALL_NS);
-        atomic_store(&st->call, ((uint64_t)total << 8) | OP_ALL_GATHER);
+        atomic_store(&st->call, SEG_STATUS_CALL(total, OP_ALL_GATHER));
         atomic_store(&st->activity, SEG_ACT_CALL);
     }
     if (!strcmp(mode, "die") || !strcmp(mode, "hang")) {
