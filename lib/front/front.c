@@ -24,15 +24,28 @@
 #include "ops/ops.h"
 #include "shmesh.h"
 
-#define op_none_prepare NULL
+/* Rows without a public function (prepare `none`) are never asked for. */
+static int op_none_prepare(struct call *k, const struct op_args *a, int l)
+{
+    (void)k, (void)a, (void)l;
+    return SHMESH_ERR_INVALID;
+}
 
-/* The op table's prepare and scope columns, by op. */
-static op_prepare_fn *const prepare_of[OP_COUNT] = {
-#define PREPARE_OF(ID, name, scope, bus, bool_in, params, prepare, ...)                       \
-    [OP_##ID] = op_##prepare##_prepare,
-    SHMESH_OPS(PREPARE_OF)
-#undef PREPARE_OF
-};
+/* The op table's prepare column, by op: a switch the compiler folds into a
+ * direct call (inlined where it pays) in each public function, whose op is
+ * a constant. */
+static inline __attribute__((always_inline)) int prepare(struct call *k, const struct op_args *a,
+                                                         int l)
+{
+    switch (a->op) {
+#define PREPARE_CASE(ID, name, scope, bus, bool_in, params, prepare, ...)                      \
+    case OP_##ID:                                                                              \
+        return op_##prepare##_prepare(k, a, l);
+        SHMESH_OPS(PREPARE_CASE)
+    default:
+        return SHMESH_ERR_INVALID;
+    }
+}
 
 enum { SCOPE_WORLD, SCOPE_MESH };
 static const unsigned char scope_of[OP_COUNT] = {
@@ -43,8 +56,7 @@ static const unsigned char scope_of[OP_COUNT] = {
 
 /* A call per local device of a->m, prepared in mesh order (mesh_select
  * points group resolution at that device) and finished together. */
-static __attribute__((noinline)) int devices_call(struct op_args *a, op_prepare_fn *prepare,
-                                                  shmesh_token *async)
+static __attribute__((noinline)) int devices_call(struct op_args *a, shmesh_token *async)
 {
     shmesh_mesh *m = a->m;
     struct call *ks = devices_calls(m);
@@ -61,9 +73,8 @@ static __attribute__((noinline)) int devices_call(struct op_args *a, op_prepare_
  * call of its prepare function. */
 static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_token *async)
 {
-    op_prepare_fn *prepare = prepare_of[a->op];
     if (scope_of[a->op] == SCOPE_MESH && devices_needed(a->m))
-        return devices_call(a, prepare, async);
+        return devices_call(a, async);
     struct call k;
     return call_finish_async(&k, prepare(&k, a, 0), async);
 }
@@ -71,20 +82,20 @@ static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_t
 /* The batched-axis layer's way back in, for the positions' call. */
 static int op_positions(struct op_args *a) { return run(a, NULL); }
 
-static inline __attribute__((always_inline)) int op_call(struct op_args a, shmesh_token *async)
+static inline __attribute__((always_inline)) int op_call(struct op_args *a, shmesh_token *async)
 {
-    if (scope_of[a.op] == SCOPE_MESH) {
-        if (!a.m) /* the innermost pushed mesh, looked up once */
-            a.m = shmesh_mesh_current();
-        if (a.m && a.m->batch_dim >= 0)
-            return batch_run(&a, async, op_positions);
+    if (scope_of[a->op] == SCOPE_MESH) {
+        if (!a->m) /* the innermost pushed mesh, looked up once */
+            a->m = shmesh_mesh_current();
+        if (a->m && a->m->batch_dim >= 0)
+            return batch_run(a, async, op_positions);
     }
-    return run(&a, async);
+    return run(a, async);
 }
 
 /* The `_async` forms: the token is written when the work is dispatched
  * ({NULL, 0}, a token that is done, when it is refused or runs at once). */
-static inline __attribute__((always_inline)) int op_call_async(struct op_args a,
+static inline __attribute__((always_inline)) int op_call_async(struct op_args *a,
                                                                shmesh_token *token)
 {
     shmesh_token spare;
@@ -95,16 +106,16 @@ static inline __attribute__((always_inline)) int op_call_async(struct op_args a,
 
 /* ---- world-wide ops ---- */
 
-int shmesh_barrier(shmesh_ctx *c) { return op_call((struct op_args){.op = OP_BARRIER, .c = c}, NULL); }
+int shmesh_barrier(shmesh_ctx *c) { return op_call(&(struct op_args){.op = OP_BARRIER, .c = c}, NULL); }
 
 int shmesh_barrier_async(shmesh_ctx *c, shmesh_token *t)
 {
-    return op_call_async((struct op_args){.op = OP_BARRIER, .c = c}, t);
+    return op_call_async(&(struct op_args){.op = OP_BARRIER, .c = c}, t);
 }
 
 int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
 {
-    return op_call((struct op_args){.op = OP_WORLD_SUM, .c = c, .buf = buf, .count = count,
+    return op_call(&(struct op_args){.op = OP_WORLD_SUM, .c = c, .buf = buf, .count = count,
                                     .dtype = dtype},
                    NULL);
 }
@@ -112,7 +123,7 @@ int shmesh_world_sum(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype)
 int shmesh_world_sum_async(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype dtype,
                            shmesh_token *t)
 {
-    return op_call_async((struct op_args){.op = OP_WORLD_SUM, .c = c, .buf = buf,
+    return op_call_async(&(struct op_args){.op = OP_WORLD_SUM, .c = c, .buf = buf,
                                           .count = count, .dtype = dtype},
                          t);
 }
@@ -124,73 +135,73 @@ int shmesh_world_sum_async(shmesh_ctx *c, void *buf, size_t count, shmesh_dtype 
 int shmesh_psum(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, const shmesh_array *in,
                 shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PSUM), NULL);
+    return op_call(&REDUCE_ARGS(OP_PSUM), NULL);
 }
 
 int shmesh_pmax(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, const shmesh_array *in,
                 shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PMAX), NULL);
+    return op_call(&REDUCE_ARGS(OP_PMAX), NULL);
 }
 
 int shmesh_pmin(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, const shmesh_array *in,
                 shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PMIN), NULL);
+    return op_call(&REDUCE_ARGS(OP_PMIN), NULL);
 }
 
 int shmesh_pmean(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                  const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PMEAN), NULL);
+    return op_call(&REDUCE_ARGS(OP_PMEAN), NULL);
 }
 
 int shmesh_pargmax(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                    const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PARGMAX), NULL);
+    return op_call(&REDUCE_ARGS(OP_PARGMAX), NULL);
 }
 
 int shmesh_pargmin(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                    const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(REDUCE_ARGS(OP_PARGMIN), NULL);
+    return op_call(&REDUCE_ARGS(OP_PARGMIN), NULL);
 }
 
 int shmesh_psum_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                       const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PSUM), t);
+    return op_call_async(&REDUCE_ARGS(OP_PSUM), t);
 }
 
 int shmesh_pmax_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                       const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PMAX), t);
+    return op_call_async(&REDUCE_ARGS(OP_PMAX), t);
 }
 
 int shmesh_pmin_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                       const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PMIN), t);
+    return op_call_async(&REDUCE_ARGS(OP_PMIN), t);
 }
 
 int shmesh_pmean_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                        const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PMEAN), t);
+    return op_call_async(&REDUCE_ARGS(OP_PMEAN), t);
 }
 
 int shmesh_pargmax_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                          const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PARGMAX), t);
+    return op_call_async(&REDUCE_ARGS(OP_PARGMAX), t);
 }
 
 int shmesh_pargmin_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                          const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(REDUCE_ARGS(OP_PARGMIN), t);
+    return op_call_async(&REDUCE_ARGS(OP_PARGMIN), t);
 }
 
 /* ---- gathers, scatters, all-to-alls ---- */
@@ -205,14 +216,14 @@ int shmesh_pargmin_async(shmesh_mesh *m, const char *axes, const shmesh_groups *
 int shmesh_all_gather(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                       bool tiled, const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(ALL_GATHER_ARGS, NULL);
+    return op_call(&ALL_GATHER_ARGS, NULL);
 }
 
 int shmesh_all_gather_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                             bool tiled, const shmesh_array *in, shmesh_array *out,
                             shmesh_token *t)
 {
-    return op_call_async(ALL_GATHER_ARGS, t);
+    return op_call_async(&ALL_GATHER_ARGS, t);
 }
 
 #define PSUM_SCATTER_ARGS                                                                      \
@@ -226,14 +237,14 @@ int shmesh_psum_scatter(shmesh_mesh *m, const char *axes, const shmesh_groups *g
                         int scatter_dimension, bool tiled, const shmesh_array *in,
                         shmesh_array *out)
 {
-    return op_call(PSUM_SCATTER_ARGS, NULL);
+    return op_call(&PSUM_SCATTER_ARGS, NULL);
 }
 
 int shmesh_psum_scatter_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                               int scatter_dimension, bool tiled, const shmesh_array *in,
                               shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(PSUM_SCATTER_ARGS, t);
+    return op_call_async(&PSUM_SCATTER_ARGS, t);
 }
 
 #define ALL_TO_ALL_ARGS                                                                        \
@@ -246,14 +257,14 @@ int shmesh_psum_scatter_async(shmesh_mesh *m, const char *axes, const shmesh_gro
 int shmesh_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int split_axis,
                       int concat_axis, bool tiled, const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(ALL_TO_ALL_ARGS, NULL);
+    return op_call(&ALL_TO_ALL_ARGS, NULL);
 }
 
 int shmesh_all_to_all_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
                             int split_axis, int concat_axis, bool tiled, const shmesh_array *in,
                             shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(ALL_TO_ALL_ARGS, t);
+    return op_call_async(&ALL_TO_ALL_ARGS, t);
 }
 
 /* pswapaxes is all_to_all with split = concat = axis, untiled. */
@@ -267,13 +278,13 @@ int shmesh_all_to_all_async(shmesh_mesh *m, const char *axes, const shmesh_group
 int shmesh_pswapaxes(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                      const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(PSWAPAXES_ARGS, NULL);
+    return op_call(&PSWAPAXES_ARGS, NULL);
 }
 
 int shmesh_pswapaxes_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs, int axis,
                            const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(PSWAPAXES_ARGS, t);
+    return op_call_async(&PSWAPAXES_ARGS, t);
 }
 
 #define RAGGED_ARGS                                                                            \
@@ -289,7 +300,7 @@ int shmesh_ragged_all_to_all(shmesh_mesh *m, const char *axes, const shmesh_grou
                              const shmesh_array *input_offsets, const shmesh_array *send_sizes,
                              const shmesh_array *output_offsets, const shmesh_array *recv_sizes)
 {
-    return op_call(RAGGED_ARGS, NULL);
+    return op_call(&RAGGED_ARGS, NULL);
 }
 
 int shmesh_ragged_all_to_all_async(shmesh_mesh *m, const char *axes, const shmesh_groups *gs,
@@ -299,7 +310,7 @@ int shmesh_ragged_all_to_all_async(shmesh_mesh *m, const char *axes, const shmes
                                    const shmesh_array *output_offsets,
                                    const shmesh_array *recv_sizes, shmesh_token *t)
 {
-    return op_call_async(RAGGED_ARGS, t);
+    return op_call_async(&RAGGED_ARGS, t);
 }
 
 /* ---- permutations and broadcast ---- */
@@ -314,13 +325,13 @@ int shmesh_ragged_all_to_all_async(shmesh_mesh *m, const char *axes, const shmes
 int shmesh_ppermute(shmesh_mesh *m, const char *axes, const int (*perm)[2], int npairs,
                     const shmesh_array *in, shmesh_array *out)
 {
-    return op_call(PPERMUTE_ARGS, NULL);
+    return op_call(&PPERMUTE_ARGS, NULL);
 }
 
 int shmesh_ppermute_async(shmesh_mesh *m, const char *axes, const int (*perm)[2], int npairs,
                           const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(PPERMUTE_ARGS, t);
+    return op_call_async(&PPERMUTE_ARGS, t);
 }
 
 #define PSHUFFLE_ARGS                                                                          \
@@ -329,13 +340,13 @@ int shmesh_ppermute_async(shmesh_mesh *m, const char *axes, const int (*perm)[2]
 int shmesh_pshuffle(shmesh_mesh *m, const char *axes, const int *perm, const shmesh_array *in,
                     shmesh_array *out)
 {
-    return op_call(PSHUFFLE_ARGS, NULL);
+    return op_call(&PSHUFFLE_ARGS, NULL);
 }
 
 int shmesh_pshuffle_async(shmesh_mesh *m, const char *axes, const int *perm,
                           const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(PSHUFFLE_ARGS, t);
+    return op_call_async(&PSHUFFLE_ARGS, t);
 }
 
 #define PBROADCAST_ARGS                                                                        \
@@ -344,11 +355,11 @@ int shmesh_pshuffle_async(shmesh_mesh *m, const char *axes, const int *perm,
 int shmesh_pbroadcast(shmesh_mesh *m, const char *axes, int source, const shmesh_array *in,
                       shmesh_array *out)
 {
-    return op_call(PBROADCAST_ARGS, NULL);
+    return op_call(&PBROADCAST_ARGS, NULL);
 }
 
 int shmesh_pbroadcast_async(shmesh_mesh *m, const char *axes, int source,
                             const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
-    return op_call_async(PBROADCAST_ARGS, t);
+    return op_call_async(&PBROADCAST_ARGS, t);
 }

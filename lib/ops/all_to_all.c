@@ -9,7 +9,7 @@
 #include "ops/ops.h"
 #include "ops/prologue.h"
 
-int op_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     enum call_op op = args->op;

@@ -8,7 +8,7 @@
 #include "ops/ops.h"
 #include "ops/prologue.h"
 
-int op_all_gather_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_all_gather_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     const char *axes = args->axes;
@@ -65,7 +65,7 @@ int op_all_gather_prepare(struct call *k, const struct op_args *args, int l)
 }
 
 
-int op_psum_scatter_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_psum_scatter_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     const char *axes = args->axes;

@@ -1,8 +1,8 @@
 /* Prepared calls: each collective's arguments checked and turned into a
- * call (engine/call.h) without running it.  The public functions are
- * the front door (front/front.c): op_args, prepare, call_finish; tests
- * submit prepared calls themselves.  On failure the call may hold scratch: call_release() it (or
- * pass the result to call_finish). */
+ * call (engine/call.h) without running it.  The public functions are the
+ * front door's (front/front.c): op_args, prepare, call_finish_async; tests
+ * submit prepared calls themselves.  On failure the call may hold scratch:
+ * call_release() it (or pass the result to call_finish). */
 #ifndef SHMESH_OPS_OPS_H
 #define SHMESH_OPS_OPS_H
 
@@ -16,31 +16,46 @@
  * Arrays are one per local device of the mesh. */
 struct op_args {
     enum call_op op;
-    shmesh_ctx *c;  /* world ops */
+    bool tiled; /* all_gather, psum_scatter, all_to_all */
+    int axis;   /* all_gather's axis, psum_scatter's scatter_dimension, all_to_all's
+                   split_axis, pswapaxes' axis */
+    int axis2;  /* all_to_all's concat_axis (pswapaxes: axis again) */
     shmesh_mesh *m; /* mesh ops (the front door resolves NULL to the innermost pushed mesh) */
     const char *axes;
     const shmesh_groups *gs;
-    int axis;  /* all_gather's axis, psum_scatter's scatter_dimension, all_to_all's
-                  split_axis, pswapaxes' axis */
-    int axis2; /* all_to_all's concat_axis (pswapaxes: axis again) */
-    bool tiled;
-    const int (*perm)[2]; /* ppermute */
-    int npairs;
-    const int *shuffle; /* pshuffle */
-    int source;         /* pbroadcast */
     const shmesh_array *in;
     shmesh_array *out;
-    /* ragged_all_to_all: input_offsets, send_sizes, output_offsets, recv_sizes */
-    const shmesh_array *offsets[4];
-    void *buf; /* world_sum, in place */
-    size_t count;
-    shmesh_dtype dtype;
+    /* What only some ops take, one at a time (the record stays small: every
+     * call builds it). */
+    union {
+        struct { /* ppermute */
+            const int (*perm)[2];
+            int npairs;
+        };
+        const int *shuffle; /* pshuffle */
+        int source;         /* pbroadcast */
+        /* ragged_all_to_all: input_offsets, send_sizes, output_offsets, recv_sizes */
+        const shmesh_array *offsets[4];
+        struct { /* world ops: world_sum in place */
+            shmesh_ctx *c;
+            void *buf;
+            size_t count;
+            shmesh_dtype dtype;
+        };
+    };
 };
 
 /* Every op's prepare function has this form: call k of `a` for local device
  * l (its arrays a->in + l, a->out + l; 0 with one device here).  The op
- * table's `prepare` column names it: op_<prepare>_prepare. */
+ * table's `prepare` column names it: op_<prepare>_prepare.
+ *
+ * Each is defined OP_PREPARE_INLINE: an external definition (the
+ * declarations here carry nothing) that link-time optimization inlines into
+ * the front door's public functions, as when each public function was
+ * written beside its op (an 8-byte psum's instructions depend on it:
+ * docs/performance.md).  Without LTO it is an ordinary function. */
 typedef int op_prepare_fn(struct call *k, const struct op_args *a, int l);
+#define OP_PREPARE_INLINE __attribute__((always_inline)) inline
 
 op_prepare_fn op_reduce_prepare; /* psum, pmax, pmin, pmean, pargmax, pargmin */
 op_prepare_fn op_all_gather_prepare;

@@ -38,7 +38,7 @@ static int permutation(struct call *k)
     return 0;
 }
 
-int op_ppermute_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_ppermute_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     const char *axes = args->axes;
@@ -78,7 +78,7 @@ int op_ppermute_prepare(struct call *k, const struct op_args *args, int l)
 }
 
 
-int op_pshuffle_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_pshuffle_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     const char *axes = args->axes;
@@ -112,7 +112,7 @@ int op_pshuffle_prepare(struct call *k, const struct op_args *args, int l)
 }
 
 
-int op_pbroadcast_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_pbroadcast_prepare(struct call *k, const struct op_args *args, int l)
 {
     shmesh_mesh *m = args->m;
     const char *axes = args->axes;

@@ -368,7 +368,7 @@ static void ragged_free(struct call *k)
     k->op_state = NULL;
 }
 
-int op_ragged_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_ragged_all_to_all_prepare(struct call *k, const struct op_args *args, int l)
 {
     const shmesh_array *operand = args->in + l;
     shmesh_array *output = args->out + l;

@@ -18,7 +18,7 @@ static enum red_op red_of(enum call_op op)
     }
 }
 
-int op_reduce_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_reduce_prepare(struct call *k, const struct op_args *args, int l)
 {
     const shmesh_array *in = args->in + l;
     shmesh_array *out = args->out + l;

@@ -18,13 +18,13 @@ int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op)
     return 0;
 }
 
-int op_barrier_prepare(struct call *k, const struct op_args *a, int l)
+OP_PREPARE_INLINE int op_barrier_prepare(struct call *k, const struct op_args *a, int l)
 {
     (void)l;
     return op_world_step_prepare(k, a->c, OP_BARRIER);
 }
 
-int op_world_sum_prepare(struct call *k, const struct op_args *args, int l)
+OP_PREPARE_INLINE int op_world_sum_prepare(struct call *k, const struct op_args *args, int l)
 {
     (void)l;
     shmesh_ctx *c = args->c;
