@@ -137,130 +137,126 @@ static int trace_events_check(const char *what, long v, const char *given)
     return -1;
 }
 
-static int parse_options(int argc, char **argv, struct options *o)
+enum {
+    OPT_TAG = 256,
+    OPT_TIMEOUT,
+    OPT_GRACE,
+    OPT_BIND,
+    OPT_SHM_SIZE,
+    OPT_DEVICES,
+    OPT_GPUS,
+    OPT_TRACE,
+    OPT_TRACE_EVENTS,
+};
+
+static const struct option long_options[] = {
+    {"np", required_argument, NULL, 'n'},
+    {"devices-per-rank", required_argument, NULL, OPT_DEVICES},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"tag-output", no_argument, NULL, OPT_TAG},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"bind-to", required_argument, NULL, OPT_BIND},
+    {"shm-size", required_argument, NULL, OPT_SHM_SIZE},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"trace-events", required_argument, NULL, OPT_TRACE_EVENTS},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_bind(const char *s, struct options *o)
 {
-    enum {
-        OPT_TAG = 256,
-        OPT_TIMEOUT,
-        OPT_GRACE,
-        OPT_BIND,
-        OPT_SHM_SIZE,
-        OPT_DEVICES,
-        OPT_GPUS,
-        OPT_TRACE,
-        OPT_TRACE_EVENTS,
-    };
-    static const struct option longs[] = {
-        {"np", required_argument, NULL, 'n'},
-        {"devices-per-rank", required_argument, NULL, OPT_DEVICES},
-        {"gpus", required_argument, NULL, OPT_GPUS},
-        {"tag-output", no_argument, NULL, OPT_TAG},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"grace", required_argument, NULL, OPT_GRACE},
-        {"bind-to", required_argument, NULL, OPT_BIND},
-        {"shm-size", required_argument, NULL, OPT_SHM_SIZE},
-        {"trace", required_argument, NULL, OPT_TRACE},
-        {"trace-events", required_argument, NULL, OPT_TRACE_EVENTS},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    *o = (struct options){.devices = 1, .grace = 5.0, .bind = BIND_AUTO};
-    int c;
-    opterr = 0;
-    /* '+': stop at the program name, so its own options stay its own. */
-    while ((c = getopt_long(argc, argv, "+:n:vhV", longs, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (parse_count("-n", "ranks", optarg, SEG_MAX_WORLD, &o->np))
-                return -1;
-            break;
-        case OPT_DEVICES:
-            if (parse_count("--devices-per-rank", "devices", optarg, SETTINGS_MAX_LOCAL_DEVICES,
-                            &o->devices))
-                return -1;
-            break;
-        case OPT_GPUS:
-            if (parse_gpus(optarg, o))
-                return -1;
-            break;
-        case OPT_TAG:
-            o->tag_output = true;
-            break;
-        case OPT_TIMEOUT:
-            if (parse_seconds("--timeout", optarg, &o->timeout))
-                return -1;
-            break;
-        case OPT_GRACE:
-            if (parse_seconds("--grace", optarg, &o->grace))
-                return -1;
-            break;
-        case OPT_BIND:
-            if (!strcmp(optarg, "core"))
-                o->bind = BIND_CORE;
-            else if (!strcmp(optarg, "numa"))
-                o->bind = BIND_NUMA;
-            else if (!strcmp(optarg, "none"))
-                o->bind = BIND_NONE;
-            else {
-                fprintf(stderr, PROG ": --bind-to expects core, numa or none, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            break;
-        case OPT_SHM_SIZE: {
-            static char given[96];
-            if (!(o->shm_size = seg_parse_size(optarg))) {
-                fprintf(stderr, PROG ": --shm-size expects a size such as 256M or 1G, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            snprintf(given, sizeof given, "--shm-size %s", optarg);
-            o->shm_size_from = given;
-            break;
-        }
-        case OPT_TRACE:
-            if (!*optarg) {
-                fprintf(stderr, PROG ": --trace expects a file name, got ''\n");
-                return -1;
-            }
-            o->trace_path = optarg;
-            break;
-        case OPT_TRACE_EVENTS: {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || trace_events_check("--trace-events", v, optarg))
-                return -1;
-            o->trace_events = (uint32_t)v;
-            break;
-        }
-        case 'v':
-            o->verbose = true;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case 'V':
-            printf(PROG " (shmesh) %s\n", SHMESH_VERSION);
-            exit(0);
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
-            return -1;
-        default:
-            fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n",
-                    argv[optind - 1]);
-            return -1;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, PROG ": no program given; usage: " PROG " -n N -- PROGRAM [ARGS...]\n");
+    if (!strcmp(s, "core"))
+        o->bind = BIND_CORE;
+    else if (!strcmp(s, "numa"))
+        o->bind = BIND_NUMA;
+    else if (!strcmp(s, "none"))
+        o->bind = BIND_NONE;
+    else {
+        fprintf(stderr, PROG ": --bind-to expects core, numa or none, got '%s'\n", s);
         return -1;
     }
-    o->argv = argv + optind;
+    return 0;
+}
 
-    /* The environment after the options: --shm-size wins over SHMESH_SHM_SIZE. */
+static int parse_shm_size(const char *s, struct options *o)
+{
+    static char given[96];
+    if (!(o->shm_size = seg_parse_size(s))) {
+        fprintf(stderr, PROG ": --shm-size expects a size such as 256M or 1G, got '%s'\n", s);
+        return -1;
+    }
+    snprintf(given, sizeof given, "--shm-size %s", s);
+    o->shm_size_from = given;
+    return 0;
+}
+
+static int parse_trace_events(const char *s, struct options *o)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || trace_events_check("--trace-events", v, s))
+        return -1;
+    o->trace_events = (uint32_t)v;
+    return 0;
+}
+
+/* One option c from getopt_long (its value in optarg); -h and -V exit. */
+static int parse_option(int c, char **argv, struct options *o)
+{
+    switch (c) {
+    case 'n':
+        return parse_count("-n", "ranks", optarg, SEG_MAX_WORLD, &o->np);
+    case OPT_DEVICES:
+        return parse_count("--devices-per-rank", "devices", optarg, SETTINGS_MAX_LOCAL_DEVICES,
+                           &o->devices);
+    case OPT_GPUS:
+        return parse_gpus(optarg, o);
+    case OPT_TAG:
+        o->tag_output = true;
+        return 0;
+    case OPT_TIMEOUT:
+        return parse_seconds("--timeout", optarg, &o->timeout);
+    case OPT_GRACE:
+        return parse_seconds("--grace", optarg, &o->grace);
+    case OPT_BIND:
+        return parse_bind(optarg, o);
+    case OPT_SHM_SIZE:
+        return parse_shm_size(optarg, o);
+    case OPT_TRACE:
+        if (!*optarg) {
+            fprintf(stderr, PROG ": --trace expects a file name, got ''\n");
+            return -1;
+        }
+        o->trace_path = optarg;
+        return 0;
+    case OPT_TRACE_EVENTS:
+        return parse_trace_events(optarg, o);
+    case 'v':
+        o->verbose = true;
+        return 0;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    case 'V':
+        printf(PROG " (shmesh) %s\n", SHMESH_VERSION);
+        exit(0);
+    case ':':
+        fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+        return -1;
+    default:
+        fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n", argv[optind - 1]);
+        return -1;
+    }
+}
+
+/* The environment after the options: --shm-size wins over SHMESH_SHM_SIZE,
+ * --trace and --trace-events over SHMESH_TRACE and SHMESH_TRACE_EVENTS. */
+static int read_environment(struct options *o)
+{
     struct settings env;
     settings_defaults(&env);
     for (int id = 0; id < SETTING_COUNT; id++) {
@@ -294,6 +290,23 @@ static int parse_options(int argc, char **argv, struct options *o)
     }
     o->sysroot = env.sysroot ? env.sysroot : "";
     return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.devices = 1, .grace = 5.0, .bind = BIND_AUTO};
+    int c;
+    opterr = 0;
+    /* '+': stop at the program name, so its own options stay its own. */
+    while ((c = getopt_long(argc, argv, "+:n:vhV", long_options, NULL)) != -1)
+        if (parse_option(c, argv, o))
+            return -1;
+    if (optind >= argc) {
+        fprintf(stderr, PROG ": no program given; usage: " PROG " -n N -- PROGRAM [ARGS...]\n");
+        return -1;
+    }
+    o->argv = argv + optind;
+    return read_environment(o);
 }
 
 static int signal_fd(void)

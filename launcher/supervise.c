@@ -378,153 +378,199 @@ static void earliest(int64_t *next, int64_t t)
         *next = t;
 }
 
+/* The event loop's state between two turns, and what one turn saw. */
+struct loop {
+    int sigfd, wake;
+    struct pollfd *pfd;  /* the signals, the wake, the front, the relays */
+    struct relay **who;  /* the relay of each pfd slot from first_relay on */
+    nfds_t n, first_relay;
+    int front_slot;      /* -1: the front's pipe is closed */
+    int64_t over_at;     /* when the last rank was reaped */
+    int leftovers;       /* children the ranks left, as last counted */
+    int64_t rescan_at;
+    struct out_state os[3]; /* stdout and stderr, as this turn found them */
+    bool over;           /* no rank is running */
+    bool bounded;        /* output may be dropped: after a signal or past --timeout */
+};
+
+/* Without memory for the loop: the ranks are killed and reaped. */
+static int supervise_no_memory(struct job *j, struct loop *l)
+{
+    say("out of memory");
+    free(l->pfd);
+    free(l->who);
+    free(j->reaped);
+    job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, "the launcher ran out of memory");
+    while (wait(NULL) > 0 || errno == EINTR)
+        ;
+    return 1;
+}
+
+/* Once no rank runs: kill what they left, close pipes kept open from
+ * outside, give up on output nobody takes.  True when nothing is left. */
+static bool wind_down(struct job *j, struct loop *l, int64_t now)
+{
+    struct out_state *os = l->os;
+    if (!l->over_at)
+        l->over_at = now;
+    /* What the ranks left running ends with the job: killed, and looked
+     * for again after each death (its children are then ours) or a while,
+     * for at most LEFTOVER_NS. */
+    if (l->leftovers && (j->reaped_any || now >= l->rescan_at)) {
+        j->reaped_any = false;
+        l->leftovers = now < l->over_at + LEFTOVER_NS ? kill_leftovers(j) : 0;
+        l->rescan_at = now + RESCAN_NS;
+    }
+    /* Pipes still open after the drain time have a writer outside the job:
+     * what they hold is dropped, unless the stream's reader is slow (then
+     * they wait for it). */
+    if (!l->leftovers && now >= l->over_at + DRAIN_NS)
+        close_relays(j, os);
+    /* The rest of the output waits for its reader, as anything written to
+     * a pipe does; but not past --timeout or after a signal: output the
+     * reader then takes nothing of for OUT_STALL_NS is dropped (at once
+     * after a second signal). */
+    for (int s = 1; s <= 2; s++)
+        if (os[s].len && !os[s].dropping &&
+            (j->hurry || (l->bounded && now >= os[s].since + OUT_STALL_NS))) {
+            out_give_up(s);
+            out_state(s, &os[s]);
+        }
+    bool pending = (os[1].len && !os[1].dropping) || (os[2].len && !os[2].dropping);
+    return !l->leftovers && !relays_open(j) && !pending;
+}
+
+/* What to poll: signals, the wake, the front's pipe, each relay whose
+ * stream has room. */
+static void build_pollset(struct job *j, struct loop *l)
+{
+    struct pollfd *pfd = l->pfd;
+    nfds_t n = 0;
+    pfd[n++] = (struct pollfd){.fd = l->sigfd, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = l->wake, .events = POLLIN};
+    l->front_slot = -1;
+    if (j->front_fd >= 0) {
+        l->front_slot = (int)n;
+        pfd[n++] = (struct pollfd){.fd = j->front_fd, .events = POLLIN};
+    }
+    l->first_relay = n;
+    for (int r = 0; r < j->o.np; r++) {
+        struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
+        for (int k = 0; k < 2; k++)
+            if (rel[k]->fd >= 0 && !l->os[rel[k]->stream].full) {
+                l->who[n] = rel[k];
+                pfd[n++] = (struct pollfd){.fd = rel[k]->fd, .events = POLLIN};
+            }
+    }
+    l->n = n;
+    /* A full queue wakes the loop when its reader takes some; at the end,
+     * any change matters. */
+    for (int s = 1; s <= 2; s++)
+        if (l->os[s].full || (l->over && l->os[s].len && !l->os[s].dropping))
+            out_watch(s, &l->os[s]);
+}
+
+/* How long poll may wait: until the next deadline (-1: none). */
+static int next_wait_ms(const struct job *j, const struct loop *l, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    earliest(&next, j->timeout_at_ns);
+    earliest(&next, j->kill_at_ns);
+    if (l->over) {
+        if (l->leftovers)
+            earliest(&next, l->rescan_at);
+        else if (relays_open(j) && now < l->over_at + DRAIN_NS)
+            earliest(&next, l->over_at + DRAIN_NS);
+        for (int s = 1; s <= 2; s++)
+            if (l->os[s].len && !l->os[s].dropping)
+                earliest(&next, l->bounded ? l->os[s].since + OUT_STALL_NS
+                                           : (j->deadline_ns > now ? j->deadline_ns : 0));
+    }
+    if (next == INT64_MAX)
+        return -1;
+    return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+/* What poll found ready: signals (SIGCHLD reaps), the wake, the front
+ * gone, output to relay. */
+static void handle_ready(struct job *j, struct loop *l)
+{
+    struct pollfd *pfd = l->pfd;
+    if (pfd[0].revents & POLLIN) {
+        struct signalfd_siginfo si;
+        while (read(l->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGCHLD)
+                reap(j);
+            else if ((pid_t)si.ssi_pid == j->front || !j->front)
+                on_signal(j, (int)si.ssi_signo); /* the front's; others' were its too */
+        }
+    }
+    if (pfd[1].revents & POLLIN) {
+        uint64_t v;
+        ssize_t r = read(l->wake, &v, sizeof v);
+        (void)r;
+    }
+    if (l->front_slot >= 0 && pfd[l->front_slot].revents) {
+        char c;
+        if (read(j->front_fd, &c, 1) <= 0)
+            front_gone(j);
+    }
+    for (nfds_t i = l->first_relay; i < l->n; i++)
+        if (pfd[i].revents)
+            relay_pump(l->who[i]);
+}
+
+/* The rank blamed never failed by itself: report what was seen. */
+static void report_deferred(struct job *j)
+{
+    struct rank_proc *p = j->deferred;
+    char how[96];
+    describe_status(p->status, how, sizeof how);
+    say("rank %d (pid %d) %s", p->rank, (int)p->pid, how);
+    j->exit_decided = true;
+    j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
+}
+
 int supervise(struct job *j, int sigfd)
 {
     if (j->o.timeout > 0)
         j->timeout_at_ns = j->deadline_ns = now_ns() + (int64_t)(j->o.timeout * 1e9);
     size_t cap = 3 + 2 * (size_t)j->o.np;
-    struct pollfd *pfd = calloc(cap, sizeof *pfd);
-    struct relay **who = calloc(cap, sizeof *who);
+    struct loop l = {.sigfd = sigfd, .leftovers = 1};
+    l.pfd = calloc(cap, sizeof *l.pfd);
+    l.who = calloc(cap, sizeof *l.who);
     j->reaped = calloc((size_t)j->o.np, sizeof *j->reaped);
-    if (!pfd || !who || !j->reaped) {
-        say("out of memory");
-        free(pfd);
-        free(who);
-        free(j->reaped);
-        job_stop(j, SEG_CAUSE_SIGNAL, -1, SIGKILL, "the launcher ran out of memory");
-        while (wait(NULL) > 0 || errno == EINTR)
-            ;
-        return 1;
-    }
-    int wake = out_wake_fd();
-    int64_t over_at = 0;     /* when the last rank was reaped */
-    int leftovers = 1;       /* children the ranks left, as last counted */
-    int64_t rescan_at = 0;
+    if (!l.pfd || !l.who || !j->reaped)
+        return supervise_no_memory(j, &l);
+    l.wake = out_wake_fd();
 
     for (;;) {
         int64_t now = now_ns();
         on_deadlines(j, now);
-        struct out_state os[3] = {{0}};
-        out_state(1, &os[1]);
-        out_state(2, &os[2]);
-        bool over = j->running == 0;
-        bool bounded = j->stop_signals > 0 || (j->deadline_ns && now >= j->deadline_ns);
-        if (over) {
-            if (!over_at)
-                over_at = now;
-            /* What the ranks left running ends with the job: killed, and
-             * looked for again after each death (its children are then
-             * ours) or a while, for at most LEFTOVER_NS. */
-            if (leftovers && (j->reaped_any || now >= rescan_at)) {
-                j->reaped_any = false;
-                leftovers = now < over_at + LEFTOVER_NS ? kill_leftovers(j) : 0;
-                rescan_at = now + RESCAN_NS;
-            }
-            /* Pipes still open after the drain time have a writer outside
-             * the job: what they hold is dropped, unless the stream's reader
-             * is slow (then they wait for it). */
-            if (!leftovers && now >= over_at + DRAIN_NS)
-                close_relays(j, os);
-            /* The rest of the output waits for its reader, as anything
-             * written to a pipe does; but not past --timeout or after a
-             * signal: output the reader then takes nothing of for
-             * OUT_STALL_NS is dropped (at once after a second signal). */
-            for (int s = 1; s <= 2; s++)
-                if (os[s].len && !os[s].dropping &&
-                    (j->hurry || (bounded && now >= os[s].since + OUT_STALL_NS))) {
-                    out_give_up(s);
-                    out_state(s, &os[s]);
-                }
-            bool pending = (os[1].len && !os[1].dropping) || (os[2].len && !os[2].dropping);
-            if (!leftovers && !relays_open(j) && !pending)
-                break;
-        }
-
-        nfds_t n = 0;
-        pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
-        pfd[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
-        int front_slot = -1;
-        if (j->front_fd >= 0) {
-            front_slot = (int)n;
-            pfd[n++] = (struct pollfd){.fd = j->front_fd, .events = POLLIN};
-        }
-        nfds_t first_relay = n;
-        for (int r = 0; r < j->o.np; r++) {
-            struct relay *rel[2] = {&j->ranks[r].out, &j->ranks[r].err};
-            for (int k = 0; k < 2; k++)
-                if (rel[k]->fd >= 0 && !os[rel[k]->stream].full) {
-                    who[n] = rel[k];
-                    pfd[n++] = (struct pollfd){.fd = rel[k]->fd, .events = POLLIN};
-                }
-        }
-        /* A full queue wakes the loop when its reader takes some; at the
-         * end, any change matters. */
-        for (int s = 1; s <= 2; s++)
-            if (os[s].full || (over && os[s].len && !os[s].dropping))
-                out_watch(s, &os[s]);
-
-        int64_t next = INT64_MAX;
-        earliest(&next, j->timeout_at_ns);
-        earliest(&next, j->kill_at_ns);
-        if (over) {
-            if (leftovers)
-                earliest(&next, rescan_at);
-            else if (relays_open(j) && now < over_at + DRAIN_NS)
-                earliest(&next, over_at + DRAIN_NS);
-            for (int s = 1; s <= 2; s++)
-                if (os[s].len && !os[s].dropping)
-                    earliest(&next, bounded ? os[s].since + OUT_STALL_NS
-                                            : (j->deadline_ns > now ? j->deadline_ns : 0));
-        }
-        int wait_ms = -1;
-        if (next != INT64_MAX)
-            wait_ms = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-
-        int ready = poll(pfd, n, wait_ms);
+        memset(l.os, 0, sizeof l.os);
+        out_state(1, &l.os[1]);
+        out_state(2, &l.os[2]);
+        l.over = j->running == 0;
+        l.bounded = j->stop_signals > 0 || (j->deadline_ns && now >= j->deadline_ns);
+        if (l.over && wind_down(j, &l, now))
+            break;
+        build_pollset(j, &l);
+        int ready = poll(l.pfd, l.n, next_wait_ms(j, &l, now));
         if (ready < 0 && errno != EINTR) {
             say("poll: %s", strerror(errno));
             break;
         }
-        if (ready <= 0)
-            continue;
-        if (pfd[0].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGCHLD)
-                    reap(j);
-                else if ((pid_t)si.ssi_pid == j->front || !j->front)
-                    on_signal(j, (int)si.ssi_signo); /* the front's; others' were its too */
-            }
-        }
-        if (pfd[1].revents & POLLIN) {
-            uint64_t v;
-            ssize_t r = read(wake, &v, sizeof v);
-            (void)r;
-        }
-        if (front_slot >= 0 && pfd[front_slot].revents) {
-            char c;
-            if (read(j->front_fd, &c, 1) <= 0)
-                front_gone(j);
-        }
-        for (nfds_t i = first_relay; i < n; i++)
-            if (pfd[i].revents)
-                relay_pump(who[i]);
+        if (ready > 0)
+            handle_ready(j, &l);
     }
-    if (!j->exit_decided && j->deferred) {
-        /* The rank blamed never failed by itself: report what was seen. */
-        struct rank_proc *p = j->deferred;
-        char how[96];
-        describe_status(p->status, how, sizeof how);
-        say("rank %d (pid %d) %s", p->rank, (int)p->pid, how);
-        j->exit_decided = true;
-        j->exit_status = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
-    }
+    if (!j->exit_decided && j->deferred)
+        report_deferred(j);
     close_relays(j, NULL); /* only after a failed poll */
     if (j->front_fd >= 0)
         close(j->front_fd);
     j->front_fd = -1;
-    free(pfd);
-    free(who);
+    free(l.pfd);
+    free(l.who);
     free(j->reaped);
     j->reaped = NULL;
     return j->exit_decided ? j->exit_status : 0;

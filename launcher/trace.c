@@ -686,16 +686,10 @@ static bool read_record(FILE *f, struct chunk *cur, struct record *rec)
     return true;
 }
 
-/* Everything from the temporary file and the status blocks to the JSON. */
-static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
+/* Each rank's clock pair: the one its ring recorded at start, and now. */
+static void conv_init(struct trace *t, struct rank_out *ro)
 {
-    int world = t->world;
-    struct rank_out *ro = calloc((size_t)world, sizeof *ro);
-    struct flows flows = {0};
-    if (!ro)
-        return -ENOMEM;
-    int64_t end_ns = trace_mono_ns();
-    for (int r = 0; r < world; r++) {
+    for (int r = 0; r < t->world; r++) {
         const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
         struct conv *c = &ro[r].conv;
         c->kind = ring->clock_kind == TRACE_CLOCK_TSC ? TRACE_CLOCK_TSC : TRACE_CLOCK_NS;
@@ -704,26 +698,34 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         c->valid = ring->clock_ns != 0;
         trace_clock_pair(c->kind, &c->t1, &c->ns1);
     }
-    /* Steps held at most: as many as the rings hold events. */
-    uint64_t bound = FLOWS_MIN;
-    while (bound < (uint64_t)world * t->seg->lay.trace_events && bound < FLOWS_MAX)
-        bound *= 2;
-    flows.bound = (uint32_t)bound;
-    flows.free_step = NIL;
+}
 
-    /* Pass 1: the earliest time, ts 0. */
+/* Steps held at most: as many as the rings hold events. */
+static void flows_init(struct flows *flows, const struct trace *t)
+{
+    uint64_t bound = FLOWS_MIN;
+    while (bound < (uint64_t)t->world * t->seg->lay.trace_events && bound < FLOWS_MAX)
+        bound *= 2;
+    flows->bound = (uint32_t)bound;
+    flows->free_step = NIL;
+}
+
+/* Pass 1: the earliest time, ts 0: the first event read, or the start of
+ * a call still running at the end (no later than its slices); end_ns
+ * without either. */
+static int64_t earliest_ns(struct trace *t, const struct rank_out *ro, int64_t end_ns)
+{
     int64_t base = INT64_MAX;
     struct record rec;
     struct chunk cur = {0};
     rewind(t->tmp);
     while (read_record(t->tmp, &cur, &rec)) {
-        if (rec.rank < 0 || rec.rank >= world)
+        if (rec.rank < 0 || rec.rank >= t->world)
             continue;
         int64_t s = to_ns(&ro[rec.rank].conv, rec.ev.t0);
         base = s < base ? s : base;
     }
-    /* Calls still running at the end start no later than their slices. */
-    for (int r = 0; r < world; r++) {
+    for (int r = 0; r < t->world; r++) {
         const struct seg_status *st = &seg_ctrl(t->seg, r)->status;
         uint64_t since = atomic_load(&((struct seg_status *)st)->call_since);
         if (atomic_load(&((struct seg_status *)st)->activity) != SEG_ACT_IDLE && since &&
@@ -732,70 +734,91 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
             base = s < base ? s : base;
         }
     }
-    if (base == INT64_MAX)
-        base = end_ns;
+    return base == INT64_MAX ? end_ns : base;
+}
 
-    struct writer w = {.f = f, .first = true, .base = base};
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
-    for (int r = 0; r < world; r++) {
+/* A process and a thread per rank, named for the viewer. */
+static void write_rank_names(struct writer *w, const struct trace *t)
+{
+    for (int r = 0; r < t->world; r++) {
         const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
         char name[64];
         int pid = ring->pid ? ring->pid : t->ranks ? (int)t->ranks[r].pid : 0;
         snprintf(name, sizeof name, "rank %d (pid %d)", r, pid);
-        metadata(&w, r, "process_name", "name", name, 0);
-        metadata(&w, r, "process_sort_index", "sort_index", NULL, r);
+        metadata(w, r, "process_name", "name", name, 0);
+        metadata(w, r, "process_sort_index", "sort_index", NULL, r);
         snprintf(name, sizeof name, "rank %d", r);
-        metadata(&w, r, "thread_name", "name", name, 0);
+        metadata(w, r, "thread_name", "name", name, 0);
     }
+}
 
-    /* Pass 2: the events, each rank's in its own order; a collective's
-     * flow steps once its last member is read. */
-    uint64_t calls = 0;
+/* A wait is held until its call is written (see WAITS_HELD). */
+static int hold_wait(struct writer *w, int r, struct rank_out *o, const struct seg_trace_event *e)
+{
+    if (o->waits.n == WAITS_HELD)
+        flush_waits(w, r, o); /* a call that waits without end: no call slice yet */
+    if (o->waits.n == o->waits.cap) {
+        size_t cap = o->waits.cap ? 2 * o->waits.cap : 16;
+        void *v = realloc(o->waits.v, cap * sizeof *o->waits.v);
+        if (!v)
+            return -ENOMEM;
+        o->waits.v = v;
+        o->waits.cap = cap;
+    }
+    o->waits.v[o->waits.n++] = *e;
+    return 0;
+}
+
+/* A finished call: its slice, its waits, the bytes counter, and its step
+ * of the collective's flow. */
+static int write_call(struct writer *w, struct trace *t, struct flows *flows, int r,
+                      struct rank_out *o, const struct seg_trace_event *e)
+{
+    const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+    int64_t start = to_ns(&o->conv, e->t0), end = to_ns(&o->conv, e->t1);
+    end = end < start ? start : end;
+    call_slice(w, r, e, start, end, ring);
+    flush_waits(w, r, o);
+    o->bytes += e->bytes;
+    begin_event(w, "C", r, end);
+    fprintf(w->f, ",\"name\":\"bytes moved\",\"args\":{\"bytes\":%" PRIu64 "}}", o->bytes);
+    if (e->members > 1 && e->leader >= 0 && e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
+        return flow_step(w, flows, r, e, start, end);
+    return 0;
+}
+
+/* Pass 2: the events, each rank's in its own order; a collective's flow
+ * steps once its last member is read.  Counts the calls written. */
+static int write_events(struct writer *w, struct trace *t, struct rank_out *ro,
+                        struct flows *flows, uint64_t *calls)
+{
     int err = 0;
-    cur = (struct chunk){0};
+    struct record rec;
+    struct chunk cur = {0};
     rewind(t->tmp);
     while (!err && read_record(t->tmp, &cur, &rec)) {
         int r = rec.rank;
-        if (r < 0 || r >= world)
+        if (r < 0 || r >= t->world)
             continue;
         const struct seg_trace_event *e = &rec.ev;
-        struct rank_out *o = &ro[r];
         if (e->kind == SEG_TEV_WAIT) {
-            if (o->waits.n == WAITS_HELD)
-                flush_waits(&w, r, o); /* a call that waits without end: no call slice yet */
-            if (o->waits.n == o->waits.cap) {
-                size_t cap = o->waits.cap ? 2 * o->waits.cap : 16;
-                void *v = realloc(o->waits.v, cap * sizeof *o->waits.v);
-                if (!v) {
-                    err = -ENOMEM;
-                    break;
-                }
-                o->waits.v = v;
-                o->waits.cap = cap;
-            }
-            o->waits.v[o->waits.n++] = *e;
+            err = hold_wait(w, r, &ro[r], e);
             continue;
         }
         if (e->kind != SEG_TEV_CALL)
             continue;
-        const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
-        int64_t start = to_ns(&o->conv, e->t0), end = to_ns(&o->conv, e->t1);
-        end = end < start ? start : end;
-        calls++;
-        call_slice(&w, r, e, start, end, ring);
-        flush_waits(&w, r, o);
-        o->bytes += e->bytes;
-        begin_event(&w, "C", r, end);
-        fprintf(f, ",\"name\":\"bytes moved\",\"args\":{\"bytes\":%" PRIu64 "}}", o->bytes);
-        if (e->members > 1 && e->leader >= 0 && e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
-            err = flow_step(&w, &flows, r, e, start, end);
+        (*calls)++;
+        err = write_call(w, t, flows, r, &ro[r], e);
     }
-    /* Collectives some member of which never came (lost, or unfinished). */
-    while (!err && flows.len)
-        flow_evict(&w, &flows);
+    return err;
+}
 
-    /* Ranks that were inside a call when the job ended. */
-    for (int r = 0; r < world && !err; r++) {
+/* Ranks that were inside a call when the job ended: a slice (and the wait
+ * it was in) up to end_ns.  Counts the calls written. */
+static void write_unfinished(struct writer *w, struct trace *t, struct rank_out *ro,
+                             int64_t end_ns, uint64_t *calls)
+{
+    for (int r = 0; r < t->world; r++) {
         struct seg_status *st = &seg_ctrl(t->seg, r)->status;
         struct ring_state *rs = &t->rings[r];
         struct rank_out *o = &ro[r];
@@ -809,31 +832,59 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
         int64_t start = to_ns(&o->conv, since);
         start = start > end_ns ? end_ns : start;
         char buf[32];
-        begin_event(&w, "X", r, start);
-        fputs(",\"dur\":", f);
-        put_us(f, end_ns - start);
-        fprintf(f,
+        begin_event(w, "X", r, start);
+        fputs(",\"dur\":", w->f);
+        put_us(w->f, end_ns - start);
+        fprintf(w->f,
                 ",\"cat\":\"call\",\"name\":\"%s\",\"args\":{\"call\":%" PRIu64
                 ",\"unfinished\":true}}",
                 event_op_name(SEG_STATUS_OP(word), buf, sizeof buf), number);
-        calls++;
-        flush_waits(&w, r, o);
+        (*calls)++;
+        flush_waits(w, r, o);
         if (act == SEG_ACT_WAIT) {
             int64_t ws = atomic_load(&st->wait_since);
             ws = ws < start ? start : ws > end_ns ? end_ns : ws;
-            wait_slice(&w, r, atomic_load(&st->wait_rank), atomic_load(&st->wait_tag), ws,
+            wait_slice(w, r, atomic_load(&st->wait_rank), atomic_load(&st->wait_tag), ws,
                        end_ns, true);
         }
     }
+}
 
+/* The end of the event list, and what the launcher says of the rings. */
+static void write_other_data(FILE *f, const struct trace *t)
+{
     fputs("\n],\"otherData\":{\"launcher\":\"" PROG "\"", f);
-    fprintf(f, ",\"ranks\":%d,\"ring_events\":%u,\"lost_events\":[", world,
+    fprintf(f, ",\"ranks\":%d,\"ring_events\":%u,\"lost_events\":[", t->world,
             t->seg->lay.trace_events);
-    for (int r = 0; r < world; r++)
+    for (int r = 0; r < t->world; r++)
         fprintf(f, "%s%" PRIu64, r ? "," : "", t->rings[r].dropped);
     fputs("]}}\n", f);
+}
 
-    for (int r = 0; r < world; r++)
+/* Everything from the temporary file and the status blocks to the JSON. */
+static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
+{
+    struct rank_out *ro = calloc((size_t)t->world, sizeof *ro);
+    struct flows flows = {0};
+    if (!ro)
+        return -ENOMEM;
+    int64_t end_ns = trace_mono_ns();
+    conv_init(t, ro);
+    flows_init(&flows, t);
+    struct writer w = {.f = f, .first = true, .base = earliest_ns(t, ro, end_ns)};
+
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+    write_rank_names(&w, t);
+    uint64_t calls = 0;
+    int err = write_events(&w, t, ro, &flows, &calls);
+    /* Collectives some member of which never came (lost, or unfinished). */
+    while (!err && flows.len)
+        flow_evict(&w, &flows);
+    if (!err)
+        write_unfinished(&w, t, ro, end_ns, &calls);
+    write_other_data(f, t);
+
+    for (int r = 0; r < t->world; r++)
         free(ro[r].waits.v);
     free(ro);
     flows_free(&flows);

@@ -17,6 +17,7 @@
  * own token on every rank, naming both, the callback run nowhere, never a
  * hang); a callback calling the library with its own context; refused
  * arguments and forged tokens. */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,11 +29,18 @@
 
 #include "harness.h"
 
-static const char *effects_path(void)
+/* The helper program of one behaviour: shmesh-test-effects-NAME
+ * (tests/helpers/effects_NAME.c), from SHMESH_TEST_EFFECTS_NAME. */
+static const char *effects_path(const char *name)
 {
-    const char *p = getenv("SHMESH_TEST_EFFECTS");
+    char var[64] = "SHMESH_TEST_EFFECTS_";
+    size_t n = strlen(var);
+    for (const char *c = name; *c && n + 1 < sizeof var; c++)
+        var[n++] = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
+    var[n] = '\0';
+    const char *p = getenv(var);
     if (!p)
-        fail_msg("SHMESH_TEST_EFFECTS is not set (run the suite through meson test)");
+        fail_msg("%s is not set (run the suite through meson test)", var);
     return p;
 }
 
@@ -44,7 +52,8 @@ static void assert_clean(const struct run *r)
 }
 
 
-/* Runs the helper under shmesh-run -v: `np` processes of `k` CPU devices
+/* Runs the helper of `mode` (effects_path) under shmesh-run -v: `np`
+ * processes of `k` CPU devices
  * (--gpus none: whatever GPUs the machine has), with
  * `extra` in the environment (may be NULL).  Fails on a deadline passed, a
  * FAIL line or a segment left behind; the caller checks the exit code. */
@@ -56,7 +65,7 @@ static void run_job_env(struct run *r, const char *extra, int np, int k, double 
     snprintf(ks, sizeof ks, "%d", k);
     char *env[] = {(char *)extra, NULL};
     run_launcher(r, env, timeout, "-v", "-n", nps, "--devices-per-rank", ks, "--gpus", "none", "--",
-                 effects_path(), mode, a1, a2, NULL);
+                 effects_path(mode), a1, a2, NULL);
     if (r->timed_out)
         fail_msg("%d processes x %d devices, %s %s %s: still running after %.0f s\nstdout:\n%s"
                  "\nstderr:\n%s",
@@ -120,7 +129,7 @@ static void basics_4(void **state) { basics(4); }
  * runs there too. */
 static void basics_without_launcher(void **state)
 {
-    char *argv[] = {(char *)effects_path(), "basics", NULL};
+    char *argv[] = {(char *)effects_path("basics"), NULL};
     char *env[] = {"SHMESH_SEGMENT=", NULL};
     struct run r;
     run_cmd(argv, env, 30, &r);
@@ -194,7 +203,7 @@ static void shardable(void **state)
         snprintf(ks, sizeof ks, "%d", runs[i].k);
         struct run r;
         run_launcher(&r, NULL, 60, "-v", "-n", nps, "--devices-per-rank", ks, "--gpus", "none",
-                     "--", effects_path(), "shardable", runs[i].seed, "300", v, NULL);
+                     "--", effects_path("shardable"), runs[i].seed, "300", v, NULL);
         if (r.timed_out || r.code != 0 || count_lines(r.out, "FAIL:", NULL))
             fail_msg("%d x %d, seed %s%s%s: exit %d%s\nstdout:\n%s\nstderr:\n%s", np,
                      runs[i].k, runs[i].seed, v ? " " : "", v ? v : "", r.code,
@@ -216,9 +225,8 @@ static void shardable_checks_can_fail(void **state)
 {
     char nps[] = "4";
     struct run r;
-    run_launcher(&r, NULL, 60, "-v", "-n", nps, "--gpus", "none", "--", effects_path(),
-                 "shardable", "9", "300",
-                 "unordered", NULL);
+    run_launcher(&r, NULL, 60, "-v", "-n", nps, "--gpus", "none", "--",
+                 effects_path("shardable"), "9", "300", "unordered", NULL);
     if (r.timed_out || r.code != 0)
         fail_msg("exit %d%s\nstdout:\n%s\nstderr:\n%s", r.code, r.timed_out ? " (timed out)" : "",
                  r.out, r.err);

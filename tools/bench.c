@@ -319,7 +319,7 @@ static void *buffer(const struct opts *o, size_t bytes)
                     rank, bytes, shmesh_last_error(ctx));
             exit(1);
         }
-    } else if (posix_memalign(&p, 64, bytes)) {
+    } else if (posix_memalign(&p, SEG_CACHE_LINE, bytes)) {
         fprintf(stderr, "shmesh-bench: rank %d: out of memory for a buffer of %zu bytes\n", rank,
                 bytes);
         exit(1);

@@ -1057,10 +1057,48 @@ static pid_t choose_job(void)
     return (pid_t)pid;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct args {
+    bool once, json;
+    bool interval_given;
+    double interval;
+    pid_t pid; /* 0: choose */
+};
+
+/* A command line that makes no sense: the usage, exit status 2. */
+static void bad_usage(void)
 {
-    bool once = false, json = false, interval_given = false;
-    double interval = 1;
+    usage(stderr);
+    exit(2);
+}
+
+static double parse_interval(const char *s)
+{
+    char *end;
+    errno = 0;
+    double interval = strtod(s, &end);
+    if (errno || end == s || *end || !(interval >= 0.01 && interval <= 86400)) {
+        fprintf(stderr, PROG ": --interval expects seconds from 0.01 to 86400, got '%s'\n", s);
+        bad_usage();
+    }
+    return interval;
+}
+
+static pid_t parse_pid(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v <= 0 || v > INT_MAX) {
+        fprintf(stderr, PROG ": expected the launcher's pid (a positive number), got '%s'\n", s);
+        bad_usage();
+    }
+    return (pid_t)v;
+}
+
+/* The options and the pid; --help and usage errors exit. */
+static void parse_args(int argc, char **argv, struct args *a)
+{
     static const struct option longs[] = {
         {"once", no_argument, NULL, '1'},
         {"json", no_argument, NULL, 'j'},
@@ -1068,130 +1106,136 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    *a = (struct args){.interval = 1};
     int c;
     while ((c = getopt_long(argc, argv, "1ji:h", longs, NULL)) != -1) {
         switch (c) {
         case '1':
-            once = true;
+            a->once = true;
             break;
         case 'j':
-            json = true;
+            a->json = true;
             break;
-        case 'i': {
-            char *end;
-            errno = 0;
-            interval = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(interval >= 0.01 && interval <= 86400)) {
-                fprintf(stderr, PROG ": --interval expects seconds from 0.01 to 86400, got '%s'\n",
-                        optarg);
-                usage(stderr);
-                return 2;
-            }
-            interval_given = true;
+        case 'i':
+            a->interval = parse_interval(optarg);
+            a->interval_given = true;
             break;
-        }
         case 'h':
             usage(stdout);
-            return 0;
+            exit(0);
         default:
-            usage(stderr);
-            return 2;
+            bad_usage();
         }
     }
     if (argc - optind > 1) {
         fprintf(stderr, PROG ": expected at most one PID, got %d arguments\n", argc - optind);
-        usage(stderr);
-        return 2;
+        bad_usage();
     }
-    pid_t pid = 0;
-    if (optind < argc) {
-        char *end;
-        errno = 0;
-        long v = strtol(argv[optind], &end, 10);
-        if (errno || end == argv[optind] || *end || v <= 0 || v > INT_MAX) {
-            fprintf(stderr, PROG ": expected the launcher's pid (a positive number), got '%s'\n",
-                    argv[optind]);
-            usage(stderr);
-            return 2;
-        }
-        pid = (pid_t)v;
-    }
+    if (optind < argc)
+        a->pid = parse_pid(argv[optind]);
+}
+
+/* /proc under SHMESH_SYSROOT. */
+static void set_proc_root(void)
+{
     struct settings env;
     char why[256];
     settings_defaults(&env);
     if (settings_read(&env, SETTING_SYSROOT, why, sizeof why))
         die(2, "%s", why);
     snprintf(proc_root, sizeof proc_root, "%s/proc", env.sysroot ? env.sysroot : "");
+}
 
-    if (!pid)
-        pid = choose_job();
-    struct job j;
-    char err[768];
-    if (open_job(pid, &j, err, sizeof err) != FIND_OK)
-        die(1, "%s", err);
-
-    struct snapshot a = {0}, b = {0}, *cur = &a, *prev = NULL;
-    a.r = calloc((size_t)j.seg->world, sizeof *a.r);
-    b.r = calloc((size_t)j.seg->world, sizeof *b.r);
-    if (!a.r || !b.r)
-        die(1, "out of memory");
-
+static void catch_signals(void)
+{
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    if (once) {
-        /* Two looks, to tell calls per second. */
-        take_snapshot(&j, &b, NULL);
-        pause_for(interval_given ? interval : 0.2);
-        take_snapshot(&j, &a, &b);
-        check_truncated(&j);
-        struct diagnosis d;
-        diagnose(&a, &d);
-        if (json)
-            print_json(stdout, &j, &a, &d);
-        else
-            print_text(stdout, &j, &a, &d);
-        diagnosis_free(&d);
-        seg_close(j.seg);
-        free(a.r);
-        free(b.r);
-        return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
-    }
+/* One snapshot, diagnosed and printed; on a screen after clearing it, and
+ * with `separate` followed by an empty line. */
+static void show(const struct job *j, const struct snapshot *sn, bool json, bool screen,
+                 bool separate)
+{
+    check_truncated(j);
+    struct diagnosis d;
+    diagnose(sn, &d);
+    if (screen)
+        fputs("\033[H\033[2J", stdout); /* home, clear */
+    if (json)
+        print_json(stdout, j, sn, &d);
+    else
+        print_text(stdout, j, sn, &d);
+    if (separate)
+        fputc('\n', stdout);
+    diagnosis_free(&d);
+}
 
-    bool screen = !json && isatty(STDOUT_FILENO);
+/* --once: two looks, to tell calls per second, and the second shown. */
+static int show_once(const struct job *j, struct snapshot *a, struct snapshot *b,
+                     const struct args *args)
+{
+    take_snapshot(j, b, NULL);
+    pause_for(args->interval_given ? args->interval : 0.2);
+    take_snapshot(j, a, b);
+    show(j, a, args->json, false, false);
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+}
+
+/* The live view: a snapshot each interval until q, a signal, a reader
+ * gone or the job's end. */
+static void show_live(const struct job *j, struct snapshot *a, struct snapshot *b,
+                      const struct args *args)
+{
+    struct snapshot *cur = a, *prev = NULL;
+    bool screen = !args->json && isatty(STDOUT_FILENO);
     if (screen)
         raw_tty();
     for (;;) {
-        take_snapshot(&j, cur, prev);
-        check_truncated(&j);
-        struct diagnosis d;
-        diagnose(cur, &d);
-        if (screen)
-            fputs("\033[H\033[2J", stdout); /* home, clear */
-        if (json)
-            print_json(stdout, &j, cur, &d);
-        else
-            print_text(stdout, &j, cur, &d);
-        if (!json && !screen)
-            fputc('\n', stdout);
-        diagnosis_free(&d);
+        take_snapshot(j, cur, prev);
+        show(j, cur, args->json, screen, !args->json && !screen);
         if (fflush(stdout) != 0 || ferror(stdout))
             break; /* the reader is gone */
         prev = cur;
-        cur = cur == &a ? &b : &a;
-        if (pause_for(interval))
+        cur = cur == a ? b : a;
+        if (pause_for(args->interval))
             break;
-        if (!job_running(&j)) {
-            fprintf(stderr, PROG ": job %d has ended\n", (int)j.pid);
+        if (!job_running(j)) {
+            fprintf(stderr, PROG ": job %d has ended\n", (int)j->pid);
             break;
         }
     }
     restore_tty();
+}
+
+int main(int argc, char **argv)
+{
+    struct args args;
+    parse_args(argc, argv, &args);
+    set_proc_root();
+    pid_t pid = args.pid ? args.pid : choose_job();
+    struct job j;
+    char err[768];
+    if (open_job(pid, &j, err, sizeof err) != FIND_OK)
+        die(1, "%s", err);
+
+    struct snapshot a = {0}, b = {0};
+    a.r = calloc((size_t)j.seg->world, sizeof *a.r);
+    b.r = calloc((size_t)j.seg->world, sizeof *b.r);
+    if (!a.r || !b.r)
+        die(1, "out of memory");
+    catch_signals();
+
+    int status = 0;
+    if (args.once)
+        status = show_once(&j, &a, &b, &args);
+    else
+        show_live(&j, &a, &b, &args);
     seg_close(j.seg);
     free(a.r);
     free(b.r);
-    return 0;
+    return status;
 }

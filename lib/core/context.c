@@ -92,6 +92,89 @@ static void default_spin(int world, int64_t *spin_ns)
         *spin_ns = crowded ? 500 : 3000;
 }
 
+/* A context with what the environment says of this rank; NULL without
+ * memory. */
+static shmesh_ctx *ctx_new(const struct settings *e)
+{
+    shmesh_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->rank = e->rank;
+    c->world = e->world;
+    c->pid = (int)getpid();
+    c->local_devices = e->local_devices;
+    c->scratch_members = c->world * c->local_devices;
+    c->debug = e->debug;
+    c->kinds_taken = path_kinds();
+    return c;
+}
+
+/* The paths' thresholds, and their hash that calls compare across ranks. */
+static void set_tuning(shmesh_ctx *c, const struct settings *env)
+{
+    c->zc_min = env->zc_min;
+    c->rsag_min = env->rsag_min;
+    c->cma_min = env->cma_min;
+    c->device_two_shot_min = env->device_two_shot_min;
+    /* The hashed settings: the table's column, with the slot size the
+     * segment has (the launcher's, not this rank's environment), published
+     * so that a peer can name the ones that differ. */
+    struct settings e = *env;
+    e.slot_bytes = c->seg->lay.slot_bytes;
+    settings_hashed_values(&e, c->tuning_values);
+    c->tuning = settings_hashed_hash(c->tuning_values);
+    memcpy(c->me->tuning, c->tuning_values, sizeof c->tuning_values);
+}
+
+/* How this rank waits for its peers: spin, yield, then sleep in slices. */
+static void set_waiter(shmesh_ctx *c, const struct settings *e)
+{
+    c->waiter = (struct seg_waiter){
+        .seg = c->seg,
+        .notify = c->notify,
+        .self = c->rank,
+        .spin_ns = e->spin_ns, /* default filled in below */
+        .yield_ns = e->yield_ns,
+        .timeout_ns = e->timeout_ns,
+        .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
+    };
+    default_spin(e->world, &c->waiter.spin_ns);
+}
+
+/* Until every rank joined the segment; the error said (init_error) if
+ * one never does. */
+static int wait_for_ranks(shmesh_ctx *c)
+{
+    int culprit = -1;
+    int rc = seg_wait_flag(&c->waiter, &c->seg->hdr->attached, (uint32_t)c->world, -1, &culprit);
+    if (!rc)
+        return 0;
+    char waiting[64];
+    snprintf(waiting, sizeof waiting, "all %d ranks to join (%u joined)", c->world,
+             atomic_load(&c->seg->hdr->attached.value));
+    rc = fail_wait(c, "shmesh_init", 0, rc, culprit, waiting);
+    init_error("%s", c->err);
+    return rc;
+}
+
+/* Each rank's pid, and the notifier watching every peer for its exit. */
+static int watch_peers(shmesh_ctx *c)
+{
+    for (int j = 0; j < c->world; j++) {
+        int pid = c->pids[j] =
+            atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
+        if (j == c->rank)
+            continue;
+        int rc = notify_watch(c->notify, j, pid);
+        if (rc < 0) {
+            init_error("rank %d: cannot watch rank %d (pid %d) for exit: %s", c->rank, j, pid,
+                       strerror(-rc));
+            return SHMESH_ERR_SYSTEM;
+        }
+    }
+    return 0;
+}
+
 int shmesh_init(shmesh_ctx **out)
 {
     if (out)
@@ -106,115 +189,61 @@ int shmesh_init(shmesh_ctx **out)
         init_error("rank %d: shmesh_init: the ctx argument must not be NULL", e.rank);
         return SHMESH_ERR_INVALID;
     }
-    int rc;
-
-    shmesh_ctx *c = calloc(1, sizeof *c);
+    shmesh_ctx *c = ctx_new(&e);
     if (!c) {
         init_error("rank %d: out of memory", e.rank);
         return SHMESH_ERR_NOMEM;
     }
-    c->rank = e.rank;
-    c->world = e.world;
-    c->pid = (int)getpid();
-    c->local_devices = e.local_devices;
-    c->scratch_members = c->world * c->local_devices;
-    c->debug = e.debug;
-    c->kinds_taken = path_kinds();
+    /* From here on every failure says why (init_error) and goes to fail:. */
+    int rc;
     char why[CTX_ERR_MAX - 32] = "";
-    if (alloc_engine(c)) {
-        release(c, false);
-        init_error("rank %d: out of memory", e.rank);
-        return SHMESH_ERR_NOMEM;
-    }
+    if (alloc_engine(c))
+        goto nomem;
     rc = e.segment ? seg_attach(e.segment, e.world, e.rank, &c->seg, why, sizeof why)
                    : seg_create_private(1, 0, e.shm_size, &c->seg, why, sizeof why);
     if (rc) {
-        release(c, false);
-        init_error("rank %d: %s", e.rank, why);
-        return seg_error_code(rc);
+        rc = seg_error_code(rc);
+        goto fail_why;
     }
     rc = notify_open(e.notify, e.world, &c->notify, why, sizeof why);
     if (rc) {
-        release(c, false);
-        init_error("rank %d: %s", e.rank, why);
-        return rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
+        rc = rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
+        goto fail_why;
     }
     c->me = seg_ctrl(c->seg, c->rank);
-    if (trace_open(c)) {
-        release(c, false);
-        init_error("rank %d: out of memory", e.rank);
-        return SHMESH_ERR_NOMEM;
-    }
-    c->zc_min = e.zc_min;
-    c->rsag_min = e.rsag_min;
-    c->cma_min = e.cma_min;
-    c->device_two_shot_min = e.device_two_shot_min;
-    /* The hashed settings: the table's column, with the slot size the
-     * segment has (the launcher's, not this rank's environment). */
-    e.slot_bytes = c->seg->lay.slot_bytes;
-    settings_hashed_values(&e, c->tuning_values);
-    c->tuning = settings_hashed_hash(c->tuning_values);
-    memcpy(c->me->tuning, c->tuning_values, sizeof c->tuning_values);
-    if (heap_init(&c->heap, c->seg, c->rank)) {
-        release(c, false);
-        init_error("rank %d: out of memory", e.rank);
-        return SHMESH_ERR_NOMEM;
-    }
-    c->waiter = (struct seg_waiter){
-        .seg = c->seg,
-        .notify = c->notify,
-        .self = c->rank,
-        .spin_ns = e.spin_ns, /* default filled in below */
-        .yield_ns = e.yield_ns,
-        .timeout_ns = e.timeout_ns,
-        .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
-    };
-    default_spin(e.world, &c->waiter.spin_ns);
+    if (trace_open(c))
+        goto nomem;
+    set_tuning(c, &e);
+    if (heap_init(&c->heap, c->seg, c->rank))
+        goto nomem;
+    set_waiter(c, &e);
     cma_publish(c, e.cma);
-    if ((rc = device_open(c, e.device, why, sizeof why))) {
-        release(c, false);
-        init_error("rank %d: %s", e.rank, why);
-        return rc;
+    if ((rc = device_open(c, e.device, why, sizeof why)))
+        goto fail_why;
+    if ((rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why))) {
+        rc = seg_error_code(rc);
+        goto fail_why;
     }
-    rc = seg_join(c->seg, c->rank, getpid(), why, sizeof why);
-    if (rc) {
-        release(c, false);
-        init_error("rank %d: %s", e.rank, why);
-        return seg_error_code(rc);
-    }
-
-    int culprit = -1;
-    rc = seg_wait_flag(&c->waiter, &c->seg->hdr->attached, (uint32_t)c->world, -1, &culprit);
-    if (rc) {
-        char waiting[64];
-        snprintf(waiting, sizeof waiting, "all %d ranks to join (%u joined)", c->world,
-                 atomic_load(&c->seg->hdr->attached.value));
-        rc = fail_wait(c, "shmesh_init", 0, rc, culprit, waiting);
-        init_error("%s", c->err);
-        release(c, false);
-        return rc;
-    }
-    for (int j = 0; j < c->world; j++) {
-        int pid = c->pids[j] =
-            atomic_load_explicit(&seg_ctrl(c->seg, j)->pid, memory_order_relaxed);
-        if (j == c->rank)
-            continue;
-        rc = notify_watch(c->notify, j, pid);
-        if (rc < 0) {
-            init_error("rank %d: cannot watch rank %d (pid %d) for exit: %s", c->rank, j, pid,
-                       strerror(-rc));
-            release(c, false);
-            return SHMESH_ERR_SYSTEM;
-        }
-    }
+    if ((rc = wait_for_ranks(c)) || (rc = watch_peers(c)))
+        goto fail;
     cma_probe(c, e.cma);
     if (registry_add(c)) {
         init_error("rank %d: cannot install the fork handler (pthread_atfork)", c->rank);
-        release(c, false);
-        return SHMESH_ERR_SYSTEM;
+        rc = SHMESH_ERR_SYSTEM;
+        goto fail;
     }
     *out = c;
     return 0;
+
+nomem:
+    init_error("rank %d: out of memory", e.rank);
+    rc = SHMESH_ERR_NOMEM;
+    goto fail;
+fail_why:
+    init_error("rank %d: %s", e.rank, why);
+fail:
+    release(c, false);
+    return rc;
 }
 
 /* shmesh_finalize in a fork child on its parent's context: nothing in the

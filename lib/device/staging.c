@@ -13,10 +13,11 @@
 #include "device/device.h"
 #include "engine/call.h"
 
-/* A staging buffer: its capacity, then the bytes (64-byte aligned). */
+/* A staging buffer: its capacity, then the bytes (on a cache line of
+ * their own). */
 struct stage_buf {
     uint64_t cap;
-    unsigned char pad[56];
+    unsigned char pad[SEG_CACHE_LINE - sizeof(uint64_t)];
     unsigned char data[];
 };
 
@@ -86,7 +87,8 @@ int device_stage_in(struct call *k)
     struct flow *f = &k->f;
     bool in_dev = k->in_kind == MEM_DEVICE, out_dev = k->out_kind == MEM_DEVICE;
     bool same = in_dev && out_dev && f->out.data == f->in.data && f->out_bytes == f->in_bytes;
-    uint64_t in_b = in_dev ? (f->in_bytes + 63) / 64 * 64 : 0;
+    uint64_t in_b =
+        in_dev ? (f->in_bytes + SEG_CACHE_LINE - 1) / SEG_CACHE_LINE * SEG_CACHE_LINE : 0;
     uint64_t out_b = out_dev && !same ? f->out_bytes : 0;
     struct stage_buf *buf = stage_take(d, in_b + out_b);
     if (!buf)

@@ -10,7 +10,7 @@
 #include "core/fail.h"
 #include "memory/heap.h"
 
-#define HEAP_ALIGN 64u
+#define HEAP_ALIGN ((unsigned)SEG_CACHE_LINE) /* no two blocks share a line */
 
 int heap_init(struct heap *h, const struct seg *seg, int rank)
 {

@@ -283,13 +283,14 @@ static void link_global(shmesh_global_array *a)
 }
 
 /* Owned, zeroed data for every local shard (none for empty shards: their
- * data stays NULL), 64-byte aligned. */
+ * data stays NULL), aligned to a cache line (64 bytes). */
 static int alloc_shards(shmesh_global_array *a, const char *fn)
 {
     a->owned = true;
-    size_t bytes = (size_t)((a->shard_bytes + 63) & ~(uint64_t)63);
+    size_t bytes =
+        (size_t)((a->shard_bytes + SEG_CACHE_LINE - 1) & ~(uint64_t)(SEG_CACHE_LINE - 1));
     for (int l = 0; l < a->nlocal && a->shard_bytes; l++) {
-        void *p = aligned_alloc(64, bytes);
+        void *p = aligned_alloc(SEG_CACHE_LINE, bytes);
         if (!p)
             return ctx_fail(a->ctx, SHMESH_ERR_NOMEM,
                             "%s: out of memory for local shard %d (%" PRIu64 " bytes)", fn, l,
