@@ -28,22 +28,23 @@
 
 #include "core/dtype_names.h"
 #include "launcher.h"
-#include "ops/op.h"
+#include "shm/optable.h"
 #include "shmesh.h"
 #include "trace/clock.h"
 
 #define DRAIN_PERIOD_NS 10000000L /* 10 ms: how often the rings are looked at */
 #define DRAIN_IDLE_NS 1000000000L /* 1 s: the longest a ring waits for a copy */
 
-/* An event's op is an enum call_op (ops/op.h: the op table's order after
- * OP_NONE); the launcher links no library, so the names are expanded here
- * from the same table. */
-static const char *const op_names[OP_COUNT] = {
-    [OP_NONE] = "none",
-#define TRACE_OP_NAME(ID, name, ...) [OP_##ID] = #name,
+/* An event's op is an enum call_op (engine/desc.h: the op table's order
+ * after 0, none); the launcher links no library, so the names are expanded
+ * here from the same table (shm/optable.h). */
+static const char *const op_names[] = {
+    "none",
+#define TRACE_OP_NAME(ID, name, ...) #name,
     SHMESH_OPS(TRACE_OP_NAME)
 #undef TRACE_OP_NAME
 };
+#define OP_COUNT (sizeof op_names / sizeof *op_names)
 
 #define DTYPE_COUNT SHMESH_DTYPE_COUNT
 

@@ -105,7 +105,7 @@ enum seg_wait_kind {
 };
 
 /* seg_status.call: (number << SEG_STATUS_OP_BITS) | op.  Every op number
- * must fit the field (_Static_assert in lib/ops/op.h, tools/top.c). */
+ * must fit the field (_Static_assert in lib/engine/desc.h, tools/top.c). */
 #define SEG_STATUS_OP_BITS 8
 #define SEG_STATUS_OP_MASK ((UINT64_C(1) << SEG_STATUS_OP_BITS) - 1)
 #define SEG_STATUS_CALL(number, op)                                                            \
@@ -115,8 +115,8 @@ enum seg_wait_kind {
 
 struct seg_status {
     /* SEG_STATUS_CALL(number, op): the current call, or the last one.  op
-     * is enum call_op (lib/ops/op.h): 0 for none, then line i of the op
-     * table (lib/ops/optable.h) is op i + 1. */
+     * is enum call_op (lib/engine/desc.h): 0 for none, then line i of the op
+     * table (shm/optable.h) is op i + 1. */
     _Atomic uint64_t call;
     _Atomic uint32_t activity;   /* enum seg_activity */
     _Atomic int32_t wait_rank;   /* SEG_ACT_WAIT: whom it waits for */
@@ -131,7 +131,7 @@ struct seg_status {
     _Atomic uint64_t wait_point; /* SEG_WAIT_POINT: the point, */
     char wait_effect[SEG_EFFECT_NAME]; /* and its effect's name ("" for none) */
     /* A thread of the rank blocked on a token (shmesh_token_wait and the
-     * like, lib/effects/stream.c), whatever the rank's calls do: the
+     * like, lib/engine/dispatch.c), whatever the rank's calls do: the
      * stream position it waits for (0: none) and since when
      * (CLOCK_MONOTONIC ns).  How far the stream got is seg_ctrl's `done`. */
     _Atomic uint64_t token_seq;

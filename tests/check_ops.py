@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Description: the op table (lib/ops/optable.h) is the one list of ops, and
+"""Description: the op table (shm/optable.h) is the one list of ops, and
 every consumer's list equals it:
   - the library's shmesh_op_count/shmesh_op_get give the table's rows, in its
     order, with its columns (name, scope, bus, bool_in, params; code = line + 1);

@@ -20,14 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/optable.h"
+#include "shm/optable.h"
 #include "shmesh.h"
 
 /* Returned (with a sentence in `why`) for a call the header refuses. */
 #define REF_INVALID (-1)
 
 /* The ops the model knows: the MESH lines of the library's op table
- * (lib/ops/optable.h), in its order, as REF_<ID> (REF_PSUM, REF_PMAX, ...,
+ * (shm/optable.h), in its order, as REF_<ID> (REF_PSUM, REF_PMAX, ...,
  * REF_PBROADCAST).  The WORLD lines (barrier, world_sum, ...) are left out.
  * REF_SCOPE_<scope>(...) keeps its arguments for MESH and drops them for
  * WORLD. */

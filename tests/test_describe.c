@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "ops/op.h"
+#include "engine/desc.h"
 
 /* A description whose last byte is the last of a page followed by one that
  * is not mapped: a read past its end faults. */

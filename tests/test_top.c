@@ -44,8 +44,8 @@
 
 #define WORLD 4
 /* enum call_op's number of psum: the op table's line, plus one for OP_NONE
- * (lib/ops/optable.h); the fake job's calls use it. */
-#include "ops/optable.h"
+ * (shm/optable.h); the fake job's calls use it. */
+#include "shm/optable.h"
 enum {
     TOP_OP_NONE = 0,
 #define TOP_OP_ID(ID, ...) TOP_OP_##ID,

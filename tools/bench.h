@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/optable.h"
+#include "shm/optable.h"
 #include "shmesh.h"
 
-/* The ops the bench times: the lines of the op table (lib/ops/optable.h)
+/* The ops the bench times: the lines of the op table (shm/optable.h)
  * whose bus column is not NONE, in its order, as BENCH_<ID>. */
 #define BENCH_TIMED_NONE(...)
 #define BENCH_TIMED_ZERO(...) __VA_ARGS__

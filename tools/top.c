@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "core/settings.h"
-#include "ops/optable.h"
+#include "shm/optable.h"
 #include "shm/guard.h"
 #include "shm/proc.h"
 #include "shm/segment.h"

@@ -5,7 +5,7 @@
  * The engine sees every position of a batched mesh as a device of its own
  * (mesh/mesh.h: ids, per, nlocal count positions), so a collective on it
  * runs as on the same mesh with one device per position: one call per
- * local position, through engine/devices.c, whose results are those of
+ * local position, through engine/local_devices.c, whose results are those of
  * that mesh bit for bit.  This layer sits in front of the public
  * collectives: it cuts each local device's batched array into its B
  * positions' arrays (views where the batch dimension is first, packed
@@ -14,7 +14,7 @@
  * collective on the positions, and puts the results where the caller asks
  * (matchaxis).  Each op's rule (whether its result is mapped, and where the
  * seed puts its batch dimension) is its op table row's `batch` column
- * (ops/optable.h), one case of enum batch_rule in batch.c. */
+ * (optable.h), one case of enum batch_rule in batch.c. */
 #ifndef SHMESH_BATCH_BATCH_H
 #define SHMESH_BATCH_BATCH_H
 

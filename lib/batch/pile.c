@@ -16,7 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"
-#include "engine/devices.h"
+#include "engine/local_devices.h"
 #include "kernels/box.h"
 #include "kernels/half.h"
 #include "memory/kind.h"

@@ -41,7 +41,7 @@ struct shmesh_ctx {
     /* The sentence of the poison, kept for the tokens that fail with it. */
     char poison_err[CTX_ERR_MAX];
     _Atomic bool poison_said;
-    /* The stream (lib/effects/stream.c): NULL until the first async
+    /* The stream (lib/engine/dispatch.c): NULL until the first async
      * dispatch.  Its thread explains failures in worker_err. */
     struct stream *stream;
     char worker_err[CTX_ERR_MAX];
@@ -58,7 +58,7 @@ struct shmesh_ctx {
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
     atomic_flag spare_lock;     /* with a stream (engine/call.c) */
-    /* Several devices per rank (engine/devices.c): the gathered inputs of
+    /* Several devices per rank (engine/local_devices.c): the gathered inputs of
      * the last such call, kept for the next (calls mostly repeat). */
     unsigned char *dev_buf;
     size_t dev_buf_bytes;
@@ -92,7 +92,7 @@ struct shmesh_ctx {
      * block too, and their hash: ranks must agree on them. */
     uint64_t zc_min, cma_min, rsag_min, device_two_shot_min, tuning;
     uint64_t tuning_values[SETTINGS_HASHED];
-    /* The GPU runtime and its caches (lib/device/device.h); NULL: none. */
+    /* The GPU runtime and its caches (lib/device/gpu.h); NULL: none. */
     struct device_layer *dev;
     unsigned debug;       /* SHMESH_DEBUG: enum debug_what bits */
     struct tracer *trace; /* the event ring (lib/trace/trace.h); NULL: not tracing */

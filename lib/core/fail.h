@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "ops/op.h"
+struct call_desc; /* engine/desc.h */
 #include "shmesh.h"
 
 /* Entering a public function: a NULL or poisoned context, one another

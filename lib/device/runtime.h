@@ -2,7 +2,7 @@
  *
  * A backend is a plugin, libshmesh-device-<name>.so, that exports one
  * function, shmesh_device_runtime_v1(), returning a table of these calls.
- * libshmesh loads it at init (lib/device/device.c) and never links a GPU
+ * libshmesh loads it at init (lib/device/gpu.c) and never links a GPU
  * runtime itself, so it loads and runs on machines without one.  Plugins:
  *
  *   cuda   lib/device/cuda.cu, built by nvcc where CUDA is found (-Dcuda)

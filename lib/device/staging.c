@@ -10,7 +10,7 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "device/device.h"
+#include "device/gpu.h"
 #include "engine/call.h"
 
 /* A staging buffer: its capacity, then the bytes (on a cache line of

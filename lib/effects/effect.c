@@ -33,7 +33,7 @@
 #include "core/fail.h"
 #include "core/hash.h"
 #include "effects/effect.h"
-#include "effects/stream.h"
+#include "engine/dispatch.h"
 #include "engine/call.h"
 #include "mesh/device.h"
 #include "ops/ops.h"

@@ -8,8 +8,8 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "device/device.h"
-#include "effects/stream.h"
+#include "device/gpu.h"
+#include "engine/dispatch.h"
 #include "shm/notify.h"
 #include "engine/call.h"
 #include "engine/path.h"
@@ -327,7 +327,7 @@ void call_release(struct call *k)
     }
 }
 
-/* A call as stream work (effects/stream.h). */
+/* A call as stream work (engine/dispatch.h). */
 struct call_work {
     struct work w;
     struct call k;

@@ -20,8 +20,8 @@
 
 #include "engine/flow.h"
 #include "memory/kind.h"
-#include "mesh/group.h"
-#include "ops/op.h"
+#include "engine/group.h"
+#include "engine/desc.h"
 #include "shmesh.h"
 
 /* Returned by steps (and call_progress) that cannot go on without waiting. */
@@ -89,7 +89,7 @@ struct call {
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
-    /* Several devices per rank (engine/devices.c), for an op whose data is
+    /* Several devices per rank (engine/local_devices.c), for an op whose data is
      * more than its input (ragged: the offsets too): the bytes this device
      * publishes to its group, and this member's part of the call computed
      * from every member's publication (k->s->zin[q]): with `write` false it
@@ -107,7 +107,7 @@ struct call {
     int (*dev_rows)(struct call *k, int from, const unsigned char *src,
                     int (*copy)(void *arg, void *dst, const void *src, uint64_t n), void *arg);
     /* Device buffers the device path does not take are staged through host
-     * memory (device/device.h): the host copies once made (then the flow's
+     * memory (device/gpu.h): the host copies once made (then the flow's
      * buffers are host memory), and the device buffers they stand for. */
     void *staged; /* device/staging.c's buffer */
     void *dev_in, *dev_out;
@@ -179,7 +179,7 @@ void call_scratch_free_all(shmesh_ctx *c);
 /* Gives the scratch back (and the op's state); safe to repeat. */
 void call_release(struct call *k);
 /* Every call's end: when rc is 0, submit and wait; then release.  With a
- * stream (effects/stream.h) the call is its work instead, waited for. */
+ * stream (engine/dispatch.h) the call is its work instead, waited for. */
 int call_finish(struct call *k, int rc);
 /* The same, for the front door (front/front.c): with `async` not NULL (an
  * `_async` form), the call is dispatched to the stream (started if need

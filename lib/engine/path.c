@@ -1,4 +1,4 @@
-/* The path table and the one choice (see path.h). */
+/* The one choice of a path (see path.h; the table is paths/table.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,31 +9,18 @@
 #include "engine/exchange.h"
 #include "engine/path.h"
 #include "memory/heap.h"
-#include "paths/device_ipc.h"
-#include "paths/rsag.h"
-#include "paths/single_copy.h"
-#include "paths/staged.h"
-#include "paths/zero_copy.h"
 
-static const struct path *const table[] = {
-    &path_device_ipc,
-    &path_zero_copy,
-    &path_single_copy,
-    &path_rsag,
-    &path_staged,
-};
-#define NPATHS (sizeof table / sizeof *table)
 
 void path_names(char (*names)[SEG_TRACE_NAME], int max)
 {
-    for (size_t i = 0; i < NPATHS && (int)i < max; i++)
-        snprintf(names[i], SEG_TRACE_NAME, "%s", table[i]->name);
+    for (size_t i = 0; i < path_count && (int)i < max; i++)
+        snprintf(names[i], SEG_TRACE_NAME, "%s", path_table[i]->name);
 }
 
 unsigned path_index(const struct path *p)
 {
-    for (size_t i = 0; i < NPATHS; i++)
-        if (table[i] == p)
+    for (size_t i = 0; i < path_count; i++)
+        if (path_table[i] == p)
             return (unsigned)i;
     return SEG_TEV_NO_PATH;
 }
@@ -41,8 +28,8 @@ unsigned path_index(const struct path *p)
 unsigned path_kinds(void)
 {
     unsigned kinds = 0;
-    for (size_t i = 0; i < NPATHS; i++)
-        kinds |= table[i]->kinds;
+    for (size_t i = 0; i < path_count; i++)
+        kinds |= path_table[i]->kinds;
     return kinds;
 }
 
@@ -122,10 +109,10 @@ static const struct streams handshake = {.broadcast = true,
 
 static const struct path *choose(const struct call *k)
 {
-    for (size_t i = 0; i < NPATHS; i++)
-        if ((k->candidates >> i & 1) && (!table[i]->handshake || table[i]->eligible(k)))
-            return table[i];
-    return &path_staged; /* not reached: a call's kinds always have a candidate */
+    for (size_t i = 0; i < path_count; i++)
+        if ((k->candidates >> i & 1) && (!path_table[i]->handshake || path_table[i]->eligible(k)))
+            return path_table[i];
+    return path_last; /* not reached: a call's kinds always have a candidate */
 }
 
 /* The candidates, once per exchange; whether one needs the handshake. */
@@ -148,10 +135,10 @@ static bool find_candidates(struct call *k)
     }
     bool hs = false;
     k->candidates = 0;
-    for (size_t i = 0; i < NPATHS; i++)
-        if ((table[i]->kinds & kinds) && table[i]->candidate(k)) {
+    for (size_t i = 0; i < path_count; i++)
+        if ((path_table[i]->kinds & kinds) && path_table[i]->candidate(k)) {
             k->candidates |= 1u << i;
-            hs |= table[i]->handshake;
+            hs |= path_table[i]->handshake;
         }
     if (!device)
         *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,

@@ -1,5 +1,5 @@
-/* Paths: how a call's data moves.  One table (engine/path.c), one choice
- * per exchange.
+/* Paths: how a call's data moves.  One table (paths/table.c), one choice
+ * per exchange (engine/path.c).
  *
  * Each path is an entry: the memory kinds it takes, whether it is a
  * candidate for the call (from what every member knows alike: the flow's
@@ -23,14 +23,15 @@
  *   device-ipc   every member's buffers device memory     paths/device_ipc.c
  *
  * and a device call it does not take is staged through host memory before
- * the choice (device/device.h), so that the host paths see host buffers.
+ * the choice (device/gpu.h), so that the host paths see host buffers.
  *
  * A new path is one line of the table (and its file, with its header);
- * the ops are not touched. */
+ * the ops and the engine are not touched. */
 #ifndef SHMESH_ENGINE_PATH_H
 #define SHMESH_ENGINE_PATH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/call.h"
@@ -53,6 +54,12 @@ struct path {
      * with k->stage == 0 and k->pos == 0. */
     int (*step)(struct call *k);
 };
+
+/* The table (paths/table.c): path_count entries in the order they are
+ * tried; path_last takes every host call. */
+extern const struct path *const path_table[];
+extern const size_t path_count;
+extern const struct path *const path_last;
 
 /* What the handshake publishes about each member (k->s->flags). */
 enum hs_flag {

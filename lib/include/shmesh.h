@@ -1019,7 +1019,7 @@ SHMESH_API const char *shmesh_last_error(const shmesh_ctx *ctx);
 
 /* ---- The ops (introspection) ------------------------------------------
  * Every call shmesh makes between ranks, as the library's op table
- * (lib/ops/optable.h) lists them: for bindings, benchmarks and tools that
+ * (shm/optable.h) lists them: for bindings, benchmarks and tools that
  * must know the same list (the Python package and shmesh-bench take theirs
  * from here or from the same table).  Local, need no context, and may be
  * called before shmesh_init. */

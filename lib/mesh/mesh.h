@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mesh/group.h"
+#include "engine/group.h"
 #include "shmesh.h"
 
 /* Named axes, resolved: mesh dimensions in the order given (their text is

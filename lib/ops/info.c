@@ -1,10 +1,10 @@
-/* shmesh_op_count, shmesh_op_get: the op table (ops/optable.h) as the
+/* shmesh_op_count, shmesh_op_get: the op table (optable.h) as the
  * public shmesh_op_info, for bindings and tools.
  * tests/check_ops.py compares the `sig` and `async` columns against the
  * library's exports. */
 #include <stddef.h>
 
-#include "ops/op.h"
+#include "engine/desc.h"
 #include "shmesh.h"
 
 #define INFO_OP(ID, nm, scope, bus, bool_in, params, prepare, batch, has_async, sig)        \

@@ -17,7 +17,7 @@
 enum { IN_OFF, SEND, OUT_OFF, RECV, NPARAM };
 
 struct ragged {
-    /* Copies of the call's arrays (the call may move: effects/stream.c). */
+    /* Copies of the call's arrays (the call may move: engine/dispatch.c). */
     shmesh_array operand, output;
     int64_t k;       /* entries per offset/size array */
     int64_t per;     /* entries per destination: k / n */
@@ -287,7 +287,7 @@ static int ragged_then(struct call *k)
     return 1;
 }
 
-/* Several devices per rank (engine/devices.c): a device publishes its
+/* Several devices per rank (engine/local_devices.c): a device publishes its
  * row of the table, then its operand; every member's publication is mapped
  * here (k->s->zin), and this device checks every slice as the members do,
  * then takes its rows out of the senders' operands. */
@@ -354,7 +354,7 @@ static int ragged_dev_rows(struct call *k, int from, const unsigned char *src,
     return p.rc;
 }
 
-/* Host staging of device buffers replaced the flow's (device/device.h). */
+/* Host staging of device buffers replaced the flow's (device/gpu.h). */
 static void ragged_rebind(struct call *k)
 {
     struct ragged *r = k->op_state;

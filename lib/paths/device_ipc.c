@@ -1,6 +1,6 @@
 /* Device IPC: every member's buffers are device memory.  Members publish
  * IPC handles of their buffers in a window, each maps the peers' it needs
- * (device/device.c caches the mappings), and the data moves device to
+ * (device/gpu.c caches the mappings), and the data moves device to
  * device, by the runtime's copies and the reduction kernels
  * (device/kernels.h), queued on the context's stream:
  *
@@ -32,7 +32,7 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "device/device.h"
+#include "device/gpu.h"
 #include "engine/exchange.h"
 #include "paths/device_ipc.h"
 #include "paths/peer.h"
@@ -43,7 +43,7 @@
 /* What each member publishes. */
 struct dev_pub {
     struct dev_buf in, out;
-    uint64_t gen;     /* its generation (device/device.h) */
+    uint64_t gen;     /* its generation (device/gpu.h) */
     int32_t status;   /* 0, or the rt_status of exporting `which` */
     int32_t which;    /* 0: the input, 1: the output */
     char why[WHY_MAX];

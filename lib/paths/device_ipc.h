@@ -1,5 +1,5 @@
 /* Device IPC: every member's buffers are device memory, moved device to
- * device through the runtime's IPC handles (device/device.h). */
+ * device through the runtime's IPC handles (device/gpu.h). */
 #ifndef SHMESH_PATHS_DEVICE_IPC_H
 #define SHMESH_PATHS_DEVICE_IPC_H
 

@@ -5,7 +5,7 @@
 #include "core/context.h"
 #include "core/fail.h"
 #include "engine/exchange.h"
-#include "kernels/stream.h"
+#include "kernels/nontemporal.h"
 #include "paths/peer.h"
 
 bool peer_flow(const struct call *k)
@@ -128,7 +128,7 @@ static int reduce_push(struct call *k)
     uint64_t count = f->in_bytes / f->in_esz, lo, hi;
     share(count, share_per(count, n), k->g.me, &lo, &hi);
     uint64_t block = BOUNCE_BYTES / (f->in_esz > f->out_esz ? f->in_esz : f->out_esz);
-    bool stream = count * f->out_esz >= STREAM_MIN;
+    bool stream = count * f->out_esz >= NT_MIN;
     for (uint64_t i = lo; i < hi; i += block) {
         uint64_t cnt = hi - i < block ? hi - i : block;
         for (int q = 0; q < n; q++)
@@ -137,12 +137,12 @@ static int reduce_push(struct call *k)
                    f->mean_n);
         for (int q = 0; q < n; q++)
             if (stream)
-                stream_copy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
+                nt_copy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
             else
                 memcpy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
     }
     if (stream)
-        stream_fence(); /* the streamed lines are visible before the status window */
+        nt_fence(); /* the streamed lines are visible before the status window */
     return 0;
 }
 

@@ -12,7 +12,7 @@
 
 #include "core/context.h"
 #include "engine/window.h"
-#include "kernels/stream.h"
+#include "kernels/nontemporal.h"
 #include "paths/rsag.h"
 
 static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
@@ -48,8 +48,8 @@ static int rsag_step(struct call *k)
     if (block == 0)
         block = 1;
     uint64_t chunk = block * (uint64_t)n;
-    bool stream = count * out_esz >= STREAM_MIN;
-    void (*put)(unsigned char *, const unsigned char *, size_t) = stream ? stream_copy : copy_bytes;
+    bool stream = count * out_esz >= NT_MIN;
+    void (*put)(unsigned char *, const unsigned char *, size_t) = stream ? nt_copy : copy_bytes;
     const unsigned char *in = f->in.data;
     unsigned char *out = f->out.data;
     for (;;) {
@@ -106,7 +106,7 @@ static int rsag_step(struct call *k)
             k->pos += chunk;
             if (k->pos >= count) {
                 if (stream)
-                    stream_fence();
+                    nt_fence();
                 return 0;
             }
         }

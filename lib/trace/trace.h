@@ -45,7 +45,7 @@ static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t-
 /* The status's current call: k, now the one moving through the segment.
  * Status and trace name a call by its description's op: the caller's
  * (psum) where the engine carries it out as another (the world gather of
- * a mesh with several devices per rank, engine/devices.c). */
+ * a mesh with several devices per rank, engine/local_devices.c). */
 static inline void status_call(shmesh_ctx *c, const struct call *k)
 {
     struct seg_status *s = &c->me->status;

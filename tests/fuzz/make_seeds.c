@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "engine/desc.h"
 #include "segment.h"
 
 static const char *dir;

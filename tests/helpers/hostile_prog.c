@@ -59,7 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ops/op.h"
+#include "engine/desc.h"
 #include "shm/layout.h"
 #include "shmesh.h"
 

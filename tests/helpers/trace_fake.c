@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ops/op.h"
+#include "engine/desc.h"
 #include "shm/segment.h"
 #include "trace/clock.h"
 

@@ -26,8 +26,8 @@
  * publishes is not trusted for the bounds: when a mapping is opened, the
  * runtime is asked its size here, and every use checks the buffer against
  * it. */
-#ifndef SHMESH_DEVICE_DEVICE_H
-#define SHMESH_DEVICE_DEVICE_H
+#ifndef SHMESH_DEVICE_GPU_H
+#define SHMESH_DEVICE_GPU_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include "core/context.h"
 #include "core/fail.h"
 #include "core/registry.h"
-#include "effects/stream.h"
+#include "engine/dispatch.h"
 #include "shm/notify.h"
 #include "trace/trace.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/hash.h"
-#include "ops/op.h"
+#include "engine/desc.h"
 
 static const struct {
     const char *name, *params;

@@ -16,8 +16,8 @@
  * a peer's death, an abort or SHMESH_TIMEOUT.  Results: work that failed
  * without poisoning the context is recorded (position, error, sentence);
  * from the first poisoned position on, every result is the poison. */
-#ifndef SHMESH_EFFECTS_STREAM_H
-#define SHMESH_EFFECTS_STREAM_H
+#ifndef SHMESH_ENGINE_DISPATCH_H
+#define SHMESH_ENGINE_DISPATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>

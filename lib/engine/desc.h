@@ -1,15 +1,15 @@
 /* Ops (the op table expanded) and call descriptions: what a call publishes
  * in its first window, so that ranks can check they make the same call and
  * explain it when they do not. */
-#ifndef SHMESH_OPS_OP_H
-#define SHMESH_OPS_OP_H
+#ifndef SHMESH_ENGINE_DESC_H
+#define SHMESH_ENGINE_DESC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "ops/optable.h"
+#include "shm/optable.h"
 #include "shm/layout.h"
 #include "shmesh.h"
 

@@ -5,8 +5,8 @@
 
 #include "core/context.h"
 #include "core/fail.h"
-#include "effects/stream.h"
-#include "engine/devices.h"
+#include "engine/dispatch.h"
+#include "engine/local_devices.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
 #include "paths/peer.h"

@@ -4,13 +4,13 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 
-#include "kernels/stream.h"
+#include "kernels/nontemporal.h"
 #endif
 
 /* Large outputs are written around the cache (no read for ownership of
  * lines that are only overwritten), as glibc's memcpy does for large copies;
  * the caller fences before telling anyone. */
-void stream_copy(unsigned char *dst, const unsigned char *src, size_t len)
+void nt_copy(unsigned char *dst, const unsigned char *src, size_t len)
 {
 #if defined(__x86_64__)
     size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
@@ -34,7 +34,7 @@ void stream_copy(unsigned char *dst, const unsigned char *src, size_t len)
     memcpy(dst, src, len);
 }
 
-void stream_fence(void)
+void nt_fence(void)
 {
 #if defined(__x86_64__)
     _mm_sfence();

@@ -18,8 +18,8 @@
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call); a device-level engine is future
  * work (docs/arrays.md). */
-#ifndef SHMESH_ENGINE_DEVICES_H
-#define SHMESH_ENGINE_DEVICES_H
+#ifndef SHMESH_ENGINE_LOCAL_DEVICES_H
+#define SHMESH_ENGINE_LOCAL_DEVICES_H
 
 #include "engine/call.h"
 #include "mesh/mesh.h"
@@ -36,7 +36,7 @@ struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
  * stops there) and frees them; returns the result.  With a stream, or
  * `async` (an `_async` form: where its token goes), they are one piece of
- * its work (effects/stream.h), which copies what it needs of m.  The front
+ * its work (engine/dispatch.h), which copies what it needs of m.  The front
  * door (front/front.c) prepares them. */
 int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async);
 

@@ -10,7 +10,7 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "device/device.h"
+#include "device/gpu.h"
 #include "memory/kind.h"
 
 /* ---- Loading ---- */

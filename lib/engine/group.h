@@ -1,6 +1,6 @@
 /* Groups: the devices a collective runs among, as this device sees them. */
-#ifndef SHMESH_MESH_GROUP_H
-#define SHMESH_MESH_GROUP_H
+#ifndef SHMESH_ENGINE_GROUP_H
+#define SHMESH_ENGINE_GROUP_H
 
 /* Members by position (group index).  Each is a device: a rank and its
  * local device index there (mesh/device.h). */
