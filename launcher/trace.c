@@ -609,10 +609,10 @@ static void call_slice(struct writer *w, int rank, const struct seg_trace_event 
     fputs(",\"axes\":", w->f);
     put_str(w->f, e->axes, sizeof e->axes);
     fputs(",\"result\":", w->f);
-    if (error_name(e->who))
-        fprintf(w->f, "\"%s\"", error_name(e->who));
+    if (error_name(e->rc))
+        fprintf(w->f, "\"%s\"", error_name(e->rc));
     else
-        fprintf(w->f, "\"error %" PRId32 "\"", e->who);
+        fprintf(w->f, "\"error %" PRId32 "\"", e->rc);
     fputs("}}", w->f);
 }
 
@@ -667,7 +667,7 @@ static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
 {
     for (size_t i = 0; i < ro->waits.n; i++) {
         const struct seg_trace_event *e = &ro->waits.v[i];
-        wait_slice(w, rank, e->who, e->bytes, to_ns(&ro->conv, e->t0), to_ns(&ro->conv, e->t1),
+        wait_slice(w, rank, e->peer, e->tag, to_ns(&ro->conv, e->t0), to_ns(&ro->conv, e->t1),
                    false);
     }
     ro->waits.n = 0;

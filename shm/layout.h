@@ -214,10 +214,16 @@ struct seg_trace_event {
     uint8_t op;      /* enum call_op: line op - 1 of the op table (as in seg_status) */
     uint8_t path;    /* CALL: the last exchange's path, or SEG_TEV_NO_PATH */
     uint8_t flags;   /* CALL: SEG_TEV_FIRST, SEG_TEV_LAST */
-    int32_t who;     /* CALL: 0 or the shmesh error; WAIT: the rank waited for */
+    union {
+        int32_t rc;   /* CALL: 0 or the shmesh error */
+        int32_t peer; /* WAIT: the rank waited for */
+    };
     uint64_t call;   /* the call number */
     uint64_t t0, t1; /* event clock: CALL submitted and finished; WAIT begun and over */
-    uint64_t bytes;  /* CALL: its size as the bench counts it; WAIT: the window's tag */
+    union {
+        uint64_t bytes; /* CALL: its size as the bench counts it */
+        uint64_t tag;   /* WAIT: the window's tag */
+    };
     int32_t leader;  /* CALL: the rank of the group's first member: a call number
                         and a leader name one collective */
     int32_t members; /* CALL: devices in the group */

@@ -99,7 +99,7 @@ void trace_call(shmesh_ctx *c, const struct call *k)
     e->flags = g->n > 0 ? (uint8_t)((g->ranks[0] == c->rank ? SEG_TEV_FIRST : 0) |
                                     (g->ranks[g->n - 1] == c->rank ? SEG_TEV_LAST : 0))
                         : 0;
-    e->who = k->rc;
+    e->rc = k->rc;
     e->call = k->seq;
     e->t0 = k->t_enter;
     e->t1 = trace_now(t);
@@ -126,11 +126,11 @@ void trace_wait(shmesh_ctx *c, const struct call *k)
     *e = (struct seg_trace_event){
         .kind = SEG_TEV_WAIT,
         .op = (uint8_t)k->d.op,
-        .who = wf->rank,
+        .peer = wf->rank,
         .call = k->seq,
         .t0 = wf->t_trace,
         .t1 = end,
-        .bytes = wf->window ? wf->target : wf->target - 1,
+        .tag = wf->window ? wf->target : wf->target - 1,
     };
     trace_commit(t);
 }

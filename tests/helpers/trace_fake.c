@@ -109,11 +109,11 @@ int main(int argc, char **argv)
             struct seg_trace_event w = {
                 .kind = SEG_TEV_WAIT,
                 .op = (uint8_t)ops[c % 4],
-                .who = members > 1 ? leader + (pos + 1) % members : rank,
+                .peer = members > 1 ? leader + (pos + 1) % members : rank,
                 .call = (uint64_t)c,
                 .t0 = t0 + 1000,
                 .t1 = t0 + 2000,
-                .bytes = ((uint64_t)c << 32) | 1,
+                .tag = ((uint64_t)c << 32) | 1,
             };
             put(&w);
         }
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
             .path = c % 3 == 2 ? SEG_TEV_NO_PATH : (uint8_t)(c % 3),
             .flags = (uint8_t)((pos == 0 ? SEG_TEV_FIRST : 0) |
                                (pos == members - 1 ? SEG_TEV_LAST : 0)),
-            .who = 0,
+            .rc = 0,
             .call = (uint64_t)c,
             .t0 = t0,
             .t1 = t1,
