@@ -1,0 +1,286 @@
+/* blocking_after_async: what a blocking psum costs once the context has a
+ * stream (docs/effects.md, "The progress thread"; docs/performance.md).
+ *
+ *   shmesh-run -n 2 -- build/bench/blocking-after-async [-n ITERS] [-r ROUNDS] [-q QUEUED] [-b BYTES]
+ *
+ * A 1-D mesh "i" over every device; each device's buffer holds BYTES of
+ * float32 (default 8: two floats).  Times, after a barrier, ROUNDS rounds
+ * (default 7) of ITERS calls (default 20000) of each row:
+ *   (a) before   shmesh_psum, before any asynchronous dispatch (no stream,
+ *                no progress thread)
+ *   (b) idle     shmesh_psum after one shmesh_psum_async and its wait: the
+ *                progress thread exists and the stream is idle, so the
+ *                caller runs the call itself, and should pay what (a) does
+ *   (c) queued   groups of QUEUED shmesh_psum_async (default 4) followed by
+ *                one blocking shmesh_psum, which finds the queue busy and
+ *                waits while the progress thread runs all QUEUED + 1 calls
+ *                in order: the time of a group over its QUEUED + 1 calls,
+ *                i.e. a call's cost when the progress thread executes it
+ *                (queueing, the hand-over, the wait on the stream's count)
+ * A job cannot make a second context (the segment is gone once every rank
+ * attached) and a context never loses its progress thread, so the rounds
+ * of (a) come first, then one psum_async, then the rounds of (b) and (c) in
+ * turn.  Run it a few times to see how far a shared machine drifts.  The
+ * table gives, per row, the median over the rounds of rank 0's
+ * microseconds per call, the fastest and slowest round, and the ratio to
+ * (a).  Every device's input is its id + 1; the sums are exact and checked
+ * after every timed blocking call (the last line: the elements that
+ * differed, over every rank and row; the exit status is 1 if any did). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shmesh.h"
+
+#define MAXLOCAL 64
+#define MAXQUEUED 64
+#define WARMUP 200
+
+enum { R_BEFORE, R_IDLE, R_QUEUED, R_N };
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int fail(shmesh_ctx *ctx, const char *what, int rc)
+{
+    fprintf(stderr, "blocking-after-async: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
+            shmesh_strerror(rc), shmesh_last_error(ctx));
+    shmesh_abort(ctx, 1, "blocking-after-async failed");
+}
+
+static int usage(shmesh_ctx *ctx, const char *msg)
+{
+    FILE *f = msg ? stderr : stdout;
+    if (shmesh_rank(ctx) == 0) {
+        if (msg)
+            fprintf(f, "blocking-after-async: %s\n", msg);
+        fprintf(f, "usage: shmesh-run -n N -- blocking-after-async [-n ITERS] [-r ROUNDS] "
+                   "[-q QUEUED] [-b BYTES]\n"
+                   "  -n ITERS   timed calls per row and round, 1 to 10000000 (default 20000)\n"
+                   "  -r ROUNDS  rounds of each row, 1 to 1000 (default 7)\n"
+                   "  -q QUEUED  psum_async calls queued before each blocking one in row (c), "
+                   "1 to %d (default 4)\n"
+                   "  -b BYTES   each device's psum buffer, a multiple of 4 up to 1048576 "
+                   "(default 8)\n",
+                MAXQUEUED);
+        fflush(f);
+    }
+    shmesh_finalize(ctx);
+    return msg ? 2 : 0;
+}
+#define BAD_ARG(...)                                                                           \
+    do {                                                                                       \
+        char msg_[256];                                                                        \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
+        return usage(ctx, msg_);                                                               \
+    } while (0)
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct bench {
+    shmesh_ctx *ctx;
+    shmesh_mesh *mesh;
+    int k; /* local devices */
+    size_t count;
+    float *in, *out, want;
+    shmesh_array a_in[MAXLOCAL], a_out[MAXLOCAL];
+    double wrong;
+};
+
+static void check(struct bench *b)
+{
+    for (size_t i = 0; i < b->count * (size_t)b->k; i++) {
+        b->wrong += b->out[i] != b->want;
+        b->out[i] = 0;
+    }
+}
+
+static int psum(struct bench *b)
+{
+    return shmesh_psum(b->mesh, "i", NULL, b->a_in, b->a_out);
+}
+
+static int psum_async(struct bench *b)
+{
+    return shmesh_psum_async(b->mesh, "i", NULL, b->a_in, b->a_out, NULL);
+}
+
+#define TRY(what, call)                                                                        \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_)                                                                               \
+            return fail(b->ctx, what, rc_);                                                    \
+    } while (0)
+
+/* ITERS blocking calls after a barrier: us per call. */
+static int time_blocking(struct bench *b, int iters, double *us)
+{
+    TRY("shmesh_barrier", shmesh_barrier(b->ctx));
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        TRY("shmesh_psum", psum(b));
+        check(b);
+    }
+    *us = (now_us() - t0) / iters;
+    return 0;
+}
+
+/* Groups of `queued` async calls and a blocking one: us per call. */
+static int time_queued(struct bench *b, int iters, int queued, double *us)
+{
+    int groups = iters / (queued + 1);
+    groups = groups ? groups : 1;
+    TRY("shmesh_barrier", shmesh_barrier(b->ctx));
+    double t0 = now_us();
+    for (int g = 0; g < groups; g++) {
+        for (int q = 0; q < queued; q++)
+            TRY("shmesh_psum_async", psum_async(b));
+        TRY("shmesh_psum", psum(b)); /* runs after them, in stream order */
+        check(b);
+    }
+    *us = (now_us() - t0) / ((double)groups * (queued + 1));
+    return 0;
+}
+
+static int warm(struct bench *b)
+{
+    for (int i = 0; i < WARMUP; i++)
+        TRY("shmesh_psum", psum(b));
+    check(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct bench b = {0};
+    if (shmesh_init(&b.ctx)) {
+        fprintf(stderr, "blocking-after-async: shmesh_init: %s\n", shmesh_last_error(NULL));
+        return 1;
+    }
+    shmesh_ctx *ctx = b.ctx;
+    int iters = 20000, rounds = 7, queued = 4;
+    size_t bytes = 8;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end;
+        if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
+            return usage(ctx, NULL);
+        if (strcmp(opt, "-n") && strcmp(opt, "-r") && strcmp(opt, "-q") && strcmp(opt, "-b"))
+            BAD_ARG("unknown option '%s'", opt);
+        if (!val)
+            BAD_ARG("option %s needs a value", opt);
+        i++;
+        errno = 0;
+        long v = strtol(val, &end, 10);
+        bool ok = end != val && !*end && !errno;
+        if (!strcmp(opt, "-n")) {
+            if (!ok || v < 1 || v > 10000000)
+                BAD_ARG("-n expects a whole number from 1 to 10000000, got '%s'", val);
+            iters = (int)v;
+        } else if (!strcmp(opt, "-r")) {
+            if (!ok || v < 1 || v > 1000)
+                BAD_ARG("-r expects a whole number from 1 to 1000, got '%s'", val);
+            rounds = (int)v;
+        } else if (!strcmp(opt, "-q")) {
+            if (!ok || v < 1 || v > MAXQUEUED)
+                BAD_ARG("-q expects a whole number from 1 to %d, got '%s'", MAXQUEUED, val);
+            queued = (int)v;
+        } else {
+            if (!ok || v < 4 || v > (1 << 20) || v % 4)
+                BAD_ARG("-b expects a multiple of 4 from 4 to 1048576, got '%s'", val);
+            bytes = (size_t)v;
+        }
+    }
+
+    double *us = calloc((size_t)rounds * R_N, sizeof *us);
+    if (!us)
+        return fail(ctx, "calloc", SHMESH_ERR_NOMEM);
+    int world = shmesh_world_size(ctx), devices = shmesh_device_count(ctx), rank = shmesh_rank(ctx);
+    int rc;
+    b.k = shmesh_local_device_count(ctx);
+    const char *names[] = {"i"};
+    if (b.k > MAXLOCAL || (rc = shmesh_mesh_create(ctx, 1, names, &devices, NULL, &b.mesh)))
+        return fail(ctx, "shmesh_mesh_create", b.k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
+    int ids[MAXLOCAL];
+    shmesh_mesh_local_devices(b.mesh, ids, MAXLOCAL);
+    b.count = bytes / sizeof(float);
+    b.in = malloc(bytes * (size_t)b.k);
+    b.out = calloc(b.count * (size_t)b.k, sizeof(float));
+    if (!b.in || !b.out)
+        return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
+    for (int l = 0; l < b.k; l++) {
+        for (size_t i = 0; i < b.count; i++)
+            b.in[l * b.count + i] = (float)(ids[l] + 1);
+        b.a_in[l] = (shmesh_array){.data = b.in + l * b.count, .dtype = SHMESH_FLOAT32,
+                                   .ndim = 1, .shape = {(int64_t)b.count}};
+        b.a_out[l] = (shmesh_array){.data = b.out + l * b.count, .dtype = SHMESH_FLOAT32,
+                                    .ndim = 1, .shape = {(int64_t)b.count}};
+    }
+    b.want = (float)devices * (float)(devices + 1) / 2;
+
+    /* (a): no stream yet. */
+    if ((rc = warm(&b)))
+        return rc;
+    for (int r = 0; r < rounds; r++)
+        if ((rc = time_blocking(&b, iters, &us[(size_t)r * R_N + R_BEFORE])))
+            return rc;
+    /* The first asynchronous dispatch starts the progress thread. */
+    shmesh_token t;
+    if ((rc = shmesh_psum_async(b.mesh, "i", NULL, b.a_in, b.a_out, &t)) ||
+        (rc = shmesh_token_wait(t)))
+        return fail(ctx, "shmesh_psum_async", rc);
+    check(&b);
+    /* (b) and (c), in turn. */
+    if ((rc = warm(&b)))
+        return rc;
+    for (int r = 0; r < rounds; r++)
+        if ((rc = time_blocking(&b, iters, &us[(size_t)r * R_N + R_IDLE])) ||
+            (rc = time_queued(&b, iters, queued, &us[(size_t)r * R_N + R_QUEUED])))
+            return rc;
+    double wrong = b.wrong;
+    rc = shmesh_world_sum(ctx, &wrong, 1, SHMESH_FLOAT64);
+    if (rc)
+        return fail(ctx, "shmesh_world_sum", rc);
+
+    if (rank == 0) {
+        printf("# blocking-after-async: psum of %zu B (%zu float32) per device over %d devices "
+               "(%d ranks x %d), %d calls per row and round, %d rounds, (c) %d queued\n",
+               b.count * sizeof(float), b.count, devices, world, b.k, iters, rounds, queued);
+        printf("# us per call on rank 0: the median over the rounds, the fastest and slowest "
+               "round; ratio: median / (a)'s median\n#\n");
+        printf("# %-28s %9s %9s %9s %7s\n", "row", "median", "min", "max", "ratio");
+        static const char *rows[R_N] = {"(a) before any async", "(b) idle stream, thread",
+                                         "(c) behind queued async"};
+        double col[1000], med[R_N];
+        for (int s = 0; s < R_N; s++) {
+            for (int r = 0; r < rounds; r++)
+                col[r] = us[(size_t)r * R_N + s];
+            med[s] = median(col, rounds);
+            printf("  %-28s %9.3f %9.3f %9.3f %7.2f\n", rows[s], med[s], col[0],
+                   col[rounds - 1], med[s] / med[R_BEFORE]);
+        }
+        printf("# wrong elements: %.0f\n", wrong);
+    }
+    free(us);
+    free(b.in);
+    free(b.out);
+    return shmesh_finalize(ctx) || wrong ? 1 : 0;
+}
