@@ -346,13 +346,36 @@ static void call_work_drop(struct work *w)
     free(w);
 }
 
+/* A blocking call run by its caller on a quiet stream: k stays where the
+ * API function made it, as without a stream (no copy, nothing allocated). */
+struct call_here {
+    struct work w;
+    struct call *k;
+};
+
+static int call_here_run(struct work *w)
+{
+    struct call *k = ((struct call_here *)w)->k;
+    int rc = call_submit(k);
+    return rc ? rc : call_wait(k);
+}
+
+static void call_here_drop(struct work *w) { call_release(((struct call_here *)w)->k); }
+
 /* The prepared call k goes to the stream (which owns it from now on);
  * with `async` the token goes there and nothing is waited for. */
 static int call_dispatch(struct call *k, shmesh_token *async)
 {
     shmesh_ctx *c = k->c;
-    struct call_work *cw = malloc(sizeof *cw);
     int rc;
+    if (!async) { /* blocking: run here if the stream is quiet */
+        struct call_here here = {{.run = call_here_run, .drop = call_here_drop}, k};
+        if (stream_run_quiet(c, &here.w, &rc)) {
+            ctx_leave(c);
+            return rc;
+        }
+    }
+    struct call_work *cw = malloc(sizeof *cw);
     if (!cw) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
         call_release(k);

@@ -27,11 +27,22 @@ struct stream {
     pthread_cond_t cond;
     pthread_t thread;
     struct work *head, *tail; /* queued, not taken yet */
-    uint64_t dispatched;      /* the last position handed out */
+    /* The last position handed out.  Written by the dispatching thread
+     * only (the one that uses the context), under the lock except on the
+     * idle path (run_idle); atomic for the readers under the lock (a token
+     * checked on another thread). */
+    _Atomic uint64_t dispatched;
     /* The last position finished: the truth, in private memory.  The
      * segment's `done` word follows it, to wake sleepers and show
      * observers; a word above it was written by someone else. */
     _Atomic uint64_t finished;
+    /* The last position whose executor has let go of it: its result
+     * recorded, the work dropped (its scratch back in the context's pool),
+     * its position published.  Equal to `dispatched`, nothing is queued or
+     * running and the progress thread touches nothing of the context until
+     * work is queued again: the dispatching thread may run a blocking
+     * call's work itself without the lock or a word to the thread. */
+    _Atomic uint64_t quiet;
     bool executing;           /* someone runs work now (the thread or a caller) */
     bool stop;
     /* Results (under lock). */
@@ -100,26 +111,72 @@ static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
     s->failed[s->nfailed++] = (struct failed){seq, rc, strdup(ctx_err_buf(c))};
 }
 
-/* Runs w, taken from the queue by the caller with s->executing set, on
- * this thread (marked as executing c's stream), then records its result,
- * publishes its position as done and drops it.  s->lock is held on entry
- * and on return, not while the work runs. */
-static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
+/* The next position (the dispatching thread is the one writer). */
+static inline uint64_t next_position(struct stream *s)
 {
-    pthread_mutex_unlock(&s->lock);
+    uint64_t seq = atomic_load_explicit(&s->dispatched, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->dispatched, seq, memory_order_relaxed);
+    return seq;
+}
+
+/* Runs w on this thread, marked as executing c's stream: its result. */
+static inline int execute(shmesh_ctx *c, struct work *w)
+{
     const shmesh_ctx *was = ctx_executing;
     ctx_executing = c;
     int rc = c->poison; /* a poisoned context drops work without running it */
     if (!rc)
         rc = w->run(w);
     ctx_executing = was;
+    return rc;
+}
+
+/* Position seq is over and its work dropped: counted, then its word posted
+ * (waiters wake), then let go of (`quiet`). */
+static inline void publish(shmesh_ctx *c, struct stream *s, uint64_t seq)
+{
+    atomic_store_explicit(&s->finished, seq, memory_order_release);
+    seg_progress_post(&c->me->done, seq);
+    atomic_store_explicit(&s->quiet, seq, memory_order_release);
+}
+
+/* Runs w, taken from the queue by the caller with s->executing set, on
+ * this thread, then records its result, drops it and publishes its
+ * position as done.  s->lock is held on entry and on return, not while the
+ * work runs.  Only the progress thread waits on s->cond, and only for
+ * queued work or a stop: it is not woken for every position. */
+static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
+{
+    pthread_mutex_unlock(&s->lock);
+    int rc = execute(c, w);
     pthread_mutex_lock(&s->lock);
-    record(c, s, w->seq, rc);
+    uint64_t seq = w->seq;
+    record(c, s, seq, rc);
     s->executing = false;
-    atomic_store_explicit(&s->finished, w->seq, memory_order_release);
-    seg_progress_post(&c->me->done, w->seq);
-    pthread_cond_broadcast(&s->cond);
     w->drop(w);
+    publish(c, s, seq);
+    if (s->head || s->stop)
+        pthread_cond_broadcast(&s->cond);
+    return rc;
+}
+
+/* A blocking dispatch on a quiet stream (everything dispatched is over and
+ * let go of): the caller runs w itself, as without a stream, taking no lock
+ * and waking no one.  Nothing can be queued meanwhile (the context is this
+ * thread's, and engine work made while it executes runs directly), so the
+ * progress thread, asleep or about to be, finds nothing to take. */
+static int run_idle(shmesh_ctx *c, struct stream *s, struct work *w)
+{
+    uint64_t seq = w->seq = next_position(s);
+    note_dispatch(c, seq);
+    int rc = execute(c, w);
+    if (__builtin_expect(rc != 0, 0)) {
+        pthread_mutex_lock(&s->lock);
+        record(c, s, seq, rc);
+        pthread_mutex_unlock(&s->lock);
+    }
+    w->drop(w);
+    publish(c, s, seq);
     return rc;
 }
 
@@ -176,8 +233,9 @@ static int start(shmesh_ctx *c)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     /* Positions count on from the context's base (core/registry.h). */
-    s->dispatched = c->seq_base;
+    atomic_store_explicit(&s->dispatched, c->seq_base, memory_order_relaxed);
     atomic_store_explicit(&s->finished, c->seq_base, memory_order_relaxed);
+    atomic_store_explicit(&s->quiet, c->seq_base, memory_order_relaxed);
     if (c->seq_base)
         seg_progress_post(&c->me->done, c->seq_base);
     /* The thread takes no signals: the program's handlers run where it
@@ -198,16 +256,37 @@ static int start(shmesh_ctx *c)
     return 0;
 }
 
+/* Whether everything dispatched on s is over and let go of.  Acquire pairs
+ * with publish()'s release: what the last executor did to the context is
+ * seen by the caller that goes on without the lock. */
+static inline bool quiet(struct stream *s)
+{
+    return atomic_load_explicit(&s->quiet, memory_order_acquire) ==
+           atomic_load_explicit(&s->dispatched, memory_order_relaxed);
+}
+
+bool stream_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
+{
+    struct stream *s = c->stream;
+    if (!s || !quiet(s))
+        return false;
+    *rc = run_idle(c, s, w);
+    return true;
+}
+
 int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
 {
-    int rc = c->stream ? 0 : start(c);
+    struct stream *s = c->stream;
+    if (__builtin_expect(s && !tok, 1) && quiet(s)) /* the common blocking call */
+        return run_idle(c, s, w);
+    int rc = s ? 0 : start(c);
     if (rc) {
         w->drop(w);
         return rc;
     }
-    struct stream *s = c->stream;
+    s = c->stream;
     pthread_mutex_lock(&s->lock);
-    w->seq = ++s->dispatched;
+    w->seq = next_position(s);
     note_dispatch(c, w->seq);
     if (!tok && !s->head && !s->executing) {
         /* Idle: the caller runs it, as without a stream. */

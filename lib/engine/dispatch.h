@@ -47,6 +47,13 @@ static inline bool stream_wanted(const shmesh_ctx *c, const shmesh_token *async)
  * async request) the token is written and 0 returned; with NULL the caller
  * waits for w (or runs it, the stream being idle) and gets its result. */
 int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *token);
+/* For a blocking function whose work may live on its stack: when c's
+ * stream is quiet (everything dispatched is over and let go of), runs w on
+ * the calling thread at the stream's next position, drops it and returns
+ * true with *rc its result, as stream_dispatch(c, w, NULL) would; else
+ * returns false having done nothing (dispatch a work of the heap then: a
+ * queued one may outlive a failed wait). */
+bool stream_run_quiet(shmesh_ctx *c, struct work *w, int *rc);
 /* Waits for position seq of c's stream: its result. */
 int stream_wait(shmesh_ctx *c, uint64_t seq);
 /* The waiter callers wait with (the stream's own notifier; the context's

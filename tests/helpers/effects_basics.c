@@ -1,7 +1,8 @@
 /* shmesh-test-effects-basics: tokens (test, wait, wait_all, wait_any, the
  * runtime token, the done token), async results bit for bit those of the
  * blocking calls, program order between async work, callbacks and blocking
- * calls, refused arguments (effects, placements, async calls).
+ * calls, blocking calls on a quiet stream (their positions, a failure at
+ * its position), refused arguments (effects, placements, async calls).
  *
  *   shmesh-run -n P -- shmesh-test-effects-basics   (or alone: a job of one)
  *
@@ -599,6 +600,72 @@ static void basics_failed_work(shmesh_mesh *m)
         printf("rank %d: failed work fails its own token only\n", rank);
 }
 
+/* Blocking calls on a quiet stream (everything dispatched is done): the
+ * caller runs each at the stream's next position, which the runtime token
+ * names; a failure there is that position's result, and the job goes on
+ * (effects/stream.c, run_idle). */
+static void basics_quiet(shmesh_mesh *m)
+{
+    int f0 = failures;
+    int32_t x[4] = {rank, rank, rank, rank}, y[4] = {-1, -1, -1, -1};
+    shmesh_array xi = arr1(x, SHMESH_INT32, 4), yo = arr1(y, SHMESH_INT32, 4);
+    int want = world * (world - 1) / 2;
+    shmesh_token t1, t2;
+    MUST(shmesh_psum_async(m, "i", NULL, &xi, &yo, &t1));
+    MUST(shmesh_token_wait(t1));
+    uint64_t next = t1.seq + 1;
+    for (int k = 0; k < 3; k++, next++) {
+        y[0] = -1;
+        MUST(shmesh_psum(m, "i", NULL, &xi, &yo));
+        shmesh_token rt = shmesh_runtime_token(ctx);
+        if (rt.ctx != ctx || rt.seq != next || shmesh_token_test(rt) != 1)
+            bad("blocking psum %d on a quiet stream: the runtime token is {%p, %" PRIu64
+                "} (test -> %d), expected {%p, %" PRIu64 "}, done",
+                k, (void *)rt.ctx, rt.seq, shmesh_token_test(rt), (void *)ctx, next);
+        if (y[0] != want)
+            bad("blocking psum %d on a quiet stream gave %d, expected %d", k, y[0], want);
+    }
+    if (world >= 2) { /* rank 0 expects two rows from rank 1, which sends one */
+        float op[64 * 4], out[64 * 4];
+        fill_random(op, 4 * (size_t)world, 78);
+        int32_t io[64], ss[64], oo[64], rs[64];
+        for (int i = 0; i < world; i++) {
+            io[i] = i;
+            ss[i] = 1;
+            oo[i] = rank;
+            rs[i] = 1;
+        }
+        if (rank == 0)
+            rs[1] = 2;
+        shmesh_array aop = {.data = op, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, 4}},
+                     aout = {.data = out, .dtype = SHMESH_FLOAT32, .ndim = 2, .shape = {world, 4}};
+        shmesh_array aio = arr1(io, SHMESH_INT32, world), ass = arr1(ss, SHMESH_INT32, world),
+                     aoo = arr1(oo, SHMESH_INT32, world), ars = arr1(rs, SHMESH_INT32, world);
+        int rc = shmesh_ragged_all_to_all(m, "i", NULL, &aop, &aout, &aio, &ass, &aoo, &ars);
+        if (rc != SHMESH_ERR_INVALID || !strstr(why(), "recv_sizes"))
+            bad("a failing blocking ragged_all_to_all on a quiet stream -> %s (%s), expected "
+                "SHMESH_ERR_INVALID naming recv_sizes",
+                shmesh_error_name(rc), rc ? why() : "");
+        shmesh_token rt = shmesh_runtime_token(ctx);
+        int t = shmesh_token_test(rt);
+        if (rt.seq != next || t != SHMESH_ERR_INVALID)
+            bad("after the failed blocking call the runtime token is position %" PRIu64
+                " (test -> %d), expected %" PRIu64 " failed with SHMESH_ERR_INVALID",
+                rt.seq, t, next);
+        next++;
+    }
+    y[0] = -1;
+    MUST(shmesh_psum_async(m, "i", NULL, &xi, &yo, &t2));
+    if (t2.seq != next)
+        bad("the async psum after blocking calls on a quiet stream is position %" PRIu64
+            ", expected %" PRIu64, t2.seq, next);
+    MUST(shmesh_token_wait(t2));
+    if (y[0] != want)
+        bad("the async psum after them gave %d, expected %d", y[0], want);
+    if (failures == f0)
+        printf("rank %d: blocking calls on a quiet stream ok\n", rank);
+}
+
 static void basics_refusals(shmesh_mesh *m)
 {
     shmesh_effect *e = NULL;
@@ -788,6 +855,7 @@ static int basics(void)
     basics_flood(m);
     basics_order(m);
     basics_failed_work(m);
+    basics_quiet(m);
     basics_refusals(m);
     MUST(shmesh_effects_barrier(ctx));
     shmesh_mesh_destroy(m);
