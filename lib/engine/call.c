@@ -17,17 +17,21 @@
 #include "trace/trace.h"
 
 /* The pool of scratch is shared with the progress thread once there is
- * one (a call is prepared by the caller and released by the thread). */
-static inline void scratch_lock(shmesh_ctx *c)
+ * one (a call is prepared by the caller and released by the thread), but
+ * not while that thread holds no work (it touches the pool only then, and
+ * gets work only from this thread).  Returns whether it locked. */
+static inline bool scratch_lock(shmesh_ctx *c)
 {
-    if (c->stream)
-        while (atomic_flag_test_and_set_explicit(&c->spare_lock, memory_order_acquire))
-            notify_cpu_relax();
+    if (!c->stream || (ctx_worker != c && stream_thread_idle(c)))
+        return false;
+    while (atomic_flag_test_and_set_explicit(&c->spare_lock, memory_order_acquire))
+        notify_cpu_relax();
+    return true;
 }
 
-static inline void scratch_unlock(shmesh_ctx *c)
+static inline void scratch_unlock(shmesh_ctx *c, bool locked)
 {
-    if (c->stream)
+    if (locked)
         atomic_flag_clear_explicit(&c->spare_lock, memory_order_release);
 }
 
@@ -88,10 +92,10 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     k->c = c;
     k->d.op = op;
     k->d.mesh = -1;
-    scratch_lock(c);
+    bool locked = scratch_lock(c);
     if ((k->s = c->spare))
         c->spare = k->s->next;
-    scratch_unlock(c);
+    scratch_unlock(c, locked);
     if (k->s && k->s->members < c->scratch_members) { /* made before a larger batched mesh */
         free(k->s);
         k->s = NULL;
@@ -319,10 +323,10 @@ void call_release(struct call *k)
         k->op_free = NULL;
     }
     if (k->s) {
-        scratch_lock(k->c);
+        bool locked = scratch_lock(k->c);
         k->s->next = k->c->spare;
         k->c->spare = k->s;
-        scratch_unlock(k->c);
+        scratch_unlock(k->c, locked);
         k->s = NULL;
     }
 }

@@ -23,6 +23,7 @@ struct failed {
 };
 
 struct stream {
+    struct stream_idle idle; /* first: dispatch.h reads it through c->stream */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
@@ -36,13 +37,10 @@ struct stream {
      * segment's `done` word follows it, to wake sleepers and show
      * observers; a word above it was written by someone else. */
     _Atomic uint64_t finished;
-    /* The last position whose executor has let go of it: its result
-     * recorded, the work dropped (its scratch back in the context's pool),
-     * its position published.  Equal to `dispatched`, nothing is queued or
+    /* idle.quiet (dispatch.h) equal to `dispatched`: nothing is queued or
      * running and the progress thread touches nothing of the context until
-     * work is queued again: the dispatching thread may run a blocking
+     * work is queued again, so the dispatching thread may run a blocking
      * call's work itself without the lock or a word to the thread. */
-    _Atomic uint64_t quiet;
     bool executing;           /* someone runs work now (the thread or a caller) */
     bool stop;
     /* Results (under lock). */
@@ -137,7 +135,7 @@ static inline void publish(shmesh_ctx *c, struct stream *s, uint64_t seq)
 {
     atomic_store_explicit(&s->finished, seq, memory_order_release);
     seg_progress_post(&c->me->done, seq);
-    atomic_store_explicit(&s->quiet, seq, memory_order_release);
+    atomic_store_explicit(&s->idle.quiet, seq, memory_order_release);
 }
 
 /* Runs w, taken from the queue by the caller with s->executing set, on
@@ -235,7 +233,8 @@ static int start(shmesh_ctx *c)
     /* Positions count on from the context's base (core/registry.h). */
     atomic_store_explicit(&s->dispatched, c->seq_base, memory_order_relaxed);
     atomic_store_explicit(&s->finished, c->seq_base, memory_order_relaxed);
-    atomic_store_explicit(&s->quiet, c->seq_base, memory_order_relaxed);
+    atomic_store_explicit(&s->idle.quiet, c->seq_base, memory_order_relaxed);
+    s->idle.handed = c->seq_base;
     if (c->seq_base)
         seg_progress_post(&c->me->done, c->seq_base);
     /* The thread takes no signals: the program's handlers run where it
@@ -261,7 +260,7 @@ static int start(shmesh_ctx *c)
  * seen by the caller that goes on without the lock. */
 static inline bool quiet(struct stream *s)
 {
-    return atomic_load_explicit(&s->quiet, memory_order_acquire) ==
+    return atomic_load_explicit(&s->idle.quiet, memory_order_acquire) ==
            atomic_load_explicit(&s->dispatched, memory_order_relaxed);
 }
 
@@ -296,6 +295,7 @@ int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         return rc;
     }
     w->next = NULL;
+    s->idle.handed = w->seq;
     if (s->tail)
         s->tail->next = w;
     else

@@ -7,7 +7,8 @@
  * callback) is a `struct work` queued here and executed in order: by the
  * progress thread, or, for a blocking function that finds the queue empty
  * and the thread idle, by the caller itself (no hand-over for the common
- * blocking call).  Whoever executes work marks itself in ctx_executing, so
+ * blocking call: no lock, no wake-up, and for an engine call no copy, see
+ * stream_run_quiet).  Whoever executes work marks itself in ctx_executing, so
  * the engine calls it makes run directly instead of being queued again.
  *
  * Tokens are stream positions.  Work finishes in order, so a token is done
@@ -34,6 +35,28 @@ struct work {
     int (*run)(struct work *w);
     void (*drop)(struct work *w);
 };
+
+/* What the thread using a context reads of its stream without the lock;
+ * engine/dispatch.c's struct stream begins with it. */
+struct stream_idle {
+    /* The last position whose executor has let go of it: its result
+     * recorded, the work dropped (its scratch back in the context's pool),
+     * its position published (release). */
+    _Atomic uint64_t quiet;
+    /* The last position queued for the progress thread (written and read by
+     * the dispatching thread only). */
+    uint64_t handed;
+};
+
+/* On the thread using c (never its progress thread): whether the progress
+ * thread holds nothing of c, every position queued for it let go of.  It
+ * stays so until this thread queues work; the thread's last touches of the
+ * context are seen here (acquire). */
+static inline bool stream_thread_idle(const shmesh_ctx *c)
+{
+    const struct stream_idle *i = (const struct stream_idle *)c->stream;
+    return atomic_load_explicit(&i->quiet, memory_order_acquire) >= i->handed;
+}
 
 /* Whether engine work of c made on this thread goes through the stream:
  * when c has one or the work is an `_async` form's (`async`: where its
