@@ -174,7 +174,12 @@ static int run_idle(shmesh_ctx *c, struct stream *s, struct work *w)
         pthread_mutex_unlock(&s->lock);
     }
     w->drop(w);
-    publish(c, s, seq);
+    /* As publish(), but the word is only written, its bell not rung: no one
+     * can sleep on position seq (no token names it before this returns,
+     * and every sleeper on an earlier one was woken by that one's post). */
+    atomic_store_explicit(&s->finished, seq, memory_order_release);
+    atomic_store_explicit(&c->me->done.value, seq, memory_order_release);
+    atomic_store_explicit(&s->idle.quiet, seq, memory_order_release);
     return rc;
 }
 
