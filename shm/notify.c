@@ -1,5 +1,6 @@
 /* The two notifiers (io_uring, futex) and peer liveness through pidfds. */
 #include "notify.h"
+#include "errtext.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -52,13 +53,6 @@ struct notify {
     uint64_t gen;
 #endif
 };
-
-static int fail(char *err, size_t errlen, int code, const char *msg, const char *detail)
-{
-    if (err && errlen)
-        snprintf(err, errlen, "%s%s%s", msg, detail ? ": " : "", detail ? detail : "");
-    return code;
-}
 
 void notify_wake(_Atomic uint32_t *word)
 {
@@ -193,7 +187,8 @@ static int uring_open(struct notify *n, char *err, size_t errlen)
         entries *= 2;
     int rc = io_uring_queue_init(entries, &n->ring, 0);
     if (rc < 0)
-        return fail(err, errlen, -EOPNOTSUPP, "io_uring is not available", strerror(-rc));
+        return errtext_set(err, errlen, -EOPNOTSUPP, "io_uring is not available: %s",
+                           strerror(-rc));
     n->ring_up = true;
     struct io_uring_probe *probe = io_uring_get_probe_ring(&n->ring);
     bool ok = probe && io_uring_opcode_supported(probe, NOTIFY_OP_FUTEX_WAIT) &&
@@ -202,8 +197,8 @@ static int uring_open(struct notify *n, char *err, size_t errlen)
     if (probe)
         io_uring_free_probe(probe);
     if (!ok)
-        return fail(err, errlen, -EOPNOTSUPP,
-                    "io_uring here lacks IORING_OP_FUTEX_WAIT (Linux 6.7 or later)", NULL);
+        return errtext_set(err, errlen, -EOPNOTSUPP,
+                           "io_uring here lacks IORING_OP_FUTEX_WAIT (Linux 6.7 or later)");
     _Atomic uint32_t word = 1;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
     prep_futex_wait(sqe, &word, 0);
@@ -213,12 +208,13 @@ static int uring_open(struct notify *n, char *err, size_t errlen)
     if (rc >= 0)
         rc = io_uring_peek_cqe(&n->ring, &cqe);
     if (rc < 0)
-        return fail(err, errlen, -EOPNOTSUPP, "io_uring refused a FUTEX_WAIT", strerror(-rc));
+        return errtext_set(err, errlen, -EOPNOTSUPP, "io_uring refused a FUTEX_WAIT: %s",
+                           strerror(-rc));
     int res = cqe->res;
     io_uring_cqe_seen(&n->ring, cqe);
     if (res != -EAGAIN)
-        return fail(err, errlen, -EOPNOTSUPP, "io_uring FUTEX_WAIT misbehaves",
-                    res < 0 ? strerror(-res) : "it slept on a value that differed");
+        return errtext_set(err, errlen, -EOPNOTSUPP, "io_uring FUTEX_WAIT misbehaves: %s",
+                           res < 0 ? strerror(-res) : "it slept on a value that differed");
     return 0;
 }
 #endif
@@ -241,7 +237,7 @@ int notify_open(enum notify_kind kind, int nslots, struct notify **out, char *er
     *out = NULL;
     struct notify *n = calloc(1, sizeof *n);
     if (!n)
-        return fail(err, errlen, -ENOMEM, "out of memory", NULL);
+        return errtext_set(err, errlen, -ENOMEM, "out of memory");
     n->nslots = nslots > 0 ? nslots : 1;
     n->pidfd = malloc(sizeof *n->pidfd * (size_t)n->nslots);
     n->pid = calloc((size_t)n->nslots, sizeof *n->pid);
@@ -250,7 +246,7 @@ int notify_open(enum notify_kind kind, int nslots, struct notify **out, char *er
     n->pfd_rank = calloc((size_t)n->nslots, sizeof *n->pfd_rank);
     if (!n->pidfd || !n->pid || !n->exited || !n->pfd || !n->pfd_rank) {
         notify_close(n);
-        return fail(err, errlen, -ENOMEM, "out of memory", NULL);
+        return errtext_set(err, errlen, -ENOMEM, "out of memory");
     }
     for (int i = 0; i < n->nslots; i++)
         n->pidfd[i] = -1;
@@ -268,14 +264,16 @@ int notify_open(enum notify_kind kind, int nslots, struct notify **out, char *er
             n->ring_up = false;
             if (kind == NOTIFY_URING) {
                 notify_close(n);
-                return fail(err, errlen, -EOPNOTSUPP, "SHMESH_NOTIFY=uring was asked for", why);
+                return errtext_set(err, errlen, -EOPNOTSUPP,
+                                   "SHMESH_NOTIFY=uring was asked for: %s", why);
             }
         }
 #else
         if (kind == NOTIFY_URING) {
             notify_close(n);
-            return fail(err, errlen, -EOPNOTSUPP, "SHMESH_NOTIFY=uring was asked for",
-                        "this libshmesh was built without liburing");
+            return errtext_set(err, errlen, -EOPNOTSUPP,
+                               "SHMESH_NOTIFY=uring was asked for: this libshmesh was built "
+                               "without liburing");
         }
 #endif
     }

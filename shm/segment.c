@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errtext.h"
 #include "guard.h"
 #include "notify.h"
 #include "numa_place.h"
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
@@ -131,21 +117,22 @@ uint64_t seg_parse_size(const char *s)
 static int check_opts(int world, uint64_t *slot_bytes, uint64_t total, char *err, size_t errlen)
 {
     if (world < 1 || world > SEG_MAX_WORLD)
-        return fail(err, errlen, -EINVAL, "world size must be between 1 and %d, got %d",
-                    SEG_MAX_WORLD, world);
+        return errtext_set(err, errlen, -EINVAL, "world size must be between 1 and %d, got %d",
+                           SEG_MAX_WORLD, world);
     if (*slot_bytes == 0)
         *slot_bytes = seg_default_slot_bytes(world);
     uint64_t min = seg_required_bytes(world, *slot_bytes);
     if (!min)
-        return fail(err, errlen, -EINVAL,
-                    "slot size must be a multiple of %u bytes from %u to 1 TiB, got %" PRIu64,
-                    SEG_PAGE, SEG_PAGE, *slot_bytes);
+        return errtext_set(err, errlen, -EINVAL,
+                           "slot size must be a multiple of %u bytes from %u to 1 TiB, "
+                           "got %" PRIu64,
+                           SEG_PAGE, SEG_PAGE, *slot_bytes);
     if (total && total < min)
-        return fail(err, errlen, -EINVAL,
-                    "a segment of %" PRIu64 " bytes (%.1f MiB) is too small: %d ranks need at "
-                    "least %" PRIu64 " bytes (%.1f MiB) for control blocks and staging slots, "
-                    "before any shared heap (--shm-size, SHMESH_SHM_SIZE)",
-                    total, (double)total / (1 << 20), world, min, (double)min / (1 << 20));
+        return errtext_set(err, errlen, -EINVAL,
+                           "a segment of %" PRIu64 " bytes (%.1f MiB) is too small: %d ranks need "
+                           "at least %" PRIu64 " bytes (%.1f MiB) for control blocks and staging "
+                           "slots, before any shared heap (--shm-size, SHMESH_SHM_SIZE)",
+                           total, (double)total / (1 << 20), world, min, (double)min / (1 << 20));
     return 0;
 }
 
@@ -212,7 +199,7 @@ static int place(struct seg *s, const int *given, int **nodes_out, char *err, si
     int nnodes = numa_place_nodes();
     int *nodes = calloc((size_t)s->world, sizeof *nodes);
     if (!nodes)
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return errtext_set(err, errlen, -ENOMEM, "out of memory");
     for (int r = 0; r < s->world; r++) {
         nodes[r] = given && given[r] >= 0 ? given[r] : numa_place_node_of_rank(r, s->world, nnodes);
         uint8_t *region = (uint8_t *)seg_slot(s, r, 0);
@@ -222,8 +209,8 @@ static int place(struct seg *s, const int *given, int **nodes_out, char *err, si
         if (rc < 0) {
             int node = nodes[r];
             free(nodes);
-            return fail(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s", r,
-                        node, strerror(-rc));
+            return errtext_set(err, errlen, rc, "cannot place rank %d's slots on NUMA node %d: %s",
+                               r, node, strerror(-rc));
         }
     }
     s->hdr->numa_nodes = (uint32_t)nnodes;
@@ -240,14 +227,14 @@ static int reserve(int fd, const struct seg_header *h, int world, const char *na
     if (rc == 0)
         return 0;
     if (rc == ENOSPC || rc == ENOMEM)
-        return fail(err, errlen, -ENOSPC,
-                    "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job needs "
-                    "(%.1f MiB); see `df -h /dev/shm`, free space there, give the container "
-                    "a larger /dev/shm (docker run --shm-size), or ask for a smaller segment "
-                    "(shmesh-run --shm-size)",
-                    h->total_bytes, world, (double)h->total_bytes / (1 << 20));
-    return fail(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
-                h->total_bytes, name, strerror(rc));
+        return errtext_set(err, errlen, -ENOSPC,
+                           "/dev/shm has no room for the %" PRIu64 "-byte segment a %d-rank job "
+                           "needs (%.1f MiB); see `df -h /dev/shm`, free space there, give the "
+                           "container a larger /dev/shm (docker run --shm-size), or ask for a "
+                           "smaller segment (shmesh-run --shm-size)",
+                           h->total_bytes, world, (double)h->total_bytes / (1 << 20));
+    return errtext_set(err, errlen, -rc, "cannot reserve %" PRIu64 " bytes for segment %s: %s",
+                       h->total_bytes, name, strerror(rc));
 }
 
 int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, size_t errlen)
@@ -259,9 +246,9 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
         return rc;
     if (o->trace_events &&
         (o->trace_events > SEG_TRACE_MAX_EVENTS || (o->trace_events & (o->trace_events - 1))))
-        return fail(err, errlen, -EINVAL,
-                    "trace rings hold a power of two of events, at most %u; got %u",
-                    SEG_TRACE_MAX_EVENTS, o->trace_events);
+        return errtext_set(err, errlen, -EINVAL,
+                           "trace rings hold a power of two of events, at most %u; got %u",
+                           SEG_TRACE_MAX_EVENTS, o->trace_events);
     struct seg_header h;
     layout(o->world_size, slot_bytes, o->total_bytes, o->trace_events, &h);
 
@@ -271,18 +258,18 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
         random_name(name, sizeof name);
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST)
-            return fail(err, errlen, -errno, "cannot create shared-memory segment %s: %s", name,
-                        strerror(errno));
+            return errtext_set(err, errlen, -errno, "cannot create shared-memory segment %s: %s",
+                               name, strerror(errno));
     }
     if (fd < 0)
-        return fail(err, errlen, -EEXIST, "cannot find a free segment name in /dev/shm");
+        return errtext_set(err, errlen, -EEXIST, "cannot find a free segment name in /dev/shm");
 
     void *base = MAP_FAILED;
     struct seg *s = NULL;
     int *nodes = NULL;
     if (ftruncate(fd, (off_t)h.total_bytes) < 0) {
-        rc = fail(err, errlen, -errno, "cannot size segment %s to %" PRIu64 " bytes: %s", name,
-                  h.total_bytes, strerror(errno));
+        rc = errtext_set(err, errlen, -errno, "cannot size segment %s to %" PRIu64 " bytes: %s",
+                         name, h.total_bytes, strerror(errno));
         goto fail;
     }
     /* Placement must precede the reservation; without it, reserve first so
@@ -292,13 +279,13 @@ int seg_create(const struct seg_create_opts *o, struct seg **out, char *err, siz
         goto fail;
     base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
-        rc = fail(err, errlen, -errno, "cannot map segment %s (%" PRIu64 " bytes): %s", name,
-                  h.total_bytes, strerror(errno));
+        rc = errtext_set(err, errlen, -errno, "cannot map segment %s (%" PRIu64 " bytes): %s", name,
+                         h.total_bytes, strerror(errno));
         goto fail;
     }
     s = seg_new(base, h.total_bytes, o->world_size, &h);
     if (!s) {
-        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        rc = errtext_set(err, errlen, -ENOMEM, "out of memory");
         goto fail;
     }
     /* The header is written before placement, for the ranks (the views
@@ -339,12 +326,12 @@ int seg_create_private(int world_size, uint64_t slot_bytes, uint64_t total_bytes
     void *base = mmap(NULL, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     if (base == MAP_FAILED)
-        return fail(err, errlen, -ENOMEM, "cannot map %" PRIu64 " bytes: %s", h.total_bytes,
-                    strerror(errno));
+        return errtext_set(err, errlen, -ENOMEM, "cannot map %" PRIu64 " bytes: %s", h.total_bytes,
+                           strerror(errno));
     struct seg *s = seg_new(base, h.total_bytes, world_size, &h);
     if (!s) {
         munmap(base, h.total_bytes);
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return errtext_set(err, errlen, -ENOMEM, "out of memory");
     }
     memcpy(base, &h, sizeof h);
     s->hdr->creator_pid = (int32_t)getpid();
@@ -359,24 +346,25 @@ int seg_validate(const char *name, const struct seg_header *h, uint64_t real, in
                  char *err, size_t errlen)
 {
     if (h->magic != SEG_MAGIC)
-        return fail(err, errlen, -EBADMSG,
-                    "%s is not a shmesh segment: magic is 0x%016" PRIx64 ", expected 0x%016llx",
-                    name, h->magic, (unsigned long long)SEG_MAGIC);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "%s is not a shmesh segment: magic is 0x%016" PRIx64 ", expected "
+                           "0x%016llx",
+                           name, h->magic, (unsigned long long)SEG_MAGIC);
     if (h->version != SEG_LAYOUT_VERSION)
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s has layout version %u but this library reads version %u: "
-                    "launcher and library come from different shmesh builds",
-                    name, h->version, SEG_LAYOUT_VERSION);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s has layout version %u but this library reads version %u: "
+                           "launcher and library come from different shmesh builds",
+                           name, h->version, SEG_LAYOUT_VERSION);
     if (h->total_bytes != real)
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s is %" PRIu64 " bytes but its header says %" PRIu64
-                    " bytes: it was truncated or corrupted",
-                    name, real, h->total_bytes);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s is %" PRIu64 " bytes but its header says %" PRIu64
+                           " bytes: it was truncated or corrupted",
+                           name, real, h->total_bytes);
     if ((int64_t)h->world_size != world)
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s was made for %u ranks but this process expects %d "
-                    "(SHMESH_WORLD_SIZE)",
-                    name, h->world_size, world);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s was made for %u ranks but this process expects %d "
+                           "(SHMESH_WORLD_SIZE)",
+                           name, h->world_size, world);
     struct seg_header want;
     uint32_t ev = h->trace_events;
     uint64_t rings = ev <= SEG_TRACE_MAX_EVENTS && !(ev & (ev - 1)) && h->world_size >= 1 &&
@@ -387,22 +375,23 @@ int seg_validate(const char *name, const struct seg_header *h, uint64_t real, in
         !seg_required_bytes((int)h->world_size, h->slot_bytes) ||
         h->total_bytes < rings ||
         h->total_bytes - rings < seg_required_bytes((int)h->world_size, h->slot_bytes))
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s has an impossible layout (world %u, slot %" PRIu64
-                    " bytes, %u trace events per rank)",
-                    name, h->world_size, h->slot_bytes, ev);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s has an impossible layout (world %u, slot %" PRIu64
+                           " bytes, %u trace events per rank)",
+                           name, h->world_size, h->slot_bytes, ev);
     layout((int)h->world_size, h->slot_bytes, h->total_bytes - rings, ev, &want);
     if (h->header_bytes != want.header_bytes || h->ctrl_stride != want.ctrl_stride ||
         h->ctrl_offset != want.ctrl_offset || h->slot_offset != want.slot_offset ||
         h->slot_stride != want.slot_stride || h->heap_offset != want.heap_offset ||
         h->heap_share != want.heap_share || h->trace_offset != want.trace_offset ||
         h->trace_share != want.trace_share || want.total_bytes != real)
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s has a corrupt layout: header %u/%u bytes, control blocks at "
-                    "%" PRIu64 " (expected %" PRIu64 "), slots at %" PRIu64 " (expected %" PRIu64
-                    "), slot stride %" PRIu64 " (expected %" PRIu64 ")",
-                    name, h->header_bytes, want.header_bytes, h->ctrl_offset, want.ctrl_offset,
-                    h->slot_offset, want.slot_offset, h->slot_stride, want.slot_stride);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s has a corrupt layout: header %u/%u bytes, control blocks "
+                           "at %" PRIu64 " (expected %" PRIu64 "), slots at %" PRIu64 " (expected "
+                           "%" PRIu64 "), slot stride %" PRIu64 " (expected %" PRIu64 ")",
+                           name, h->header_bytes, want.header_bytes, h->ctrl_offset,
+                           want.ctrl_offset, h->slot_offset, want.slot_offset, h->slot_stride,
+                           want.slot_stride);
     return 0;
 }
 
@@ -411,43 +400,45 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
 {
     *out = NULL;
     if (!name || name[0] != '/' || strlen(name) >= SEG_NAME_MAX || strchr(name + 1, '/'))
-        return fail(err, errlen, -EINVAL,
-                    "segment name must look like /shmesh-..., at most %d characters, got '%s'",
-                    SEG_NAME_MAX - 1, name ? name : "(null)");
+        return errtext_set(err, errlen, -EINVAL,
+                           "segment name must look like /shmesh-..., at most %d characters, "
+                           "got '%s'",
+                           SEG_NAME_MAX - 1, name ? name : "(null)");
     if (world_size < 1 || world_size > SEG_MAX_WORLD || rank < 0 || rank >= world_size)
-        return fail(err, errlen, -EINVAL,
-                    "rank must be in [0, world size) and world size in [1, %d]; got rank %d of %d",
-                    SEG_MAX_WORLD, rank, world_size);
+        return errtext_set(err, errlen, -EINVAL,
+                           "rank must be in [0, world size) and world size in [1, %d]; got "
+                           "rank %d of %d",
+                           SEG_MAX_WORLD, rank, world_size);
     int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
-            return fail(err, errlen, -ENOENT,
-                        "segment %s does not exist: the job's launcher has exited, every rank "
-                        "already attached, or SHMESH_SEGMENT is stale",
-                        name);
-        return fail(err, errlen, -e, "cannot open segment %s: %s", name, strerror(e));
+            return errtext_set(err, errlen, -ENOENT,
+                               "segment %s does not exist: the job's launcher has exited, every "
+                               "rank already attached, or SHMESH_SEGMENT is stale",
+                               name);
+        return errtext_set(err, errlen, -e, "cannot open segment %s: %s", name, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, -e, "cannot stat segment %s: %s", name, strerror(e));
+        return errtext_set(err, errlen, -e, "cannot stat segment %s: %s", name, strerror(e));
     }
     uint64_t real = (uint64_t)st.st_size;
     if (real < SEG_PAGE) {
         close(fd);
-        return fail(err, errlen, -EBADMSG,
-                    "segment %s is %" PRIu64 " bytes, smaller than its %u-byte header: "
-                    "it was truncated",
-                    name, real, SEG_PAGE);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "segment %s is %" PRIu64 " bytes, smaller than its %u-byte header: "
+                           "it was truncated",
+                           name, real, SEG_PAGE);
     }
     void *base = mmap(NULL, real, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     if (base == MAP_FAILED) {
         close(fd);
-        return fail(err, errlen, -e, "cannot map segment %s (%" PRIu64 " bytes): %s", name, real,
-                    strerror(e));
+        return errtext_set(err, errlen, -e, "cannot map segment %s (%" PRIu64 " bytes): %s", name,
+                           real, strerror(e));
     }
     /* Validate a private copy, and keep it: a writer can change the header
      * neither between check and use nor at any time later. */
@@ -458,7 +449,7 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
     if (!s) {
         munmap(base, real);
         close(fd);
-        return rc ? rc : fail(err, errlen, -ENOMEM, "out of memory");
+        return rc ? rc : errtext_set(err, errlen, -ENOMEM, "out of memory");
     }
     s->named = true;
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -477,16 +468,16 @@ int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t er
     *out = NULL;
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return fail(err, errlen, -errno, "cannot stat %s: %s", what, strerror(errno));
+        return errtext_set(err, errlen, -errno, "cannot stat %s: %s", what, strerror(errno));
     uint64_t real = (uint64_t)st.st_size;
     if (real < SEG_PAGE)
-        return fail(err, errlen, -EBADMSG,
-                    "%s is %" PRIu64 " bytes, smaller than a segment's %u-byte header", what,
-                    real, SEG_PAGE);
+        return errtext_set(err, errlen, -EBADMSG,
+                           "%s is %" PRIu64 " bytes, smaller than a segment's %u-byte header", what,
+                           real, SEG_PAGE);
     void *base = mmap(NULL, real, PROT_READ, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
-        return fail(err, errlen, -errno, "cannot map %s read-only (%" PRIu64 " bytes): %s", what,
-                    real, strerror(errno));
+        return errtext_set(err, errlen, -errno, "cannot map %s read-only (%" PRIu64 " bytes): %s",
+                           what, real, strerror(errno));
     struct seg_header h;
     memcpy(&h, base, sizeof h);
     int world = h.world_size <= SEG_MAX_WORLD ? (int)h.world_size : -1;
@@ -494,7 +485,7 @@ int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t er
     struct seg *s = rc ? NULL : seg_new(base, real, world, &h);
     if (!s) {
         munmap(base, real);
-        return rc ? rc : fail(err, errlen, -ENOMEM, "out of memory");
+        return rc ? rc : errtext_set(err, errlen, -ENOMEM, "out of memory");
     }
     s->readonly = true;
     /* A copy of the descriptor, read-only: should the file be truncated,
@@ -510,11 +501,11 @@ int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen)
     struct seg_ctrl *c = seg_ctrl(s, rank);
     uint32_t expect = SEG_RANK_EMPTY;
     if (!atomic_compare_exchange_strong(&c->state, &expect, SEG_RANK_ATTACHED))
-        return fail(err, errlen, -EBUSY,
-                    "rank %d of segment %s is already %s by pid %d: two processes were given "
-                    "the same SHMESH_RANK",
-                    rank, s->name, expect == SEG_RANK_FINALIZED ? "finalized" : "attached",
-                    (int)atomic_load(&c->pid));
+        return errtext_set(err, errlen, -EBUSY,
+                           "rank %d of segment %s is already %s by pid %d: two processes were "
+                           "given the same SHMESH_RANK",
+                           rank, s->name, expect == SEG_RANK_FINALIZED ? "finalized" : "attached",
+                           (int)atomic_load(&c->pid));
     atomic_store_explicit(&c->pid, (int32_t)pid, memory_order_relaxed);
     /* The counter's release publishes pid and state to whoever sees the count. */
     uint32_t n = atomic_fetch_add(&s->hdr->attached.value, 1) + 1;

@@ -7,7 +7,8 @@
  * failing opens refused on every rank with the context still usable; a
  * peer's buffer past its real allocation refused on every rank; async
  * dispatch; device buffers on one rank only a mismatch, and with several
- * devices per rank refused; SHMESH_DEBUG=paths saying which path each call
+ * devices per rank refused; the local device functions' refusals naming
+ * the rank once; SHMESH_DEBUG=paths saying which path each call
  * took (ragged_all_to_all's rows device to device); a runtime that cannot
  * be loaded failing init with the reason; nothing left in /dev/shm. */
 #include <setjmp.h>
@@ -97,6 +98,9 @@ static void lying_size_refused(void **state) { mode("lie", "3", 3 + 2); }
 static void lying_size_refused_cached(void **state) { mode("liecached", "2", 2 * 2 + 1); }
 static void async_on_device(void **state) { mode("async", "2", 2); }
 static void device_on_one_rank_is_a_mismatch(void **state) { mode("mixed", "2", 2); }
+/* The local device functions' refusals name the rank once, as the prefix
+ * ("rank 0: shmesh_device_alloc: rank 0: expected ..." before). */
+static void refusals_say_the_rank_once(void **state) { mode("refusals", "2", 2 * 5); }
 
 /* Several devices per rank with device buffers: not built, and said so. */
 static void several_devices_per_rank_refused(void **state)
@@ -186,6 +190,7 @@ int main(void)
         cmocka_unit_test(lying_size_refused_cached),
         cmocka_unit_test(async_on_device),
         cmocka_unit_test(device_on_one_rank_is_a_mismatch),
+        cmocka_unit_test(refusals_say_the_rank_once),
         cmocka_unit_test(several_devices_per_rank_refused),
         cmocka_unit_test(paths_said),
         cmocka_unit_test(bad_device_setting),

@@ -41,6 +41,7 @@
 #include "shm/optable.h"
 #include "shm/guard.h"
 #include "shm/proc.h"
+#include "shm/errtext.h"
 #include "shm/segment.h"
 
 #define PROG "shmesh-top"
@@ -145,44 +146,35 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
     char path[PATH_MAX + 64], comm[64], who[64];
     struct stat st;
     snprintf(path, sizeof path, "%s/%d", proc_root, (int)pid);
-    if (stat(path, &st) < 0) {
-        snprintf(err, errlen, "no process %d is running", (int)pid);
-        return FIND_NO_PROCESS;
-    }
+    if (stat(path, &st) < 0)
+        return errtext_set(err, errlen, FIND_NO_PROCESS, "no process %d is running", (int)pid);
     /* Before anything of the job is read: the kernel would refuse most
      * other users' descriptors, but not root's, and a job's data is its
      * user's alone. */
-    if (st.st_uid != getuid()) {
-        snprintf(err, errlen, "job %d belongs to user %s: " PROG
-                 " attaches only to your own jobs", (int)pid,
-                 user_name(st.st_uid, who, sizeof who));
-        return FIND_OTHER_USER;
-    }
-    if (!read_comm(pid, comm, sizeof comm)) {
-        snprintf(err, errlen, "no process %d is running", (int)pid);
-        return FIND_NO_PROCESS;
-    }
-    if (strcmp(comm, LAUNCHER)) {
-        snprintf(err, errlen, "process %d is %s, not " LAUNCHER ": give the launcher's pid",
-                 (int)pid, comm);
-        return FIND_NOT_LAUNCHER;
-    }
+    if (st.st_uid != getuid())
+        return errtext_set(err, errlen, FIND_OTHER_USER,
+                           "job %d belongs to user %s: " PROG " attaches only to your own jobs",
+                           (int)pid, user_name(st.st_uid, who, sizeof who));
+    if (!read_comm(pid, comm, sizeof comm))
+        return errtext_set(err, errlen, FIND_NO_PROCESS, "no process %d is running", (int)pid);
+    if (strcmp(comm, LAUNCHER))
+        return errtext_set(err, errlen, FIND_NOT_LAUNCHER,
+                           "process %d is %s, not " LAUNCHER ": give the launcher's pid", (int)pid,
+                           comm);
     struct proc_stat ps;
-    if (!read_stat(pid, &ps) || ps.state == 'Z') {
-        snprintf(err, errlen, "job %d has ended", (int)pid);
-        return FIND_NO_PROCESS;
-    }
+    if (!read_stat(pid, &ps) || ps.state == 'Z')
+        return errtext_set(err, errlen, FIND_NO_PROCESS, "job %d has ended", (int)pid);
     snprintf(path, sizeof path, "%s/%d/fd", proc_root, (int)pid);
     DIR *d = opendir(path);
     if (!d) {
-        if (errno == EACCES || errno == EPERM) {
-            snprintf(err, errlen, "job %d belongs to another user: " PROG
-                     " attaches only to your own jobs", (int)pid);
-            return FIND_OTHER_USER;
-        }
-        snprintf(err, errlen, "cannot list the descriptors of job %d (%.256s): %s", (int)pid,
-                 path, strerror(errno));
-        return FIND_NO_PROCESS;
+        if (errno == EACCES || errno == EPERM)
+            return errtext_set(err, errlen, FIND_OTHER_USER,
+                               "job %d belongs to another user: " PROG
+                               " attaches only to your own jobs",
+                               (int)pid);
+        return errtext_set(err, errlen, FIND_NO_PROCESS,
+                           "cannot list the descriptors of job %d (%.256s): %s", (int)pid, path,
+                           strerror(errno));
     }
     int fd = -1, open_errno = 0;
     struct dirent *e;
@@ -205,11 +197,11 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
     }
     closedir(d);
     if (fd < 0) {
-        if (open_errno == EACCES || open_errno == EPERM) {
-            snprintf(err, errlen, "job %d belongs to another user: " PROG
-                     " attaches only to your own jobs", (int)pid);
-            return FIND_OTHER_USER;
-        }
+        if (open_errno == EACCES || open_errno == EPERM)
+            return errtext_set(err, errlen, FIND_OTHER_USER,
+                               "job %d belongs to another user: " PROG
+                               " attaches only to your own jobs",
+                               (int)pid);
         if (open_errno)
             snprintf(err, errlen, "cannot open the segment of job %d: %s", (int)pid,
                      strerror(open_errno));
@@ -225,20 +217,17 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
     struct seg *s;
     int rc = seg_observe(fd, what, &s, why, sizeof why);
     close(fd);
-    if (rc) {
-        snprintf(err, errlen, "%s", why);
-        return FIND_BAD_SEGMENT;
-    }
+    if (rc)
+        return errtext_set(err, errlen, FIND_BAD_SEGMENT, "%s", why);
     /* A rank between its fork and its exec is called shmesh-run too and
      * holds the descriptor: only the creator is the job. */
     int creator = s->hdr->creator_pid;
     if (creator != (int)pid) {
         seg_close(s);
-        snprintf(err, errlen,
-                 "process %d holds a shmesh segment created by process %d: give the "
-                 "launcher's pid, %d",
-                 (int)pid, creator, creator);
-        return FIND_NO_SEGMENT;
+        return errtext_set(err, errlen, FIND_NO_SEGMENT,
+                           "process %d holds a shmesh segment created by process %d: give the "
+                           "launcher's pid, %d",
+                           (int)pid, creator, creator);
     }
     j->pid = pid;
     j->start = ps.start;

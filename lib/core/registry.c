@@ -45,7 +45,7 @@ int registry_add(shmesh_ctx *c)
 {
     pthread_once(&once, install);
     if (atfork_rc)
-        return -1;
+        return SHMESH_ERR_SYSTEM;
     pthread_mutex_lock(&lock);
     c->seq_base = high_water;
     c->live_next = live;

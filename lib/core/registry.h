@@ -14,7 +14,7 @@
  * stream position a context of this process finalized before handed out,
  * so an old token is never taken for one of c's, even where c sits at the
  * old context's address.  The first registration installs the fork
- * handler.  0, or -1 when it could not be installed. */
+ * handler.  0, or SHMESH_ERR_SYSTEM when it could not be installed. */
 int registry_add(shmesh_ctx *c);
 /* Unregisters c (shmesh_finalize, before c is released), whose stream
  * handed out positions up to `last`. */

@@ -4,13 +4,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "shmesh.h"
+
 #include "core/hash.h"
 #include "core/settings.h"
+#include "shm/errtext.h"
 #include "shm/layout.h"
 #include "shm/segment.h"
 
@@ -58,19 +60,6 @@ void settings_defaults(struct settings *s)
 #undef SETTINGS_DEFAULT
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static bool parse_long(const char *v, long min, long max, long *out)
 {
     char *end;
@@ -106,10 +95,10 @@ static int parse_debug(const char *name, const char *v, unsigned *out, char *err
         if (i < nwords)
             bits |= debug_words[i].bits;
         else if (len)
-            return fail(err, errlen,
-                        "%s must be a comma-separated list of paths, waits, calls or all, "
-                        "found '%.*s' in '%s'",
-                        name, (int)len, w, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be a comma-separated list of paths, waits, calls or all, "
+                               "found '%.*s' in '%s'",
+                               name, (int)len, w, v);
         w = next;
     }
     *out = bits;
@@ -119,7 +108,7 @@ static int parse_debug(const char *name, const char *v, unsigned *out, char *err
 int settings_parse(struct settings *s, enum setting id, const char *v, char *err, size_t errlen)
 {
     if ((unsigned)id >= SETTING_COUNT)
-        return fail(err, errlen, "unknown setting %d", (int)id);
+        return errtext_set(err, errlen, SHMESH_ERR_INVALID, "unknown setting %d", (int)id);
     const char *name = settings_table[id].name;
     void *member = (char *)s + members[id].offset;
     if (!v || !*v) {
@@ -137,22 +126,23 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
     case T_DEVICES: {
         int max = members[id].type == T_WORLD ? SEG_MAX_WORLD : SETTINGS_MAX_LOCAL_DEVICES;
         if (!parse_long(v, 1, max, &l))
-            return fail(err, errlen, "%s must be an integer in [1, %d], found '%s'", name, max,
-                        v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be an integer in [1, %d], found '%s'", name, max, v);
         *(int *)member = (int)l;
         return 0;
     }
     case T_RANK:
         if (!parse_long(v, 0, s->world - 1, &l))
-            return fail(err, errlen, "%s must be an integer in [0, %d], found '%s'", name,
-                        s->world - 1, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be an integer in [0, %d], found '%s'", name, s->world - 1,
+                               v);
         *(int *)member = (int)l;
         return 0;
     case T_INDEX:
     case T_NS:
         if (!parse_long(v, 0, INT_MAX, &l))
-            return fail(err, errlen, "%s must be an integer in [0, %d], found '%s'", name,
-                        INT_MAX, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be an integer in [0, %d], found '%s'", name, INT_MAX, v);
         if (members[id].type == T_NS)
             *(int64_t *)member = l;
         else
@@ -160,7 +150,8 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
         return 0;
     case T_NOTIFY:
         if (notify_parse_kind(v, (enum notify_kind *)member) < 0)
-            return fail(err, errlen, "%s must be uring, futex or auto, found '%s'", name, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be uring, futex or auto, found '%s'", name, v);
         return 0;
     case T_SECONDS: {
         char *end;
@@ -172,7 +163,8 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
             errno = 0;
         if (errno || *end || end == v || !(secs >= 0) || secs > 1e9 ||
             v[strspn(v, " \t")] == '-')
-            return fail(err, errlen, "%s must be a number of seconds >= 0, found '%s'", name, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be a number of seconds >= 0, found '%s'", name, v);
         int64_t ns = (int64_t)(secs * 1e9);
         /* 0 means "no limit": a limit too small to count in nanoseconds is 1 ns. */
         if (tiny || secs > 0)
@@ -183,15 +175,17 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
     case T_SIZE: {
         uint64_t size = seg_parse_size(v);
         if (!size)
-            return fail(err, errlen, "%s must be a size such as 64M or 1G, found '%s'", name, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be a size such as 64M or 1G, found '%s'", name, v);
         *(uint64_t *)member = size;
         return 0;
     }
     case T_BYTES: {
         uint64_t size = strcmp(v, "0") ? seg_parse_size(v) : 0;
         if (!size && strcmp(v, "0"))
-            return fail(err, errlen, "%s must be a size in bytes such as 0, 4096 or 1M, found '%s'",
-                        name, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be a size in bytes such as 0, 4096 or 1M, found '%s'", name,
+                               v);
         *(uint64_t *)member = size;
         return 0;
     }
@@ -201,8 +195,9 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
         /* strtoull takes "-4096" as 2^64 - 4096: digits only. */
         unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
         if (errno || x == 0 || *end || x % SEG_PAGE)
-            return fail(err, errlen, "%s must be a positive multiple of %u, found '%s'", name,
-                        SEG_PAGE, v);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                               "%s must be a positive multiple of %u, found '%s'", name, SEG_PAGE,
+                               v);
         *(uint64_t *)member = x;
         return 0;
     }
@@ -212,13 +207,13 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
     case T_DEBUG:
         return parse_debug(name, v, (unsigned *)member, err, errlen);
     }
-    return fail(err, errlen, "%s: no parser for its type", name);
+    return errtext_set(err, errlen, SHMESH_ERR_INVALID, "%s: no parser for its type", name);
 }
 
 int settings_read(struct settings *s, enum setting id, char *err, size_t errlen)
 {
     if ((unsigned)id >= SETTING_COUNT)
-        return fail(err, errlen, "unknown setting %d", (int)id);
+        return errtext_set(err, errlen, SHMESH_ERR_INVALID, "unknown setting %d", (int)id);
     return settings_parse(s, id, getenv(settings_table[id].name), err, errlen);
 }
 
@@ -232,10 +227,10 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
         for (size_t i = 0; i < sizeof needed / sizeof *needed; i++) {
             const char *name = settings_table[needed[i]].name, *v = getenv(name);
             if (!v || !*v)
-                return fail(err, errlen,
-                            "SHMESH_SEGMENT is set but %s is not: start the program with "
-                            "shmesh-run, or unset SHMESH_SEGMENT to run as a single rank",
-                            name);
+                return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                                   "SHMESH_SEGMENT is set but %s is not: start the program with "
+                                   "shmesh-run, or unset SHMESH_SEGMENT to run as a single rank",
+                                   name);
             if (settings_parse(s, needed[i], v, err, errlen)) {
                 /* The rank is not known yet; say it when the rank's text is one. */
                 const char *rank = getenv(settings_table[SETTING_RANK].name);
@@ -243,9 +238,9 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
                     strspn(rank, "0123456789") == strlen(rank)) {
                     char why[256];
                     snprintf(why, sizeof why, "%s", err ? err : "");
-                    return fail(err, errlen, "rank %s: %s", rank, why);
+                    return errtext_set(err, errlen, SHMESH_ERR_INVALID, "rank %s: %s", rank, why);
                 }
-                return -1;
+                return SHMESH_ERR_INVALID;
             }
         }
     }
@@ -258,7 +253,7 @@ int settings_read_library(struct settings *s, char *err, size_t errlen)
             continue; /* the launcher sized the job's segment */
         char why[256];
         if (settings_read(s, (enum setting)id, why, sizeof why))
-            return fail(err, errlen, "rank %d: %s", s->rank, why);
+            return errtext_set(err, errlen, SHMESH_ERR_INVALID, "rank %d: %s", s->rank, why);
     }
     return 0;
 }

@@ -160,9 +160,10 @@ extern const struct setting_info settings_table[SETTING_COUNT];
 void settings_defaults(struct settings *s);
 
 /* Parses `value` as setting `id` into its member of s; NULL or "" gives the
- * default.  0, or -1 with a sentence in err (may be NULL) naming the variable,
- * what it must be and what was found ("SHMESH_ZC_MIN must be a size in bytes
- * such as 0, 4096 or 1M, found 'x'").  A RANK is checked against s->world. */
+ * default.  0, or SHMESH_ERR_INVALID with a sentence in err (may be NULL)
+ * naming the variable, what it must be and what was found ("SHMESH_ZC_MIN
+ * must be a size in bytes such as 0, 4096 or 1M, found 'x'").  A RANK is
+ * checked against s->world. */
 int settings_parse(struct settings *s, enum setting id, const char *value, char *err,
                    size_t errlen);
 

@@ -30,13 +30,13 @@ static void library_dir(char *dir, size_t len)
         snprintf(dir, len, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
 }
 
-/* Opens a plugin: 0, or -1 with why it could not be loaded. */
+/* Opens a plugin: 0, or SHMESH_ERR_SYSTEM with why it could not be loaded. */
 static int load(const char *path, void **dl, const struct rt_ops **rt, char *why, size_t len)
 {
     *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!*dl) {
         snprintf(why, len, "%s", dlerror());
-        return -1;
+        return SHMESH_ERR_SYSTEM;
     }
     rt_entry_fn entry;
     void *sym = dlsym(*dl, RT_ENTRY);
@@ -48,12 +48,13 @@ static int load(const char *path, void **dl, const struct rt_ops **rt, char *why
                         : "a plugin of another version of shmesh (its ABI differs)");
         dlclose(*dl);
         *dl = NULL;
-        return -1;
+        return SHMESH_ERR_SYSTEM;
     }
     return 0;
 }
 
-/* The plugin of backend `name` from beside the library: 0, or -1 with why. */
+/* The plugin of backend `name` from beside the library: 0, or SHMESH_ERR_SYSTEM
+ * with why. */
 static int load_named(const char *name, void **dl, const struct rt_ops **rt, char *why,
                       size_t len)
 {
@@ -69,10 +70,10 @@ static int load_named(const char *name, void **dl, const struct rt_ops **rt, cha
             return 0;
         if (access(path, F_OK) == 0) { /* there, but it would not load: say why */
             snprintf(why, len, "%s", err);
-            return -1;
+            return SHMESH_ERR_SYSTEM;
         }
     }
-    return -1;
+    return SHMESH_ERR_SYSTEM;
 }
 
 static bool claims(void *arg, const void *p, uint64_t len)
@@ -424,19 +425,19 @@ static int enter(shmesh_ctx *c, const char *op)
     if (rc)
         return rc;
     if (!c->dev) {
+        /* Explained while still inside: the explanation is the context's. */
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "%s: this rank has no GPU runtime (SHMESH_DEVICE=none, or auto found "
+                      "none: SHMESH_DEBUG=paths says why)",
+                      op);
         ctx_leave(c);
-        return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "%s: rank %d has no GPU runtime (SHMESH_DEVICE=none, or auto found "
-                        "none: SHMESH_DEBUG=paths says why)",
-                        op, c->rank);
     }
-    return 0;
+    return rc;
 }
 
 static int runtime_fail(shmesh_ctx *c, const char *op, const char *what)
 {
-    int rc = ctx_fail(c, SHMESH_ERR_SYSTEM, "%s: rank %d: %s: %s", op, c->rank, what,
-                      c->dev->rt->last_error());
+    int rc = ctx_fail(c, SHMESH_ERR_SYSTEM, "%s: %s: %s", op, what, c->dev->rt->last_error());
     ctx_leave(c);
     return rc;
 }
@@ -470,11 +471,12 @@ int shmesh_device_alloc(shmesh_ctx *c, int device, size_t bytes, void **ptr)
     if (rc)
         return rc;
     if (!ptr || device < 0 || device >= c->dev->devices) {
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "shmesh_device_alloc: expected a device from 0 to %d and a place for the "
+                      "pointer, found device %d and %s",
+                      c->dev->devices - 1, device, ptr ? "a place" : "NULL");
         ctx_leave(c);
-        return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "shmesh_device_alloc: rank %d: expected a device from 0 to %d and a "
-                        "place for the pointer, found device %d and %s",
-                        c->rank, c->dev->devices - 1, device, ptr ? "a place" : "NULL");
+        return rc;
     }
     *ptr = NULL;
     if (c->dev->rt->alloc(device, bytes ? bytes : 1, ptr)) {
@@ -504,10 +506,11 @@ int shmesh_device_copy(shmesh_ctx *c, void *dst, const void *src, size_t bytes)
     if (rc)
         return rc;
     if (bytes && (!dst || !src)) {
+        rc = ctx_fail(c, SHMESH_ERR_INVALID,
+                      "shmesh_device_copy: %zu bytes from %p to %p: a NULL pointer", bytes, src,
+                      dst);
         ctx_leave(c);
-        return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "shmesh_device_copy: rank %d: %zu bytes from %p to %p: a NULL pointer",
-                        c->rank, bytes, src, dst);
+        return rc;
     }
     const struct rt_ops *rt = c->dev->rt;
     if (bytes && (rt->copy(dst, src, bytes, c->dev->stream) || rt->sync(c->dev->stream)))

@@ -76,8 +76,8 @@ static const char *reason(const struct call *k)
  * wait for it in vain, so the job is told (docs/devices.md). */
 static int runtime_failed(struct call *k, const char *what)
 {
-    return fail_job(k->c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 "): rank %d: %s: %s", k->name,
-                    k->seq, k->c->rank, what, k->c->dev->rt->last_error());
+    return fail_job(k->c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 "): %s: %s", k->name, k->seq,
+                    what, k->c->dev->rt->last_error());
 }
 
 int device_stage_in(struct call *k)
@@ -93,9 +93,9 @@ int device_stage_in(struct call *k)
     struct stage_buf *buf = stage_take(d, in_b + out_b);
     if (!buf)
         return fail_job(c, SHMESH_ERR_NOMEM,
-                        "%s (call #%" PRIu64 "): rank %d: out of memory for %" PRIu64
+                        "%s (call #%" PRIu64 "): out of memory for %" PRIu64
                         " bytes of host staging",
-                        k->name, k->seq, c->rank, in_b + out_b);
+                        k->name, k->seq, in_b + out_b);
     unsigned char *h = buf->data;
     k->staged = buf;
     k->dev_in = f->in.data;
@@ -133,9 +133,9 @@ int device_stage_out(struct call *k)
         (d->rt->copy(k->dev_out, k->f.out.data, (size_t)k->f.out_bytes, d->stream) ||
          d->rt->sync(d->stream)))
         return ctx_fail(k->c, SHMESH_ERR_SYSTEM,
-                        "%s (call #%" PRIu64 "): rank %d: copying the result back to device "
-                        "memory: %s; the call completed on the other members",
-                        k->name, k->seq, k->c->rank, d->rt->last_error());
+                        "%s (call #%" PRIu64 "): copying the result back to device memory: "
+                        "%s; the call completed on the other members",
+                        k->name, k->seq, d->rt->last_error());
     return 0;
 }
 

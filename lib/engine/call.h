@@ -122,7 +122,8 @@ struct call {
     int stage;           /* the current step's own position */
     uint64_t pos;
     const struct path *path;
-    int32_t err, err_peer; /* a peer path's failed read: errno, whose buffer */
+    int32_t err, err_peer; /* a peer path's failed read: errno (data, published to the
+                              group; never returned), whose buffer */
     struct call *next;   /* in the context's queue */
 
     uint64_t size;       /* flow_size(), once the path is being chosen (0 before: what

@@ -53,9 +53,9 @@ static int same_calls(const struct devices_work *dw)
         call_describe(&ks[0].d, 0, a, sizeof a);
         call_describe(&ks[l].d, 0, b, sizeof b);
         return ctx_fail(dw->c, SHMESH_ERR_INVALID,
-                        "rank %d: the arrays of local device %d (device %d) must match local "
-                        "device 0's: got %s and %s",
-                        dw->c->rank, l, dw->ids[l], b, a);
+                        "the arrays of local device %d (device %d) must match local device "
+                        "0's: got %s and %s",
+                        l, dw->ids[l], b, a);
     }
     return 0;
 }
@@ -70,9 +70,9 @@ static int run(struct work *w)
         return rc;
     if (k0->then && !k0->local)
         return ctx_fail(c, SHMESH_ERR_INVALID,
-                        "%s takes one device per rank, but rank %d holds %d devices of this "
+                        "%s takes one device per rank, but this rank holds %d devices of this "
                         "mesh%s",
-                        k0->name, c->rank, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
+                        k0->name, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */

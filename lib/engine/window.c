@@ -23,7 +23,7 @@ int windows_init(struct windows *w, int world)
         free(w->seen);
         free(w->prog);
         w->seen = w->prog = NULL;
-        return -1;
+        return SHMESH_ERR_NOMEM;
     }
     w->buf_readers[0] = r;
     w->buf_readers[1] = r + world;

@@ -34,6 +34,7 @@ struct windows {
     uint64_t *prog;
 };
 
+/* 0, or SHMESH_ERR_NOMEM. */
 int windows_init(struct windows *w, int world);
 void windows_fini(struct windows *w);
 

@@ -75,7 +75,7 @@ static int alloc_engine(shmesh_ctx *c)
     c->all_ranks = malloc(sizeof *c->all_ranks * (size_t)c->world);
     c->pids = calloc((size_t)c->world, sizeof *c->pids);
     if (!c->all_ranks || !c->pids || windows_init(&c->win, c->world))
-        return -1;
+        return SHMESH_ERR_NOMEM;
     for (int r = 0; r < c->world; r++)
         c->all_ranks[r] = r;
     return 0;

@@ -27,7 +27,7 @@ int heap_init(struct heap *h, const struct seg *seg, int rank)
         return 0;
     h->free = malloc(sizeof *h->free);
     if (!h->free)
-        return -1;
+        return SHMESH_ERR_NOMEM;
     h->free[0] = (struct heap_block){0, h->size};
     h->nfree = 1;
     h->cap_free = 1;
@@ -48,7 +48,7 @@ static int insert(struct heap_block **arr, int *n, int *cap, int at, struct heap
         int ncap = *cap ? 2 * *cap : 8;
         struct heap_block *p = realloc(*arr, sizeof *p * (size_t)ncap);
         if (!p)
-            return -1;
+            return SHMESH_ERR_NOMEM;
         *arr = p;
         *cap = ncap;
     }

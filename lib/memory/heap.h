@@ -25,6 +25,7 @@ struct heap {
     int nfree, nused, cap_free, cap_used;
 };
 
+/* 0, or SHMESH_ERR_NOMEM. */
 int heap_init(struct heap *h, const struct seg *seg, int rank);
 void heap_fini(struct heap *h);
 /* Where [p, p+len) lies in the segment, when it lies within the heap. */

@@ -36,7 +36,7 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
     }
     int rank = m->ctx->rank;
     if (!m->nlocal)
-        return mesh_fail(m, "%s: rank %d holds no device of %s", fn, rank, text);
+        return mesh_fail(m, "%s: this rank holds no device of %s", fn, text);
     /* The block must hold nothing else: a device of another rank inside it
      * means this rank's devices are not a contiguous sub-block. */
     for (int p = 0; p < m->size; p++) {
@@ -55,9 +55,9 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
             n += (size_t)snprintf(block + n, sizeof block - n, "%s%s %d:%d", d ? ", " : "",
                                   m->names[d], lo[d], hi[d] + 1);
         return mesh_fail(m,
-                         "%s: rank %d's devices must form a contiguous sub-block of %s, but the "
-                         "smallest block covering them (%s) also holds device %d of rank %d",
-                         fn, rank, text, block, m->ids[p], m->pos_rank[p]);
+                         "%s: this rank's devices must form a contiguous sub-block of %s, but "
+                         "the smallest block covering them (%s) also holds device %d of rank %d",
+                         fn, text, block, m->ids[p], m->pos_rank[p]);
     }
     shmesh_mesh *b = mesh_block(m, lo, hi);
     if (!b)

@@ -430,9 +430,9 @@ static int dev_step(struct call *k)
         return fail_left_in_place(c, rc);
     if (k->err) /* this member's own failure, in its own words */
         return ctx_fail(c, SHMESH_ERR_SYSTEM,
-                        "%s (call #%" PRIu64 "): rank %d, device path: %s; the call failed on "
-                        "every member of its group and its outputs are undefined",
-                        k->name, k->seq, c->rank, c->dev->why);
+                        "%s (call #%" PRIu64 "): device path: %s; the call failed on every "
+                        "member of its group and its outputs are undefined",
+                        k->name, k->seq, c->dev->why);
     if ((rc = peer_status_check(k, "the device runtime's IPC")) ||
         (rc = fail_if_aborted(c, k->name, k->seq))) /* a member that left early said so */
         return rc;

@@ -210,6 +210,8 @@ static int stages(const struct call *k, const struct peer_access *pa)
     return flow_allreduce(&k->f) && !pa->mapped ? 2 : 1;
 }
 
+/* 0, or SHMESH_ERR_SYSTEM after a failed read (k->err and k->err_peer say
+ * which, for the status window). */
 static int run_stage(struct call *k, const struct peer_access *pa, int stage)
 {
     if (k->f.kind == FLOW_MOVE)
@@ -270,7 +272,8 @@ int peer_step(struct call *k, const struct peer_access *pa)
         if (k->stage % 2 == 0) {
             /* A member that failed goes on through the windows, reading no
              * more, so that nobody waits for it in vain. */
-            k->err = run_stage(k, pa, k->stage / 2);
+            k->err = 0; /* a failed read leaves its errno there, and whose in err_peer */
+            (void)run_stage(k, pa, k->stage / 2);
             xrun_start(k, &k->xr, &peer_status);
             k->stage++;
         }

@@ -32,10 +32,12 @@ struct peer_access {
     /* Every member's buffers are mapped here (k->s->zin, zout): read in
      * place, and reductions write peers' outputs. */
     bool mapped;
-    /* Bytes [off, off+len) of member q's input (or output) into dst:
-     * 0 or a positive errno. */
+    /* Bytes [off, off+len) of member q's input (or output) into dst: 0, or
+     * SHMESH_ERR_SYSTEM with the failed read's errno in k->err (data: the
+     * status window publishes it to the group). */
     int (*read)(struct call *k, int q, bool output, uint64_t off, void *dst, uint64_t len);
-    /* Elements [first, first+count) of block b of member q's input, packed. */
+    /* Elements [first, first+count) of block b of member q's input, packed;
+     * returns as read does. */
     int (*read_box)(struct call *k, int q, const struct box *b, uint64_t first, uint64_t count,
                     void *dst);
 };
@@ -51,7 +53,7 @@ int peer_step(struct call *k, const struct peer_access *pa);
  * and FLOW_REDUCE flows; several devices per rank, engine/local_devices.c). */
 int peer_local(struct call *k);
 /* The status window: every member publishes k->err and k->err_peer (its
- * failed read: errno and whose buffer), and peer_status_check fails the
+ * failed read: a positive errno, as data, and whose buffer), and peer_status_check fails the
  * call alike on every member when one failed (`how` names the means of
  * reading in the message).  Paths of their own use them too. */
 extern const struct streams peer_status;

@@ -91,10 +91,10 @@ void cma_probe(shmesh_ctx *c, bool allowed)
 }
 
 /* Reads iov[0..n) of rank r into one local buffer, resuming short reads:
- * 0 or a positive errno. */
-static int readv_all(const shmesh_ctx *c, int r, unsigned char *dst, struct iovec *iov, int n)
+ * 0, or SHMESH_ERR_SYSTEM with the errno in k->err (struct peer_access). */
+static int readv_all(struct call *k, int r, unsigned char *dst, struct iovec *iov, int n)
 {
-    pid_t pid = c->pids[r];
+    pid_t pid = k->c->pids[r];
     while (n > 0) {
         uint64_t want = 0;
         for (int i = 0; i < n; i++)
@@ -103,8 +103,10 @@ static int readv_all(const shmesh_ctx *c, int r, unsigned char *dst, struct iove
         ssize_t got = process_vm_readv(pid, &local, 1, iov, (unsigned long)n, 0);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got <= 0)
-            return got < 0 ? errno : EFAULT;
+        if (got <= 0) {
+            k->err = got < 0 ? errno : EFAULT;
+            return SHMESH_ERR_SYSTEM;
+        }
         dst += got;
         while (n > 0 && (uint64_t)got >= iov->iov_len) {
             got -= (ssize_t)iov->iov_len;
@@ -125,29 +127,29 @@ static int cma_read(struct call *k, int q, bool output, uint64_t off, void *dst,
         return 0;
     uint64_t addr = (output ? k->s->cout[q] : k->s->cin[q]) + off;
     struct iovec remote = {(void *)(uintptr_t)addr, len};
-    return readv_all(k->c, k->g.ranks[q], dst, &remote, 1);
+    return readv_all(k, k->g.ranks[q], dst, &remote, 1);
 }
 
 #define IOVS 512
 
 struct box_reader {
-    const shmesh_ctx *c;
+    struct call *k;
     int r;
     uint64_t addr;
     size_t esz;
     unsigned char *dst;
     struct iovec iov[IOVS];
     int n;
-    int err;
+    int rc; /* 0, or the first failed read's (k->err has its errno) */
 };
 
 static void flush_runs(struct box_reader *br)
 {
-    if (br->n && !br->err) {
+    if (br->n && !br->rc) {
         uint64_t bytes = 0;
         for (int i = 0; i < br->n; i++)
             bytes += br->iov[i].iov_len;
-        br->err = readv_all(br->c, br->r, br->dst, br->iov, br->n);
+        br->rc = readv_all(br->k, br->r, br->dst, br->iov, br->n);
         br->dst += bytes;
     }
     br->n = 0;
@@ -165,11 +167,11 @@ static void add_run(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t
 static int cma_read_box(struct call *k, int q, const struct box *b, uint64_t first,
                         uint64_t count, void *dst)
 {
-    struct box_reader br = {.c = k->c, .r = k->g.ranks[q], .addr = k->s->cin[q], .esz = b->esz,
+    struct box_reader br = {.k = k, .r = k->g.ranks[q], .addr = k->s->cin[q], .esz = b->esz,
                             .dst = dst};
     box_runs(b, first, count, add_run, &br);
     flush_runs(&br);
-    return br.err;
+    return br.rc;
 }
 
 static const struct peer_access cma = {

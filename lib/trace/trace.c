@@ -18,7 +18,7 @@ int trace_open(shmesh_ctx *c)
         return 0;
     struct tracer *t = calloc(1, sizeof *t);
     if (!t)
-        return -1;
+        return SHMESH_ERR_NOMEM;
     t->ring = seg_trace_ring(g, c->rank);
     t->ev = seg_trace_events(g, c->rank);
     t->mask = g->lay.trace_events - 1;

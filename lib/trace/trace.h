@@ -25,7 +25,8 @@ struct tracer {
 };
 
 /* At init, once the segment is mapped: the status block's constant parts,
- * and the ring's header when the launcher made rings. */
+ * and the ring's header when the launcher made rings.  0, or
+ * SHMESH_ERR_NOMEM. */
 int trace_open(shmesh_ctx *c);
 void trace_close(shmesh_ctx *c);
 

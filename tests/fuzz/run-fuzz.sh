@@ -21,8 +21,8 @@ target=$2
 shift 2
 case $target in
 desc) sources=(tests/fuzz/fuzz_desc.c lib/engine/desc.c lib/core/dtype.c) ;;
-segment) sources=(tests/fuzz/fuzz_segment.c shm/segment.c shm/guard.c shm/notify.c shm/numa_place.c shm/proc.c) ;;
-seeds) sources=(tests/fuzz/make_seeds.c shm/segment.c shm/guard.c shm/notify.c shm/numa_place.c shm/proc.c) ;;
+segment) sources=(tests/fuzz/fuzz_segment.c shm/segment.c shm/errtext.c shm/guard.c shm/notify.c shm/numa_place.c shm/proc.c) ;;
+seeds) sources=(tests/fuzz/make_seeds.c shm/segment.c shm/errtext.c shm/guard.c shm/notify.c shm/numa_place.c shm/proc.c) ;;
 *)
     echo "run-fuzz.sh: unknown target '$target' (desc, segment or seeds)" >&2
     exit 2

@@ -25,6 +25,10 @@
  *   local2    (--devices-per-rank 2) device buffers with several devices per
  *             rank: refused with a clear error on every rank, the context
  *             usable
+ *   refusals  the local device functions refused (a bad device, a NULL
+ *             pointer, a free the runtime refuses): each sentence starts
+ *             "rank R: " and names the rank that way once; the context
+ *             usable
  * Prints "rank R: ok: ..." or "FAILED" lines; exit 0 pass, 1 fail, 77 skip. */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -526,12 +530,45 @@ static int mode_local2(void)
     return 0;
 }
 
+/* e names this rank once, as its prefix: "rank R: <op>: ...". */
+static void said_once(int rc, int want, const char *op, const char *what)
+{
+    const char *e = shmesh_last_error(ctx);
+    char prefix[96], tag[32];
+    snprintf(prefix, sizeof prefix, "rank %d: %s: ", rank, op);
+    snprintf(tag, sizeof tag, "rank %d:", rank);
+    int times = 0;
+    for (const char *p = e; (p = strstr(p, tag)); p++)
+        times++;
+    check(rc == want && !strncmp(e, prefix, strlen(prefix)) && times == 1,
+          "%s refused, the rank said once: %s", what, e);
+}
+
+static int mode_refusals(void)
+{
+    void *p = NULL;
+    said_once(shmesh_device_alloc(ctx, -1, 64, &p), SHMESH_ERR_INVALID, "shmesh_device_alloc",
+              "an allocation on device -1");
+    said_once(shmesh_device_alloc(ctx, 0, 64, NULL), SHMESH_ERR_INVALID, "shmesh_device_alloc",
+              "an allocation without a place for the pointer");
+    char h[64] = {0};
+    said_once(shmesh_device_copy(ctx, NULL, h, sizeof h), SHMESH_ERR_INVALID, "shmesh_device_copy",
+              "a copy to NULL");
+    said_once(shmesh_device_free(ctx, h), SHMESH_ERR_SYSTEM, "shmesh_device_free",
+              "freeing host memory");
+    void *a = must_alloc(256 * 4), *b = must_alloc(256 * 4);
+    psum_check(a, b, 256, 1.0f, "the context still works");
+    shmesh_device_free(ctx, a);
+    shmesh_device_free(ctx, b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr,
                 "usage: shmesh-test-device "
-                "ops|cache|realloc|pool|openfail|lie|liecached|async|mixed|local2\n");
+                "ops|cache|realloc|pool|openfail|lie|liecached|async|mixed|local2|refusals\n");
         return 2;
     }
     if (shmesh_init(&ctx)) {
@@ -564,6 +601,7 @@ int main(int argc, char **argv)
              : !strcmp(m, "async")    ? mode_async()
              : !strcmp(m, "mixed")    ? mode_mixed()
              : !strcmp(m, "local2")   ? mode_local2()
+             : !strcmp(m, "refusals") ? mode_refusals()
                                       : 2;
     if (rc == 2)
         fprintf(stderr, "shmesh-test-device: unknown mode '%s'\n", m);
