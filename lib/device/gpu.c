@@ -2,6 +2,7 @@
  * the handle caches, device scratch, and the public device functions. */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,9 +184,9 @@ void device_close(shmesh_ctx *c)
         d->rt->free(d->scratch);
     /* The plugin stays loaded: a runtime may keep threads and state that
      * do not survive being unloaded, and the process may use it itself. */
-    device_stage_release(d);
+    for (int i = 0; i < DEVICE_POOLS; i++)
+        free(d->spare[i]);
     free(d->peer_gen);
-    free(d->table);
     free(d->zeros);
     free(d);
     c->dev = NULL;
@@ -395,17 +396,41 @@ const void *device_zeros(shmesh_ctx *c)
     return d->zeros;
 }
 
-void *device_table(shmesh_ctx *c, size_t bytes)
+/* A pool's block: its capacity, then the bytes (past a cache line of
+ * their own). */
+struct host_buf {
+    uint64_t cap;
+    unsigned char pad[SEG_CACHE_LINE - sizeof(uint64_t)];
+    unsigned char data[];
+};
+
+void *device_host_take(shmesh_ctx *c, enum device_pool pool, uint64_t bytes)
 {
+    struct host_buf *b = __atomic_exchange_n(&c->dev->spare[pool], NULL, __ATOMIC_ACQ_REL);
+    if (b && b->cap >= bytes)
+        return b->data;
+    free(b);
+    if (bytes > SIZE_MAX - sizeof *b)
+        return NULL;
+    b = malloc(sizeof *b + (size_t)bytes);
+    if (!b)
+        return NULL;
+    b->cap = bytes;
+    return b->data;
+}
+
+void device_host_give(shmesh_ctx *c, enum device_pool pool, void *p)
+{
+    if (!p)
+        return;
     struct device_layer *d = c->dev;
-    if (d->table_bytes < bytes) {
-        void *t = realloc(d->table, bytes);
-        if (!t)
-            return NULL;
-        d->table = t;
-        d->table_bytes = bytes;
+    struct host_buf *b = (struct host_buf *)((unsigned char *)p - offsetof(struct host_buf, data));
+    struct host_buf *old = __atomic_exchange_n(&d->spare[pool], b, __ATOMIC_ACQ_REL);
+    if (old && old->cap > b->cap) {
+        b = __atomic_exchange_n(&d->spare[pool], old, __ATOMIC_ACQ_REL);
+        old = b;
     }
-    return d->table;
+    free(old);
 }
 
 int device_home(const shmesh_ctx *c, const void *p)

@@ -11,8 +11,11 @@
  * Buffers.  The runtime claims device pointers (memory/kind.h), so a call
  * knows its device buffers before anything moves.  A call whose buffers are
  * device memory takes the device path (paths/device_ipc.c) when it can, and
- * otherwise is staged: its device buffers are copied to host memory when it
- * starts and back when it ends, and it runs on the host paths.
+ * otherwise is staged (paths/device_staged.c): its device buffers are
+ * copied to host memory when it starts and back when it ends, and it runs
+ * on the host paths.  The path table chooses; the layer keeps no call's
+ * state, only what outlives calls: the plugin, the handle caches, and
+ * scratch (device scratch, and the host memory pools calls take from).
  *
  * Handles.  Exporting costs a runtime call and opening one much more (155 us
  * measured on CUDA), and calls mostly repeat their buffers, so both are
@@ -35,8 +38,6 @@
 #include "device/runtime.h"
 #include "shmesh.h"
 
-struct call;
-
 #define DEVICE_EXPORTS_MAX 64
 #define DEVICE_IMPORTS_MAX 128
 
@@ -51,6 +52,13 @@ struct dev_import {
     void *mapped;      /* where it lies here */
     uint64_t size;     /* bytes from `mapped`, as this process's runtime says */
     uint64_t used;     /* the layer's clock when last used */
+};
+
+/* The host memory pools (device_host_take). */
+enum device_pool {
+    DEVICE_POOL_STAGING, /* host staging's copies (paths/device_staged.c) */
+    DEVICE_POOL_TABLE,   /* the device path's publications (paths/device_ipc.c) */
+    DEVICE_POOLS,
 };
 
 struct device_layer {
@@ -69,14 +77,9 @@ struct device_layer {
     void *scratch;
     uint64_t scratch_bytes;
     int scratch_device;
-    /* Host scratch for what members publish (paths/device_ipc.c). */
-    void *table;
-    size_t table_bytes;
     void *zeros; /* DEVICE_ZEROS_BYTES, once needed */
-    /* Host staging kept between calls (staging.c): a fresh malloc of tens
-     * of MiB is fresh pages, faulted in at every call. */
-    struct stage_buf *stage_spare;
-    char why[192]; /* this rank's failure in the device path, in its words */
+    /* Host memory kept between calls, by pool (device_host_take). */
+    struct host_buf *spare[DEVICE_POOLS];
     shmesh_device_stats stats;
 };
 
@@ -112,25 +115,18 @@ void *device_scratch(shmesh_ctx *c, uint64_t bytes, int device);
  * still be queued when a call ends); NULL without memory. */
 #define DEVICE_ZEROS_BYTES (1u << 20)
 const void *device_zeros(shmesh_ctx *c);
-/* Host scratch of at least `bytes`, kept for later calls; NULL without
- * memory. */
-void *device_table(shmesh_ctx *c, size_t bytes);
+/* Host memory of at least `bytes` for a call to hold while it runs, from
+ * the pool's spare when that is large enough, else new; NULL without
+ * memory.  Give it back to the same pool: it is kept as the spare (the
+ * larger one, when another came back first).  Taking and giving are
+ * atomic: a call may take on the progress thread while another gives back
+ * on the caller's.  The spare keeps its pages, so a trainer's repeated
+ * staged calls fault memory in once, not at every call (on an H100, a 64
+ * MiB bfloat16 psum spent most of 164 ms faulting in a fresh malloc's
+ * pages: docs/devices.md). */
+void *device_host_take(shmesh_ctx *c, enum device_pool pool, uint64_t bytes);
+void device_host_give(shmesh_ctx *c, enum device_pool pool, void *p);
 /* The device a pointer of this process lies on, or -1. */
 int device_home(const shmesh_ctx *c, const void *p);
-
-/* Host staging of a call whose device buffers the device path does not
- * take (call_buffers decides; every member decides alike).  In: copies the
- * device input (and for ops that leave parts of the output alone, the
- * output) to host memory and points the flow at the copies.  Out: copies
- * the host output back.  Free: gives the host memory back. */
-int device_stage_in(struct call *k);
-/* At device_close: the staging memory kept. */
-void device_stage_release(struct device_layer *d);
-int device_stage_out(struct call *k);
-void device_stage_free(struct call *k);
-/* Whether the device path takes every exchange of the call that moves its
- * arrays (its kinds, flow, op and dtype, the group's size), from facts
- * every member shares; else the call is staged through host memory. */
-bool device_call_takes(const struct call *k);
 
 #endif

@@ -8,7 +8,6 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "core/fail.h"
-#include "device/gpu.h"
 #include "engine/dispatch.h"
 #include "shm/notify.h"
 #include "engine/call.h"
@@ -180,8 +179,8 @@ int call_buffers(struct call *k)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
     if (k->out_kind & ~taken)
         return refuse_kind(k, "out", f->out.data, f->out_bytes, k->out_kind, out_backend);
-    /* The device path or host staging is decided when the call starts (the
-     * op may set its device hooks after this). */
+    /* The device path or host staging is chosen by the path table when the
+     * call starts (the op may set its device hooks after this). */
     k->d.in_device = k->in_kind == MEM_DEVICE;
     k->d.out_device = k->out_kind == MEM_DEVICE;
     return 0;
@@ -220,11 +219,6 @@ int call_submit(struct call *k) { return submit(k); }
 /* The call's exchanges, one after the other. */
 static int call_step(struct call *k)
 {
-    if (__builtin_expect(call_on_device(k), 0) && !k->staged && !device_call_takes(k)) {
-        int rc = device_stage_in(k);
-        if (rc)
-            return rc;
-    }
     for (;;) {
         int rc = path_step(k);
         if (rc || !k->then)
@@ -248,16 +242,6 @@ static void debug_done(const struct call *k)
                k->rc ? shmesh_error_name(k->rc) : "ok");
 }
 
-/* A staged call's end: its output back to device memory.  Out of line:
- * small host calls never come here. */
-static __attribute__((noinline, cold)) int unstage(struct call *k, int rc)
-{
-    if (!rc)
-        rc = device_stage_out(k);
-    device_stage_free(k);
-    return rc;
-}
-
 /* The queue's first call is over: dequeue it. */
 static inline void finish_one(shmesh_ctx *c, int rc)
 {
@@ -266,8 +250,9 @@ static inline void finish_one(shmesh_ctx *c, int rc)
     if (!c->queue_head)
         c->queue_tail = NULL;
     k->next = NULL;
-    if (__builtin_expect(k->staged != NULL, 0))
-        rc = unstage(k, rc);
+    /* The path's state for the call (host staging: the output goes back). */
+    if (__builtin_expect(k->path_end != NULL, 0))
+        rc = k->path_end(k, rc);
     k->state = CALL_DONE;
     k->rc = rc;
     status_done(c, k, c->queue_head);
@@ -316,8 +301,8 @@ int call_wait(struct call *k)
 
 void call_release(struct call *k)
 {
-    if (__builtin_expect(k->staged != NULL, 0))
-        unstage(k, SHMESH_ERR_ABORTED); /* a call that never finished: nothing copied back */
+    if (__builtin_expect(k->path_end != NULL, 0))
+        k->path_end(k, SHMESH_ERR_ABORTED); /* a call that never finished: nothing copied back */
     if (k->op_free) {
         k->op_free(k);
         k->op_free = NULL;

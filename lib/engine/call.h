@@ -106,11 +106,13 @@ struct call {
      * `src`, into this member's output, with copy() (0 or its error). */
     int (*dev_rows)(struct call *k, int from, const unsigned char *src,
                     int (*copy)(void *arg, void *dst, const void *src, uint64_t n), void *arg);
-    /* Device buffers the device path does not take are staged through host
-     * memory (device/gpu.h): the host copies once made (then the flow's
-     * buffers are host memory), and the device buffers they stand for. */
-    void *staged; /* device/staging.c's buffer */
-    void *dev_in, *dev_out;
+    /* The chosen path's own state for the call in flight (host staging's
+     * copies, paths/device_staged.c; the device path's publications,
+     * paths/device_ipc.c), and how the path ends it: at the call's end, with
+     * the call's result (0 or an error), giving the result to report; when a
+     * call is released unfinished, with SHMESH_ERR_ABORTED.  It clears both. */
+    void *path_state;
+    int (*path_end)(struct call *k, int rc);
     /* Position in the protocol. */
     enum call_state state;
     int rc;

@@ -72,7 +72,7 @@ struct flow {
     int source;
     /* FLOW_MOVE: nothing comes to this member, so its output is zeros: the
      * op writes them into host memory at once; a device output is left to
-     * the path (paths/device_ipc.c) or the staging (device/staging.c). */
+     * the path (paths/device_ipc.c) or the staging (paths/device_staged.c). */
     bool zero_out;
     /* FLOW_STREAMS */
     const struct streams *streams;

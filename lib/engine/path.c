@@ -109,10 +109,33 @@ static const struct streams handshake = {.broadcast = true,
 
 static const struct path *choose(const struct call *k)
 {
-    for (size_t i = 0; i < path_count; i++)
-        if ((k->candidates >> i & 1) && (!path_table[i]->handshake || path_table[i]->eligible(k)))
-            return path_table[i];
+    for (unsigned c = k->candidates; c; c &= c - 1) { /* the candidates, in table order */
+        const struct path *p = path_table[__builtin_ctz(c)];
+        if (!p->handshake || p->eligible(k))
+            return p;
+    }
     return path_last; /* not reached: a call's kinds always have a candidate */
+}
+
+/* A device call's candidates among the device paths (none for an exchange
+ * of the op's own host data that the host paths carry).  Not memoized: they
+ * depend on the call's dtype and op too. */
+static __attribute__((noinline, cold)) bool device_candidates(struct call *k)
+{
+    bool hs = false;
+    k->candidates = 0;
+    for (size_t i = 0; i < path_count; i++)
+        if ((path_table[i]->kinds & MEM_DEVICE) && path_table[i]->candidate(k)) {
+            k->candidates |= 1u << i;
+            hs |= path_table[i]->handshake;
+        }
+    /* The first candidate is the call's device path (the device paths need
+     * no handshake); one that moves the arrays only leaves the op's own
+     * host data to the host paths. */
+    if (k->candidates && k->f.host_data &&
+        path_table[__builtin_ctz(k->candidates)]->arrays_only)
+        k->candidates = 0;
+    return hs;
 }
 
 /* The candidates, once per exchange; whether one needs the handshake. */
@@ -121,28 +144,28 @@ static bool find_candidates(struct call *k)
     struct path_memo *m = &k->c->path_memo;
     const struct flow *f = &k->f;
     k->size = flow_size(f);
+    /* Device buffers (every member's, as the call's hash makes sure; host
+     * memory once staged) go to the device paths. */
+    if (__builtin_expect(call_on_device(k), 0) && ((k->in_kind | k->out_kind) & MEM_DEVICE)) {
+        bool hs = device_candidates(k);
+        if (k->candidates)
+            return hs;
+    }
     bool allreduce = flow_allreduce(f);
-    /* Device buffers (every member's, as the call's hash makes sure) go to
-     * the paths that take them, host ones to the others. */
-    bool device = __builtin_expect(call_on_device(k), 0) && !k->staged && !f->host_data;
-    unsigned kinds = device ? (unsigned)MEM_DEVICE : (unsigned)(MEM_HOST | MEM_HEAP);
-    /* The memo is of host calls only (a device call's candidates depend on
-     * its dtype and op too). */
-    if (!device && m->valid && m->size == k->size && m->in_bytes == f->in_bytes &&
-        m->n == k->g.n && m->kind == (int)f->kind && m->allreduce == allreduce) {
+    if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
+        m->kind == (int)f->kind && m->allreduce == allreduce) {
         k->candidates = m->candidates;
         return m->handshake;
     }
     bool hs = false;
     k->candidates = 0;
     for (size_t i = 0; i < path_count; i++)
-        if ((path_table[i]->kinds & kinds) && path_table[i]->candidate(k)) {
+        if ((path_table[i]->kinds & (MEM_HOST | MEM_HEAP)) && path_table[i]->candidate(k)) {
             k->candidates |= 1u << i;
             hs |= path_table[i]->handshake;
         }
-    if (!device)
-        *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
-                                k->candidates};
+    *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
+                            k->candidates};
     return hs;
 }
 
@@ -166,10 +189,19 @@ int path_step(struct call *k)
         k->path = choose(k);
         k->stage = 0;
         k->pos = 0;
-        if (k->c->debug & DEBUG_PATHS)
+        if ((k->c->debug & DEBUG_PATHS) && !k->path->hands_over)
             debug_line(k->c, "call #%" PRIu64 " %s: %" PRIu64 " B among %d, path %s%s", k->seq,
                        k->name, k->size, k->g.n, k->path->name,
                        k->handshaken ? " (after the handshake)" : "");
     }
     return k->path->step(k);
+}
+
+int path_on_host(struct call *k)
+{
+    k->path = NULL;
+    k->handshaken = false;
+    k->stage = 0;
+    k->pos = 0;
+    return path_step(k);
 }

@@ -17,13 +17,20 @@
  *                all-gather through the slots             paths/rsag.c
  *   staged       everything else: streams through the slots paths/staged.c
  *
- * Device buffers take the device path, first in the table, which reads
- * peers' device buffers through IPC handles:
+ * Device buffers take the device paths, first in the table: the device
+ * path proper, which reads peers' device buffers through IPC handles, and
+ * host staging, which takes every device call the device path does not:
  *
- *   device-ipc   every member's buffers device memory     paths/device_ipc.c
+ *   device-ipc     every member's buffers device memory   paths/device_ipc.c
+ *   device-staged  the device buffers copied to host memory, the call run
+ *                  on the host paths, the output copied back
+ *                                                         paths/device_staged.c
  *
- * and a device call it does not take is staged through host memory before
- * the choice (device/gpu.h), so that the host paths see host buffers.
+ * Which of the two a device call takes is decided here alone, from facts
+ * hashed into every call (its buffers' kinds, flow, op and dtype, the
+ * group's size), alike on every member.  Staging starts at the call's first
+ * exchange; from then on its buffers are host memory, and its exchanges
+ * choose among the host paths.
  *
  * A new path is one line of the table (and its file, with its header);
  * the ops and the engine are not touched. */
@@ -45,6 +52,13 @@ struct path {
      * the segment's slots): a member that leaves such a call early tells
      * the job first (engine/window.c, core/fail.h fail_left_in_place). */
     bool in_place;
+    /* It moves the call's device arrays only: an exchange of the op's own
+     * host data (flow.host_data: ragged's offsets) of a call it takes goes
+     * to the host paths. */
+    bool arrays_only;
+    /* Its step readies the call for the host paths, then runs the exchange
+     * on them (path_on_host): the path it hands over to is the one named. */
+    bool hands_over;
     /* From k->size (the flow's size), the flow's kind, in_bytes, whether it
      * reduces whole arrays, the group's size and the thresholds only (the
      * context remembers the last answer: engine/path.c). */
@@ -56,7 +70,8 @@ struct path {
 };
 
 /* The table (paths/table.c): path_count entries in the order they are
- * tried; path_last takes every host call. */
+ * tried; path_last takes every host call (and device-staged every device
+ * call device-ipc does not). */
 extern const struct path *const path_table[];
 extern const size_t path_count;
 extern const struct path *const path_last;
@@ -84,6 +99,10 @@ unsigned path_kinds(void);
 /* Runs the call's current exchange: the handshake if a candidate needs it,
  * the choice, then the chosen path. */
 int path_step(struct call *k);
+/* From a path that hands over (host staging, once the call's buffers are
+ * host memory): the current exchange, chosen again among the host paths and
+ * run there. */
+int path_on_host(struct call *k);
 
 /* The path table's names, by index, into names[max] (for the trace's
  * readers), and a path's index there (SEG_TEV_NO_PATH for none). */

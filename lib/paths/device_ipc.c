@@ -37,8 +37,8 @@
 #include "paths/device_ipc.h"
 #include "paths/peer.h"
 
-/* A failure's words, as long as the device layer keeps them (d->why). */
-#define WHY_MAX sizeof ((struct device_layer *)0)->why
+/* A failure's words, at most. */
+#define WHY_MAX 192
 
 /* What each member publishes. */
 struct dev_pub {
@@ -49,11 +49,17 @@ struct dev_pub {
     char why[WHY_MAX];
 };
 
-/* Every member's publication, kept in the device layer's scratch: one call
- * runs at a time per context. */
+/* The call's own state (k->path_state), in host memory from the device
+ * layer's pool: this member's failure, in its words, for after the status
+ * window, and every member's publication. */
+struct dev_state {
+    char why[WHY_MAX];
+    struct dev_pub pubs[];
+};
+
 static struct dev_pub *pubs(const struct call *k)
 {
-    return (struct dev_pub *)k->c->dev->table;
+    return ((struct dev_state *)k->path_state)->pubs;
 }
 
 static uint64_t pub_bytes(const struct call *k, int from, int to) { return sizeof(struct dev_pub); }
@@ -74,7 +80,12 @@ static const struct streams publish = {.broadcast = true,
                                        .pack = pub_pack,
                                        .recv = pub_recv};
 
-bool device_call_takes(const struct call *k)
+/* Whether this path takes every exchange of the call that moves its arrays
+ * (its kinds, flow, op and dtype, the group's size: facts every member
+ * shares); else host staging does (paths/device_staged.c).  An exchange of
+ * the op's own host data (ragged's offsets) of a call it takes goes to the
+ * host paths (arrays_only). */
+static bool dev_candidate(const struct call *k)
 {
     const shmesh_ctx *c = k->c;
     const struct flow *f = &k->f;
@@ -86,13 +97,6 @@ bool device_call_takes(const struct call *k)
         return k->dev_rows != NULL;
     return f->kind == FLOW_REDUCE && f->in.dtype == f->out.dtype && k->g.n <= RT_MAX_SRC &&
            (int)f->red <= RT_MEAN && c->dev->rt->takes((int)f->red, f->in.dtype);
-}
-
-/* An exchange of the op's own host data (ragged's offsets) is the host
- * paths'. */
-static bool dev_candidate(const struct call *k)
-{
-    return !k->f.host_data && device_call_takes(k);
 }
 
 /* Stage 0: this member's buffers, published. */
@@ -393,20 +397,35 @@ static int run_part(struct call *k)
     if (!err && d->rt->sync(d->stream))
         err = rt_failed(&x, "waiting for its stream");
     if (err)
-        snprintf(d->why, sizeof d->why, "%s", x.why);
+        snprintf(((struct dev_state *)k->path_state)->why, WHY_MAX, "%s", x.why);
     if (!err && (k->c->debug & DEBUG_PATHS))
         debug_line(k->c, "call #%" PRIu64 " %s: device to device%s", k->seq, k->name,
                    allreduce ? (two_shot ? ", two-shot" : ", one-shot") : "");
     return err;
 }
 
+/* The call's end: its state back to the pool. */
+static int dev_end(struct call *k, int rc)
+{
+    device_host_give(k->c, DEVICE_POOL_TABLE, k->path_state);
+    k->path_state = NULL;
+    k->path_end = NULL;
+    return rc;
+}
+
 static int dev_step(struct call *k)
 {
     shmesh_ctx *c = k->c;
     if (k->stage == 0) {
-        if (!device_table(c, (size_t)k->g.n * sizeof(struct dev_pub)))
-            return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d members' handles",
-                            k->name, k->g.n);
+        if (!k->path_state) {
+            k->path_state = device_host_take(
+                c, DEVICE_POOL_TABLE,
+                sizeof(struct dev_state) + (uint64_t)k->g.n * sizeof(struct dev_pub));
+            if (!k->path_state)
+                return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d members' handles",
+                                k->name, k->g.n);
+            k->path_end = dev_end;
+        }
         publish_own(k);
         xrun_start(k, &k->xr, &publish);
         k->stage = 1;
@@ -430,9 +449,9 @@ static int dev_step(struct call *k)
         return fail_left_in_place(c, rc);
     if (k->err) /* this member's own failure, in its own words */
         return ctx_fail(c, SHMESH_ERR_SYSTEM,
-                        "%s (call #%" PRIu64 "): device path: %s; the call failed on every "
-                        "member of its group and its outputs are undefined",
-                        k->name, k->seq, c->dev->why);
+                        "%s (call #%" PRIu64 "): device path: %s; the call failed on "
+                        "every member of its group and its outputs are undefined",
+                        k->name, k->seq, ((struct dev_state *)k->path_state)->why);
     if ((rc = peer_status_check(k, "the device runtime's IPC")) ||
         (rc = fail_if_aborted(c, k->name, k->seq))) /* a member that left early said so */
         return rc;
@@ -444,6 +463,7 @@ const struct path path_device_ipc = {
     .name = "device-ipc",
     .kinds = MEM_DEVICE,
     .in_place = true,
+    .arrays_only = true,
     .candidate = dev_candidate,
     .step = dev_step,
 };

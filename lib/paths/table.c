@@ -4,6 +4,7 @@
 
 #include "engine/path.h"
 #include "paths/device_ipc.h"
+#include "paths/device_staged.h"
 #include "paths/rsag.h"
 #include "paths/single_copy.h"
 #include "paths/staged.h"
@@ -11,11 +12,13 @@
 
 const struct path *const path_table[] = {
     &path_device_ipc,
+    &path_device_staged,
     &path_zero_copy,
     &path_single_copy,
     &path_rsag,
     &path_staged,
 };
 const size_t path_count = sizeof path_table / sizeof *path_table;
-/* The last entry takes every host call: choose() falls back on it. */
+/* The last entry takes every host call: choose() falls back on it (and
+ * device-staged takes every device call). */
 const struct path *const path_last = &path_staged;
