@@ -21,7 +21,7 @@
 
 struct call;
 struct call_scratch;
-struct stream;
+struct dispatcher;
 struct tracer;
 
 struct shmesh_ctx {
@@ -41,9 +41,9 @@ struct shmesh_ctx {
     /* The sentence of the poison, kept for the tokens that fail with it. */
     char poison_err[CTX_ERR_MAX];
     _Atomic bool poison_said;
-    /* The stream (lib/engine/dispatch.c): NULL until the first async
+    /* The dispatcher (lib/engine/dispatch.c): NULL until the first async
      * dispatch.  Its thread explains failures in worker_err. */
-    struct stream *stream;
+    struct dispatcher *dispatcher;
     char worker_err[CTX_ERR_MAX];
     /* Effects (lib/effects/effect.c), by id. */
     struct shmesh_effect *effects[SHMESH_MAX_EFFECTS];
@@ -57,7 +57,7 @@ struct shmesh_ctx {
      * moving through the segment. */
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
-    atomic_flag spare_lock;     /* with a stream (engine/call.c) */
+    atomic_flag spare_lock;     /* with a dispatcher (engine/call.c) */
     /* Several devices per rank (engine/local_devices.c): the gathered inputs of
      * the last such call, kept for the next (calls mostly repeat). */
     unsigned char *dev_buf;
@@ -81,7 +81,7 @@ struct shmesh_ctx {
      * CTX_BUSY_FORKED in a fork child's copy: every call is refused there,
      * by the check every call makes anyway (core/registry.c). */
     _Atomic int busy;
-    /* Stream positions (tokens) count from seq_base + 1: past every one a
+    /* Dispatch positions (tokens) count from seq_base + 1: past every one a
      * context of this process finalized before handed out, so an old token
      * is never taken for this one's (core/registry.c). */
     uint64_t seq_base;

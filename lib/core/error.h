@@ -29,8 +29,8 @@ void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * enters the context again. */
 extern _Thread_local const shmesh_ctx *error_refused_ctx CTX_TLS_FAST;
 
-/* The context whose stream this thread executes work of (its progress
- * thread, or a caller running work of an idle stream), and the context
+/* The context whose dispatcher this thread executes work of (its progress
+ * thread, or a caller running work of an idle dispatcher), and the context
  * whose progress thread this is.  Engine work of ctx_executing runs
  * directly; a progress thread explains failures in its own buffer. */
 extern _Thread_local const shmesh_ctx *ctx_executing CTX_TLS_FAST;

@@ -47,13 +47,13 @@ static int thread_check(shmesh_ctx *c, const char *op)
         init_error("%s: the context (or mesh) is NULL", op);
         return SHMESH_ERR_INVALID;
     }
-    if (ctx_executing == c) { /* running the stream's work: the caller may be inside */
+    if (ctx_executing == c) { /* running the dispatcher's work: the caller may be inside */
         if (ctx_in_callback != c)
             return 0;
-        /* Its work would run in the middle of the stream's. */
+        /* Its work would run in the middle of the dispatcher's. */
         ctx_fail(c, SHMESH_ERR_INVALID,
                  "%s called from a host callback with the callback's own context: a callback "
-                 "runs inside the context's stream and may not use the context (nothing was "
+                 "runs inside the context's dispatcher and may not use the context (nothing was "
                  "done)",
                  op);
         return SHMESH_ERR_INVALID;

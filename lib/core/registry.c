@@ -12,7 +12,7 @@
  * handlers: the child finds the list whole. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static shmesh_ctx *live;
-/* The last stream position any finalized context handed out. */
+/* The last dispatch position any finalized context handed out. */
 static uint64_t high_water;
 /* The rank of the last finalized context, for messages about its tokens
  * (a process holds one rank of a job). */

@@ -11,12 +11,12 @@
 #include "shmesh.h"
 
 /* Registers c (the end of shmesh_init) and sets c->seq_base: past every
- * stream position a context of this process finalized before handed out,
+ * dispatch position a context of this process finalized before handed out,
  * so an old token is never taken for one of c's, even where c sits at the
  * old context's address.  The first registration installs the fork
  * handler.  0, or SHMESH_ERR_SYSTEM when it could not be installed. */
 int registry_add(shmesh_ctx *c);
-/* Unregisters c (shmesh_finalize, before c is released), whose stream
+/* Unregisters c (shmesh_finalize, before c is released), whose dispatcher
  * handed out positions up to `last`. */
 void registry_remove(shmesh_ctx *c, uint64_t last);
 /* Whether p is a live context of this process. */

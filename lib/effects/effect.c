@@ -1,13 +1,13 @@
 /* Effects and host callbacks (shmesh.h, docs/effects.md).
  *
- * Within a rank the stream already runs work in dispatch order, so an
+ * Within a rank the dispatcher already runs work in dispatch order, so an
  * effect's executions there are in program order.  What effects add is the
  * order across ranks.  A callback dispatched collectively (placement ALL or
  * a device) is program point k of its effect, and a collective call of its
  * own: a data-less step among every rank whose description (effect, kind,
  * point, placement) is compared as any call's, so no rank's part runs
  * before every rank announced the same callback, and ranks that dispatched
- * different ones get SHMESH_ERR_MISMATCH naming both.  Every rank's stream
+ * different ones get SHMESH_ERR_MISMATCH naming both.  Every rank's dispatcher
  * is in order, so a rank that announced point k has finished its part of
  * every earlier point: that step is the ORDERED_SHARDABLE rule.  When its
  * part is over the rank publishes k in its word for the effect (seg_ctrl's
@@ -49,7 +49,7 @@ struct shmesh_effect {
     shmesh_effect_kind kind;
     char name[SHMESH_MAX_EFFECT_NAME + 1];
     uint64_t points;    /* collective dispatches so far */
-    uint64_t last_seq;  /* the stream position of its last dispatch: its token */
+    uint64_t last_seq;  /* the dispatch position of its last dispatch: its token */
     uint64_t last_call; /* the call number its last point took (set when it ran) */
 };
 
@@ -312,7 +312,7 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
     if (placement != SHMESH_PLACE_SELF)
         cw->point = ++*(e ? &e->points : &c->plain_points);
     shmesh_token spare, *t = token ? token : &spare; /* a callback is always dispatched */
-    rc = stream_dispatch(c, &cw->w, t);
+    rc = dispatch_submit(c, &cw->w, t);
     if (!rc && e)
         e->last_seq = t->seq;
     ctx_leave(c);
@@ -330,8 +330,8 @@ int shmesh_effects_barrier(shmesh_ctx *c)
     for (int i = 0; i < c->neffects; i++)
         if (c->effects[i]->last_seq > last)
             last = c->effects[i]->last_seq;
-    if (last && c->stream)
-        rc = stream_wait(c, last);
+    if (last && c->dispatcher)
+        rc = dispatch_wait(c, last);
     /* Sharded tokens: every rank's part of each ordered effect's last point
      * (the last this rank announced: no rank can be past it). */
     for (int i = 0; i < c->neffects && !rc; i++) {
@@ -340,7 +340,7 @@ int shmesh_effects_barrier(shmesh_ctx *c)
             continue;
         for (int q = 0; q < c->world && !rc; q++)
             if (q != c->rank)
-                rc = wait_point(c, stream_waiter(c), "shmesh_effects_barrier", q, e, e->id,
+                rc = wait_point(c, dispatch_waiter(c), "shmesh_effects_barrier", q, e, e->id,
                                 e->points, e->last_call);
     }
     ctx_leave(c);

@@ -21,7 +21,7 @@
  * gets work only from this thread).  Returns whether it locked. */
 static inline bool scratch_lock(shmesh_ctx *c)
 {
-    if (!c->stream || (ctx_worker != c && stream_thread_idle(c)))
+    if (!c->dispatcher || (ctx_worker != c && dispatch_thread_idle(c)))
         return false;
     while (atomic_flag_test_and_set_explicit(&c->spare_lock, memory_order_acquire))
         notify_cpu_relax();
@@ -316,7 +316,7 @@ void call_release(struct call *k)
     }
 }
 
-/* A call as stream work (engine/dispatch.h). */
+/* A call as dispatched work (engine/dispatch.h). */
 struct call_work {
     struct work w;
     struct call k;
@@ -335,8 +335,8 @@ static void call_work_drop(struct work *w)
     free(w);
 }
 
-/* A blocking call run by its caller on a quiet stream: k stays where the
- * API function made it, as without a stream (no copy, nothing allocated). */
+/* A blocking call run by its caller on a quiet dispatcher: k stays where the
+ * API function made it, as without a dispatcher (no copy, nothing allocated). */
 struct call_here {
     struct work w;
     struct call *k;
@@ -351,15 +351,15 @@ static int call_here_run(struct work *w)
 
 static void call_here_drop(struct work *w) { call_release(((struct call_here *)w)->k); }
 
-/* The prepared call k goes to the stream (which owns it from now on);
+/* The prepared call k goes to the dispatcher (which owns it from now on);
  * with `async` the token goes there and nothing is waited for. */
 static int call_dispatch(struct call *k, shmesh_token *async)
 {
     shmesh_ctx *c = k->c;
     int rc;
-    if (!async) { /* blocking: run here if the stream is quiet */
+    if (!async) { /* blocking: run here if the dispatcher is quiet */
         struct call_here here = {{.run = call_here_run, .drop = call_here_drop}, k};
-        if (stream_run_quiet(c, &here.w, &rc)) {
+        if (dispatch_run_quiet(c, &here.w, &rc)) {
             ctx_leave(c);
             return rc;
         }
@@ -371,7 +371,7 @@ static int call_dispatch(struct call *k, shmesh_token *async)
     } else {
         cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
         cw->k = *k;
-        rc = stream_dispatch(c, &cw->w, async);
+        rc = dispatch_submit(c, &cw->w, async);
     }
     ctx_leave(c);
     return rc;
@@ -380,7 +380,7 @@ static int call_dispatch(struct call *k, shmesh_token *async)
 static inline __attribute__((always_inline)) int finish(struct call *k, int rc,
                                                        shmesh_token *async)
 {
-    if (!rc && stream_wanted(k->c, async))
+    if (!rc && dispatch_wanted(k->c, async))
         return call_dispatch(k, async);
     if (!rc && (rc = submit(k)) == 0)
         rc = call_wait(k);

@@ -56,7 +56,7 @@ struct call_scratch {
     int *dest, *src_of;         /* permutations */
     const void **srcs;
     struct seg_slot_hdr **hdrs; /* members' buffers of the last window */
-    uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal; /* stream plans */
+    uint64_t *xoff_to, *xlen_to, *xoff_from, *xlen_from, *xtotal; /* transfer plans */
     unsigned char **zin, **zout; /* members' buffers mapped here (zero copy) */
     uint64_t *cin, *cout;        /* members' buffer addresses (single copy) */
     uint64_t *hin, *hout;        /* members' published heap offsets (zero copy) */
@@ -66,9 +66,9 @@ struct call_scratch {
     unsigned char *bounce;       /* BOUNCE_BYTES of private scratch */
 };
 
-/* A stream exchange in progress (engine/exchange.c). */
+/* An exchange in progress (engine/exchange.c). */
 struct xrun {
-    const struct streams *st;
+    const struct transfers *st;
     uint64_t window, nwin, w; /* payload per window, windows, the current one */
     int phase;
 };
@@ -101,7 +101,7 @@ struct call {
     /* The flow's buffers were replaced (host staging of device buffers):
      * an op that keeps its own copies of the arrays takes the new ones. */
     void (*rebind)(struct call *k);
-    /* FLOW_STREAMS on device buffers (paths/device_ipc.c): copies what
+    /* FLOW_TRANSFERS on device buffers (paths/device_ipc.c): copies what
      * member `from` sends this member out of from's input, mapped here at
      * `src`, into this member's output, with copy() (0 or its error). */
     int (*dev_rows)(struct call *k, int from, const unsigned char *src,
@@ -182,10 +182,10 @@ void call_scratch_free_all(shmesh_ctx *c);
 /* Gives the scratch back (and the op's state); safe to repeat. */
 void call_release(struct call *k);
 /* Every call's end: when rc is 0, submit and wait; then release.  With a
- * stream (engine/dispatch.h) the call is its work instead, waited for. */
+ * dispatcher (engine/dispatch.h) the call is its work instead, waited for. */
 int call_finish(struct call *k, int rc);
 /* The same, for the front door (front/front.c): with `async` not NULL (an
- * `_async` form), the call is dispatched to the stream (started if need
+ * `_async` form), the call is dispatched to the dispatcher (started if need
  * be) and its token written to *async, without waiting; run at once
  * (*async untouched) when this thread is executing the context's work. */
 int call_finish_async(struct call *k, int rc, shmesh_token *async);

@@ -1,4 +1,4 @@
-/* The stream: queue, progress thread, tokens (see stream.h). */
+/* The dispatcher: queue, progress thread, tokens (see dispatch.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,8 +22,8 @@ struct failed {
     char *why;
 };
 
-struct stream {
-    struct stream_idle idle; /* first: dispatch.h reads it through c->stream */
+struct dispatcher {
+    struct dispatch_idle idle; /* first: dispatch.h reads it through c->dispatcher */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
@@ -78,13 +78,13 @@ shmesh_token shmesh_runtime_token(shmesh_ctx *c)
     /* A slot at or below the base is a finalized context's that sat at c's
      * address. */
     for (int i = 0; c && i < RUNTIME_SLOTS; i++)
-        if (last_dispatch[i].c == c && c->stream && last_dispatch[i].seq > c->seq_base)
+        if (last_dispatch[i].c == c && c->dispatcher && last_dispatch[i].seq > c->seq_base)
             return (shmesh_token){c, last_dispatch[i].seq};
     return (shmesh_token){c, 0};
 }
 
 /* Under s->lock: the outcome of position seq. */
-static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
+static void record(shmesh_ctx *c, struct dispatcher *s, uint64_t seq, int rc)
 {
     if (!rc)
         return;
@@ -97,7 +97,7 @@ static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
         size_t cap = s->cap ? 2 * s->cap : 16;
         struct failed *f = realloc(s->failed, cap * sizeof *f);
         if (!f) { /* no room to keep it: the job cannot be trusted to go on */
-            ctx_poison(c, SHMESH_ERR_NOMEM, "out of memory for the result of stream position "
+            ctx_poison(c, SHMESH_ERR_NOMEM, "out of memory for the result of dispatch position "
                        "%" PRIu64 " (%s)", seq, shmesh_error_name(rc));
             if (!s->poison_seq)
                 s->poison_seq = seq;
@@ -110,14 +110,14 @@ static void record(shmesh_ctx *c, struct stream *s, uint64_t seq, int rc)
 }
 
 /* The next position (the dispatching thread is the one writer). */
-static inline uint64_t next_position(struct stream *s)
+static inline uint64_t next_position(struct dispatcher *s)
 {
     uint64_t seq = atomic_load_explicit(&s->dispatched, memory_order_relaxed) + 1;
     atomic_store_explicit(&s->dispatched, seq, memory_order_relaxed);
     return seq;
 }
 
-/* Runs w on this thread, marked as executing c's stream: its result. */
+/* Runs w on this thread, marked as executing c's dispatcher: its result. */
 static inline int execute(shmesh_ctx *c, struct work *w)
 {
     const shmesh_ctx *was = ctx_executing;
@@ -131,7 +131,7 @@ static inline int execute(shmesh_ctx *c, struct work *w)
 
 /* Position seq is over and its work dropped: counted, then its word posted
  * (waiters wake), then let go of (`quiet`). */
-static inline void publish(shmesh_ctx *c, struct stream *s, uint64_t seq)
+static inline void publish(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
 {
     atomic_store_explicit(&s->finished, seq, memory_order_release);
     seg_progress_post(&c->me->done, seq);
@@ -143,7 +143,7 @@ static inline void publish(shmesh_ctx *c, struct stream *s, uint64_t seq)
  * position as done.  s->lock is held on entry and on return, not while the
  * work runs.  Only the progress thread waits on s->cond, and only for
  * queued work or a stop: it is not woken for every position. */
-static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
+static int run_one(shmesh_ctx *c, struct dispatcher *s, struct work *w)
 {
     pthread_mutex_unlock(&s->lock);
     int rc = execute(c, w);
@@ -158,12 +158,12 @@ static int run_one(shmesh_ctx *c, struct stream *s, struct work *w)
     return rc;
 }
 
-/* A blocking dispatch on a quiet stream (everything dispatched is over and
- * let go of): the caller runs w itself, as without a stream, taking no lock
+/* A blocking dispatch on a quiet dispatcher (everything dispatched is over and
+ * let go of): the caller runs w itself, as without a dispatcher, taking no lock
  * and waking no one.  Nothing can be queued meanwhile (the context is this
  * thread's, and engine work made while it executes runs directly), so the
  * progress thread, asleep or about to be, finds nothing to take. */
-static int run_idle(shmesh_ctx *c, struct stream *s, struct work *w)
+static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
 {
     uint64_t seq = w->seq = next_position(s);
     note_dispatch(c, seq);
@@ -186,7 +186,7 @@ static int run_idle(shmesh_ctx *c, struct stream *s, struct work *w)
 static void *progress_main(void *arg)
 {
     shmesh_ctx *c = arg;
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     ctx_worker = c;
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -208,9 +208,9 @@ static void *progress_main(void *arg)
 
 static int start(shmesh_ctx *c)
 {
-    struct stream *s = calloc(1, sizeof *s);
+    struct dispatcher *s = calloc(1, sizeof *s);
     if (!s)
-        return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's stream");
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's dispatcher");
     char err[200] = "";
     int rc = notify_open(notify_kind_of(c->notify), c->world, &s->notify, err, sizeof err);
     for (int r = 0; !rc && r < c->world; r++)
@@ -226,7 +226,7 @@ static int start(shmesh_ctx *c)
     }
     s->waiter = c->waiter;
     s->waiter.notify = s->notify;
-    /* A wait of the stream's own work fails first, saying whom it waited
+    /* A wait of the dispatcher's own work fails first, saying whom it waited
      * for; a token wait outlives it a little, and gives up by itself only
      * when the work waits for nothing shmesh knows (a callback). */
     if (s->waiter.timeout_ns) {
@@ -247,11 +247,11 @@ static int start(shmesh_ctx *c)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    c->stream = s;
+    c->dispatcher = s;
     rc = pthread_create(&s->thread, NULL, progress_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        c->stream = NULL;
+        c->dispatcher = NULL;
         notify_close(s->notify);
         free(s);
         return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot start the progress thread: %s",
@@ -263,24 +263,24 @@ static int start(shmesh_ctx *c)
 /* Whether everything dispatched on s is over and let go of.  Acquire pairs
  * with publish()'s release: what the last executor did to the context is
  * seen by the caller that goes on without the lock. */
-static inline bool quiet(struct stream *s)
+static inline bool quiet(struct dispatcher *s)
 {
     return atomic_load_explicit(&s->idle.quiet, memory_order_acquire) ==
            atomic_load_explicit(&s->dispatched, memory_order_relaxed);
 }
 
-bool stream_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
+bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     if (!s || !quiet(s))
         return false;
     *rc = run_idle(c, s, w);
     return true;
 }
 
-int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
+int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     if (__builtin_expect(s && !tok, 1) && quiet(s)) /* the common blocking call */
         return run_idle(c, s, w);
     int rc = s ? 0 : start(c);
@@ -288,12 +288,12 @@ int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         w->drop(w);
         return rc;
     }
-    s = c->stream;
+    s = c->dispatcher;
     pthread_mutex_lock(&s->lock);
     w->seq = next_position(s);
     note_dispatch(c, w->seq);
     if (!tok && !s->head && !s->executing) {
-        /* Idle: the caller runs it, as without a stream. */
+        /* Idle: the caller runs it, as without a dispatcher. */
         s->executing = true;
         rc = run_one(c, s, w);
         pthread_mutex_unlock(&s->lock);
@@ -313,10 +313,10 @@ int stream_dispatch(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         *tok = (shmesh_token){c, seq};
         return 0;
     }
-    return stream_wait(c, seq);
+    return dispatch_wait(c, seq);
 }
 
-/* How far the stream got, read as a waiter does: the segment's word (what
+/* How far the dispatcher got, read as a waiter does: the segment's word (what
  * a sleeper is woken by), then the private count.  Work is counted before
  * its word is posted, so a word above the count is not this rank's. */
 struct finish_look {
@@ -329,7 +329,7 @@ static int finish_ready(void *arg)
 {
     struct finish_look *f = arg;
     f->word = atomic_load_explicit(&f->c->me->done.value, memory_order_acquire);
-    f->count = atomic_load_explicit(&f->c->stream->finished, memory_order_acquire);
+    f->count = atomic_load_explicit(&f->c->dispatcher->finished, memory_order_acquire);
     if (__builtin_expect(f->word > f->count, 0))
         return -EOVERFLOW;
     return f->count >= f->seq;
@@ -341,11 +341,11 @@ static bool finish_spun(const void *arg) { return finish_ready((void *)arg) != 0
 static int forged_done(shmesh_ctx *c, const char *fn, const struct finish_look *f)
 {
     uint64_t dispatched;
-    pthread_mutex_lock(&c->stream->lock);
-    dispatched = c->stream->dispatched;
-    pthread_mutex_unlock(&c->stream->lock);
+    pthread_mutex_lock(&c->dispatcher->lock);
+    dispatched = c->dispatcher->dispatched;
+    pthread_mutex_unlock(&c->dispatcher->lock);
     return fail_corrupt(c, fn, f->seq, c->rank,
-                        "the count of rank %d's finished stream work in the segment reads "
+                        "the count of rank %d's finished dispatched work in the segment reads "
                         "%" PRIu64 " while waiting for position %" PRIu64 ", but %" PRIu64
                         " of the %" PRIu64 " dispatched have finished",
                         c->rank, f->word, f->seq, f->count, dispatched);
@@ -362,7 +362,7 @@ static int finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 /* The result of a finished position (its sentence becomes the context's). */
 static int result(shmesh_ctx *c, uint64_t seq)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     int rc = 0;
     pthread_mutex_lock(&s->lock);
     if (s->poison_seq && seq >= s->poison_seq) {
@@ -395,15 +395,15 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
     if (rc || !c)
         return rc;
     uint64_t last = c->seq_base;
-    if (c->stream) {
-        pthread_mutex_lock(&c->stream->lock);
-        last = c->stream->dispatched;
-        pthread_mutex_unlock(&c->stream->lock);
+    if (c->dispatcher) {
+        pthread_mutex_lock(&c->dispatcher->lock);
+        last = c->dispatcher->dispatched;
+        pthread_mutex_unlock(&c->dispatcher->lock);
     }
     if (t->seq > last)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s: the token names position %" PRIu64
-                        " of the context's stream, but only %" PRIu64
+                        " of the context's dispatcher, but only %" PRIu64
                         " were dispatched (a token of another context, or not from shmesh)",
                         fn, t->seq - c->seq_base, last - c->seq_base);
     return 0;
@@ -412,7 +412,7 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
 /* Blocks until position seq is finished: 0, or an error. */
 static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     struct finish_look f = {c, seq, 0, 0};
     if (seg_spin(&s->waiter, finish_spun, &f)) /* the common wait: short, nothing shown */
         return finish_ready(&f) < 0 ? forged_done(c, fn, &f) : 0;
@@ -432,18 +432,18 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
         return forged_done(c, fn, &f);
     if (rc == -EOWNERDEAD || rc == -ECANCELED || rc == -ETIMEDOUT || rc == -ESHUTDOWN) {
         char what[64];
-        snprintf(what, sizeof what, "stream position %" PRIu64, seq);
+        snprintf(what, sizeof what, "dispatch position %" PRIu64, seq);
         return fail_wait(c, fn, seq, rc, culprit, what);
     }
     return fail_wait(c, fn, seq, rc, culprit, "its own stream");
 }
 
-int stream_wait(shmesh_ctx *c, uint64_t seq)
+int dispatch_wait(shmesh_ctx *c, uint64_t seq)
 {
     if (ctx_in_callback == c)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "a host callback waited for a token of its own context: the callback "
-                        "runs inside the stream, so the token cannot be done before it returns");
+                        "runs inside the dispatcher, so the token cannot be done before it returns");
     int rc = finished(c, "shmesh_token_wait", seq);
     if (rc < 0)
         return rc;
@@ -452,30 +452,30 @@ int stream_wait(shmesh_ctx *c, uint64_t seq)
     return result(c, seq);
 }
 
-struct seg_waiter *stream_waiter(shmesh_ctx *c)
+struct seg_waiter *dispatch_waiter(shmesh_ctx *c)
 {
-    return c->stream ? &c->stream->waiter : &c->waiter;
+    return c->dispatcher ? &c->dispatcher->waiter : &c->waiter;
 }
 
-/* Frees what the stream holds; its thread has ended (or, in a fork child,
+/* Frees what the dispatcher holds; its thread has ended (or, in a fork child,
  * was never there). */
-static void stream_free(shmesh_ctx *c)
+static void dispatch_free(shmesh_ctx *c)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     for (size_t i = 0; i < s->nfailed; i++)
         free(s->failed[i].why);
     free(s->failed);
     notify_close(s->notify);
     free(s);
-    c->stream = NULL;
+    c->dispatcher = NULL;
     for (int i = 0; i < RUNTIME_SLOTS; i++)
         if (last_dispatch[i].c == c)
             last_dispatch[i].c = NULL;
 }
 
-uint64_t stream_stop(shmesh_ctx *c)
+uint64_t dispatch_stop(shmesh_ctx *c)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     if (!s)
         return c->seq_base;
     pthread_mutex_lock(&s->lock);
@@ -486,19 +486,19 @@ uint64_t stream_stop(shmesh_ctx *c)
     uint64_t last = s->dispatched;
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
-    stream_free(c);
+    dispatch_free(c);
     return last;
 }
 
-uint64_t stream_forget(shmesh_ctx *c)
+uint64_t dispatch_forget(shmesh_ctx *c)
 {
-    struct stream *s = c->stream;
+    struct dispatcher *s = c->dispatcher;
     if (!s)
         return c->seq_base;
     /* The parent's thread may have held the lock at the fork: not taken.
      * Work queued then is left (dropping it would release calls). */
     uint64_t last = s->dispatched;
-    stream_free(c);
+    dispatch_free(c);
     return last;
 }
 
@@ -522,7 +522,7 @@ int shmesh_token_wait(shmesh_token t)
     int rc = token_check(&t, "shmesh_token_wait", &c);
     if (rc || !c)
         return rc;
-    return stream_wait(c, t.seq);
+    return dispatch_wait(c, t.seq);
 }
 
 /* The tokens' one context (NULL when all are done ones), or an error. */
@@ -561,10 +561,10 @@ int shmesh_token_wait_all(int n, const shmesh_token tokens[])
     for (int i = 0; i < n; i++)
         if (tokens[i].ctx && tokens[i].seq > last)
             last = tokens[i].seq;
-    rc = stream_wait(c, last);
-    if (rc && atomic_load_explicit(&c->stream->finished, memory_order_acquire) < last)
+    rc = dispatch_wait(c, last);
+    if (rc && atomic_load_explicit(&c->dispatcher->finished, memory_order_acquire) < last)
         return rc; /* the wait itself failed */
-    /* Every one finished: the first failure in stream order. */
+    /* Every one finished: the first failure in dispatch order. */
     int first_rc = 0;
     for (int i = 0; i < n; i++) {
         if (!tokens[i].ctx || !tokens[i].seq || tokens[i].seq >= first_bad)
@@ -605,5 +605,5 @@ int shmesh_token_wait_any(int n, const shmesh_token tokens[], int *index)
             best = i;
     }
     *index = best;
-    return stream_wait(c, tokens[best].seq);
+    return dispatch_wait(c, tokens[best].seq);
 }

@@ -1,17 +1,17 @@
-/* Streams through windows (see exchange.h). */
+/* Transfers through windows (see exchange.h). */
 #include <string.h>
 
 #include "core/context.h"
 #include "engine/exchange.h"
 #include "engine/window.h"
 
-uint64_t streams_no_bytes(const struct call *k, int from, int to) { return 0; }
+uint64_t transfers_no_bytes(const struct call *k, int from, int to) { return 0; }
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-/* Stream layout of every member, as every member computes it alike. */
-static void plan(struct call *k, const struct streams *st)
+/* Transfer layout of every member, as every member computes it alike. */
+static void plan(struct call *k, const struct transfers *st)
 {
     struct call_scratch *s = k->s;
     int n = k->g.n, me = k->g.me;
@@ -39,7 +39,7 @@ static void plan(struct call *k, const struct streams *st)
     }
 }
 
-void xrun_start(struct call *k, struct xrun *xr, const struct streams *st)
+void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
 {
     uint64_t unit = st->unit ? st->unit : k->f.in_esz ? k->f.in_esz : 1;
     plan(k, st);
@@ -55,7 +55,7 @@ void xrun_start(struct call *k, struct xrun *xr, const struct streams *st)
     xr->phase = 0;
 }
 
-static void pack_window(struct call *k, const struct streams *st, uint64_t lo, uint64_t hi,
+static void pack_window(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
                         unsigned char *dst)
 {
     const struct call_scratch *s = k->s;
@@ -70,13 +70,13 @@ static void pack_window(struct call *k, const struct streams *st, uint64_t lo, u
     }
 }
 
-static void deliver(struct call *k, const struct streams *st, uint64_t lo, uint64_t hi)
+static void deliver(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi)
 {
     struct call_scratch *s = k->s;
     int n = k->g.n;
     if (st->reduce) {
         /* Every member's segment for this device sits at the same place of
-         * its stream (the reductions send alike), so one range serves all. */
+         * its transfer (the reductions send alike), so one range serves all. */
         uint64_t off = s->xoff_from[0], len = s->xlen_from[0];
         uint64_t a = max_u64(lo, off), b = min_u64(hi, off + len);
         if (a >= b)
@@ -97,7 +97,7 @@ static void deliver(struct call *k, const struct streams *st, uint64_t lo, uint6
 
 int xrun_step(struct call *k, struct xrun *xr)
 {
-    const struct streams *st = xr->st;
+    const struct transfers *st = xr->st;
     for (;;) {
         uint64_t lo = xr->w * xr->window;
         if (xr->phase == 0) {

@@ -1,5 +1,5 @@
 /* Flows: the parts each member sends each other member, and the staged
- * streams that carry them (see flow.h). */
+ * transfers that carry them (see flow.h). */
 #include <string.h>
 
 #include "core/dtype.h"
@@ -34,7 +34,7 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
     f->source = -1;
     f->zero_out = false;
     f->host_data = false;
-    f->streams = NULL;
+    f->transfers = NULL;
 }
 
 /* Whether `from` sends `to` anything. */
@@ -82,7 +82,7 @@ static uint64_t part_bytes(const struct flow *f)
 static uint64_t flow_bytes(const struct call *k, int from, int to)
 {
     const struct flow *f = &k->f;
-    if (to < 0) /* a shared stream */
+    if (to < 0) /* a shared transfer */
         return f->source < 0 || from == f->source ? f->in_bytes : 0;
     return sends(f, from, to) ? part_bytes(f) : 0;
 }
@@ -124,21 +124,21 @@ static void flow_reduce(const struct call *k, uint64_t off, const void *const *s
                src, k->g.n, (size_t)(len / f->in_esz), f->mean_n);
 }
 
-static const struct streams none = {.broadcast = true, .bytes = streams_no_bytes};
-static const struct streams shared_move = {
+static const struct transfers none = {.broadcast = true, .bytes = transfers_no_bytes};
+static const struct transfers shared_move = {
     .broadcast = true, .bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
-static const struct streams move = {.bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
-static const struct streams shared_reduce = {
+static const struct transfers move = {.bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
+static const struct transfers shared_reduce = {
     .broadcast = true, .bytes = flow_bytes, .pack = flow_pack, .reduce = flow_reduce};
-static const struct streams reduce = {.bytes = flow_bytes, .pack = flow_pack, .reduce = flow_reduce};
+static const struct transfers reduce = {.bytes = flow_bytes, .pack = flow_pack, .reduce = flow_reduce};
 
-const struct streams *flow_streams(const struct flow *f)
+const struct transfers *flow_transfers(const struct flow *f)
 {
     switch (f->kind) {
     case FLOW_NONE: return &none;
     case FLOW_MOVE: return flow_shared(f) ? &shared_move : &move;
     case FLOW_REDUCE: return flow_shared(f) ? &shared_reduce : &reduce;
-    case FLOW_STREAMS: return f->streams;
+    case FLOW_TRANSFERS: return f->transfers;
     }
     return &none;
 }

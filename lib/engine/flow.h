@@ -12,7 +12,7 @@
  *   FLOW_REDUCE     every member's output is the reduction of the inputs'
  *                   boxes meant for it: the whole inputs (psum, world_sum)
  *                   or block p of each (psum_scatter)
- *   FLOW_STREAMS    the op gives its streams itself (ragged_all_to_all,
+ *   FLOW_TRANSFERS    the op gives its transfers itself (ragged_all_to_all,
  *                   whose rows follow the offsets it exchanged first)
  *
  * The boxes come from three numbers per side: the dimension the input is cut
@@ -33,13 +33,13 @@
 
 struct call;
 
-enum flow_kind { FLOW_NONE, FLOW_MOVE, FLOW_REDUCE, FLOW_STREAMS };
+enum flow_kind { FLOW_NONE, FLOW_MOVE, FLOW_REDUCE, FLOW_TRANSFERS };
 
-/* Streams, for FLOW_STREAMS and for the engine's own exchanges: what each
+/* Transfers, for FLOW_TRANSFERS and for the engine's own exchanges: what each
  * member sends each other member, packed by the sender into its windows
  * and taken out (or reduced) by the receiver.  Positions are group indices. */
-struct streams {
-    bool broadcast; /* one stream every member reads whole: bytes/pack see to = -1 */
+struct transfers {
+    bool broadcast; /* one transfer every member reads whole: bytes/pack see to = -1 */
     /* Window payloads hold whole units of this many bytes (0: the flow's
      * input element, or 1). */
     uint64_t unit;
@@ -50,7 +50,7 @@ struct streams {
     void (*recv)(const struct call *k, int from, uint64_t off, const void *src, uint64_t len);
     /* Or, instead of recv: the same range of every member's segment for this
      * member, combined (every member's segment sits at the same place of its
-     * stream). */
+     * transfer). */
     void (*reduce)(const struct call *k, uint64_t off, const void *const *src, uint64_t len);
 };
 
@@ -74,9 +74,9 @@ struct flow {
      * op writes them into host memory at once; a device output is left to
      * the path (paths/device_ipc.c) or the staging (paths/device_staged.c). */
     bool zero_out;
-    /* FLOW_STREAMS */
-    const struct streams *streams;
-    /* FLOW_STREAMS: this exchange moves the op's own host data (ragged's
+    /* FLOW_TRANSFERS */
+    const struct transfers *transfers;
+    /* FLOW_TRANSFERS: this exchange moves the op's own host data (ragged's
      * offsets), not its arrays: host paths carry it, whatever the arrays. */
     bool host_data;
 };
@@ -104,7 +104,7 @@ static inline uint64_t flow_size(const struct flow *f)
         return f->out_bytes;
     return f->in_bytes;
 }
-/* The staged streams of a flow (FLOW_STREAMS: the op's own). */
-const struct streams *flow_streams(const struct flow *f);
+/* The staged transfers of a flow (FLOW_TRANSFERS: the op's own). */
+const struct transfers *flow_transfers(const struct flow *f);
 
 #endif

@@ -159,8 +159,8 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh
                 mesh_axes_in_rank(m, ks[0].d.naxes, ks[0].d.axis);
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
-    if (stream_wanted(c, async))
-        rc = stream_dispatch(c, &dw->w, async);
+    if (dispatch_wanted(c, async))
+        rc = dispatch_submit(c, &dw->w, async);
     else {
         rc = run(&dw->w);
         drop(&dw->w);

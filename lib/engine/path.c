@@ -101,7 +101,7 @@ static int handshake_check(struct call *k)
     return 0;
 }
 
-static const struct streams handshake = {.broadcast = true,
+static const struct transfers handshake = {.broadcast = true,
                                          .unit = sizeof(struct where),
                                          .bytes = where_bytes,
                                          .pack = where_pack,

@@ -15,7 +15,7 @@
  *                member may                               paths/single_copy.c
  *   rsag         large whole-array reductions: reduce-scatter then
  *                all-gather through the slots             paths/rsag.c
- *   staged       everything else: streams through the slots paths/staged.c
+ *   staged       everything else: transfers through the slots paths/staged.c
  *
  * Device buffers take the device paths, first in the table: the device
  * path proper, which reads peers' device buffers through IPC handles, and

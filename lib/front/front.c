@@ -11,7 +11,7 @@
  *   - otherwise one call.
  * Each call is prepared by the op's prepare function (the op table's
  * `prepare` column) and finished by the engine (engine/call.h), which runs
- * it on this thread, or on the stream when there is one or the form is
+ * it on this thread, or on the dispatcher when there is one or the form is
  * `_async` (engine/dispatch.h). */
 #include <stdbool.h>
 #include <stddef.h>

@@ -52,9 +52,9 @@ static int seg_error_code(int rc)
 static void release(shmesh_ctx *c, bool forked)
 {
     if (forked)
-        stream_forget(c);
+        dispatch_forget(c);
     else
-        stream_stop(c);
+        dispatch_stop(c);
     effects_free(c);
     call_scratch_free_all(c);
     if (!forked)
@@ -252,7 +252,7 @@ static int finalize_forked(shmesh_ctx *c)
 {
     int rc = fail_forked(c, "shmesh_finalize");
     init_error("%s; this process's copy of the context was released", c->err);
-    uint64_t last = stream_forget(c);
+    uint64_t last = dispatch_forget(c);
     registry_remove(c, last);
     release(c, true);
     return rc;
@@ -269,7 +269,7 @@ int shmesh_finalize(shmesh_ctx *c)
         return SHMESH_ERR_INVALID;
     }
     /* Refused, leaving the context as it was: from a host callback (the
-     * stream it would drain is running the callback), or while another
+     * dispatcher it would drain is running the callback), or while another
      * thread is inside (it would free what that thread uses).  The thread
      * is inside from here on, which keeps others out. */
     int rc = ctx_enter_local(c, "shmesh_finalize");
@@ -281,7 +281,7 @@ int shmesh_finalize(shmesh_ctx *c)
         return rc;
     }
     /* Work still in flight finishes first (it was dispatched before this). */
-    uint64_t last = stream_stop(c);
+    uint64_t last = dispatch_stop(c);
     struct call k;
     rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
     /* Only a clean finalize makes this rank's exit harmless to the others. */

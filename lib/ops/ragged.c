@@ -142,7 +142,7 @@ static int check_slices(struct call *k, const struct ragged *r)
 {
     int64_t n_rows = r->operand.shape[0], m_rows = r->output.shape[0];
     for (int q = 0; q < k->g.n; q++) {
-        uint64_t sent = 0; /* bytes of q's stream so far: slices may overlap */
+        uint64_t sent = 0; /* bytes of q's transfer so far: slices may overlap */
         for (int64_t i = 0; i < r->k; i++) {
             int64_t in_off = entry(r, q, IN_OFF)[i], send = entry(r, q, SEND)[i];
             int64_t out_off = entry(r, q, OUT_OFF)[i];
@@ -263,12 +263,12 @@ shapes: {
 }
 }
 
-static const struct streams param_streams = {.broadcast = true,
+static const struct transfers param_transfers = {.broadcast = true,
                                              .unit = sizeof(int64_t),
                                              .bytes = param_bytes,
                                              .pack = param_pack,
                                              .recv = param_recv};
-static const struct streams row_streams = {
+static const struct transfers row_transfers = {
     .unit = 1, .bytes = row_bytes, .pack = row_pack, .recv = row_recv};
 
 /* After the parameters: every member checks every slice alike, then the
@@ -282,7 +282,7 @@ static int ragged_then(struct call *k)
     if (rc)
         return rc;
     r->rows = true;
-    k->f.streams = &row_streams;
+    k->f.transfers = &row_transfers;
     k->f.host_data = false; /* the rows: the operand and the output */
     return 1;
 }
@@ -393,8 +393,8 @@ OP_PREPARE_INLINE int op_ragged_all_to_all_prepare(struct call *k, const struct 
                             k->name, param_name[p], backend);
     }
     struct flow *f = &k->f;
-    flow_init(f, FLOW_STREAMS, operand, output);
-    f->streams = &param_streams;
+    flow_init(f, FLOW_TRANSFERS, operand, output);
+    f->transfers = &param_transfers;
     f->host_data = true; /* the offsets first, through the host paths */
     if ((rc = coll_ready(k)))
         return rc;

@@ -2,7 +2,7 @@
  * IPC handles of their buffers in a window, each maps the peers' it needs
  * (device/gpu.c caches the mappings), and the data moves device to
  * device, by the runtime's copies and the reduction kernels
- * (device/kernels.h), queued on the context's stream:
+ * (device/kernels.h), queued on the context's transfer:
  *
  *   moves          each member copies the parts meant for it out of the
  *                  senders' mapped inputs into its output
@@ -14,7 +14,7 @@
  *
  * Members combine in group order with the host's arithmetic, so every
  * member, and every path, gives the same bits.  Before publishing, a member
- * waits for its stream (its inputs are then complete); after its part, it
+ * waits for its transfer (its inputs are then complete); after its part, it
  * waits again, then publishes its status (paths/peer.h): the status window
  * keeps every member from leaving while others still read or write its
  * buffers, and fails the call alike on every member when one could not map
@@ -74,7 +74,7 @@ static void pub_recv(const struct call *k, int from, uint64_t off, const void *s
     memcpy((unsigned char *)&pubs(k)[from] + off, src, len);
 }
 
-static const struct streams publish = {.broadcast = true,
+static const struct transfers publish = {.broadcast = true,
                                        .unit = sizeof(struct dev_pub),
                                        .bytes = pub_bytes,
                                        .pack = pub_pack,
@@ -93,7 +93,7 @@ static bool dev_candidate(const struct call *k)
         return false;
     if (f->kind == FLOW_MOVE)
         return true;
-    if (f->kind == FLOW_STREAMS)
+    if (f->kind == FLOW_TRANSFERS)
         return k->dev_rows != NULL;
     return f->kind == FLOW_REDUCE && f->in.dtype == f->out.dtype && k->g.n <= RT_MAX_SRC &&
            (int)f->red <= RT_MEAN && c->dev->rt->takes((int)f->red, f->in.dtype);
@@ -291,7 +291,7 @@ static int dev_move(struct dev_run *x)
     return 0;
 }
 
-/* FLOW_STREAMS: the op walks what each member sends this one. */
+/* FLOW_TRANSFERS: the op walks what each member sends this one. */
 static int rows_copy(void *arg, void *dst, const void *src, uint64_t n)
 {
     struct dev_run *x = arg;
@@ -391,7 +391,7 @@ static int run_part(struct call *k)
         return err;
     if (!err)
         err = k->f.kind == FLOW_MOVE      ? dev_move(&x)
-              : k->f.kind == FLOW_STREAMS ? dev_rows(&x)
+              : k->f.kind == FLOW_TRANSFERS ? dev_rows(&x)
               : allreduce                 ? dev_allreduce(&x, two_shot)
                                           : dev_scatter(&x);
     if (!err && d->rt->sync(d->stream))

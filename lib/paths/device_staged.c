@@ -29,7 +29,7 @@ static const char *reason(const struct call *k)
     const struct flow *f = &k->f;
     if ((k->in_kind == MEM_DEVICE) != (f->out_bytes && k->out_kind == MEM_DEVICE))
         return "one of its buffers is host memory";
-    if (f->kind == FLOW_STREAMS)
+    if (f->kind == FLOW_TRANSFERS)
         return "the op has no device path";
     if (f->kind == FLOW_REDUCE && k->g.n > RT_MAX_SRC)
         return "the kernels take at most 64 members";
@@ -95,7 +95,7 @@ static int stage_in(struct call *k)
     k->path_end = stage_end;
     /* Ragged exchanges leave the rows nobody sends alone: the host copy
      * starts as the device output is. */
-    bool keep_out = out_dev && !same && f->kind == FLOW_STREAMS;
+    bool keep_out = out_dev && !same && f->kind == FLOW_TRANSFERS;
     if ((in_dev && d->rt->copy(h, f->in.data, (size_t)f->in_bytes, d->stream)) ||
         (keep_out && d->rt->copy(h + in_b, f->out.data, (size_t)f->out_bytes, d->stream)) ||
         d->rt->sync(d->stream))

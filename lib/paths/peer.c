@@ -128,7 +128,7 @@ static int reduce_push(struct call *k)
     uint64_t count = f->in_bytes / f->in_esz, lo, hi;
     share(count, share_per(count, n), k->g.me, &lo, &hi);
     uint64_t block = BOUNCE_BYTES / (f->in_esz > f->out_esz ? f->in_esz : f->out_esz);
-    bool stream = count * f->out_esz >= NT_MIN;
+    bool nt = count * f->out_esz >= NT_MIN;
     for (uint64_t i = lo; i < hi; i += block) {
         uint64_t cnt = hi - i < block ? hi - i : block;
         for (int q = 0; q < n; q++)
@@ -136,13 +136,13 @@ static int reduce_push(struct call *k)
         reduce_run(f->red, f->in.dtype, f->out.dtype, s->bounce, s->srcs, n, (size_t)cnt,
                    f->mean_n);
         for (int q = 0; q < n; q++)
-            if (stream)
+            if (nt)
                 nt_copy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
             else
                 memcpy(s->zout[q] + i * f->out_esz, s->bounce, (size_t)(cnt * f->out_esz));
     }
-    if (stream)
-        nt_fence(); /* the streamed lines are visible before the status window */
+    if (nt)
+        nt_fence(); /* the lines written around the cache are visible before the status window */
     return 0;
 }
 
@@ -239,7 +239,7 @@ static void status_recv(const struct call *k, int from, uint64_t off, const void
     memcpy((unsigned char *)&k->s->status[2 * from] + off, src, len);
 }
 
-const struct streams peer_status = {.broadcast = true,
+const struct transfers peer_status = {.broadcast = true,
                                      .unit = 8,
                                      .bytes = status_bytes,
                                      .pack = status_pack,

@@ -56,7 +56,7 @@ int peer_local(struct call *k);
  * failed read: a positive errno, as data, and whose buffer), and peer_status_check fails the
  * call alike on every member when one failed (`how` names the means of
  * reading in the message).  Paths of their own use them too. */
-extern const struct streams peer_status;
+extern const struct transfers peer_status;
 int peer_status_check(struct call *k, const char *how);
 /* Whole-array reductions' shares: position p of n owns elements [lo, hi)
  * of count (whole cache lines). */

@@ -48,8 +48,8 @@ static int rsag_step(struct call *k)
     if (block == 0)
         block = 1;
     uint64_t chunk = block * (uint64_t)n;
-    bool stream = count * out_esz >= NT_MIN;
-    void (*put)(unsigned char *, const unsigned char *, size_t) = stream ? nt_copy : copy_bytes;
+    bool nt = count * out_esz >= NT_MIN;
+    void (*put)(unsigned char *, const unsigned char *, size_t) = nt ? nt_copy : copy_bytes;
     const unsigned char *in = f->in.data;
     unsigned char *out = f->out.data;
     for (;;) {
@@ -105,7 +105,7 @@ static int rsag_step(struct call *k)
             k->stage = 0;
             k->pos += chunk;
             if (k->pos >= count) {
-                if (stream)
+                if (nt)
                     nt_fence();
                 return 0;
             }

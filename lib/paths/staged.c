@@ -1,4 +1,4 @@
-/* Staged: every member's stream through the slot buffers, one window at a
+/* Staged: every member's transfer through the slot buffers, one window at a
  * time (engine/exchange.c).  Always a candidate: the path of last resort. */
 #include "engine/exchange.h"
 #include "paths/staged.h"
@@ -8,7 +8,7 @@ static bool always(const struct call *k) { return true; }
 static int staged_step(struct call *k)
 {
     if (k->stage == 0) {
-        xrun_start(k, &k->xr, flow_streams(&k->f));
+        xrun_start(k, &k->xr, flow_transfers(&k->f));
         k->stage = 1;
     }
     return xrun_step(k, &k->xr);

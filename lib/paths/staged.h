@@ -1,4 +1,4 @@
-/* Staged: every member's stream through the slot buffers (engine/exchange.c),
+/* Staged: every member's transfer through the slot buffers (engine/exchange.c),
  * one window at a time; always a candidate. */
 #ifndef SHMESH_PATHS_STAGED_H
 #define SHMESH_PATHS_STAGED_H

@@ -87,7 +87,7 @@ static inline void status_idle(shmesh_ctx *c)
     atomic_store_explicit(&c->me->status.activity, SEG_ACT_IDLE, memory_order_release);
 }
 
-/* A thread of the rank blocks on a token, for stream position seq; 0 when
+/* A thread of the rank blocks on a token, for dispatch position seq; 0 when
  * it stops. */
 void status_token(shmesh_ctx *c, uint64_t seq);
 
