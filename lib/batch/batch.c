@@ -6,6 +6,7 @@
 
 #include "batch/batch.h"
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"

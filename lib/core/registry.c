@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/fail.h"
 #include "core/registry.h"
 

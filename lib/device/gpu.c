@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/debug.h"
 #include "core/fail.h"
 #include "device/gpu.h"

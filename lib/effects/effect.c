@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/fail.h"
 #include "core/hash.h"
 #include "effects/effect.h"

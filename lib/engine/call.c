@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/debug.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
 #include "engine/local_devices.h"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/debug.h"
 #include "core/fail.h"
 #include "core/registry.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/entry.h"
 #include "core/fail.h"
 #include "memory/heap.h"
 

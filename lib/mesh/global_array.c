@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/entry.h"
 #include "core/fail.h"
 #include "core/hash.h"
 #include "kernels/box.h"
