@@ -30,7 +30,7 @@
 #include "launcher.h"
 #include "shm/optable.h"
 #include "shmesh.h"
-#include "trace/clock.h"
+#include "shm/trace_clock.h"
 
 #define DRAIN_PERIOD_NS 10000000L /* 10 ms: how often the rings are looked at */
 #define DRAIN_IDLE_NS 1000000000L /* 1 s: the longest a ring waits for a copy */

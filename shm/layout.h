@@ -189,7 +189,7 @@ struct seg_slot_hdr {
 #define SEG_TRACE_NAME 16
 struct seg_trace_ring {
     alignas(SEG_CACHE_LINE) _Atomic uint64_t head; /* events written so far */
-    /* The event clock (lib/trace/clock.h): its kind, and one reading of it
+    /* The event clock (shm/trace_clock.h): its kind, and one reading of it
      * and of CLOCK_MONOTONIC taken together when the rank started. */
     uint32_t clock_kind;
     int32_t pid;

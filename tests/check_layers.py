@@ -89,15 +89,10 @@ SCANNED = ['lib', 'shm', 'launcher', 'tools']
 SOURCE_EXT = ('.c', '.h', '.cu', '.cpp')
 
 # The moves of issue 26 item 3 each exception waits for.
-DEVICES = ('not moved yet: issue 26 item 3, engine/local_devices (a call per local '
-           'device of a mesh) reads the mesh and runs ops: it belongs above ops, beside '
-           'the front door, once batch/pile.c no longer needs it')
 CONTEXT_H = ('not moved yet: issue 26 item 3, core/context.h embeds engine and memory '
              'state: the context should hold them behind pointers or forward types')
 MESH_VALUE = ('not moved yet: issue 26 item 3, ops take a mesh: the mesh value '
               '(mesh/mesh.h) belongs below ops, creation and global arrays above')
-TRACE_CALL = ('not moved yet: issue 26 item 3, trace reads struct call and the path '
-              'table: it should record plain values so that it sits beside core')
 TOOLS = ('program outside the library reaching a lib-internal header: '
          'issue 26 item 3, header-only tables shared with the library belong '
          'in shm/ (or a shared folder below core)')
@@ -107,11 +102,6 @@ SETTINGS = ('program outside the library reads SHMESH_* through the settings tab
 
 # (including file, included header as resolved, reason).
 EXCEPTIONS = [
-    # engine/devices
-    ('lib/engine/local_devices.c', 'lib/ops/ops.h', DEVICES),
-    ('lib/engine/local_devices.c', 'lib/paths/peer.h', DEVICES),
-    ('lib/engine/local_devices.c', 'lib/mesh/device.h', DEVICES),
-    ('lib/engine/local_devices.h', 'lib/mesh/mesh.h', DEVICES),
     # the context
     ('lib/core/context.h', 'lib/engine/path.h', CONTEXT_H),
     ('lib/core/context.h', 'lib/engine/window.h', CONTEXT_H),
@@ -119,12 +109,8 @@ EXCEPTIONS = [
     ('lib/core/context.h', 'lib/memory/kind.h', CONTEXT_H),
     # the mesh value
     ('lib/ops/prologue.h', 'lib/mesh/mesh.h', MESH_VALUE),
-    # trace
-    ('lib/trace/trace.h', 'lib/engine/call.h', TRACE_CALL),
-    ('lib/trace/trace.c', 'lib/engine/path.h', TRACE_CALL),
     # programs outside the library
     ('launcher/trace.c', 'lib/core/dtype_names.h', TOOLS),
-    ('launcher/trace.c', 'lib/trace/clock.h', TOOLS),
     ('tools/bench_ops.c', 'lib/kernels/half.h', TOOLS),
     ('tools/bench.c', 'lib/device/runtime.h', TOOLS),
     ('launcher/main.c', 'lib/core/settings.h', SETTINGS),

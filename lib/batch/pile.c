@@ -17,7 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"
-#include "engine/local_devices.h"
+#include "mesh/local_devices.h"
 #include "kernels/box.h"
 #include "kernels/half.h"
 #include "memory/kind.h"

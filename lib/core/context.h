@@ -58,7 +58,7 @@ struct shmesh_ctx {
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
     atomic_flag spare_lock;     /* with a dispatcher (engine/call.c) */
-    /* Several devices per rank (engine/local_devices.c): the gathered inputs of
+    /* Several devices per rank (mesh/local_devices.c): the gathered inputs of
      * the last such call, kept for the next (calls mostly repeat). */
     unsigned char *dev_buf;
     size_t dev_buf_bytes;

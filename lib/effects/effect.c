@@ -38,6 +38,7 @@
 #include "engine/call.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
+#include "engine/status.h"
 #include "trace/trace.h"
 
 _Static_assert(SHMESH_MAX_EFFECTS + 1 == SEG_EFFECT_SLOTS, "an effect slot per effect, and one");

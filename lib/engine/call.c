@@ -14,6 +14,7 @@
 #include "engine/call.h"
 #include "engine/path.h"
 #include "engine/window.h"
+#include "engine/status.h"
 #include "trace/trace.h"
 
 /* The pool of scratch is shared with the progress thread once there is

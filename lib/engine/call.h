@@ -89,7 +89,7 @@ struct call {
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
-    /* Several devices per rank (engine/local_devices.c), for an op whose data is
+    /* Several devices per rank (mesh/local_devices.c), for an op whose data is
      * more than its input (ragged: the offsets too): the bytes this device
      * publishes to its group, and this member's part of the call computed
      * from every member's publication (k->s->zin[q]): with `write` false it

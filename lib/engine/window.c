@@ -10,6 +10,7 @@
 #include "core/fail.h"
 #include "engine/call.h"
 #include "engine/window.h"
+#include "engine/status.h"
 #include "trace/trace.h"
 
 int windows_init(struct windows *w, int world)

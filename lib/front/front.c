@@ -7,7 +7,7 @@
  *   - a batched mesh: the batched-axis layer (batch/batch.h) cuts the call
  *     into its positions' call, which it runs through op_positions;
  *   - several devices of the mesh here: a call per local device, finished
- *     together (engine/local_devices.h);
+ *     together (mesh/local_devices.h);
  *   - otherwise one call.
  * Each call is prepared by the op's prepare function (the op table's
  * `prepare` column) and finished by the engine (engine/call.h), which runs
@@ -19,7 +19,7 @@
 #include "batch/batch.h"
 #include "core/context.h"
 #include "engine/call.h"
-#include "engine/local_devices.h"
+#include "mesh/local_devices.h"
 #include "mesh/mesh.h"
 #include "ops/ops.h"
 #include "shmesh.h"

@@ -214,6 +214,8 @@ int shmesh_init(shmesh_ctx **out)
     c->me = seg_ctrl(c->seg, c->rank);
     if (trace_open(c))
         goto nomem;
+    if (c->trace) /* before any event: the launcher reads them with the first */
+        path_names(c->trace->ring->path_names, SEG_TRACE_PATHS);
     set_tuning(c, &e);
     if (heap_init(&c->heap, c->seg, c->rank))
         goto nomem;

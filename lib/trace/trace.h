@@ -13,8 +13,7 @@
 #include <stdint.h>
 
 #include "core/context.h"
-#include "engine/call.h"
-#include "trace/clock.h"
+#include "shm/trace_clock.h"
 
 struct tracer {
     struct seg_trace_ring *ring;
@@ -25,7 +24,8 @@ struct tracer {
 };
 
 /* At init, once the segment is mapped: the status block's constant parts,
- * and the ring's header when the launcher made rings.  0, or
+ * and the ring's header when the launcher made rings (but the path names,
+ * which init writes: trace sits below the engine).  0, or
  * SHMESH_ERR_NOMEM. */
 int trace_open(shmesh_ctx *c);
 void trace_close(shmesh_ctx *c);
@@ -43,34 +43,7 @@ static inline void trace_commit(struct tracer *t)
 
 static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t->clock); }
 
-/* The status's current call: k, now the one moving through the segment.
- * Status and trace name a call by its description's op: the caller's
- * (psum) where the engine carries it out as another (the world gather of
- * a mesh with several devices per rank, engine/local_devices.c). */
-static inline void status_call(shmesh_ctx *c, const struct call *k)
-{
-    struct seg_status *s = &c->me->status;
-    atomic_store_explicit(&s->call, SEG_STATUS_CALL(k->seq, k->d.op), memory_order_relaxed);
-    if (c->trace)
-        atomic_store_explicit(&s->call_since, k->t_enter, memory_order_relaxed);
-    atomic_store_explicit(&s->activity, SEG_ACT_CALL, memory_order_release);
-}
-
-/* Call k is over; `next` (or NULL) moves on. */
-static inline void status_done(shmesh_ctx *c, const struct call *k, const struct call *next)
-{
-    struct seg_status *s = &c->me->status;
-    /* Only this rank writes it: no atomic read-modify-write needed. */
-    atomic_store_explicit(&s->bytes, atomic_load_explicit(&s->bytes, memory_order_relaxed) + k->size,
-                          memory_order_relaxed);
-    if (next)
-        status_call(c, next);
-    else
-        atomic_store_explicit(&s->activity, SEG_ACT_IDLE, memory_order_release);
-}
-
-/* Blocking on a peer begins, and ends (back to being in the call). */
-void status_block(shmesh_ctx *c, const struct wait_for *wf);
+/* Back to being in the call after blocking on a peer (engine/status.h). */
 static inline void status_unblock(shmesh_ctx *c)
 {
     atomic_store_explicit(&c->me->status.activity, SEG_ACT_CALL, memory_order_release);
@@ -94,10 +67,5 @@ void status_token(shmesh_ctx *c, uint64_t seq);
 /* Waits shorter than this many ticks of the event clock are not recorded:
  * 1 us with CLOCK_MONOTONIC, 0.25 to 0.5 us with a 2 to 4 GHz TSC. */
 #define TRACE_WAIT_MIN_TICKS 1000
-
-/* The ring's events: a call at its end, a wait at its end (if it was not
- * shorter than TRACE_WAIT_MIN_TICKS). */
-void trace_call(shmesh_ctx *c, const struct call *k);
-void trace_wait(shmesh_ctx *c, const struct call *k);
 
 #endif

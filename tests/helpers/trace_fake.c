@@ -28,7 +28,7 @@
 
 #include "engine/desc.h"
 #include "shm/segment.h"
-#include "trace/clock.h"
+#include "shm/trace_clock.h"
 
 #define CALL_NS 10000  /* a call every 10 us of the shared timeline */
 #define RANK_NS 100    /* each rank enters 100 ns after the one before */

@@ -3,8 +3,8 @@
  * against about 30 for clock_gettime), else CLOCK_MONOTONIC nanoseconds.
  * Header only: the ranks read it (lib/trace/trace.c) and so does the
  * launcher, which turns ticks into nanoseconds (launcher/trace.c). */
-#ifndef SHMESH_TRACE_CLOCK_H
-#define SHMESH_TRACE_CLOCK_H
+#ifndef SHMESH_SHM_TRACE_CLOCK_H
+#define SHMESH_SHM_TRACE_CLOCK_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
-#include "engine/local_devices.h"
+#include "mesh/local_devices.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
 #include "paths/peer.h"

@@ -18,8 +18,8 @@
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call); a device-level engine is future
  * work (docs/arrays.md). */
-#ifndef SHMESH_ENGINE_LOCAL_DEVICES_H
-#define SHMESH_ENGINE_LOCAL_DEVICES_H
+#ifndef SHMESH_MESH_LOCAL_DEVICES_H
+#define SHMESH_MESH_LOCAL_DEVICES_H
 
 #include "engine/call.h"
 #include "mesh/mesh.h"
