@@ -385,6 +385,18 @@ static void refusals(void)
     rc = shmesh_psum(bm, "b", NULL, &a, &bad);
     check(rc == SHMESH_ERR_INVALID && strstr(why(), "without the batch dimension"),
           "a wrong output shape: %s", why());
+    /* Said by the positions' call and noted by the batched layer as it was
+     * said: one sentence, the rank named once, the note once, at the end. */
+    char me[32];
+    snprintf(me, sizeof me, "rank %d: ", my_rank());
+    const char *w = why(), *note = strstr(w, " (on the batched mesh:");
+    check(!strncmp(w, me, strlen(me)) && !strstr(w + 1, "rank ") && note &&
+              !strstr(note + 2, "(on the batched mesh:") && w[strlen(w) - 1] == ')',
+          "the refusal names the rank once and carries the note once: %s", w);
+    /* The note is gone once the positions' call is over. */
+    rc = shmesh_psum(bm, "b", NULL, &a, NULL);
+    check(rc == SHMESH_ERR_INVALID && !strstr(why(), "on the batched mesh"),
+          "a refusal of the batched call itself carries no note: %s", why());
     o.bdim = SHMESH_NOT_MAPPED;
     MUST(shmesh_psum(bm, "b", NULL, &a, &o));
     check(out[0] == B * (B - 1) / 2 * 100 + B * my_rank() * B * 100,
