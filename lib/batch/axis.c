@@ -141,7 +141,7 @@ int shmesh_matchaxis(int size, const shmesh_array *in, shmesh_array *out)
         dst = dst < 0 ? dst + out_ndim : dst;
     }
     /* The result's shape: in's, with the batch dimension moved or added. */
-    int64_t rest[SHMESH_MAX_NDIM], shape[SHMESH_MAX_NDIM];
+    int64_t rest[SHMESH_MAX_NDIM] = {0}, shape[SHMESH_MAX_NDIM]; /* gcc cannot see r < nrest */
     int nrest = 0;
     for (int d = 0; d < in->ndim; d++)
         if (d != src)

@@ -354,7 +354,7 @@ static int ragged_dev_rows(struct call *k, int from, const unsigned char *src,
     return p.rc;
 }
 
-/* Host staging of device buffers replaced the flow's (device/gpu.h). */
+/* Host staging of device buffers replaced the flow's (paths/device_staged.c). */
 static void ragged_rebind(struct call *k)
 {
     struct ragged *r = k->op_state;
