@@ -603,7 +603,7 @@ static void basics_failed_work(shmesh_mesh *m)
 /* Blocking calls on a quiet stream (everything dispatched is done): the
  * caller runs each at the stream's next position, which the runtime token
  * names; a failure there is that position's result, and the job goes on
- * (effects/stream.c, run_idle). */
+ * (engine/dispatch.c, run_idle). */
 static void basics_quiet(shmesh_mesh *m)
 {
     int f0 = failures;
