@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "median.h"
 #include "shmesh.h"
 
 #define MAXLOCAL 64
@@ -149,18 +150,6 @@ static long calibrate(double ms)
     }
     passes = (long)((double)passes * ms / best + 0.5);
     return passes < 1 ? 1 : passes;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv)

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "median.h"
 #include "shmesh.h"
 
 #define MAXLOCAL 64
@@ -82,18 +83,6 @@ static int usage(shmesh_ctx *ctx, const char *msg)
         snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
         return usage(ctx, msg_);                                                               \
     } while (0)
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 struct bench {
     shmesh_ctx *ctx;
