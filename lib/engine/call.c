@@ -227,10 +227,7 @@ static int call_step(struct call *k)
             return rc;
         if ((rc = k->then(k)) <= 0)
             return rc;
-        k->path = NULL; /* another exchange: choose again */
-        k->handshaken = false;
-        k->stage = 0;
-        k->pos = 0;
+        path_again(k); /* another exchange */
     }
 }
 
@@ -324,12 +321,14 @@ struct call_work {
     struct call k;
 };
 
-static int call_work_run(struct work *w)
+/* A prepared call run on this thread: numbered and queued, then waited for. */
+static inline __attribute__((always_inline)) int submit_wait(struct call *k)
 {
-    struct call *k = &((struct call_work *)w)->k;
-    int rc = call_submit(k);
+    int rc = submit(k);
     return rc ? rc : call_wait(k);
 }
+
+static int call_work_run(struct work *w) { return submit_wait(&((struct call_work *)w)->k); }
 
 static void call_work_drop(struct work *w)
 {
@@ -344,12 +343,7 @@ struct call_here {
     struct call *k;
 };
 
-static int call_here_run(struct work *w)
-{
-    struct call *k = ((struct call_here *)w)->k;
-    int rc = call_submit(k);
-    return rc ? rc : call_wait(k);
-}
+static int call_here_run(struct work *w) { return submit_wait(((struct call_here *)w)->k); }
 
 static void call_here_drop(struct work *w) { call_release(((struct call_here *)w)->k); }
 
@@ -384,8 +378,8 @@ static inline __attribute__((always_inline)) int finish(struct call *k, int rc,
 {
     if (!rc && dispatch_wanted(k->c, async))
         return call_dispatch(k, async);
-    if (!rc && (rc = submit(k)) == 0)
-        rc = call_wait(k);
+    if (!rc)
+        rc = submit_wait(k);
     if (k->c) {
         call_release(k);
         ctx_leave(k->c);

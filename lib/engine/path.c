@@ -10,7 +10,6 @@
 #include "engine/path.h"
 #include "memory/heap.h"
 
-
 void path_names(char (*names)[SEG_TRACE_NAME], int max)
 {
     for (size_t i = 0; i < path_count && (int)i < max; i++)
@@ -117,18 +116,26 @@ static const struct path *choose(const struct call *k)
     return path_last; /* not reached: a call's kinds always have a candidate */
 }
 
+/* k's candidates among the paths that take memory of `kinds`; whether one
+ * needs the handshake. */
+static bool candidates_of(struct call *k, unsigned kinds)
+{
+    bool hs = false;
+    k->candidates = 0;
+    for (size_t i = 0; i < path_count; i++)
+        if ((path_table[i]->kinds & kinds) && path_table[i]->candidate(k)) {
+            k->candidates |= 1u << i;
+            hs |= path_table[i]->handshake;
+        }
+    return hs;
+}
+
 /* A device call's candidates among the device paths (none for an exchange
  * of the op's own host data that the host paths carry).  Not memoized: they
  * depend on the call's dtype and op too. */
 static __attribute__((noinline, cold)) bool device_candidates(struct call *k)
 {
-    bool hs = false;
-    k->candidates = 0;
-    for (size_t i = 0; i < path_count; i++)
-        if ((path_table[i]->kinds & MEM_DEVICE) && path_table[i]->candidate(k)) {
-            k->candidates |= 1u << i;
-            hs |= path_table[i]->handshake;
-        }
+    bool hs = candidates_of(k, MEM_DEVICE);
     /* The first candidate is the call's device path (the device paths need
      * no handshake); one that moves the arrays only leaves the op's own
      * host data to the host paths. */
@@ -157,13 +164,7 @@ static bool find_candidates(struct call *k)
         k->candidates = m->candidates;
         return m->handshake;
     }
-    bool hs = false;
-    k->candidates = 0;
-    for (size_t i = 0; i < path_count; i++)
-        if ((path_table[i]->kinds & (MEM_HOST | MEM_HEAP)) && path_table[i]->candidate(k)) {
-            k->candidates |= 1u << i;
-            hs |= path_table[i]->handshake;
-        }
+    bool hs = candidates_of(k, MEM_HOST | MEM_HEAP);
     *m = (struct path_memo){k->size, f->in_bytes, k->g.n, (int)f->kind, allreduce, hs, true,
                             k->candidates};
     return hs;
@@ -199,9 +200,6 @@ int path_step(struct call *k)
 
 int path_on_host(struct call *k)
 {
-    k->path = NULL;
-    k->handshaken = false;
-    k->stage = 0;
-    k->pos = 0;
+    path_again(k);
     return path_step(k);
 }

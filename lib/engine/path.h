@@ -99,6 +99,15 @@ unsigned path_kinds(void);
 /* Runs the call's current exchange: the handshake if a candidate needs it,
  * the choice, then the chosen path. */
 int path_step(struct call *k);
+/* The call's next exchange chooses its path again (a `then` step set up
+ * another exchange, or the call now has host buffers). */
+static inline void path_again(struct call *k)
+{
+    k->path = NULL;
+    k->handshaken = false;
+    k->stage = 0;
+    k->pos = 0;
+}
 /* From a path that hands over (host staging, once the call's buffers are
  * host memory): the current exchange, chosen again among the host paths and
  * run there. */
