@@ -130,11 +130,14 @@ static inline int execute(shmesh_ctx *c, struct work *w)
 }
 
 /* Position seq is over and its work dropped: counted, then its word posted
- * (waiters wake), then let go of (`quiet`). */
-static inline void publish(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
+ * (with `ring`, its bell rung: waiters wake), then let go of (`quiet`). */
+static inline void publish(shmesh_ctx *c, struct dispatcher *s, uint64_t seq, bool ring)
 {
     atomic_store_explicit(&s->finished, seq, memory_order_release);
-    seg_progress_post(&c->me->done, seq);
+    if (ring)
+        seg_progress_post(&c->me->done, seq);
+    else
+        atomic_store_explicit(&c->me->done.value, seq, memory_order_release);
     atomic_store_explicit(&s->idle.quiet, seq, memory_order_release);
 }
 
@@ -152,7 +155,7 @@ static int run_one(shmesh_ctx *c, struct dispatcher *s, struct work *w)
     record(c, s, seq, rc);
     s->executing = false;
     w->drop(w);
-    publish(c, s, seq);
+    publish(c, s, seq, true);
     if (s->head || s->stop)
         pthread_cond_broadcast(&s->cond);
     return rc;
@@ -174,12 +177,10 @@ static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
         pthread_mutex_unlock(&s->lock);
     }
     w->drop(w);
-    /* As publish(), but the word is only written, its bell not rung: no one
-     * can sleep on position seq (no token names it before this returns,
-     * and every sleeper on an earlier one was woken by that one's post). */
-    atomic_store_explicit(&s->finished, seq, memory_order_release);
-    atomic_store_explicit(&c->me->done.value, seq, memory_order_release);
-    atomic_store_explicit(&s->idle.quiet, seq, memory_order_release);
+    /* The word only written, its bell not rung: no one can sleep on
+     * position seq (no token names it before this returns, and every
+     * sleeper on an earlier one was woken by that one's post). */
+    publish(c, s, seq, false);
     return rc;
 }
 
