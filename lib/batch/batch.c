@@ -94,7 +94,7 @@ static const unsigned char rule_of[OP_COUNT] = {
 static enum batch_rule rule(enum call_op op) { return (enum batch_rule)rule_of[op]; }
 
 /* Whether every member of the group gets the same result. */
-static bool op_reduces(enum call_op op)
+static bool result_shared(enum call_op op)
 {
     enum batch_rule r = rule(op);
     return r == BATCH_REDUCE || r == BATCH_SUM || r == BATCH_GATHER || r == BATCH_BROADCAST;
@@ -114,7 +114,7 @@ static bool result_mapped(const struct op_args *p, int batch, bool named, bool o
 {
     if (!mapped_in && !named)
         return false; /* the same call on the same value at every position */
-    if (op_reduces(p->op))
+    if (result_shared(p->op))
         /* Every member of the group gets the same result; subgroups may
          * split a batch, and then its positions' results differ. */
         return !named || p->gs;
