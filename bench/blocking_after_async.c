@@ -1,22 +1,25 @@
-/* blocking_after_async: what a blocking psum costs once the context has a
- * stream (docs/effects.md, "The progress thread"; docs/performance.md).
+/* blocking_after_async: what a blocking psum costs once the context's
+ * dispatcher has its progress thread (docs/effects.md, "The progress
+ * thread"; docs/performance.md).
  *
  *   shmesh-run -n 2 -- build/bench/blocking-after-async [-n ITERS] [-r ROUNDS] [-q QUEUED] [-b BYTES]
  *
  * A 1-D mesh "i" over every device; each device's buffer holds BYTES of
  * float32 (default 8: two floats).  Times, after a barrier, ROUNDS rounds
  * (default 7) of ITERS calls (default 20000) of each row:
- *   (a) before   shmesh_psum, before any asynchronous dispatch (no stream,
- *                no progress thread)
+ *   (a) before   shmesh_psum, before any asynchronous dispatch (no
+ *                progress thread: the caller runs each call itself)
  *   (b) idle     shmesh_psum after one shmesh_psum_async and its wait: the
- *                progress thread exists and the stream is idle, so the
- *                caller runs the call itself, and should pay what (a) does
+ *                progress thread exists and the dispatch queue is idle, so
+ *                the caller runs the call itself, and should pay what (a)
+ *                does
  *   (c) queued   groups of QUEUED shmesh_psum_async (default 4) followed by
  *                one blocking shmesh_psum, which finds the queue busy and
  *                waits while the progress thread runs all QUEUED + 1 calls
  *                in order: the time of a group over its QUEUED + 1 calls,
  *                i.e. a call's cost when the progress thread executes it
- *                (queueing, the hand-over, the wait on the stream's count)
+ *                (queueing, the hand-over, the wait on the dispatch queue's
+ *                finished count)
  * A job cannot make a second context (the segment is gone once every rank
  * attached) and a context never loses its progress thread, so the rounds
  * of (a) come first, then one psum_async, then the rounds of (b) and (c) in
@@ -142,7 +145,7 @@ static int time_queued(struct bench *b, int iters, int queued, double *us)
     for (int g = 0; g < groups; g++) {
         for (int q = 0; q < queued; q++)
             TRY("shmesh_psum_async", psum_async(b));
-        TRY("shmesh_psum", psum(b)); /* runs after them, in stream order */
+        TRY("shmesh_psum", psum(b)); /* runs after them, in dispatch order */
         check(b);
     }
     *us = (now_us() - t0) / ((double)groups * (queued + 1));
@@ -225,7 +228,7 @@ int main(int argc, char **argv)
     }
     b.want = (float)devices * (float)(devices + 1) / 2;
 
-    /* (a): no stream yet. */
+    /* (a): no progress thread yet. */
     if ((rc = warm(&b)))
         return rc;
     for (int r = 0; r < rounds; r++)
@@ -256,7 +259,7 @@ int main(int argc, char **argv)
         printf("# us per call on rank 0: the median over the rounds, the fastest and slowest "
                "round; ratio: median / (a)'s median\n#\n");
         printf("# %-28s %9s %9s %9s %7s\n", "row", "median", "min", "max", "ratio");
-        static const char *rows[R_N] = {"(a) before any async", "(b) idle stream, thread",
+        static const char *rows[R_N] = {"(a) before any async", "(b) idle queue, thread",
                                          "(c) behind queued async"};
         double col[1000], med[R_N];
         for (int s = 0; s < R_N; s++) {

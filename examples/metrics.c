@@ -16,17 +16,17 @@
  *      placed on every device): each device prints its own loss line;
  *   4. dispatch psum_async of the losses, then a callback on the effect
  *      "mean-loss" (ORDERED, placed on device 0): rank 0 alone prints the
- *      mean, read from the psum's output, which the stream has written by
+ *      mean, read from the psum's output, which the dispatcher has written by
  *      the time the callback runs;
  *   5. wait for the gradient's token and take the step.
  * Nothing is printed by the main loop: every line comes from a callback, on
  * a progress thread, yet the lines come out in step order.  All of step k's
  * rank lines appear before any line of step k+1 (the shardable effect's
  * rule, across processes); the mean line of step k comes after all of them,
- * because on rank 0 it follows the loss psum in the stream, which no rank
- * joins before its own step-k line is out.  Inside one step the rank lines
- * come in any order.  shmesh_effects_barrier then waits for every effect,
- * as jax.barrier() does, before the summary. */
+ * because on rank 0 it follows the loss psum in the dispatch queue, which
+ * no rank joins before its own step-k line is out.  Inside one step the
+ * rank lines come in any order.  shmesh_effects_barrier then waits for
+ * every effect, as jax.barrier() does, before the summary. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +93,7 @@ static void log_rank(void *arg, int device)
 }
 
 /* "mean-loss", on device 0 alone: the psum of the losses has run before
- * this callback in the stream, so sum[0] holds it. */
+ * this callback in the dispatch queue, so sum[0] holds it. */
 static void log_mean(void *arg, int device)
 {
     const struct step_log *s = arg;

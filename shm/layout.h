@@ -132,8 +132,9 @@ struct seg_status {
     char wait_effect[SEG_EFFECT_NAME]; /* and its effect's name ("" for none) */
     /* A thread of the rank blocked on a token (shmesh_token_wait and the
      * like, lib/engine/dispatch.c), whatever the rank's calls do: the
-     * stream position it waits for (0: none) and since when
-     * (CLOCK_MONOTONIC ns).  How far the stream got is seg_ctrl's `done`. */
+     * dispatch queue position it waits for (0: none) and since when
+     * (CLOCK_MONOTONIC ns).  How far the dispatch queue got is seg_ctrl's
+     * `done`. */
     _Atomic uint64_t token_seq;
     _Atomic int64_t token_since;
 };
@@ -154,14 +155,14 @@ struct seg_ctrl {
      * which differ when the calls' hashes do (untrusted: compared, printed
      * as numbers). */
     uint64_t tuning[SEG_TUNING_MAX];
-    /* Tokens (lib/effects/): how much of the rank's stream has finished
-     * (its own threads sleep on it; the rank keeps the count in private
-     * memory too, and a word above it is not the rank's), and for each
-     * effect the program points the rank has passed.  A point's post rings
-     * `progress`'s bell without changing its value, so a peer waiting for a
-     * point also sees the rank's windows.  No rank passes a point before
-     * every rank announced it (a collective callback is a call of its
-     * own), so a point above those a peer dispatched is not the rank's. */
+    /* Tokens (lib/effects/): how much of the rank's dispatch queue has
+     * finished (its own threads sleep on it; the rank keeps the count in
+     * private memory too, and a word above it is not the rank's), and for
+     * each effect the program points the rank has passed.  A point's post
+     * rings `progress`'s bell without changing its value, so a peer waiting
+     * for a point also sees the rank's windows.  No rank passes a point
+     * before every rank announced it (a collective callback is a call of
+     * its own), so a point above those a peer dispatched is not the rank's. */
     alignas(128) struct seg_progress done;
     _Atomic uint64_t effect_point[SEG_EFFECT_SLOTS];
     alignas(128) struct seg_status status;

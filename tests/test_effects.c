@@ -115,7 +115,7 @@ static void basics(int np)
     expect_lines(&r, "effect_create(one too many) -> SHMESH_ERR_INVALID", "32", np);
     if (np > 1)
         expect_lines(&r, "failed work fails its own token only", NULL, np);
-    expect_lines(&r, "blocking calls on a quiet stream ok", NULL, np);
+    expect_lines(&r, "blocking calls on a quiet dispatch queue ok", NULL, np);
     expect_lines(&r, "token_wait(forged) -> SHMESH_ERR_INVALID", "only", np);
     expect_lines(&r, "errors: job usable", NULL, np);
     expect_lines(&r, "basics ok", NULL, np);

@@ -5,7 +5,7 @@
  * words, rank states, slot tags, heap offsets published in zero-copy
  * handshakes, call hashes and descriptions, and the abort record; and
  * words of progress forged at the moment a wait would end early on them (a
- * stream's `done` count, an effect's point): those must be
+ * dispatch queue's `done` count, an effect's point): those must be
  * SHMESH_ERR_BAD_SEGMENT on every rank.  Every
  * rank must end with an error or with right results: never a fault, a
  * wrong result, an overrun, or a wait that lasts until SHMESH_TIMEOUT; the
@@ -109,10 +109,10 @@ static void call_descriptions(void **state) { hostile("desc", "200", RIGHT_OR_ER
 static void abort_record(void **state) { hostile("abort", "30", RIGHT_OR_ERROR); }
 
 /* Words no rank can have written, at the moment they would end a wait
- * early (issue 24): more of a stream done than was dispatched (the token of
- * a psum still held up behind a callback), an effect's point past any
- * dispatched (rank 1's token of a callback placed on rank 0's device, and
- * its shmesh_effects_barrier, while rank 0 runs its part). */
+ * early (issue 24): more of a dispatch queue done than was dispatched (the
+ * token of a psum still held up behind a callback), an effect's point past
+ * any dispatched (rank 1's token of a callback placed on rank 0's device,
+ * and its shmesh_effects_barrier, while rank 0 runs its part). */
 static void forged_done(void **state) { hostile("done-high", "20", CORRUPT); }
 static void forged_point_placed(void **state) { hostile("point-placed", "20", CORRUPT); }
 static void forged_point_barrier(void **state) { hostile("point-barrier", "20", CORRUPT); }

@@ -10,9 +10,9 @@
  *   test-top jobs         real jobs of shmesh-test-top under shmesh-run: a
  *                         rank that sleeps between calls, one that skips one,
  *                         one that runs a long callback the others wait for
- *                         (their streams for its program point, every main
- *                         thread for a token); the live view (--json) ends
- *                         with its job
+ *                         (their dispatch queues for its program point,
+ *                         every main thread for a token); the live view
+ *                         (--json) ends with its job
  *   test-top other-user   another user (nobody, through runuser) is refused;
  *                         exits 77 (skipped) when not root or without runuser
  *
@@ -242,8 +242,8 @@ static void set_point(int r, uint64_t point, const char *effect)
     atomic_store(&s->wait_kind, SEG_WAIT_POINT);
 }
 
-/* A thread of rank r blocks on a token: position seq of its stream, of
- * which `done` finished, for `secs` seconds. */
+/* A thread of rank r blocks on a token: position seq of its dispatch
+ * queue, of which `done` finished, for `secs` seconds. */
 static void set_token(int r, uint64_t seq, uint64_t done, double secs)
 {
     struct seg_ctrl *c = seg_ctrl(fake, r);
@@ -358,8 +358,8 @@ static void fake_cycle(void **state)
 
 /* Ranks 1-3's calls #9 (callbacks) wait for rank 0 to pass point 4 of
  * effect "log", which rank 0 runs; every rank's main thread waits for a
- * token.  Then nothing but a token wait: a rank whose stream runs work of
- * its own (no call), which used to read "no rank is blocked". */
+ * token.  Then nothing but a token wait: a rank whose dispatch queue runs
+ * work of its own (no call), which used to read "no rank is blocked". */
 static void fake_point_and_tokens(void **state)
 {
     set_rank(0, CALL, 9, -1, 0);
@@ -377,12 +377,15 @@ static void fake_point_and_tokens(void **state)
                     "\"log\", blocked for ",
                 2.1, "point wait");
     expect_in(&r, "rank 0 is in call #9 (callback), not blocked", "point's owner");
-    expect_secs(&r, "rank 0 waits for a token (position 12 of its stream, 11 finished), blocked "
-                    "for ",
+    expect_secs(&r, "rank 0 waits for a token (position 12 of its dispatch queue, 11 finished), "
+                    "blocked for ",
                 2.1, "rank 0's token");
-    expect_in(&r, " s; its stream is in call #9 (callback), not blocked (running its callback)",
-              "rank 0's stream");
-    expect_in(&r, "ranks 1-3 wait for tokens of their own streams, which wait as shown above",
+    expect_in(&r,
+              " s; its dispatch queue is in call #9 (callback), not blocked (running its "
+              "callback)",
+              "rank 0's dispatch queue");
+    expect_in(&r,
+              "ranks 1-3 wait for tokens of their own dispatch queues, which wait as shown above",
               "the others' tokens");
     run_free(&r);
     show(&r, true);
@@ -394,17 +397,18 @@ static void fake_point_and_tokens(void **state)
     expect_in(&r, "\"tokens\":[\"rank 0 waits for a token", "json tokens");
     run_free(&r);
 
-    /* Only token waits: rank 2's stream runs work of its own. */
+    /* Only token waits: rank 2's dispatch queue runs work of its own. */
     for (int i = 0; i < WORLD; i++) {
         set_rank(i, IDLE, 9, -1, 0);
         atomic_store(&seg_ctrl(fake, i)->status.token_seq, 0);
     }
     set_token(2, 5, 3, 1.1);
     show(&r, false);
-    expect_secs(&r, "rank 2 waits for a token (position 5 of its stream, 3 finished), blocked "
-                    "for ",
+    expect_secs(&r, "rank 2 waits for a token (position 5 of its dispatch queue, 3 finished), "
+                    "blocked for ",
                 1.1, "token alone");
-    expect_in(&r, " s; its stream is outside any collective call", "token alone's stream");
+    expect_in(&r, " s; its dispatch queue is outside any collective call",
+              "token alone's dispatch queue");
     if (strstr(r.out, "no rank is blocked"))
         fail_msg("a token wait shown as 'no rank is blocked':\n%s", r.out);
     run_free(&r);
@@ -567,21 +571,26 @@ static void job_stuck(void **state)
 }
 
 /* The mesh is #1, the psums #2-#4, the effect's registration #5: the
- * callback is #6.  Rank 0 runs it (asleep); the others' streams wait for
- * rank 0 to pass its point, and every main thread for its token. */
+ * callback is #6.  Rank 0 runs it (asleep); the others' dispatch queues
+ * wait for rank 0 to pass its point, and every main thread for its token. */
 static void job_effect(void **state)
 {
     struct poll_job p = {
         .want = "ranks 1-3 wait for rank 0 in call #6 (callback) to pass point 1 of effect "
                 "\"log\"",
-        .want2 = "rank 0 waits for a token (position 1 of its stream, 0 finished), blocked for",
+        .want2 = "rank 0 waits for a token (position 1 of its dispatch queue, 0 finished), "
+                 "blocked for",
         .json = "\"wait_kind\":\"point\",\"wait_point\":1,\"wait_effect\":\"log\",",
     };
     run_job("effect", &p);
     /* Not the only thing said: the others' token waits, and rank 0's call. */
     if (!strstr(p.text, "rank 0 is in call #6 (callback), not blocked") ||
-        !strstr(p.text, "ranks 1-3 wait for tokens of their own streams, which wait as shown above") ||
-        !strstr(p.text, "its stream is in call #6 (callback), not blocked (running its callback)"))
+        !strstr(p.text,
+                "ranks 1-3 wait for tokens of their own dispatch queues, which wait as shown "
+                "above") ||
+        !strstr(p.text,
+                "its dispatch queue is in call #6 (callback), not blocked (running its "
+                "callback)"))
         fail_msg("job effect: shmesh-top's text lacks rank 0's callback or the token waits:\n%s",
                  p.text);
 }

@@ -14,10 +14,11 @@
  * current or last call, whether it is outside any call, inside one, or
  * blocked waiting for a peer (and which: a window of a call, or a program
  * point of an effect), and whether a thread of it blocks on a token of its
- * own stream.  From these the wait-for graph is built and each chain of
- * waits is followed to the rank it ends at: the one the others wait for,
- * and what it is doing; token waits are shown with what their stream
- * does.  docs/shmesh-top.1 describes the columns and the JSON fields. */
+ * own dispatch queue.  From these the wait-for graph is built and each
+ * chain of waits is followed to the rank it ends at: the one the others
+ * wait for, and what it is doing; token waits are shown with what their
+ * dispatch queue does.  docs/shmesh-top.1 describes the columns and the
+ * JSON fields. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -288,9 +289,9 @@ struct rank_view {
     bool wait_point_kind; /* SEG_ACT_WAIT for a program point (else a window) */
     uint64_t wait_point;
     char wait_effect[SEG_EFFECT_NAME + 1]; /* its effect ("" for none), printable */
-    uint64_t token_seq; /* a thread blocks on this stream position; 0: none */
+    uint64_t token_seq; /* a thread blocks on this dispatch queue position; 0: none */
     double token_waited_s;
-    uint64_t done; /* stream positions finished */
+    uint64_t done; /* dispatch queue positions finished */
     uint64_t calls, bytes;
     char notifier[sizeof ((struct seg_status *)0)->notifier + 1];
     double rate; /* calls finished per second since the previous snapshot; < 0: unknown */
@@ -516,21 +517,21 @@ static const char *point_text(const struct rank_view *v, char *buf, size_t len)
     return buf;
 }
 
-/* A rank a thread of which blocks on a token, and whose stream does not
- * wait for a peer: what the stream does. */
+/* A rank a thread of which blocks on a token, and whose dispatch queue
+ * does not wait for a peer: what the dispatch queue does. */
 static void token_line(const struct rank_view *v, int r, char *buf, size_t len)
 {
     char doing[160];
     if (v->activity == SEG_ACT_CALL)
         snprintf(doing, sizeof doing,
-                 "its stream is in call #%" PRIu64 " (%s), not blocked (running it%s)", v->call,
-                 op_name(v->op), !strcmp(op_name(v->op), "callback") ? "s callback" : "");
+                 "its dispatch queue is in call #%" PRIu64 " (%s), not blocked (running it%s)",
+                 v->call, op_name(v->op), !strcmp(op_name(v->op), "callback") ? "s callback" : "");
     else
         snprintf(doing, sizeof doing,
-                 "its stream is outside any collective call (running work of this rank "
+                 "its dispatch queue is outside any collective call (running work of this rank "
                  "alone, such as a callback placed on SHMESH_PLACE_SELF)");
     snprintf(buf, len,
-             "rank %d waits for a token (position %" PRIu64 " of its stream, %" PRIu64
+             "rank %d waits for a token (position %" PRIu64 " of its dispatch queue, %" PRIu64
              " finished), blocked for %.1f s; %s",
              r, v->token_seq, v->done, v->token_waited_s, doing);
 }
@@ -561,9 +562,9 @@ struct diagnosis {
     int n;
     bool *running; /* in a call, not blocked, and no one waits for them */
     char running_text[512];
-    /* Ranks a thread of which blocks on a token: those whose stream waits
-     * for a peer (shown by the findings) in one line, each other one in a
-     * line of its own. */
+    /* Ranks a thread of which blocks on a token: those whose dispatch
+     * queue waits for a peer (shown by the findings) in one line, each
+     * other one in a line of its own. */
     char *token_text;
     char summary[256]; /* when there is nothing else to say */
 };
@@ -669,7 +670,8 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
                  "%s %s in a call but not blocked (running, or spinning before %s block)", who,
                  running == 1 ? "is" : "are", running == 1 ? "it" : "they");
     }
-    /* Token waits: behind a wait shown above, or on the rank's own stream. */
+    /* Token waits: behind a wait shown above, or on the rank's own dispatch
+     * queue. */
     size_t cap = 256 + (size_t)n * 320, used = 0;
     d->token_text = calloc(1, cap);
     bool *behind = calloc((size_t)n, sizeof *behind);
@@ -694,9 +696,10 @@ static void diagnose(const struct snapshot *sn, struct diagnosis *d)
         char who[256];
         rank_list(behind, n, who, sizeof who);
         snprintf(d->token_text + used, cap - used,
-                 "%s%s %s for tokens of %s own stream%s, which %s as shown above", used ? "\n" : "",
-                 who, nbehind == 1 ? "waits" : "wait", nbehind == 1 ? "its" : "their",
-                 nbehind == 1 ? "" : "s", nbehind == 1 ? "waits" : "wait");
+                 "%s%s %s for tokens of %s own dispatch queue%s, which %s as shown above",
+                 used ? "\n" : "", who, nbehind == 1 ? "waits" : "wait",
+                 nbehind == 1 ? "its" : "their", nbehind == 1 ? "" : "s",
+                 nbehind == 1 ? "waits" : "wait");
     }
     free(behind);
     int finalized = 0, attached = 0;

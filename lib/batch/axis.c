@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fail.h"
 #include "engine/call.h"
+#include "engine/state.h"
 #include "ops/args.h"
 
 int shmesh_mesh_batch(const shmesh_mesh *m, const char *name, int size, shmesh_mesh **out)
@@ -34,8 +35,9 @@ int shmesh_mesh_batch(const shmesh_mesh *m, const char *name, int size, shmesh_m
         return rc;
     /* Calls' scratch must have room for every position of the job. */
     shmesh_ctx *c = m->ctx;
-    if (c->world * b->per > c->scratch_members)
-        c->scratch_members = c->world * b->per;
+    struct engine_state *engine = engine_of(c);
+    if (c->world * b->per > engine->scratch_members)
+        engine->scratch_members = c->world * b->per;
     *out = b;
     return 0;
 }

@@ -7,7 +7,6 @@
 
 #include <stdint.h>
 
-struct call_desc; /* engine/desc.h */
 #include "shmesh.h"
 
 /* The job was aborted (the segment's abort record): call `seq` of `op`
@@ -37,11 +36,5 @@ int fail_left_in_place(shmesh_ctx *c, int rc);
  * context and its error. */
 int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
               const char *waiting_for);
-/* Both calls explained, the context poisoned, and the job told: every rank
- * returns SHMESH_ERR_MISMATCH from its next wait or call.  `theirs` is NULL
- * when the other rank's window is gone; otherwise a private copy of the
- * peer's description, read as untrusted bytes (call_mismatch_text). */
-int fail_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
-                  const struct call_desc *theirs);
 
 #endif

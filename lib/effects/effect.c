@@ -34,8 +34,10 @@
 #include "core/fail.h"
 #include "core/hash.h"
 #include "effects/effect.h"
+#include "effects/state.h"
 #include "engine/dispatch.h"
 #include "engine/call.h"
+#include "engine/state.h"
 #include "mesh/device.h"
 #include "ops/ops.h"
 #include "engine/status.h"
@@ -102,7 +104,7 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
                                         "SHMESH_EFFECT_UNORDERED (0), _ORDERED (1) or "
                                         "_ORDERED_SHARDABLE (2), got %d",
                                         (int)kind));
-    if (c->neffects == SHMESH_MAX_EFFECTS)
+    if (effects_of(c)->neffects == SHMESH_MAX_EFFECTS)
         return call_finish(&k, ctx_fail(c, SHMESH_ERR_INVALID,
                                         "shmesh_effect_create: a context has at most %d "
                                         "effects, and \"%s\" would be one more",
@@ -111,7 +113,7 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     if (!e)
         return call_finish(&k, ctx_fail(c, SHMESH_ERR_NOMEM,
                                         "shmesh_effect_create: out of memory"));
-    *e = (shmesh_effect){.c = c, .id = c->neffects, .kind = kind};
+    *e = (shmesh_effect){.c = c, .id = effects_of(c)->neffects, .kind = kind};
     memcpy(e->name, name, len + 1);
     /* Ranks compare names and kinds, as they compare any collective call. */
     call_group_world(&k);
@@ -122,16 +124,18 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
         free(e);
         return rc;
     }
-    c->effects[c->neffects++] = e;
+    struct effects_state *effects = effects_of(c);
+    effects->effects[effects->neffects++] = e;
     *out = e;
     return 0;
 }
 
 void effects_free(shmesh_ctx *c)
 {
-    for (int i = 0; i < c->neffects; i++)
-        free(c->effects[i]);
-    c->neffects = 0;
+    struct effects_state *effects = effects_of(c);
+    for (int i = 0; i < effects->neffects; i++)
+        free(effects->effects[i]);
+    effects->neffects = 0;
 }
 
 const char *shmesh_effect_name(const shmesh_effect *e) { return e ? e->name : ""; }
@@ -312,7 +316,7 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
     *cw = (struct callback_work){.w = {.run = callback_run, .drop = callback_drop},
                                  .c = c, .e = e, .placement = placement, .fn = fn, .arg = arg};
     if (placement != SHMESH_PLACE_SELF)
-        cw->point = ++*(e ? &e->points : &c->plain_points);
+        cw->point = ++*(e ? &e->points : &effects_of(c)->plain_points);
     shmesh_token spare, *t = token ? token : &spare; /* a callback is always dispatched */
     rc = dispatch_submit(c, &cw->w, t);
     if (!rc && e)
@@ -328,16 +332,17 @@ int shmesh_effects_barrier(shmesh_ctx *c)
     int rc = ctx_enter(c, "shmesh_effects_barrier");
     if (rc)
         return rc;
+    const struct effects_state *effects = effects_of(c);
     uint64_t last = shmesh_runtime_token(c).seq;
-    for (int i = 0; i < c->neffects; i++)
-        if (c->effects[i]->last_seq > last)
-            last = c->effects[i]->last_seq;
-    if (last && c->dispatcher)
+    for (int i = 0; i < effects->neffects; i++)
+        if (effects->effects[i]->last_seq > last)
+            last = effects->effects[i]->last_seq;
+    if (last && engine_of(c)->dispatcher)
         rc = dispatch_wait(c, last);
     /* Sharded tokens: every rank's part of each ordered effect's last point
      * (the last this rank announced: no rank can be past it). */
-    for (int i = 0; i < c->neffects && !rc; i++) {
-        const shmesh_effect *e = c->effects[i];
+    for (int i = 0; i < effects->neffects && !rc; i++) {
+        const shmesh_effect *e = effects->effects[i];
         if (e->kind == SHMESH_EFFECT_UNORDERED || !e->points)
             continue;
         for (int q = 0; q < c->world && !rc; q++)

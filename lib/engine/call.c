@@ -10,6 +10,8 @@
 #include "core/debug.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
+#include "engine/state.h"
+#include "memory/state.h"
 #include "shm/notify.h"
 #include "engine/call.h"
 #include "engine/path.h"
@@ -23,9 +25,9 @@
  * gets work only from this thread).  Returns whether it locked. */
 static inline bool scratch_lock(shmesh_ctx *c)
 {
-    if (!c->dispatcher || (ctx_worker != c && dispatch_thread_idle(c)))
+    if (!engine_of(c)->dispatcher || (ctx_worker != c && dispatch_thread_idle(c)))
         return false;
-    while (atomic_flag_test_and_set_explicit(&c->spare_lock, memory_order_acquire))
+    while (atomic_flag_test_and_set_explicit(&engine_of(c)->spare_lock, memory_order_acquire))
         notify_cpu_relax();
     return true;
 }
@@ -33,7 +35,7 @@ static inline bool scratch_lock(shmesh_ctx *c)
 static inline void scratch_unlock(shmesh_ctx *c, bool locked)
 {
     if (locked)
-        atomic_flag_clear_explicit(&c->spare_lock, memory_order_release);
+        atomic_flag_clear_explicit(&engine_of(c)->spare_lock, memory_order_release);
 }
 
 /* Every per-member array of a call, for the whole world, in one block. */
@@ -71,9 +73,10 @@ static struct call_scratch *scratch_new(int world)
 
 void call_scratch_free_all(shmesh_ctx *c)
 {
-    while (c->spare) {
-        struct call_scratch *s = c->spare;
-        c->spare = s->next;
+    struct engine_state *engine = engine_of(c);
+    while (engine->spare) {
+        struct call_scratch *s = engine->spare;
+        engine->spare = s->next;
         free(s);
     }
 }
@@ -93,15 +96,16 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
     k->c = c;
     k->d.op = op;
     k->d.mesh = -1;
+    struct engine_state *engine = engine_of(c);
     bool locked = scratch_lock(c);
-    if ((k->s = c->spare))
-        c->spare = k->s->next;
+    if ((k->s = engine->spare))
+        engine->spare = k->s->next;
     scratch_unlock(c, locked);
-    if (k->s && k->s->members < c->scratch_members) { /* made before a larger batched mesh */
+    if (k->s && k->s->members < engine->scratch_members) { /* made before a larger batched mesh */
         free(k->s);
         k->s = NULL;
     }
-    if (!k->s && !(k->s = scratch_new(c->scratch_members))) {
+    if (!k->s && !(k->s = scratch_new(engine->scratch_members))) {
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for a call's scratch", k->name);
     }
     return 0;
@@ -161,22 +165,24 @@ int call_buffers(struct call *k)
     const struct flow *f = &k->f;
     const char *in_backend = NULL, *out_backend = NULL;
     const shmesh_ctx *c = k->c;
-    k->in_kind = mem_kind_of(&c->backends, &c->heap, f->in.data, f->in_bytes, &k->in_heap,
+    const struct memory_state *memory = memory_of(c);
+    k->in_kind = mem_kind_of(&memory->backends, &memory->heap, f->in.data, f->in_bytes, &k->in_heap,
                              &in_backend);
     if (f->out.data == f->in.data && f->out_bytes == f->in_bytes) { /* in place */
         k->out_kind = k->in_kind;
         k->out_heap = k->in_heap;
         out_backend = in_backend;
     } else {
-        k->out_kind = mem_kind_of(&c->backends, &c->heap, f->out.data, f->out_bytes,
+        k->out_kind = mem_kind_of(&memory->backends, &memory->heap, f->out.data, f->out_bytes,
                                   &k->out_heap, &out_backend);
     }
     if (!((k->in_kind | k->out_kind) & MEM_DEVICE))
         return 0; /* host and shared-heap memory: every path's kinds */
     /* Device buffers need the device layer (a backend registered without it
      * only classifies) and, for now, one device per rank. */
-    unsigned taken = !c->dev || c->local_devices > 1 ? c->kinds_taken & ~(unsigned)MEM_DEVICE
-                                                    : c->kinds_taken;
+    unsigned taken = engine_of(c)->kinds_taken;
+    if (!c->dev || c->local_devices > 1)
+        taken &= ~(unsigned)MEM_DEVICE;
     if (k->in_kind & ~taken)
         return refuse_kind(k, "in", f->in.data, f->in_bytes, k->in_kind, in_backend);
     if (k->out_kind & ~taken)
@@ -192,7 +198,8 @@ int call_buffers(struct call *k)
 static inline __attribute__((always_inline)) int submit(struct call *k)
 {
     shmesh_ctx *c = k->c;
-    k->seq = ++c->calls;
+    struct engine_state *engine = engine_of(c);
+    k->seq = ++engine->calls;
     k->desc_pending = true;
     if (c->debug)
         k->t_start = debug_now();
@@ -206,13 +213,13 @@ static inline __attribute__((always_inline)) int submit(struct call *k)
     }
     k->state = CALL_QUEUED;
     k->next = NULL;
-    if (c->queue_tail) {
-        c->queue_tail->next = k;
+    if (engine->queue_tail) {
+        engine->queue_tail->next = k;
     } else {
-        c->queue_head = k;
+        engine->queue_head = k;
         status_call(c, k); /* the one moving now */
     }
-    c->queue_tail = k;
+    engine->queue_tail = k;
     return 0;
 }
 
@@ -244,17 +251,18 @@ static void debug_done(const struct call *k)
 /* The queue's first call is over: dequeue it. */
 static inline void finish_one(shmesh_ctx *c, int rc)
 {
-    struct call *k = c->queue_head;
-    c->queue_head = k->next;
-    if (!c->queue_head)
-        c->queue_tail = NULL;
+    struct engine_state *engine = engine_of(c);
+    struct call *k = engine->queue_head;
+    engine->queue_head = k->next;
+    if (!engine->queue_head)
+        engine->queue_tail = NULL;
     k->next = NULL;
     /* The path's state for the call (host staging: the output goes back). */
     if (__builtin_expect(k->path_end != NULL, 0))
         rc = k->path_end(k, rc);
     k->state = CALL_DONE;
     k->rc = rc;
-    status_done(c, k, c->queue_head);
+    status_done(c, k, engine->queue_head);
     if (c->trace)
         trace_call(c, k);
     if (c->debug & DEBUG_CALLS)
@@ -267,14 +275,14 @@ static inline void finish_head(shmesh_ctx *c, int rc)
 {
     finish_one(c, rc);
     if (__builtin_expect(c->poison != 0, 0))
-        while (c->queue_head)
+        while (engine_of(c)->queue_head)
             finish_one(c, c->poison);
 }
 
 int call_progress(shmesh_ctx *c)
 {
     struct call *k;
-    while ((k = c->queue_head)) {
+    while ((k = engine_of(c)->queue_head)) {
         int rc = call_step(k);
         if (rc == CALL_WAIT)
             return CALL_WAIT;
@@ -286,15 +294,16 @@ int call_progress(shmesh_ctx *c)
 int call_wait(struct call *k)
 {
     shmesh_ctx *c = k->c;
-    c->blocking = true;
+    struct engine_state *engine = engine_of(c);
+    engine->blocking = true;
     while (k->state != CALL_DONE) {
         if (call_progress(c) != CALL_WAIT)
             continue;
-        int rc = win_wait(c->queue_head);
+        int rc = win_wait(engine->queue_head);
         if (rc)
             finish_head(c, rc);
     }
-    c->blocking = false;
+    engine->blocking = false;
     return k->rc;
 }
 
@@ -308,8 +317,8 @@ void call_release(struct call *k)
     }
     if (k->s) {
         bool locked = scratch_lock(k->c);
-        k->s->next = k->c->spare;
-        k->c->spare = k->s;
+        k->s->next = engine_of(k->c)->spare;
+        engine_of(k->c)->spare = k->s;
         scratch_unlock(k->c, locked);
         k->s = NULL;
     }

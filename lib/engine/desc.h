@@ -9,17 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shm/optable.h"
 #include "shm/layout.h"
+#include "shm/op_numbers.h"
 #include "shmesh.h"
-
-enum call_op {
-    OP_NONE = 0, /* a zeroed description */
-#define OP_ENUM(ID, ...) OP_##ID,
-    SHMESH_OPS(OP_ENUM)
-#undef OP_ENUM
-    OP_COUNT
-};
 
 /* Room for texts in a description: every axis name in full (at most
  * SHMESH_MAX_MESH_DIMS names of SHMESH_MAX_AXIS_NAME characters and the
@@ -69,11 +61,7 @@ static inline void call_desc_clear(struct call_desc *d)
     d->axes[0] = d->groups[0] = 0;
 }
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
-/* Where op numbers go on the wire: the status word's op field, a trace
- * event's op byte, a description's op word. */
-_Static_assert(OP_COUNT - 1 <= SEG_STATUS_OP_MASK, "op numbers fit seg_status.call's op field");
-_Static_assert(OP_COUNT - 1 < 1ull << (8 * sizeof(((struct seg_trace_event *)0)->op)),
-               "op numbers fit seg_trace_event.op");
+/* Op numbers on the wire (shm/op_numbers.h has the segment's others). */
 _Static_assert(OP_COUNT - 1 <= UINT32_MAX, "op numbers fit call_desc.op");
 _Static_assert(SHMESH_MAX_MESH_DIMS <= 8, "call_hash reads the axes as one word");
 
@@ -95,5 +83,13 @@ uint64_t call_hash(const struct call_desc *d);
  * are named. */
 void call_mismatch_text(char *buf, size_t len, uint64_t call, const struct call_desc *mine,
                         int other_rank, const struct call_desc *theirs, const char *settings);
+
+/* Ranks made different calls (engine/mismatch.c): both explained, the
+ * context poisoned, and the job told: every rank returns
+ * SHMESH_ERR_MISMATCH from its next wait or call.  `theirs` is NULL when
+ * the other rank's window is gone; otherwise a private copy of the peer's
+ * description, read as untrusted bytes (call_mismatch_text). */
+int call_mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *mine, int other_rank,
+                  const struct call_desc *theirs);
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/fail.h"
 #include "core/registry.h"
 #include "engine/dispatch.h"
+#include "engine/state.h"
 #include "shm/notify.h"
 #include "trace/trace.h"
 
@@ -23,7 +24,7 @@ struct failed {
 };
 
 struct dispatcher {
-    struct dispatch_idle idle; /* first: dispatch.h reads it through c->dispatcher */
+    struct dispatch_idle idle; /* first: dispatch.h reads it through engine_of(c)->dispatcher */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
@@ -78,7 +79,7 @@ shmesh_token shmesh_runtime_token(shmesh_ctx *c)
     /* A slot at or below the base is a finalized context's that sat at c's
      * address. */
     for (int i = 0; c && i < RUNTIME_SLOTS; i++)
-        if (last_dispatch[i].c == c && c->dispatcher && last_dispatch[i].seq > c->seq_base)
+        if (last_dispatch[i].c == c && engine_of(c)->dispatcher && last_dispatch[i].seq > c->seq_base)
             return (shmesh_token){c, last_dispatch[i].seq};
     return (shmesh_token){c, 0};
 }
@@ -187,7 +188,7 @@ static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
 static void *progress_main(void *arg)
 {
     shmesh_ctx *c = arg;
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     ctx_worker = c;
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -248,11 +249,11 @@ static int start(shmesh_ctx *c)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    c->dispatcher = s;
+    engine_of(c)->dispatcher = s;
     rc = pthread_create(&s->thread, NULL, progress_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        c->dispatcher = NULL;
+        engine_of(c)->dispatcher = NULL;
         notify_close(s->notify);
         free(s);
         return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot start the progress thread: %s",
@@ -272,7 +273,7 @@ static inline bool quiet(struct dispatcher *s)
 
 bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     if (!s || !quiet(s))
         return false;
     *rc = run_idle(c, s, w);
@@ -281,7 +282,7 @@ bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
 
 int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     if (__builtin_expect(s && !tok, 1) && quiet(s)) /* the common blocking call */
         return run_idle(c, s, w);
     int rc = s ? 0 : start(c);
@@ -289,7 +290,7 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         w->drop(w);
         return rc;
     }
-    s = c->dispatcher;
+    s = engine_of(c)->dispatcher;
     pthread_mutex_lock(&s->lock);
     w->seq = next_position(s);
     note_dispatch(c, w->seq);
@@ -330,7 +331,7 @@ static int finish_ready(void *arg)
 {
     struct finish_look *f = arg;
     f->word = atomic_load_explicit(&f->c->me->done.value, memory_order_acquire);
-    f->count = atomic_load_explicit(&f->c->dispatcher->finished, memory_order_acquire);
+    f->count = atomic_load_explicit(&engine_of(f->c)->dispatcher->finished, memory_order_acquire);
     if (__builtin_expect(f->word > f->count, 0))
         return -EOVERFLOW;
     return f->count >= f->seq;
@@ -341,10 +342,11 @@ static bool finish_spun(const void *arg) { return finish_ready((void *)arg) != 0
 /* The word was found above the count. */
 static int forged_done(shmesh_ctx *c, const char *fn, const struct finish_look *f)
 {
+    struct engine_state *engine = engine_of(c);
     uint64_t dispatched;
-    pthread_mutex_lock(&c->dispatcher->lock);
-    dispatched = c->dispatcher->dispatched;
-    pthread_mutex_unlock(&c->dispatcher->lock);
+    pthread_mutex_lock(&engine->dispatcher->lock);
+    dispatched = engine->dispatcher->dispatched;
+    pthread_mutex_unlock(&engine->dispatcher->lock);
     return fail_corrupt(c, fn, f->seq, c->rank,
                         "the count of rank %d's finished dispatched work in the segment reads "
                         "%" PRIu64 " while waiting for position %" PRIu64 ", but %" PRIu64
@@ -363,7 +365,7 @@ static int finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 /* The result of a finished position (its sentence becomes the context's). */
 static int result(shmesh_ctx *c, uint64_t seq)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     int rc = 0;
     pthread_mutex_lock(&s->lock);
     if (s->poison_seq && seq >= s->poison_seq) {
@@ -396,10 +398,11 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
     if (rc || !c)
         return rc;
     uint64_t last = c->seq_base;
-    if (c->dispatcher) {
-        pthread_mutex_lock(&c->dispatcher->lock);
-        last = c->dispatcher->dispatched;
-        pthread_mutex_unlock(&c->dispatcher->lock);
+    struct dispatcher *s = engine_of(c)->dispatcher;
+    if (s) {
+        pthread_mutex_lock(&s->lock);
+        last = s->dispatched;
+        pthread_mutex_unlock(&s->lock);
     }
     if (t->seq > last)
         return ctx_fail(c, SHMESH_ERR_INVALID,
@@ -413,7 +416,7 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
 /* Blocks until position seq is finished: 0, or an error. */
 static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     struct finish_look f = {c, seq, 0, 0};
     if (seg_spin(&s->waiter, finish_spun, &f)) /* the common wait: short, nothing shown */
         return finish_ready(&f) < 0 ? forged_done(c, fn, &f) : 0;
@@ -436,7 +439,7 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
         snprintf(what, sizeof what, "dispatch position %" PRIu64, seq);
         return fail_wait(c, fn, seq, rc, culprit, what);
     }
-    return fail_wait(c, fn, seq, rc, culprit, "its own stream");
+    return fail_wait(c, fn, seq, rc, culprit, "its own dispatch queue");
 }
 
 int dispatch_wait(shmesh_ctx *c, uint64_t seq)
@@ -455,20 +458,21 @@ int dispatch_wait(shmesh_ctx *c, uint64_t seq)
 
 struct seg_waiter *dispatch_waiter(shmesh_ctx *c)
 {
-    return c->dispatcher ? &c->dispatcher->waiter : &c->waiter;
+    struct dispatcher *s = engine_of(c)->dispatcher;
+    return s ? &s->waiter : &c->waiter;
 }
 
 /* Frees what the dispatcher holds; its thread has ended (or, in a fork child,
  * was never there). */
 static void dispatch_free(shmesh_ctx *c)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     for (size_t i = 0; i < s->nfailed; i++)
         free(s->failed[i].why);
     free(s->failed);
     notify_close(s->notify);
     free(s);
-    c->dispatcher = NULL;
+    engine_of(c)->dispatcher = NULL;
     for (int i = 0; i < RUNTIME_SLOTS; i++)
         if (last_dispatch[i].c == c)
             last_dispatch[i].c = NULL;
@@ -476,7 +480,7 @@ static void dispatch_free(shmesh_ctx *c)
 
 uint64_t dispatch_stop(shmesh_ctx *c)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     if (!s)
         return c->seq_base;
     pthread_mutex_lock(&s->lock);
@@ -493,7 +497,7 @@ uint64_t dispatch_stop(shmesh_ctx *c)
 
 uint64_t dispatch_forget(shmesh_ctx *c)
 {
-    struct dispatcher *s = c->dispatcher;
+    struct dispatcher *s = engine_of(c)->dispatcher;
     if (!s)
         return c->seq_base;
     /* The parent's thread may have held the lock at the fork: not taken.
@@ -563,7 +567,7 @@ int shmesh_token_wait_all(int n, const shmesh_token tokens[])
         if (tokens[i].ctx && tokens[i].seq > last)
             last = tokens[i].seq;
     rc = dispatch_wait(c, last);
-    if (rc && atomic_load_explicit(&c->dispatcher->finished, memory_order_acquire) < last)
+    if (rc && atomic_load_explicit(&engine_of(c)->dispatcher->finished, memory_order_acquire) < last)
         return rc; /* the wait itself failed */
     /* Every one finished: the first failure in dispatch order. */
     int first_rc = 0;

@@ -25,6 +25,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "engine/state.h"
 #include "shmesh.h"
 
 struct work {
@@ -54,7 +55,7 @@ struct dispatch_idle {
  * context are seen here (acquire). */
 static inline bool dispatch_thread_idle(const shmesh_ctx *c)
 {
-    const struct dispatch_idle *i = (const struct dispatch_idle *)c->dispatcher;
+    const struct dispatch_idle *i = (const struct dispatch_idle *)engine_of(c)->dispatcher;
     return atomic_load_explicit(&i->quiet, memory_order_acquire) >= i->handed;
 }
 
@@ -63,7 +64,7 @@ static inline bool dispatch_thread_idle(const shmesh_ctx *c)
  * token goes), unless this thread is executing c's work already. */
 static inline bool dispatch_wanted(const shmesh_ctx *c, const shmesh_token *async)
 {
-    return (c->dispatcher || async) && ctx_executing != c;
+    return (engine_of(c)->dispatcher || async) && ctx_executing != c;
 }
 
 /* Queues w (taking it: it is dropped on every path).  With a token (an

@@ -8,7 +8,9 @@
 #include "core/fail.h"
 #include "engine/exchange.h"
 #include "engine/path.h"
+#include "engine/state.h"
 #include "memory/heap.h"
+#include "memory/state.h"
 
 void path_names(char (*names)[SEG_TRACE_NAME], int max)
 {
@@ -44,7 +46,7 @@ static uint64_t where_bytes(const struct call *k, int from, int to) { return siz
 static void where_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
 {
     struct where w = {UINT64_MAX, UINT64_MAX, (uint64_t)(uintptr_t)k->f.in.data,
-                      (uint64_t)(uintptr_t)k->f.out.data, k->c->cma_ok ? HS_CMA : 0};
+                      (uint64_t)(uintptr_t)k->f.out.data, engine_of(k->c)->cma_ok ? HS_CMA : 0};
     if (k->in_kind == MEM_HEAP) {
         w.in = k->in_heap;
         w.flags |= HS_IN_HEAP;
@@ -68,8 +70,8 @@ static void where_recv(const struct call *k, int from, uint64_t off, const void 
      * which checks them. */
     s->hin[from] = w.in;
     s->hout[from] = w.out;
-    s->zin[from] = w.flags & HS_IN_HEAP ? heap_at(&c->heap, w.in, k->f.in_bytes) : NULL;
-    s->zout[from] = w.flags & HS_OUT_HEAP ? heap_at(&c->heap, w.out, k->f.out_bytes) : NULL;
+    s->zin[from] = w.flags & HS_IN_HEAP ? heap_at(&memory_of(c)->heap, w.in, k->f.in_bytes) : NULL;
+    s->zout[from] = w.flags & HS_OUT_HEAP ? heap_at(&memory_of(c)->heap, w.out, k->f.out_bytes) : NULL;
     s->cin[from] = w.in_addr;
     s->cout[from] = w.out_addr;
     s->flags[from] = w.flags > UINT32_MAX ? UINT32_MAX : (uint32_t)w.flags;
@@ -88,7 +90,7 @@ static int handshake_check(struct call *k)
         bool out_ok = f & HS_OUT_HEAP ? s->zout[q] != NULL : s->hout[q] == UINT64_MAX;
         if (!(f & ~(uint32_t)(HS_CMA | HS_IN_HEAP | HS_OUT_HEAP)) && in_ok && out_ok)
             continue;
-        const struct heap *h = &k->c->heap;
+        const struct heap *h = &memory_of(k->c)->heap;
         int r = k->g.ranks[q];
         return fail_corrupt(k->c, k->name, k->seq, r,
                             "rank %d published flags 0x%x and heap offsets 0x%" PRIx64
@@ -148,7 +150,7 @@ static __attribute__((noinline, cold)) bool device_candidates(struct call *k)
 /* The candidates, once per exchange; whether one needs the handshake. */
 static bool find_candidates(struct call *k)
 {
-    struct path_memo *m = &k->c->path_memo;
+    struct path_memo *m = &engine_of(k->c)->path_memo;
     const struct flow *f = &k->f;
     k->size = flow_size(f);
     /* Device buffers (every member's, as the call's hash makes sure; host

@@ -9,6 +9,7 @@
 #include "core/debug.h"
 #include "core/fail.h"
 #include "engine/call.h"
+#include "engine/state.h"
 #include "engine/window.h"
 #include "engine/status.h"
 #include "trace/trace.h"
@@ -59,15 +60,15 @@ static uint64_t latest_tag(const shmesh_ctx *c, int r)
 }
 
 /* Rank r's progress into *p: 0, or -EBADMSG when it is below a value read
- * before (which c->win.prog[r] keeps). */
+ * before (which engine_of(c)->win.prog[r] keeps). */
 static int progress_of(shmesh_ctx *c, int r, uint64_t *p)
 {
     uint64_t v =
         atomic_load_explicit(&seg_ctrl(c->seg, r)->progress.value, memory_order_acquire);
     *p = v;
-    if (v < c->win.prog[r])
+    if (v < engine_of(c)->win.prog[r])
         return -EBADMSG;
-    c->win.prog[r] = v;
+    engine_of(c)->win.prog[r] = v;
     return 0;
 }
 
@@ -77,7 +78,7 @@ static int progress_of(shmesh_ctx *c, int r, uint64_t *p)
 static int went_back(struct call *k, int r, uint64_t p)
 {
     return fail_corrupt(k->c, k->name, k->seq, r, "rank %d's progress went back from " WIN_FMT
-                        " to " WIN_FMT, r, WIN_ARGS(k->c->win.prog[r]), WIN_ARGS(p));
+                        " to " WIN_FMT, r, WIN_ARGS(engine_of(k->c)->win.prog[r]), WIN_ARGS(p));
 }
 
 static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
@@ -90,7 +91,7 @@ static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
 unsigned char *win_open(struct call *k, int *rc)
 {
     shmesh_ctx *c = k->c;
-    struct windows *w = &c->win;
+    struct windows *w = &engine_of(c)->win;
     int b = w->next_buf;
     uint64_t old = w->buf_tag[b], last = w->buf_tag[b ^ 1];
     /* Usually this rank already saw the buffer's last readers move on (they
@@ -133,7 +134,7 @@ unsigned char *win_open(struct call *k, int *rc)
 void win_post(struct call *k)
 {
     shmesh_ctx *c = k->c;
-    struct windows *w = &c->win;
+    struct windows *w = &engine_of(c)->win;
     int b = w->next_buf;
     struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
     uint64_t tag = (k->seq << 32) | k->window++;
@@ -238,11 +239,11 @@ int win_collect(struct call *k)
     for (; k->at < g->n; k->at++) {
         int p = k->at, r = g->ranks[p];
         if (r == c->rank) {
-            hdrs[p] = seg_slot(c->seg, c->rank, c->win.next_buf ^ 1);
+            hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
             continue;
         }
         struct seg_slot_hdr *h = holding(c, r, k->tag);
-        if (!h && c->blocking) {
+        if (!h && engine_of(c)->blocking) {
             /* The caller would wait for it anyway: spin here, and the data
              * is read the moment it arrives (win_wait would spin alike). */
             struct window_wait ww = {c, r, k->tag, NULL, 0};
@@ -264,7 +265,7 @@ int win_collect(struct call *k)
             if (progress_of(c, r, &prog))
                 return went_back(k, r, prog);
             if (prog < k->tag) {
-                if (!c->blocking)
+                if (!engine_of(c)->blocking)
                     k->wait = (struct wait_for){r, k->tag, true, false, 0, 0};
                 return CALL_WAIT;
             }
@@ -275,12 +276,12 @@ int win_collect(struct call *k)
                 uint64_t t = latest_tag(c, r);
                 if (prog > t)
                     return beyond(k, r, prog, t);
-                return fail_mismatch(c, k->seq, &k->d, r, NULL);
+                return call_mismatch(c, k->seq, &k->d, r, NULL);
             }
         }
         /* Posting this window means r has read everything before it. */
-        if (c->win.seen[r] < k->tag)
-            c->win.seen[r] = k->tag;
+        if (engine_of(c)->win.seen[r] < k->tag)
+            engine_of(c)->win.seen[r] = k->tag;
         hdrs[p] = h;
         if (k->check_hash && h->call_hash != k->hash) {
             struct call_desc theirs, ours = k->d;
@@ -290,7 +291,7 @@ int win_collect(struct call *k)
             theirs.axes[sizeof theirs.axes - 1] = '\0';
             theirs.groups[sizeof theirs.groups - 1] = '\0';
             ours.tuning = c->tuning;
-            return fail_mismatch(c, k->seq, &ours, r, &theirs);
+            return call_mismatch(c, k->seq, &ours, r, &theirs);
         }
     }
     k->at = 0;

@@ -2,6 +2,7 @@
  * shmesh_finalize_at_exit. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,16 @@
 #include "core/settings.h"
 #include "device/gpu.h"
 #include "effects/effect.h"
+#include "effects/state.h"
 #include "engine/dispatch.h"
 #include "engine/call.h"
 #include "engine/path.h"
+#include "engine/state.h"
+#include "memory/state.h"
+#include "mesh/state.h"
 #include "ops/ops.h"
 #include "paths/single_copy.h"
+#include "paths/state.h"
 #include "shm/notify.h"
 #include "trace/trace.h"
 
@@ -60,9 +66,9 @@ static void release(shmesh_ctx *c, bool forked)
     call_scratch_free_all(c);
     if (!forked)
         device_close(c);
-    free(c->dev_buf);
-    windows_fini(&c->win);
-    heap_fini(&c->heap);
+    free(mesh_of(c)->dev_buf);
+    windows_fini(&engine_of(c)->win);
+    heap_fini(&memory_of(c)->heap);
     trace_close(c);
     notify_close(c->notify);
     seg_close(c->seg);
@@ -75,7 +81,7 @@ static int alloc_engine(shmesh_ctx *c)
 {
     c->all_ranks = malloc(sizeof *c->all_ranks * (size_t)c->world);
     c->pids = calloc((size_t)c->world, sizeof *c->pids);
-    if (!c->all_ranks || !c->pids || windows_init(&c->win, c->world))
+    if (!c->all_ranks || !c->pids || windows_init(&engine_of(c)->win, c->world))
         return SHMESH_ERR_NOMEM;
     for (int r = 0; r < c->world; r++)
         c->all_ranks[r] = r;
@@ -93,30 +99,42 @@ static void default_spin(int world, int64_t *spin_ns)
         *spin_ns = crowded ? 500 : 3000;
 }
 
+/* The context's block (core/context.h): the core's part, then each layer's
+ * state in turn; the effects' part is the last.  calloc's alignment serves
+ * every part. */
+#define CTX_BYTES (EFFECTS_STATE_AT + sizeof(struct effects_state))
+_Static_assert(_Alignof(struct memory_state) <= _Alignof(max_align_t) &&
+                   _Alignof(struct engine_state) <= _Alignof(max_align_t) &&
+                   _Alignof(struct paths_state) <= _Alignof(max_align_t) &&
+                   _Alignof(struct mesh_state) <= _Alignof(max_align_t) &&
+                   _Alignof(struct effects_state) <= _Alignof(max_align_t),
+               "a layer's state needs more than calloc's alignment");
+
 /* A context with what the environment says of this rank; NULL without
  * memory. */
 static shmesh_ctx *ctx_new(const struct settings *e)
 {
-    shmesh_ctx *c = calloc(1, sizeof *c);
+    shmesh_ctx *c = calloc(1, CTX_BYTES);
     if (!c)
         return NULL;
     c->rank = e->rank;
     c->world = e->world;
     c->pid = (int)getpid();
     c->local_devices = e->local_devices;
-    c->scratch_members = c->world * c->local_devices;
+    engine_of(c)->scratch_members = c->world * c->local_devices;
     c->debug = e->debug;
-    c->kinds_taken = path_kinds();
+    engine_of(c)->kinds_taken = path_kinds();
     return c;
 }
 
 /* The paths' thresholds, and their hash that calls compare across ranks. */
 static void set_tuning(shmesh_ctx *c, const struct settings *env)
 {
-    c->zc_min = env->zc_min;
-    c->rsag_min = env->rsag_min;
-    c->cma_min = env->cma_min;
-    c->device_two_shot_min = env->device_two_shot_min;
+    struct paths_state *paths = paths_of(c);
+    paths->zc_min = env->zc_min;
+    paths->rsag_min = env->rsag_min;
+    paths->cma_min = env->cma_min;
+    paths->device_two_shot_min = env->device_two_shot_min;
     /* The hashed settings: the table's column, with the slot size the
      * segment has (the launcher's, not this rank's environment), published
      * so that a peer can name the ones that differ. */
@@ -217,7 +235,7 @@ int shmesh_init(shmesh_ctx **out)
     if (c->trace) /* before any event: the launcher reads them with the first */
         path_names(c->trace->ring->path_names, SEG_TRACE_PATHS);
     set_tuning(c, &e);
-    if (heap_init(&c->heap, c->seg, c->rank))
+    if (heap_init(&memory_of(c)->heap, c->seg, c->rank))
         goto nomem;
     set_waiter(c, &e);
     cma_publish(c, e.cma);

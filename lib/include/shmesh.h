@@ -786,25 +786,26 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
  * Asynchronous dispatch, tokens and effects (docs/effects.md; JAX's async
  * dispatch, RuntimeToken, ordered effects and jax.barrier).
  *
- * The stream.  Every context has one stream: work is executed in the order
- * it was dispatched (collectives and host callbacks alike), as on a CUDA
- * stream.  An `_async` function checks its arguments on the calling thread
- * (an error returns at once and nothing is dispatched), queues the work and
- * returns; the context's progress thread, started by the first async
- * dispatch, executes the queue while the caller computes.  Once the thread
- * runs, the blocking functions are dispatch + wait on the same stream, so
- * program order is kept.  Data buffers belong to the library until the
- * work's token is done: do not touch them (inputs may be read, outputs
- * written, until then).  ragged_all_to_all's offset and size arrays are
- * read at dispatch, and a mesh may be freed after dispatch.
+ * The dispatch queue.  Every context has one dispatch queue: work is
+ * executed in the order it was dispatched (collectives and host callbacks
+ * alike), as on a CUDA stream.  An `_async` function checks its arguments
+ * on the calling thread (an error returns at once and nothing is
+ * dispatched), queues the work and returns; the context's progress thread
+ * (the dispatcher), started by the first async dispatch, executes the queue
+ * while the caller computes.  Once the thread runs, the blocking functions
+ * are dispatch + wait on the same queue, so program order is kept.  Data
+ * buffers belong to the library until the work's token is done: do not
+ * touch them (inputs may be read, outputs written, until then).
+ * ragged_all_to_all's offset and size arrays are read at dispatch, and a
+ * mesh may be freed after dispatch.
  *
- * Tokens.  A token names a position in a context's stream; it is a value
- * (copy it, wait on it twice, drop it: nothing to free).  It is done once
- * the work at that position and everything dispatched before it on the
+ * Tokens.  A token names a position in a context's dispatch queue; it is a
+ * value (copy it, wait on it twice, drop it: nothing to free).  It is done
+ * once the work at that position and everything dispatched before it on the
  * context finished: the context's count of finished work is a word of the
  * segment, waited on with the collectives' notifier, so a token wait ends
  * on completion, on a peer's death or an abort (the error), or after
- * SHMESH_TIMEOUT (the stream's own wait, which names the rank it waited
+ * SHMESH_TIMEOUT (the dispatcher's own wait, which names the rank it waited
  * for, fails first; a token wait gives up by itself a little later, by
  * a quarter of SHMESH_TIMEOUT or at least 0.1 s).  A failed dispatch sets
  * the token to {NULL, 0}, which is done.  Work that fails has its token fail with the error and explanation
@@ -819,8 +820,9 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
 
 typedef struct {
     shmesh_ctx *ctx; /* NULL: no work (done) */
-    uint64_t seq;    /* position in ctx's stream: from 1, or in a process that
-                        finalized a context before, from past that one's last */
+    uint64_t seq;    /* position in ctx's dispatch order: from 1, or in a
+                        process that finalized a context before, from past
+                        that one's last */
 } shmesh_token;
 
 /* Blocks until `token` is done: 0, or the error of its work (the
@@ -830,12 +832,12 @@ SHMESH_API int shmesh_token_wait(shmesh_token token);
  * its work failed with. */
 SHMESH_API int shmesh_token_test(shmesh_token token);
 /* Waits for all n tokens (of one context, or done ones): 0, or the error of
- * the first failed one in stream order.  A malformed list (n < 0, a NULL
+ * the first failed one in dispatch order.  A malformed list (n < 0, a NULL
  * array; for wait_any also n == 0 or a NULL index) is SHMESH_ERR_INVALID,
  * explained by shmesh_last_error(NULL) when no token names a context. */
 SHMESH_API int shmesh_token_wait_all(int n, const shmesh_token tokens[]);
 /* Waits until one of the n tokens (of one context) is done; *index is its
- * position in tokens[] (the earliest in stream order, as work finishes in
+ * position in tokens[] (the earliest in dispatch order, as work finishes in
  * order); returns its result. */
 SHMESH_API int shmesh_token_wait_any(int n, const shmesh_token tokens[], int *index);
 /* The token of everything this thread dispatched on ctx so far (JAX's
@@ -895,7 +897,7 @@ SHMESH_API int shmesh_pbroadcast_async(shmesh_mesh *mesh, const char *axes, int 
                                        shmesh_token *token);
 
 /* Effects (JAX's effect sets).  An effect is registered with a kind:
- *   UNORDERED          no order among its executions beyond the stream's
+ *   UNORDERED          no order among its executions beyond dispatch order
  *   ORDERED            its executions happen one after the other in program
  *                      order; work with it may not span several devices
  *                      (there would be no total order), unless placed on
@@ -934,7 +936,8 @@ SHMESH_API shmesh_token shmesh_effect_token(const shmesh_effect *effect);
  * fn runs once per local device), one device id (each rank dispatches it;
  * it runs once, on the rank holding that device, and the other ranks'
  * tokens are done when it has), or this rank's devices alone (only this
- * rank dispatches it: work of this process, ordered by its stream). */
+ * rank dispatches it: work of this process, ordered by its dispatch
+ * queue). */
 #define SHMESH_PLACE_ALL (-1)
 #define SHMESH_PLACE_SELF (-2)
 
@@ -952,8 +955,8 @@ typedef void (*shmesh_callback_fn)(void *arg, int device);
  * kind or placement) get SHMESH_ERR_MISMATCH from its token, naming both,
  * with fn run nowhere.  An ORDERED effect placed on more than one device is
  * SHMESH_ERR_INVALID on every rank (nothing is dispatched).  fn runs on the
- * progress thread, after every earlier work of the stream; it must not call
- * shmesh with this context. */
+ * progress thread, after every earlier work of the dispatch queue; it must
+ * not call shmesh with this context. */
 SHMESH_API int shmesh_callback(shmesh_ctx *ctx, shmesh_effect *effect, int placement,
                                shmesh_callback_fn fn, void *arg, shmesh_token *token);
 
@@ -970,10 +973,11 @@ SHMESH_API int shmesh_effects_barrier(shmesh_ctx *ctx);
  * Data moves device to device through the runtime's IPC handles where a
  * device path exists (docs/devices.md lists what runs where), else it is
  * staged through host memory (SHMESH_DEBUG=paths says which).  A call on
- * device buffers first waits for the context's stream (shmesh_set_stream),
- * queues its copies and kernels on it, and is done (returns, or its token
- * is) once they have finished: it is ordered after the GPU work queued on
- * that stream before it, and the GPU work queued after it sees its result.
+ * device buffers first waits for the context's GPU stream
+ * (shmesh_set_stream), queues its copies and kernels on it, and is done
+ * (returns, or its token is) once they have finished: it is ordered after
+ * the GPU work queued on that stream before it, and the GPU work queued
+ * after it sees its result.
  * Memory from stream-ordered pools (cudaMallocAsync) has no IPC handle: a
  * call on it is SHMESH_ERR_INVALID on every member, naming the rank. */
 
@@ -1002,7 +1006,7 @@ SHMESH_API int shmesh_set_stream(shmesh_ctx *ctx, void *stream);
 SHMESH_API int shmesh_device_alloc(shmesh_ctx *ctx, int device, size_t bytes, void **ptr);
 SHMESH_API int shmesh_device_free(shmesh_ctx *ctx, void *ptr);
 /* Local.  Copies bytes between any two of host and device memory, on the
- * context's stream, and waits for the copy. */
+ * context's GPU stream, and waits for the copy. */
 SHMESH_API int shmesh_device_copy(shmesh_ctx *ctx, void *dst, const void *src, size_t bytes);
 
 /* "invalid argument", … for a SHMESH_ERR_* code; "success" for 0. */

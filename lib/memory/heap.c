@@ -10,6 +10,7 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "memory/heap.h"
+#include "memory/state.h"
 
 #define HEAP_ALIGN ((unsigned)SEG_CACHE_LINE) /* no two blocks share a line */
 
@@ -81,7 +82,7 @@ static int lower_bound(const struct heap_block *arr, int n, uint64_t off)
 
 static void *alloc(shmesh_ctx *c, size_t bytes)
 {
-    struct heap *h = &c->heap;
+    struct heap *h = &memory_of(c)->heap;
     if (bytes == 0)
         return NULL;
     uint64_t len = bytes > UINT64_MAX - HEAP_ALIGN ? UINT64_MAX : (bytes + HEAP_ALIGN - 1) / HEAP_ALIGN * HEAP_ALIGN;
@@ -122,7 +123,7 @@ void *shmesh_alloc(shmesh_ctx *c, size_t bytes)
 
 static void heap_free(shmesh_ctx *c, void *ptr)
 {
-    struct heap *h = &c->heap;
+    struct heap *h = &memory_of(c)->heap;
     const unsigned char *p = ptr;
     uint64_t off = p >= h->base && p < h->base + h->size ? (uint64_t)(p - h->base) : UINT64_MAX;
     int at = lower_bound(h->used, h->nused, off);

@@ -2,10 +2,11 @@
 #include "core/context.h"
 #include "memory/heap.h"
 #include "memory/kind.h"
+#include "memory/state.h"
 
 int mem_register(shmesh_ctx *c, const struct mem_backend *b)
 {
-    struct mem_backends *mb = &c->backends;
+    struct mem_backends *mb = &memory_of(c)->backends;
     if (!b || !b->claims)
         return ctx_fail(c, SHMESH_ERR_INVALID, "a memory backend needs a claims function");
     if (mb->n == MEM_BACKENDS_MAX)
@@ -21,7 +22,8 @@ enum mem_kind mem_classify(const shmesh_ctx *c, const void *p, uint64_t len, uin
 {
     uint64_t off;
     const char *name = NULL;
-    enum mem_kind k = mem_kind_of(&c->backends, &c->heap, p, len, &off, &name);
+    const struct memory_state *memory = memory_of(c);
+    enum mem_kind k = mem_kind_of(&memory->backends, &memory->heap, p, len, &off, &name);
     if (k == MEM_HEAP && heap_off)
         *heap_off = off;
     if (k == MEM_DEVICE && backend)

@@ -12,6 +12,7 @@
 #include "core/fail.h"
 #include "core/hash.h"
 #include "mesh/device.h"
+#include "mesh/state.h"
 #include "ops/ops.h"
 #include "mesh/mesh.h"
 
@@ -251,7 +252,7 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
     struct call k;
     rc = op_world_step_prepare(&k, c, OP_MESH_CREATE);
     if (!rc) {
-        m->id = c->next_mesh_id++;
+        m->id = mesh_of(c)->next_mesh_id++;
         k.d.mesh = m->id;
         k.d.ndim = ndim;
         /* Every name in full (the text has room for all of them), hashed

@@ -36,6 +36,7 @@
 #include "engine/exchange.h"
 #include "paths/device_ipc.h"
 #include "paths/peer.h"
+#include "paths/state.h"
 
 /* A failure's words, at most. */
 #define WHY_MAX 192
@@ -382,7 +383,7 @@ static int run_part(struct call *k)
     bool allreduce = flow_allreduce(&k->f);
     bool two_shot = false;
     if (allreduce) {
-        two_shot = k->size >= k->c->device_two_shot_min;
+        two_shot = k->size >= paths_of(k->c)->device_two_shot_min;
         for (int q = 0; q < k->g.n; q++)
             two_shot |= in_place(&pubs(k)[q]);
     }

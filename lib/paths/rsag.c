@@ -14,6 +14,7 @@
 #include "engine/window.h"
 #include "kernels/nontemporal.h"
 #include "paths/rsag.h"
+#include "paths/state.h"
 
 static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
 {
@@ -22,7 +23,7 @@ static void copy_bytes(unsigned char *dst, const unsigned char *src, size_t len)
 
 bool rsag_sized(const struct call *k)
 {
-    return flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= k->c->rsag_min;
+    return flow_allreduce(&k->f) && k->g.n > 1 && k->f.in_bytes >= paths_of(k->c)->rsag_min;
 }
 
 static bool rsag_candidate(const struct call *k)

@@ -16,9 +16,11 @@
 #include "core/context.h"
 #include "core/debug.h"
 #include "engine/path.h"
+#include "engine/state.h"
 #include "paths/peer.h"
 #include "paths/rsag.h"
 #include "paths/single_copy.h"
+#include "paths/state.h"
 #include "shm/proc.h"
 
 #ifndef PR_SET_PTRACER
@@ -48,10 +50,11 @@ static pid_t launcher_ancestor(const shmesh_ctx *c)
 
 void cma_publish(shmesh_ctx *c, bool allowed)
 {
-    c->probe_word = 0x5348534d45534800ull ^ (uint64_t)getpid();
-    c->me->probe_addr = (uint64_t)(uintptr_t)&c->probe_word;
-    c->me->probe_value = c->probe_word;
-    c->ptracer = 0;
+    struct paths_state *paths = paths_of(c);
+    paths->probe_word = 0x5348534d45534800ull ^ (uint64_t)getpid();
+    c->me->probe_addr = (uint64_t)(uintptr_t)&paths->probe_word;
+    c->me->probe_value = paths->probe_word;
+    paths->ptracer = 0;
     if (c->world < 2 || !allowed)
         return; /* no peer reads this rank: ptrace stays as the system has it */
     /* Under Yama's ptrace_scope 1 only ancestors may read a process unless it
@@ -59,19 +62,20 @@ void cma_publish(shmesh_ctx *c, bool allowed)
      * and its descendants (the job) read this rank, and no one else. */
     pid_t launcher = launcher_ancestor(c);
     if (launcher && prctl(PR_SET_PTRACER, (unsigned long)launcher, 0, 0, 0) == 0)
-        c->ptracer = launcher;
+        paths->ptracer = launcher;
     if (c->debug & DEBUG_PATHS)
         debug_line(c, "single copy: %s", !launcher ? "the launcher is not an ancestor: ptrace "
                                                      "left as the system sets it"
-                                         : c->ptracer ? "PR_SET_PTRACER names the launcher"
+                                         : paths->ptracer ? "PR_SET_PTRACER names the launcher"
                                                       : "no Yama: ptrace left as the system "
                                                         "sets it");
 }
 
 void cma_probe(shmesh_ctx *c, bool allowed)
 {
-    c->cma_ok = c->world > 1 && allowed;
-    for (int r = 0; r < c->world && c->cma_ok; r++) {
+    struct engine_state *engine = engine_of(c);
+    engine->cma_ok = c->world > 1 && allowed;
+    for (int r = 0; r < c->world && engine->cma_ok; r++) {
         if (r == c->rank)
             continue;
         const struct seg_ctrl *pc = seg_ctrl(c->seg, r);
@@ -79,14 +83,14 @@ void cma_probe(shmesh_ctx *c, bool allowed)
         struct iovec local = {&got, sizeof got},
                      remote = {(void *)(uintptr_t)pc->probe_addr, sizeof got};
         pid_t pid = c->pids[r];
-        c->cma_ok = pid > 0 &&
+        engine->cma_ok = pid > 0 &&
                     process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof got &&
                     got == pc->probe_value;
     }
-    if (!c->cma_ok && c->ptracer) {
+    if (!engine->cma_ok && paths_of(c)->ptracer) {
         /* This rank will never take single copy: take the permission back. */
         prctl(PR_SET_PTRACER, 0, 0, 0, 0);
-        c->ptracer = 0;
+        paths_of(c)->ptracer = 0;
     }
 }
 
@@ -185,7 +189,7 @@ static const struct peer_access cma = {
  * which those are is rsag's to say. */
 static bool cma_candidate(const struct call *k)
 {
-    return peer_flow(k) && k->size >= k->c->cma_min && !rsag_sized(k);
+    return peer_flow(k) && k->size >= paths_of(k->c)->cma_min && !rsag_sized(k);
 }
 
 static bool cma_eligible(const struct call *k)

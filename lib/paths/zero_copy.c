@@ -1,12 +1,13 @@
 /* Zero copy: every member's buffers lie in the shared heap, mapped in every
  * process, so members read (and reductions write) them in place. */
 #include "core/context.h"
+#include "paths/state.h"
 #include "paths/zero_copy.h"
 #include "paths/peer.h"
 
 static bool zc_candidate(const struct call *k)
 {
-    return peer_flow(k) && k->size >= k->c->zc_min;
+    return peer_flow(k) && k->size >= paths_of(k->c)->zc_min;
 }
 
 /* Inputs mapped everywhere; whole-array reductions write every output too. */

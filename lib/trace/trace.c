@@ -6,6 +6,7 @@
 
 #include "core/fail.h"
 #include "shm/notify.h"
+#include "shm/op_numbers.h"
 #include "trace/trace.h"
 
 int trace_open(shmesh_ctx *c)

@@ -296,7 +296,7 @@ def _leave(how):
         _gen += 1
         _deferred_frees.clear()  # the heap goes with the context
         rc = how(ctx)
-        _cb_records.clear()  # every callback ran: the stream was drained
+        _cb_records.clear()  # every callback ran: the dispatch queue was drained
     return rc
 
 
@@ -1230,7 +1230,7 @@ __all__ += list(_MESH_OPS) + list(_ASYNC_FORMS)
 # each dispatch's Token holds what the call uses (input, output, groups,
 # parameters; a callback's function and arguments) and stays in _registry
 # until it is seen done (_register tests the oldest at each dispatch: work
-# finishes in stream order) or finalize() waited for it.  The descriptors
+# finishes in dispatch order) or finalize() waited for it.  The descriptors
 # themselves (shmesh_array, shmesh_groups, perm arrays) are copied by the
 # library at dispatch (flow_init in lib/engine/flow.c, the call's scratch in
 # lib/ops/permute.c, struct ragged in lib/ops/ragged.c), so the per-thread
@@ -1257,7 +1257,7 @@ def _callback_error(fn, exc, device, more=0):
 
 
 class Token:
-    """A position in this process's stream of work (shmesh_token, JAX's
+    """A position in this process's dispatch queue (shmesh_token, JAX's
     RuntimeToken): done once that work and everything dispatched before it
     finished.  A value: copy it, wait on it twice, drop it."""
 
@@ -1345,7 +1345,7 @@ def _register(tok):
             old = _registry[0]
             rc = lib.shmesh_token_test(old._t) if old._live() else 1
             if rc == 0:
-                break  # the oldest is not done: neither are the later ones (stream order)
+                break  # the oldest is not done: neither are the later ones (dispatch order)
             if rc < 0:
                 old._failed = (rc, _last_error(old._t.ctx) or
                                (lib.shmesh_strerror(rc) or b"").decode())
@@ -1440,7 +1440,7 @@ def _tokens_of(items, what):
 
 def wait_all(tokens):
     """Waits for every Token (or Pending) of the list: raises the failure of
-    the first failed one in stream order (shmesh_token_wait_all)."""
+    the first failed one in dispatch order (shmesh_token_wait_all)."""
     toks = _tokens_of(tokens, "wait_all")
     live = [t for t in toks if t._live()]
     if live:
@@ -1454,7 +1454,7 @@ def wait_all(tokens):
 
 def wait_any(tokens):
     """Waits until one of the Tokens (or Pendings, by their last token) is
-    done: its index in the list (the earliest in stream order); raises its
+    done: its index in the list (the earliest in dispatch order); raises its
     failure (shmesh_token_wait_any)."""
     toks = []
     for x in tokens:
@@ -1491,7 +1491,7 @@ _KINDS = {"unordered": 0, "ordered": 1, "ordered_shardable": 2}
 
 class Effect:
     """A registered effect (JAX's effect types; shmesh_effect_create), for
-    shmesh.callback: kind "unordered" (no order beyond the stream's),
+    shmesh.callback: kind "unordered" (no order beyond dispatch order),
     "ordered" (its callbacks run one after the other in program order; each
     placed on one device) or "ordered_shardable" (every device runs its
     part; program point k finishes on every rank before k+1 starts).
@@ -1582,7 +1582,7 @@ def _placement(placement):
 
 
 def callback(fn, *args, effect=None, placement="all"):
-    """Dispatches fn(device, *args) on the stream (shmesh_callback; JAX's
+    """Dispatches fn(device, *args) on the dispatch queue (shmesh_callback; JAX's
     io_callback / debug.callback), after every earlier work, with `effect`
     (an Effect; None: unordered) at `placement`: "all" (collective: once
     per device of the job, each rank running its own devices' parts),

@@ -66,7 +66,7 @@ SHARD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Shard)
 
 
 class Token(ctypes.Structure):
-    """shmesh_token: a position in a context's stream (ctx NULL: done)."""
+    """shmesh_token: a position in a context's dispatch queue (ctx NULL: done)."""
     _fields_ = [("ctx", ctypes.c_void_p), ("seq", ctypes.c_uint64)]
 
 

@@ -215,8 +215,9 @@ static int mode_finalize_in_callback(void)
 
 static atomic_int gate_open;
 
-/* Holds the stream (and so the first thread's psum queued behind it) until
- * the second thread has tried; gives up after 30 s so nothing hangs. */
+/* Holds the dispatch queue (and so the first thread's psum queued behind
+ * it) until the second thread has tried; gives up after 30 s so nothing
+ * hangs. */
 static void gate_cb(void *arg, int device)
 {
     (void)arg;

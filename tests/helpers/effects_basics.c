@@ -1,8 +1,9 @@
 /* shmesh-test-effects-basics: tokens (test, wait, wait_all, wait_any, the
  * runtime token, the done token), async results bit for bit those of the
  * blocking calls, program order between async work, callbacks and blocking
- * calls, blocking calls on a quiet stream (their positions, a failure at
- * its position), refused arguments (effects, placements, async calls).
+ * calls, blocking calls on a quiet dispatch queue (their positions, a
+ * failure at its position), refused arguments (effects, placements, async
+ * calls).
  *
  *   shmesh-run -n P -- shmesh-test-effects-basics   (or alone: a job of one)
  *
@@ -123,7 +124,7 @@ static void basics_tokens(shmesh_mesh *m)
     if (t != 0)
         bad("token_test on a callback still held -> %d, expected 0", t);
     /* A psum behind it: wait_any over {psum, callback} names the callback
-     * (it is earlier in the stream). */
+     * (it is earlier in dispatch order). */
     int32_t pin[4], pout[4];
     for (int i = 0; i < 4; i++)
         pin[i] = rank + i;
@@ -237,7 +238,7 @@ static void basics_results(shmesh_mesh *m)
         MUST(shmesh_psum_async(m, "i", NULL, &in, &sum_a, &t[0]));
         MUST(shmesh_all_gather_async(m, "i", NULL, 0, false, &in, &gat_a, &t[1]));
         MUST(shmesh_ppermute_async(m, "i", (const int(*)[2])perm, world, &in, &per_a, &t[2]));
-        /* Blocking calls after async ones: the same stream, in order. */
+        /* Blocking calls after async ones: the same dispatch queue, in order. */
         MUST(shmesh_psum(m, "i", NULL, &in, &sum_b));
         int done = shmesh_token_test(t[0]);
         if (done != 1)
@@ -380,7 +381,8 @@ static void basics_all_ops(shmesh_mesh *m)
                 shmesh_error_name(rcb), why());
             break;
         }
-        /* The blocking call came later in the stream: the async one is done. */
+        /* The blocking call came later in dispatch order: the async one is
+         * done. */
         if (shmesh_token_test(t) != 1)
             bad("%s_async is not done after the blocking %s that followed it", name, name);
         MUST(shmesh_token_wait(t));
@@ -428,7 +430,8 @@ static void basics_all_ops(shmesh_mesh *m)
 
 /* The runtime token is per thread: a thread that takes the context over
  * and has dispatched nothing has a done runtime token, whatever the
- * context's stream still holds; once it dispatches, its token covers that. */
+ * context's dispatch queue still holds; once it dispatches, its token
+ * covers that. */
 struct handoff {
     shmesh_mesh *m;
     struct gate *g; /* the main thread's callback, held until this thread dispatched */
@@ -600,10 +603,10 @@ static void basics_failed_work(shmesh_mesh *m)
         printf("rank %d: failed work fails its own token only\n", rank);
 }
 
-/* Blocking calls on a quiet stream (everything dispatched is done): the
- * caller runs each at the stream's next position, which the runtime token
- * names; a failure there is that position's result, and the job goes on
- * (engine/dispatch.c, run_idle). */
+/* Blocking calls on a quiet dispatch queue (everything dispatched is done):
+ * the caller runs each at the dispatch queue's next position, which the
+ * runtime token names; a failure there is that position's result, and the
+ * job goes on (engine/dispatch.c, run_idle). */
 static void basics_quiet(shmesh_mesh *m)
 {
     int f0 = failures;
@@ -619,11 +622,13 @@ static void basics_quiet(shmesh_mesh *m)
         MUST(shmesh_psum(m, "i", NULL, &xi, &yo));
         shmesh_token rt = shmesh_runtime_token(ctx);
         if (rt.ctx != ctx || rt.seq != next || shmesh_token_test(rt) != 1)
-            bad("blocking psum %d on a quiet stream: the runtime token is {%p, %" PRIu64
+            bad("blocking psum %d on a quiet dispatch queue: the runtime token is {%p, "
+                "%" PRIu64
                 "} (test -> %d), expected {%p, %" PRIu64 "}, done",
                 k, (void *)rt.ctx, rt.seq, shmesh_token_test(rt), (void *)ctx, next);
         if (y[0] != want)
-            bad("blocking psum %d on a quiet stream gave %d, expected %d", k, y[0], want);
+            bad("blocking psum %d on a quiet dispatch queue gave %d, expected %d", k, y[0],
+                want);
     }
     if (world >= 2) { /* rank 0 expects two rows from rank 1, which sends one */
         float op[64 * 4], out[64 * 4];
@@ -643,8 +648,8 @@ static void basics_quiet(shmesh_mesh *m)
                      aoo = arr1(oo, SHMESH_INT32, world), ars = arr1(rs, SHMESH_INT32, world);
         int rc = shmesh_ragged_all_to_all(m, "i", NULL, &aop, &aout, &aio, &ass, &aoo, &ars);
         if (rc != SHMESH_ERR_INVALID || !strstr(why(), "recv_sizes"))
-            bad("a failing blocking ragged_all_to_all on a quiet stream -> %s (%s), expected "
-                "SHMESH_ERR_INVALID naming recv_sizes",
+            bad("a failing blocking ragged_all_to_all on a quiet dispatch queue -> %s (%s), "
+                "expected SHMESH_ERR_INVALID naming recv_sizes",
                 shmesh_error_name(rc), rc ? why() : "");
         shmesh_token rt = shmesh_runtime_token(ctx);
         int t = shmesh_token_test(rt);
@@ -657,13 +662,14 @@ static void basics_quiet(shmesh_mesh *m)
     y[0] = -1;
     MUST(shmesh_psum_async(m, "i", NULL, &xi, &yo, &t2));
     if (t2.seq != next)
-        bad("the async psum after blocking calls on a quiet stream is position %" PRIu64
+        bad("the async psum after blocking calls on a quiet dispatch queue is position "
+            "%" PRIu64
             ", expected %" PRIu64, t2.seq, next);
     MUST(shmesh_token_wait(t2));
     if (y[0] != want)
         bad("the async psum after them gave %d, expected %d", y[0], want);
     if (failures == f0)
-        printf("rank %d: blocking calls on a quiet stream ok\n", rank);
+        printf("rank %d: blocking calls on a quiet dispatch queue ok\n", rank);
 }
 
 static void basics_refusals(shmesh_mesh *m)

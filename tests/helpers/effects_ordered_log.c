@@ -61,7 +61,7 @@ static int ordered_log(int argc, char **argv)
         MUST(shmesh_callback(ctx, e, SHMESH_PLACE_SELF, log_cb, &idx[i], &tok));
         if (tok.ctx != ctx || tok.seq <= prev.seq) {
             bad("callback %d: token {%p, %" PRIu64 "} after {%p, %" PRIu64 "}: expected a "
-                "later position of this context's stream",
+                "later position of this context's dispatch queue",
                 i, (void *)tok.ctx, tok.seq, (void *)prev.ctx, prev.seq);
             break;
         }

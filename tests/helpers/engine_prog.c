@@ -27,6 +27,7 @@
 
 #include "core/context.h"
 #include "engine/call.h"
+#include "engine/state.h"
 #include "memory/kind.h"
 #include "ops/ops.h"
 #include "checks.h"
@@ -235,7 +236,7 @@ static int mode_device(void)
 
 static int mode_cma_fault(void)
 {
-    if (!ctx->cma_ok) {
+    if (!engine_of(ctx)->cma_ok) {
         printf("rank %d: skip: this machine refuses process_vm_readv between the ranks\n", rank);
         return 77;
     }

@@ -13,9 +13,10 @@
  * Three scenarios forge the words of progress that tokens and effects rest
  * on, at one moment rank 0 chooses (iteration GO_AT runs their trap instead
  * of the checked collectives):
- *   done-high    rank 0's `done` (how much of its stream finished) set to
- *                2^40 while its token waits for a psum held up behind a
- *                callback: the wait must not succeed before the psum ran
+ *   done-high    rank 0's `done` (how much of its dispatch queue finished)
+ *                set to 2^40 while its token waits for a psum held up
+ *                behind a callback: the wait must not succeed before the
+ *                psum ran
  *   point-placed rank 0's point of an ORDERED effect set to 2^40 while rank
  *                1 waits for rank 0 to run the callback placed on rank 0's
  *                device
@@ -225,7 +226,7 @@ static void sleep_ms(int ms)
         ;
 }
 
-/* More of rank 0's stream finished than it ever dispatched. */
+/* More of rank 0's dispatch queue finished than it ever dispatched. */
 static void hit_done(struct target *t)
 {
     put64(&ctrl(t, 0)->done.value, 1ull << 40);
@@ -508,7 +509,8 @@ static int go_fd = -1, done_fd = -1;
 static int32_t *left_in; /* left-reading: rank 0's input, freed at exit */
 static atomic_int released;
 
-/* Rank 0's stream, held until its main thread says so (20 s at most). */
+/* Rank 0's dispatch queue, held until its main thread says so (20 s at
+ * most). */
 static void hold_cb(void *arg, int device)
 {
     (void)arg;

@@ -9,9 +9,9 @@
  *           finalizing: ranks 0-2 are stuck in that psum
  *   effect  every rank registers the ORDERED effect "log" and dispatches a
  *           callback placed on device 0 whose part (on rank 0) sleeps SECS;
- *           then each waits for the callback's token: ranks 1-3's streams
- *           wait for rank 0 to pass point 1 of "log", and every rank's
- *           main thread waits for a token
+ *           then each waits for the callback's token: ranks 1-3's
+ *           dispatch queues wait for rank 0 to pass point 1 of "log", and
+ *           every rank's main thread waits for a token
  *
  * Each rank prints "rank R: ready" before the sleep and flushes, so the test
  * knows the job got that far.  Exit status 0, 1 when a call failed (a job

@@ -1,5 +1,5 @@
 """Async dispatch, tokens and effects from Python: every `_async` collective
-gives its blocking twin's result (and numpy's), in stream order; tokens
+gives its blocking twin's result (and numpy's), in dispatch order; tokens
 wait, test, wait_all and wait_any; dropped work keeps its buffers alive
 until done; argument errors raise at dispatch with nothing dispatched;
 callbacks run in order, on the right devices, and their exceptions reach
@@ -145,12 +145,12 @@ def test_groups_async(mesh, rank, world):
     check(p.block_until_ready(), np.sum([xs[q] for q in mine], axis=0).astype(np.float32))
 
 
-def test_stream_order_wait_last(mesh, rank, world):
+def test_dispatch_order_wait_last(mesh, rank, world):
     ps = [shmesh.psum_async(np.full(4, rank + i, np.int64), "i", mesh=mesh) for i in range(6)]
     last = ps[-1].token
     last.wait()
     last.wait()  # twice: a value
-    for i, p in enumerate(ps):  # earlier work is done too (stream order)
+    for i, p in enumerate(ps):  # earlier work is done too (dispatch order)
         assert p.is_ready(), i
         check(p.block_until_ready(), np.full(4, sum(range(world)) + world * i, np.int64))
 
@@ -163,7 +163,7 @@ def test_wait_all_and_wait_any(mesh, rank, world):
     assert all(p.is_ready() for p in ps)
     for i, p in enumerate(ps):
         check(p.block_until_ready(), np.int32(world - 1 + i))
-    # once all are done, wait_any gives the earliest in stream order
+    # once all are done, wait_any gives the earliest in dispatch order
     assert shmesh.wait_any([p.token for p in ps]) == 0
     shmesh.wait_all([])
     with pytest.raises(shmesh.InvalidArgument):
@@ -227,7 +227,7 @@ def test_argument_errors_raise_at_dispatch(mesh, rank, world):
         shmesh.callback(print, placement="nowhere")
     with pytest.raises(shmesh.InvalidArgument, match="kind"):
         shmesh.Effect("e", "sometimes")
-    # nothing was dispatched: the stream is where it was, and the next
+    # nothing was dispatched: the dispatch queue is where it was, and the next
     # collective matches on every rank
     after = shmesh.runtime_token()
     assert after._t.seq == before._t.seq, (before, after)
@@ -272,7 +272,7 @@ def test_ordered_effect_runs_in_program_order(mesh, rank, world):
         got.append((dev, i))
     for i in range(12):
         toks.append(shmesh.callback(log, i, effect=e, placement=0))
-        if i % 4 == 0:  # collectives in between, on the same stream
+        if i % 4 == 0:  # collectives in between, on the same dispatch queue
             shmesh.psum_async(np.int32(i), "i", mesh=mesh)
     shmesh.effects_barrier()
     assert all(t.is_ready() for t in toks)
@@ -334,7 +334,7 @@ def test_callback_exception_reaches_wait_and_barrier(mesh, rank, world, capfd):
     shmesh.effects_barrier()  # reported once
     err = capfd.readouterr().err
     assert "shmesh: rank %d: callback" % rank in err and "ValueError: bad thing" in err, err
-    # the stream goes on
+    # the dispatch queue goes on
     check(shmesh.psum_async(np.int32(1), "i", mesh=mesh).block_until_ready(), np.int32(world))
     # and a failure seen only by effects_barrier (the token never waited)
     shmesh.callback(bad, "again", placement="self")
