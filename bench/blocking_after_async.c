@@ -20,6 +20,14 @@
  *                i.e. a call's cost when the progress thread executes it
  *                (queueing, the hand-over, the wait on the dispatch queue's
  *                finished count)
+ *   (d) async    shmesh_psum_async and shmesh_token_wait on its token, one
+ *                call at a time: what an asynchronous call costs when the
+ *                caller has nothing to overlap it with
+ *   (e) dispatch groups of QUEUED shmesh_psum_async, then a wait for the
+ *                last: the time spent inside shmesh_psum_async alone, per
+ *                call (the caller's cost of handing a call over)
+ * and, once, the first shmesh_psum_async of the job (the one that starts
+ * the progress thread) and its wait.
  * A job cannot make a second context (the segment is gone once every rank
  * attached) and a context never loses its progress thread, so the rounds
  * of (a) come first, then one psum_async, then the rounds of (b) and (c) in
@@ -44,7 +52,7 @@
 #define MAXQUEUED 64
 #define WARMUP 200
 
-enum { R_BEFORE, R_IDLE, R_QUEUED, R_N };
+enum { R_BEFORE, R_IDLE, R_QUEUED, R_ROUNDTRIP, R_DISPATCH, R_N };
 
 static double now_us(void)
 {
@@ -152,6 +160,42 @@ static int time_queued(struct bench *b, int iters, int queued, double *us)
     return 0;
 }
 
+/* An async call and its wait, one at a time: us per call. */
+static int time_roundtrip(struct bench *b, int iters, double *us)
+{
+    TRY("shmesh_barrier", shmesh_barrier(b->ctx));
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        shmesh_token t;
+        TRY("shmesh_psum_async", shmesh_psum_async(b->mesh, "i", NULL, b->a_in, b->a_out, &t));
+        TRY("shmesh_token_wait", shmesh_token_wait(t));
+        check(b);
+    }
+    *us = (now_us() - t0) / iters;
+    return 0;
+}
+
+/* Groups of `queued` async calls, then a wait for the last: us per call
+ * spent in shmesh_psum_async. */
+static int time_dispatch(struct bench *b, int iters, int queued, double *us)
+{
+    int groups = iters / queued;
+    groups = groups ? groups : 1;
+    TRY("shmesh_barrier", shmesh_barrier(b->ctx));
+    double inside = 0;
+    for (int g = 0; g < groups; g++) {
+        shmesh_token t;
+        double t0 = now_us();
+        for (int q = 0; q < queued; q++)
+            TRY("shmesh_psum_async", shmesh_psum_async(b->mesh, "i", NULL, b->a_in, b->a_out, &t));
+        inside += now_us() - t0;
+        TRY("shmesh_token_wait", shmesh_token_wait(t));
+        check(b);
+    }
+    *us = inside / ((double)groups * queued);
+    return 0;
+}
+
 static int warm(struct bench *b)
 {
     for (int i = 0; i < WARMUP; i++)
@@ -236,16 +280,24 @@ int main(int argc, char **argv)
             return rc;
     /* The first asynchronous dispatch starts the progress thread. */
     shmesh_token t;
-    if ((rc = shmesh_psum_async(b.mesh, "i", NULL, b.a_in, b.a_out, &t)) ||
-        (rc = shmesh_token_wait(t)))
+    if ((rc = shmesh_barrier(ctx)))
+        return fail(ctx, "shmesh_barrier", rc);
+    double t0 = now_us();
+    if ((rc = shmesh_psum_async(b.mesh, "i", NULL, b.a_in, b.a_out, &t)))
         return fail(ctx, "shmesh_psum_async", rc);
+    double first_dispatch = now_us() - t0;
+    if ((rc = shmesh_token_wait(t)))
+        return fail(ctx, "shmesh_token_wait", rc);
+    double first_done = now_us() - t0;
     check(&b);
     /* (b) and (c), in turn. */
     if ((rc = warm(&b)))
         return rc;
     for (int r = 0; r < rounds; r++)
         if ((rc = time_blocking(&b, iters, &us[(size_t)r * R_N + R_IDLE])) ||
-            (rc = time_queued(&b, iters, queued, &us[(size_t)r * R_N + R_QUEUED])))
+            (rc = time_queued(&b, iters, queued, &us[(size_t)r * R_N + R_QUEUED])) ||
+            (rc = time_roundtrip(&b, iters, &us[(size_t)r * R_N + R_ROUNDTRIP])) ||
+            (rc = time_dispatch(&b, iters, queued, &us[(size_t)r * R_N + R_DISPATCH])))
             return rc;
     double wrong = b.wrong;
     rc = shmesh_world_sum(ctx, &wrong, 1, SHMESH_FLOAT64);
@@ -260,7 +312,8 @@ int main(int argc, char **argv)
                "round; ratio: median / (a)'s median\n#\n");
         printf("# %-28s %9s %9s %9s %7s\n", "row", "median", "min", "max", "ratio");
         static const char *rows[R_N] = {"(a) before any async", "(b) idle queue, thread",
-                                         "(c) behind queued async"};
+                                         "(c) behind queued async",
+                                         "(d) psum_async + wait", "(e) psum_async alone"};
         double col[1000], med[R_N];
         for (int s = 0; s < R_N; s++) {
             for (int r = 0; r < rounds; r++)
@@ -269,6 +322,9 @@ int main(int argc, char **argv)
             printf("  %-28s %9.3f %9.3f %9.3f %7.2f\n", rows[s], med[s], col[0],
                    col[rounds - 1], med[s] / med[R_BEFORE]);
         }
+        printf("# first psum_async of the job (starts the progress thread): %.1f us, "
+               "and its wait: %.1f us in all\n",
+               first_dispatch, first_done);
         printf("# wrong elements: %.0f\n", wrong);
     }
     free(us);

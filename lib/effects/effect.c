@@ -313,7 +313,7 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
         ctx_leave(c);
         return rc;
     }
-    *cw = (struct callback_work){.w = {.run = callback_run, .drop = callback_drop},
+    *cw = (struct callback_work){.w = {.run = callback_run, .drop = callback_drop, .thread_only = true},
                                  .c = c, .e = e, .placement = placement, .fn = fn, .arg = arg};
     if (placement != SHMESH_PLACE_SELF)
         cw->point = ++*(e ? &e->points : &effects_of(c)->plain_points);

@@ -442,6 +442,31 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
     return fail_wait(c, fn, seq, rc, culprit, "its own dispatch queue");
 }
 
+/* A thread about to wait for position seq runs the queued work up to it
+ * itself, in order, while no one else executes and the work may run on
+ * any thread (not a host callback): it would otherwise sleep while the
+ * progress thread wakes up to run exactly that, and pay two hand-overs.
+ * It runs the work as the progress thread does, explaining failures into
+ * the dispatcher's buffer (ctx_worker), so a thread inside the context
+ * meanwhile is not disturbed. */
+static void run_waited(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
+{
+    const shmesh_ctx *was = ctx_worker;
+    if (was == c)
+        return;
+    pthread_mutex_lock(&s->lock);
+    ctx_worker = c;
+    while (s->head && !s->executing && s->head->seq <= seq && !s->head->thread_only) {
+        struct work *w = s->head;
+        if (!(s->head = w->next))
+            s->tail = NULL;
+        s->executing = true;
+        run_one(c, s, w);
+    }
+    ctx_worker = was;
+    pthread_mutex_unlock(&s->lock);
+}
+
 int dispatch_wait(shmesh_ctx *c, uint64_t seq)
 {
     if (ctx_in_callback == c)
@@ -451,6 +476,11 @@ int dispatch_wait(shmesh_ctx *c, uint64_t seq)
     int rc = finished(c, "shmesh_token_wait", seq);
     if (rc < 0)
         return rc;
+    if (!rc) {
+        run_waited(c, engine_of(c)->dispatcher, seq);
+        if ((rc = finished(c, "shmesh_token_wait", seq)) < 0)
+            return rc;
+    }
     if (!rc && (rc = wait_finished(c, "shmesh_token_wait", seq)))
         return rc;
     return result(c, seq);

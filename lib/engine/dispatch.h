@@ -35,6 +35,10 @@ struct work {
      * drops work without running it. */
     int (*run)(struct work *w);
     void (*drop)(struct work *w);
+    /* Runs on the progress thread only (a host callback: it may wait for
+     * whatever the program's threads hold); other work may also be run by
+     * a thread waiting for it (dispatch_wait). */
+    bool thread_only;
 };
 
 /* What the thread using a context reads of its dispatcher without the lock;

@@ -792,8 +792,11 @@ SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
  * on the calling thread (an error returns at once and nothing is
  * dispatched), queues the work and returns; the context's progress thread
  * (the dispatcher), started by the first async dispatch, executes the queue
- * while the caller computes.  Once the thread runs, the blocking functions
- * are dispatch + wait on the same queue, so program order is kept.  Data
+ * while the caller computes; a thread that waits for queued collectives the
+ * progress thread has not taken yet runs them itself, in order (host
+ * callbacks run on the progress thread only).  Once the thread runs, the
+ * blocking functions are dispatch + wait on the same queue, so program
+ * order is kept.  Data
  * buffers belong to the library until the work's token is done: do not
  * touch them (inputs may be read, outputs written, until then).
  * ragged_all_to_all's offset and size arrays are read at dispatch, and a
