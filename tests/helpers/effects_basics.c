@@ -850,6 +850,50 @@ static void basics_flood(shmesh_mesh *m)
         printf("rank %d: %d psums in flight ok\n", rank, N);
 }
 
+/* Records whether it ran on the main thread. */
+static void where_cb(void *arg, int device)
+{
+    (void)device;
+    atomic_int *on_main = arg;
+    if (pthread_equal(pthread_self(), main_thread))
+        atomic_fetch_add(on_main, 1);
+}
+
+/* A thread that waits for queued work runs collectives itself when the
+ * progress thread has not taken them yet, never host callbacks: many
+ * callbacks waited for at once, each the head of an idle queue (a waiter
+ * that took them would run most of them), and psums waited for at once,
+ * whoever runs them, give their results. */
+static void basics_waiter_runs(shmesh_mesh *m)
+{
+    int f0 = failures;
+    enum { N = 300 };
+    atomic_int on_main = 0;
+    int32_t x[2], y[2];
+    shmesh_array in = arr1(x, SHMESH_INT32, 2), out = arr1(y, SHMESH_INT32, 2);
+    for (int i = 0; i < N; i++) {
+        shmesh_token t;
+        MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, where_cb, &on_main, &t));
+        MUST(shmesh_token_wait(t));
+        x[0] = rank + i;
+        x[1] = -rank;
+        y[0] = y[1] = -1;
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &t));
+        MUST(shmesh_token_wait(t));
+        int32_t want = world * i + world * (world - 1) / 2;
+        if (y[0] != want || y[1] != -world * (world - 1) / 2) {
+            bad("psum_async %d waited for at once = {%d, %d}, expected {%d, %d}", i, y[0], y[1],
+                want, -world * (world - 1) / 2);
+            break;
+        }
+    }
+    if (atomic_load(&on_main))
+        bad("%d of %d host callbacks waited for at once ran on the waiting thread, not the "
+            "progress thread", atomic_load(&on_main), N);
+    if (failures == f0)
+        printf("rank %d: waited-for work ok\n", rank);
+}
+
 static int basics(void)
 {
     shmesh_mesh *m = line_mesh();
@@ -862,6 +906,7 @@ static int basics(void)
     basics_order(m);
     basics_failed_work(m);
     basics_quiet(m);
+    basics_waiter_runs(m);
     basics_refusals(m);
     MUST(shmesh_effects_barrier(ctx));
     shmesh_mesh_destroy(m);
