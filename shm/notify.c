@@ -178,6 +178,11 @@ static int uring_wait(struct notify *n, _Atomic uint32_t *word, uint32_t expecte
     return 0;
 }
 
+/* Set once a ring of this process passed uring_open's checks: the kernel
+ * and its policy do not change under a running process, so later rings (a
+ * dispatcher's, a second context's) skip the probe and the trial wait. */
+static _Atomic bool uring_checked;
+
 /* io_uring can be present yet refused (seccomp, io_uring_disabled), or too old
  * for FUTEX_WAIT: ask the kernel, then try one wait that must fail at once. */
 static int uring_open(struct notify *n, char *err, size_t errlen)
@@ -190,6 +195,8 @@ static int uring_open(struct notify *n, char *err, size_t errlen)
         return errtext_set(err, errlen, -EOPNOTSUPP, "io_uring is not available: %s",
                            strerror(-rc));
     n->ring_up = true;
+    if (atomic_load_explicit(&uring_checked, memory_order_relaxed))
+        return 0;
     struct io_uring_probe *probe = io_uring_get_probe_ring(&n->ring);
     bool ok = probe && io_uring_opcode_supported(probe, NOTIFY_OP_FUTEX_WAIT) &&
               io_uring_opcode_supported(probe, IORING_OP_POLL_ADD) &&
@@ -215,6 +222,7 @@ static int uring_open(struct notify *n, char *err, size_t errlen)
     if (res != -EAGAIN)
         return errtext_set(err, errlen, -EOPNOTSUPP, "io_uring FUTEX_WAIT misbehaves: %s",
                            res < 0 ? strerror(-res) : "it slept on a value that differed");
+    atomic_store_explicit(&uring_checked, true, memory_order_relaxed);
     return 0;
 }
 #endif

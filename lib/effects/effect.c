@@ -345,10 +345,13 @@ int shmesh_effects_barrier(shmesh_ctx *c)
         const shmesh_effect *e = effects->effects[i];
         if (e->kind == SHMESH_EFFECT_UNORDERED || !e->points)
             continue;
+        struct seg_waiter *w;
+        if ((rc = dispatch_waiter(c, "shmesh_effects_barrier", &w)))
+            break;
         for (int q = 0; q < c->world && !rc; q++)
             if (q != c->rank)
-                rc = wait_point(c, dispatch_waiter(c), "shmesh_effects_barrier", q, e, e->id,
-                                e->points, e->last_call);
+                rc = wait_point(c, w, "shmesh_effects_barrier", q, e, e->id, e->points,
+                                e->last_call);
     }
     ctx_leave(c);
     return rc;

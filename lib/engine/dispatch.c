@@ -213,21 +213,11 @@ static int start(shmesh_ctx *c)
     struct dispatcher *s = calloc(1, sizeof *s);
     if (!s)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's dispatcher");
-    char err[200] = "";
-    int rc = notify_open(notify_kind_of(c->notify), c->world, &s->notify, err, sizeof err);
-    for (int r = 0; !rc && r < c->world; r++)
-        if (r != c->rank && (rc = notify_watch(s->notify, r, c->pids[r])) < 0)
-            snprintf(err, sizeof err, "cannot watch rank %d (pid %d) for exit: %s", r,
-                     c->pids[r], strerror(-rc));
-    if (rc) {
-        if (s->notify)
-            notify_close(s->notify);
-        free(s);
-        return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot open a notifier for token waits: %s",
-                        err);
-    }
+    /* The callers' notifier is opened by the first token wait that sleeps
+     * (callers_notifier): most waits end while spinning, and opening it
+     * (a ring, a pidfd per peer) was most of the first dispatch's time. */
     s->waiter = c->waiter;
-    s->waiter.notify = s->notify;
+    s->waiter.notify = NULL;
     /* A wait of the dispatcher's own work fails first, saying whom it waited
      * for; a token wait outlives it a little, and gives up by itself only
      * when the work waits for nothing shmesh knows (a callback). */
@@ -250,11 +240,10 @@ static int start(shmesh_ctx *c)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     engine_of(c)->dispatcher = s;
-    rc = pthread_create(&s->thread, NULL, progress_main, c);
+    int rc = pthread_create(&s->thread, NULL, progress_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         engine_of(c)->dispatcher = NULL;
-        notify_close(s->notify);
         free(s);
         return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot start the progress thread: %s",
                         strerror(rc));
@@ -413,6 +402,33 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
     return 0;
 }
 
+/* The waiter callers sleep with: the dispatcher's own notifier (the
+ * executor's ring is not shared), opened at the first need; 0, or an error
+ * explained as `fn`'s. */
+static int callers_notifier(shmesh_ctx *c, struct dispatcher *s, const char *fn)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    char err[200] = "";
+    if (!s->notify) {
+        struct notify *n = NULL;
+        rc = notify_open(notify_kind_of(c->notify), c->world, &n, err, sizeof err);
+        for (int r = 0; !rc && r < c->world; r++)
+            if (r != c->rank && (rc = notify_watch(n, r, c->pids[r])) < 0)
+                snprintf(err, sizeof err, "cannot watch rank %d (pid %d) for exit: %s", r,
+                         c->pids[r], strerror(-rc));
+        if (rc)
+            notify_close(n);
+        else
+            s->waiter.notify = s->notify = n;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc)
+        return ctx_fail(c, SHMESH_ERR_SYSTEM, "%s: cannot open a notifier for token waits: %s",
+                        fn, err);
+    return 0;
+}
+
 /* Blocks until position seq is finished: 0, or an error. */
 static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 {
@@ -424,11 +440,14 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
         snprintf(c->err, sizeof c->err, "%s", c->poison_err);
         return c->poison;
     }
+    int rc = callers_notifier(c, s, fn);
+    if (rc)
+        return rc;
     struct seg_waiter w = s->waiter;
     w.spin_ns = w.yield_ns = 0; /* spun already */
     int culprit = -1;
     status_token(c, seq);
-    int rc = seg_wait_until(&w, &c->me->done, finish_ready, &f, -1, &culprit);
+    rc = seg_wait_until(&w, &c->me->done, finish_ready, &f, -1, &culprit);
     status_token(c, 0);
     if (!rc)
         return 0;
@@ -486,10 +505,12 @@ int dispatch_wait(shmesh_ctx *c, uint64_t seq)
     return result(c, seq);
 }
 
-struct seg_waiter *dispatch_waiter(shmesh_ctx *c)
+int dispatch_waiter(shmesh_ctx *c, const char *fn, struct seg_waiter **w)
 {
     struct dispatcher *s = engine_of(c)->dispatcher;
-    return s ? &s->waiter : &c->waiter;
+    int rc = s ? callers_notifier(c, s, fn) : 0;
+    *w = s ? &s->waiter : &c->waiter;
+    return rc;
 }
 
 /* Frees what the dispatcher holds; its thread has ended (or, in a fork child,

@@ -84,9 +84,10 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *token);
 bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc);
 /* Waits for position seq of c's dispatcher: its result. */
 int dispatch_wait(shmesh_ctx *c, uint64_t seq);
-/* The waiter callers wait with (the dispatcher's own notifier; the context's
- * when there is no dispatcher). */
-struct seg_waiter *dispatch_waiter(shmesh_ctx *c);
+/* The waiter callers wait with, into *w (the dispatcher's own notifier,
+ * opened at the first need; the context's when there is no dispatcher):
+ * 0, or an error explained as `fn`'s. */
+int dispatch_waiter(shmesh_ctx *c, const char *fn, struct seg_waiter **w);
 /* Drains the dispatcher and stops its thread (shmesh_finalize); returns the
  * last position it handed out. */
 uint64_t dispatch_stop(shmesh_ctx *c);
