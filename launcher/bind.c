@@ -1,11 +1,9 @@
 /* Where each rank runs (--bind-to): a CPU of its own (core); near its GPU,
- * or on the NUMA node of its slots (numa); or anywhere (none).  The default
- * is core for two ranks without GPUs on 2 or 3 CPUs, numa for any other.
+ * or on the NUMA node of its slots (numa, the default); or anywhere (none).
  * Decided before any fork, so that a refusal comes before anything starts
  * and -v can say it; each child applies its part before exec.  Binding is
  * best effort: what the machine does not say (no sysfs entry for the GPU)
  * or does not allow leaves the rank where the scheduler puts it. */
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +18,15 @@ static void set_env_int(const char *name, int v)
     setenv(name, buf, 1);
 }
 
-/* The default, measured on 2 cores (bench/bind-compare.sh; the figures are
- * in docs/shmesh-run.1, --bind-to): quiet, pinned and unpinned ranks are
- * equal; beside two busy processes, unpinned ranks of a 2-rank job took
- * about 30 times as long per psum of 8 B to 64 KiB (most likely stacked
- * on one CPU by the scheduler) and pinned ones 1.2 times as long at 1 MiB; beside one
- * busy process, pinned ones took 2.7 times as long at 8 B.  So two ranks
- * without GPUs get a CPU each where there is no CPU to spare for their
- * progress threads anyway (fewer than two per rank): where there is, a
- * pinned rank's progress thread would share its CPU and lose the overlap
- * (docs/effects.md, Overlap), and nothing was measured there.  Any other
- * job gets numa (GPUs: near them). */
-static bool core_by_default(const struct job *j, int ncpus)
-{
-    return j->o.np == 2 && ncpus >= 2 && ncpus < 2 * j->o.np && !j->gpus.count;
-}
-
 int bind_plan(struct job *j, const cpu_set_t *allowed)
 {
-    int ncpus = allowed ? CPU_COUNT(allowed) : 0;
-    if ((j->o.bind_default = j->o.bind == BIND_AUTO))
-        j->o.bind = core_by_default(j, ncpus) ? BIND_CORE : BIND_NUMA;
+    /* Not a core per rank by default, unlike mpirun: on a shared machine a
+     * rank pinned beside a busy process cannot move away from it (measured:
+     * 60-600 us per small psum instead of 1-5 us; docs/performance.md). */
+    if (j->o.bind == BIND_AUTO)
+        j->o.bind = BIND_NUMA;
     if (j->o.bind == BIND_CORE) {
+        int ncpus = allowed ? CPU_COUNT(allowed) : 0;
         if (ncpus < j->o.np) {
             fprintf(stderr, PROG ": --bind-to core needs a core per rank: %d ranks, %d cores allowed\n",
                     j->o.np, ncpus);
@@ -141,13 +126,8 @@ static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
 void bind_report(const struct job *j)
 {
     const struct gpu_env *g = &j->gpus;
-    if (!g->count) {
-        if (j->o.bind == BIND_CORE && j->cpus)
-            for (int r = 0; r < j->o.np; r++)
-                fprintf(stderr, PROG ": rank %d: CPU %d (--bind-to core%s)\n", r, j->cpus[r],
-                        j->o.bind_default ? ", the default for 2 ranks on < 4 CPUs" : "");
+    if (!g->count)
         return;
-    }
     for (int r = 0; r < j->o.np; r++) {
         char *ids = gpus_of_rank(g, r, j->o.devices);
         const char *first = gpus_first(g, r, j->o.devices);
@@ -168,8 +148,7 @@ void bind_report(const struct job *j)
         int slot_node = seg_ctrl(j->seg, r)->numa_node;
         int near = j->gpu_of ? j->gpu_of[r] : -1;
         if (j->o.bind == BIND_CORE && j->cpus) {
-            snprintf(how, sizeof how, "CPU %d (--bind-to core%s)", j->cpus[r],
-                     j->o.bind_default ? ", the default for 2 ranks on < 4 CPUs" : "");
+            snprintf(how, sizeof how, "CPU %d (--bind-to core)", j->cpus[r]);
         } else if (j->o.bind != BIND_NUMA) {
             snprintf(how, sizeof how, "not bound (--bind-to none)");
         } else if (near >= 0 && g->info[near].has_cpus && CPU_COUNT(&j->near[near]) > 0) {

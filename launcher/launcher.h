@@ -25,8 +25,7 @@ struct options {
     bool verbose;
     double timeout;       /* seconds; 0: none */
     double grace;         /* seconds between the abort flag and SIGKILL */
-    enum bind_policy bind; /* BIND_AUTO until bind_plan() decides */
-    bool bind_default;     /* bind_plan() chose it: no --bind-to given */
+    enum bind_policy bind; /* BIND_AUTO until main() decides */
     enum gpu_mode gpus;
     char **gpu_list;      /* --gpus LIST: the ids, integers without leading zeros */
     int gpu_listed;       /* how many */

@@ -339,45 +339,6 @@ static void bind_to_core(void **state)
     run_free(&r);
 }
 
-/* Without --bind-to, on 2 or 3 CPUs: a job of two ranks without GPUs gets
- * two different CPUs (the default, -v says so); a job of three is not
- * pinned. */
-static void bind_by_default(void **state)
-{
-    cpu_set_t mine;
-    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
-    if (CPU_COUNT(&mine) < 2 || CPU_COUNT(&mine) > 3)
-        skip();
-    struct run r;
-    run_launcher(&r, NULL, 30, "-v", "-n", "2", "--", "/bin/sh", "-c",
-                 "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "
-                 "| cut -f2)\"",
-                 NULL);
-    assert_int_equal(r.code, 0);
-    int cpu[2] = {-1, -1};
-    for (int k = 0; k < 2; k++) {
-        char line[64], allowed[32] = "", want[16], said[96];
-        snprintf(line, sizeof line, "rank %d cpu ", k);
-        const char *p = strstr(r.out, line);
-        if (!p || sscanf(p + strlen(line), "%d allowed %31s", &cpu[k], allowed) != 2)
-            fail_msg("no readable line for rank %d:\n%s", k, r.out);
-        snprintf(want, sizeof want, "%d", cpu[k]);
-        assert_string_equal(allowed, want);
-        assert_true(CPU_ISSET(cpu[k], &mine));
-        snprintf(said, sizeof said, "rank %d: CPU %d (--bind-to core, the default for 2 ranks on < 4 CPUs)", k,
-                 cpu[k]);
-        if (!strstr(r.err, said))
-            fail_msg("-v did not say '%s':\n%s", said, r.err);
-    }
-    assert_int_not_equal(cpu[0], cpu[1]);
-    run_free(&r);
-    run_launcher(&r, NULL, 30, "-n", "3", "--", "/bin/sh", "-c",
-                 "echo \"rank $RANK cpu ${SHMESH_CPU:-none}\"", NULL);
-    assert_int_equal(r.code, 0);
-    assert_int_equal(count_lines(r.out, "cpu none", NULL), 3);
-    run_free(&r);
-}
-
 static void usage_errors(void **state)
 {
     struct run r;
@@ -1475,7 +1436,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(environment_per_rank),
         cmocka_unit_test(one_gpu_per_rank),
         cmocka_unit_test(bind_to_core),
-        cmocka_unit_test(bind_by_default),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
         cmocka_unit_test(more_ranks_than_gpus),
