@@ -33,7 +33,6 @@ struct options {
     uint64_t shm_size;    /* the whole segment; 0: the default */
     const char *sysroot;  /* SHMESH_SYSROOT: prefix of /sys and /proc (tests' fake GPUs) */
     const char *trace_path; /* --trace or SHMESH_TRACE; NULL: no tracing */
-    uint64_t trace_memory;  /* SHMESH_TRACE_MEMORY: records kept in memory, in bytes */
     uint32_t trace_events;  /* --trace-events: per rank's ring, a power of two */
     char **argv;          /* the program and its arguments */
 };

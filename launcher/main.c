@@ -281,7 +281,6 @@ static int read_environment(struct options *o)
     o->slot_bytes = env.slot_bytes;
     if (!o->trace_path)
         o->trace_path = env.trace;
-    o->trace_memory = env.trace_memory;
     if (!o->trace_events) {
         char given[32];
         snprintf(given, sizeof given, "%d", env.trace_events);

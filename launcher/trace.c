@@ -2,18 +2,13 @@
  * written by lib/trace/) while the job runs, and writes the Chrome trace
  * JSON (Perfetto, chrome://tracing) once it has ended, however it ended.
  *
- * A drain thread looks at the rings every DRAIN_PERIOD_NS (more often, down
- * to DRAIN_FAST_NS, while rings fill fast) and copies the new events of
- * those a quarter full (or not copied for DRAIN_IDLE_NS) into memory, up
- * to SHMESH_TRACE_MEMORY bytes (256M), and past it into an unlinked
- * temporary file, so that the
- * launcher's memory stays bounded however long the job runs and a ring
- * only has to hold what a rank writes in a few periods.  Memory first: on
- * a machine without a free core the ranks pay for the drain's work, and a
- * copy into memory is one copy, where the file took the FILE buffer's, a
- * write and the page cache's.  At the end, after supervise() has returned and before the
+ * A drain thread looks at the rings every DRAIN_PERIOD_NS and copies the
+ * new events of those a quarter full (or not copied for DRAIN_IDLE_NS) into
+ * an unlinked temporary file, so that the launcher's memory stays bounded
+ * however long the job runs and a ring only has to hold what a rank writes
+ * in a few periods.  At the end, after supervise() has returned and before the
  * segment is closed, a last drain takes what the ranks left, and two passes
- * over the records (memory, then the file) write the JSON: the first finds the earliest time, the
+ * over the file write the JSON: the first finds the earliest time, the
  * second writes the events as it reads them, holding only the flow steps of
  * collectives whose members are not all read yet (struct flows): the
  * launcher's memory is bounded by the rings' size, not the job's length.
@@ -38,8 +33,6 @@
 #include "shm/trace_clock.h"
 
 #define DRAIN_PERIOD_NS 10000000L /* 10 ms: how often the rings are looked at */
-#define DRAIN_FAST_NS 1000000L    /* 1 ms: how often, while rings fill within a period */
-#define BLOCK_BYTES (4ull << 20)  /* memory is taken in blocks of this (or a ring's worth) */
 #define DRAIN_IDLE_NS 1000000000L /* 1 s: the longest a ring waits for a copy */
 
 /* An event's op is an enum call_op (engine/desc.h: the op table's order
@@ -96,13 +89,6 @@ struct ring_state {
     int64_t drained_ns; /* when the drain thread last copied this ring */
 };
 
-/* Records in memory: runs of [struct chunk][events], in drain order. */
-struct block {
-    struct block *next;
-    size_t used, cap;
-    unsigned char data[];
-};
-
 struct trace {
     const char *path;
     int fd;        /* the JSON's file, opened before the ranks start */
@@ -112,9 +98,6 @@ struct trace {
     int world;
     struct ring_state *rings;
     struct seg_trace_event *copy; /* the drain's scratch: a ring's worth */
-    struct block *head, *tail;    /* records in memory, before those in the file */
-    uint64_t mem_bytes, mem_budget; /* taken, and SHMESH_TRACE_MEMORY */
-    bool spilled;                 /* past the budget: every later record goes to the file */
     bool tmp_failed; /* writing the temporary file failed (errno in tmp_errno) */
     int tmp_errno;
     pthread_t thread;
@@ -132,7 +115,6 @@ int trace_open(struct job *j)
         return -1;
     }
     t->path = j->o.trace_path;
-    t->mem_budget = j->o.trace_memory;
     /* Opened now, before any rank starts: a trace that cannot be written is
      * a usage error found at once, not after an hour of work.  Without
      * blocking: a FIFO that nobody reads would hold open() for ever, with
@@ -185,45 +167,7 @@ void trace_drop(struct job *j)
 /* Copies rank r's new events to the temporary file.  The writer never
  * waits: while we copy, it may overwrite the oldest events, so head is read
  * again after the copy and those it may have reached are dropped. */
-/* Room for `bytes` of records in memory (not yet counted as used), or NULL:
- * the budget is spent (or no memory), and the file takes this record and
- * every later one, so that the records stay in drain order. */
-static unsigned char *mem_room(struct trace *t, size_t bytes)
-{
-    if (t->spilled)
-        return NULL;
-    struct block *b = t->tail;
-    if (b && b->cap - b->used >= bytes)
-        return b->data + b->used;
-    size_t cap = bytes > BLOCK_BYTES ? bytes : BLOCK_BYTES;
-    if (t->mem_bytes + cap > t->mem_budget || !(b = malloc(sizeof *b + cap))) {
-        t->spilled = true;
-        return NULL;
-    }
-    *b = (struct block){.cap = cap};
-    if (t->tail)
-        t->tail->next = b;
-    else
-        t->head = b;
-    t->tail = b;
-    t->mem_bytes += cap;
-    return b->data;
-}
-
-static void mem_free(struct trace *t)
-{
-    for (struct block *b = t->head, *next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-    t->head = t->tail = NULL;
-}
-
-/* Copies rank r's new events into the records.  The writer never waits:
- * while we copy, it may overwrite the oldest events, so head is read again
- * after the copy and those it may have reached are dropped.  Returns
- * whether the ring had filled a quarter or more since the last copy. */
-static bool drain_ring(struct trace *t, int r)
+static void drain_ring(struct trace *t, int r)
 {
     struct ring_state *rs = &t->rings[r];
     const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
@@ -232,21 +176,17 @@ static bool drain_ring(struct trace *t, int r)
     uint64_t head = atomic_load_explicit(&((struct seg_trace_ring *)ring)->head,
                                          memory_order_acquire);
     if (head <= rs->next)
-        return false; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
+        return; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
     uint64_t from = rs->next;
     if (head - from > cap) {
         rs->dropped += head - cap - from;
         from = head - cap;
     }
+    /* At most a ring's worth, copied in one go: 4 MiB at the default size. */
+    if (!t->copy && !(t->copy = malloc(cap * sizeof *t->copy)))
+        return; /* tried again on the next round; counted as lost if overwritten */
+    struct seg_trace_event *copy = t->copy;
     uint64_t n = head - from;
-    bool fast = n >= cap / 4;
-    /* At most a ring's worth, copied in one go (4 MiB at the default
-     * size): straight into memory, else into the scratch for the file. */
-    struct chunk ch = {.rank = r};
-    unsigned char *at = mem_room(t, sizeof ch + n * sizeof(struct seg_trace_event));
-    struct seg_trace_event *copy = at ? (struct seg_trace_event *)(at + sizeof ch) : t->copy;
-    if (!copy && !(copy = t->copy = malloc(cap * sizeof *t->copy)))
-        return fast; /* tried again on the next round; counted as lost if overwritten */
     for (uint64_t i = 0; i < n; i++)
         memcpy(&copy[i], (const void *)&evs[(from + i) & (cap - 1)], sizeof *copy);
     atomic_thread_fence(memory_order_acquire);
@@ -265,20 +205,14 @@ static bool drain_ring(struct trace *t, int r)
             rs->last_call = e->call;
         }
     }
-    ch.n = (uint32_t)(n - skip);
-    if (at) {
-        if (skip)
-            memmove(copy, copy + skip, ch.n * sizeof *copy);
-        memcpy(at, &ch, sizeof ch);
-        t->tail->used += sizeof ch + ch.n * sizeof *copy;
-    } else if (ch.n && !t->tmp_failed &&
-               (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 ||
-                fwrite(copy + skip, sizeof *copy, ch.n, t->tmp) != ch.n)) {
+    struct chunk ch = {.rank = r, .n = (uint32_t)(n - skip)};
+    if (ch.n && !t->tmp_failed &&
+        (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 ||
+         fwrite(copy + skip, sizeof *copy, ch.n, t->tmp) != ch.n)) {
         t->tmp_failed = true;
         t->tmp_errno = errno;
     }
     rs->next = head;
-    return fast;
 }
 
 static void drain_all(struct trace *t)
@@ -291,38 +225,28 @@ static void drain_all(struct trace *t)
  * free core, every copy it makes takes a core from one): a ring is copied
  * once it is a quarter full, or DRAIN_IDLE_NS after its last copy, so a
  * large ring (--trace-events) is copied in few large pieces, and a short
- * job's events mostly wait for the last drain after it.  Returns whether a
- * ring had filled a quarter or more. */
-static bool drain_due(struct trace *t)
+ * job's events mostly wait for the last drain after it. */
+static void drain_due(struct trace *t)
 {
     int64_t now = trace_mono_ns();
     uint64_t quarter = t->seg->lay.trace_events / 4;
-    bool fast = false;
     for (int r = 0; r < t->world; r++) {
         struct ring_state *rs = &t->rings[r];
         uint64_t head = atomic_load_explicit(&seg_trace_ring(t->seg, r)->head,
                                              memory_order_relaxed);
         if (head - rs->next >= quarter || now - rs->drained_ns >= DRAIN_IDLE_NS) {
-            fast |= drain_ring(t, r);
+            drain_ring(t, r);
             rs->drained_ns = now;
         }
     }
-    return fast;
 }
 
-/* Looks every DRAIN_PERIOD_NS; while rings fill a quarter between two
- * looks, twice as often each time (down to DRAIN_FAST_NS), so that a ring
- * is copied before it wraps; back to the period as they slow down. */
 static void *drain_thread(void *arg)
 {
     struct trace *t = arg;
-    long period = DRAIN_PERIOD_NS;
     while (!atomic_load(&t->stop)) {
-        if (drain_due(t))
-            period = period / 2 > DRAIN_FAST_NS ? period / 2 : DRAIN_FAST_NS;
-        else
-            period = period * 2 < DRAIN_PERIOD_NS ? period * 2 : DRAIN_PERIOD_NS;
-        struct timespec ts = {0, period};
+        drain_due(t);
+        struct timespec ts = {0, DRAIN_PERIOD_NS};
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -749,42 +673,17 @@ static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
     ro->waits.n = 0;
 }
 
-/* Reads the records back: those in memory, then those in the file. */
-struct reader {
-    const struct block *b; /* NULL: in the file */
-    size_t off;
-    FILE *f;
-    struct chunk cur; /* the run being read */
-};
-
-static void reader_start(struct trace *t, struct reader *rd)
+/* The next event of the temporary file; `cur` is the run being read
+ * (zeroed before the first call). */
+static bool read_record(FILE *f, struct chunk *cur, struct record *rec)
 {
-    *rd = (struct reader){.b = t->head, .f = t->tmp};
-    rewind(t->tmp);
-}
-
-static bool read_record(struct reader *rd, struct record *rec)
-{
-    while (rd->cur.n == 0) {
-        while (rd->b && rd->off == rd->b->used) {
-            rd->b = rd->b->next;
-            rd->off = 0;
-        }
-        if (rd->b) {
-            memcpy(&rd->cur, rd->b->data + rd->off, sizeof rd->cur);
-            rd->off += sizeof rd->cur;
-        } else if (fread(&rd->cur, sizeof rd->cur, 1, rd->f) != 1) {
+    while (cur->n == 0)
+        if (fread(cur, sizeof *cur, 1, f) != 1)
             return false;
-        }
-    }
-    if (rd->b) {
-        memcpy(&rec->ev, rd->b->data + rd->off, sizeof rec->ev);
-        rd->off += sizeof rec->ev;
-    } else if (fread(&rec->ev, sizeof rec->ev, 1, rd->f) != 1) {
+    if (fread(&rec->ev, sizeof rec->ev, 1, f) != 1)
         return false;
-    }
-    rec->rank = rd->cur.rank;
-    rd->cur.n--;
+    rec->rank = cur->rank;
+    cur->n--;
     return true;
 }
 
@@ -819,9 +718,9 @@ static int64_t earliest_ns(struct trace *t, const struct rank_out *ro, int64_t e
 {
     int64_t base = INT64_MAX;
     struct record rec;
-    struct reader rd;
-    reader_start(t, &rd);
-    while (read_record(&rd, &rec)) {
+    struct chunk cur = {0};
+    rewind(t->tmp);
+    while (read_record(t->tmp, &cur, &rec)) {
         if (rec.rank < 0 || rec.rank >= t->world)
             continue;
         int64_t s = to_ns(&ro[rec.rank].conv, rec.ev.t0);
@@ -896,9 +795,9 @@ static int write_events(struct writer *w, struct trace *t, struct rank_out *ro,
 {
     int err = 0;
     struct record rec;
-    struct reader rd;
-    reader_start(t, &rd);
-    while (!err && read_record(&rd, &rec)) {
+    struct chunk cur = {0};
+    rewind(t->tmp);
+    while (!err && read_record(t->tmp, &cur, &rec)) {
         int r = rec.rank;
         if (r < 0 || r >= t->world)
             continue;
@@ -1049,7 +948,6 @@ int trace_finish(struct job *j, int rc)
     if (t->fd >= 0)
         close(t->fd);
     fclose(t->tmp);
-    mem_free(t);
     free(t->rings);
     free(t->copy);
     free(t);

@@ -104,8 +104,6 @@ enum settings_debug {
       "write a Chrome trace of the job to this file (shmesh-run --trace)")                     \
     X(TRACE_EVENTS, trace_events, INDEX, 65536, "65536", SETTINGS_LAUNCHER, 0,                 \
       "events each rank's trace ring holds, a power of two (shmesh-run --trace-events)")       \
-    X(TRACE_MEMORY, trace_memory, BYTES, 268435456, "256M", SETTINGS_LAUNCHER, 0,              \
-      "bytes of trace events shmesh-run keeps in memory; then a temporary file")               \
     X(DEVICE, device, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                 \
       "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
