@@ -87,11 +87,27 @@ static uint64_t flow_bytes(const struct call *k, int from, int to)
     return sends(f, from, to) ? part_bytes(f) : 0;
 }
 
+/* Where block `at` of an array cut along `dim` in blocks of `blk` starts,
+ * in bytes, when the block is one run of the array (every dimension before
+ * `dim` has size 1: the common cut along the first axis), so that its
+ * packed order is its order in memory; -1 when it is not. */
+static int64_t block_run(const shmesh_array *a, size_t esz, int dim, int64_t blk, int at)
+{
+    for (int d = 0; d < dim; d++)
+        if (a->shape[d] != 1)
+            return -1;
+    int64_t inner = (int64_t)esz;
+    for (int d = dim + 1; d < a->ndim; d++)
+        inner *= a->shape[d];
+    return (int64_t)at * blk * inner;
+}
+
 static void flow_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
 {
     const struct flow *f = &k->f;
-    if (f->in_dim < 0) {
-        memcpy(dst, (const unsigned char *)f->in.data + off, len);
+    int64_t run = f->in_dim < 0 ? 0 : block_run(&f->in, f->in_esz, f->in_dim, f->in_blk, to);
+    if (run >= 0) {
+        memcpy(dst, (const unsigned char *)f->in.data + run + off, len);
         return;
     }
     struct box b;
@@ -103,8 +119,9 @@ static void flow_recv(const struct call *k, int from, uint64_t off, const void *
                       uint64_t len)
 {
     const struct flow *f = &k->f;
-    if (f->out_dim < 0) {
-        memcpy((unsigned char *)f->out.data + off, src, len);
+    int64_t run = f->out_dim < 0 ? 0 : block_run(&f->out, f->out_esz, f->out_dim, f->out_blk, from);
+    if (run >= 0) {
+        memcpy((unsigned char *)f->out.data + run + off, src, len);
         return;
     }
     /* The block's packed order is the same on both sides (for all_to_all:
