@@ -223,6 +223,13 @@ static void mismatched_shapes(void **state)
     mismatch("mismatch-shape", "int32[4] -> int32[4]", "int32[3] -> int32[3]", 4);
 }
 
+/* After repeated calls, whose descriptions are left in the slot buffers
+ * and rewritten only when a call's hash changes. */
+static void mismatched_after_repeats(void **state)
+{
+    mismatch("mismatch-after-repeats", "int32[4] -> int32[4]", "int32[3] -> int32[3]", 4);
+}
+
 static void mismatched_groups(void **state)
 {
     /* Ranks 2 and 3 agree with each other; 0 and 1 meet the difference. */
@@ -288,6 +295,7 @@ int main(void)
         cmocka_unit_test(empty_arrays_with_null_data),
         cmocka_unit_test(mismatched_ops),
         cmocka_unit_test(mismatched_shapes),
+        cmocka_unit_test(mismatched_after_repeats),
         cmocka_unit_test(mismatched_groups),
         cmocka_unit_test(mismatched_meshes),
         cmocka_unit_test(mismatched_long_axes),

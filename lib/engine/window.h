@@ -15,6 +15,7 @@
 #ifndef SHMESH_ENGINE_WINDOW_H
 #define SHMESH_ENGINE_WINDOW_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shmesh.h"
@@ -28,6 +29,10 @@ struct call;
 struct windows {
     int next_buf;
     uint64_t buf_tag[2];
+    /* The hash of the call description this rank last wrote into each
+     * buffer (desc_set: it wrote one). */
+    uint64_t desc_hash[2];
+    bool desc_set[2];
     int *buf_readers[2];
     int buf_nreaders[2];
     uint64_t *seen;

@@ -8,7 +8,7 @@
  *   local          the locally detected errors, one after the other
  *   ragged-bad     one rank's ragged slice leaves its operand: all refuse
  *   ragged-sizes   send and recv sizes disagree: all refuse
- *   mismatch-op, mismatch-shape, mismatch-groups, mismatch-mesh
+ *   mismatch-op, mismatch-shape, mismatch-after-repeats, mismatch-groups, mismatch-mesh
  *                  ranks call different things: all get MISMATCH
  *   mismatch-long-axes
  *                  on a mesh (A=1, B=2, x=2) whose A and B have 31-character
@@ -295,6 +295,21 @@ static int mode_mismatch(const char *mode)
                                                             ARR(o, SHMESH_INT32, 1, 16, 0)))
                        : CASE("mismatch", shmesh_psum(line, "i", NULL, in, ARR(o, SHMESH_INT32, 1, 4, 0)));
     else if (!strcmp(mode, "mismatch-shape")) {
+        int64_t len = rank == 3 ? 3 : 4;
+        rc = CASE("mismatch", shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
+                                          ARR(o, SHMESH_INT32, 1, len, 0)));
+    } else if (!strcmp(mode, "mismatch-after-repeats")) {
+        /* A rank rewrites the description in a slot buffer only when its
+         * call's hash differs from the one it wrote there: int32[4] twice
+         * (each buffer), int32[2] twice (each rewritten), then the
+         * mismatch, int32[4] (rewritten over int32[2]) against rank 3's
+         * int32[3]. */
+        for (int i = 0; i < 4; i++) {
+            int64_t len = i < 2 ? 4 : 2;
+            if (shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
+                            ARR(o, SHMESH_INT32, 1, len, 0)))
+                exit(2);
+        }
         int64_t len = rank == 3 ? 3 : 4;
         rc = CASE("mismatch", shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
                                           ARR(o, SHMESH_INT32, 1, len, 0)));
