@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "mesh/sharding.h"
+#include "arrays/sharding.h"
 
 /* ------------------------------------------------------------------------
  * Helpers

@@ -5,7 +5,7 @@
  * The engine sees every position of a batched mesh as a device of its own
  * (mesh/mesh.h: ids, per, nlocal count positions), so a collective on it
  * runs as on the same mesh with one device per position: one call per
- * local position, through mesh/local_devices.c, whose results are those of
+ * local position, through front/local_devices.c, whose results are those of
  * that mesh bit for bit.  This layer sits in front of the public
  * collectives: it cuts each local device's batched array into its B
  * positions' arrays (views where the batch dimension is first, packed

@@ -17,7 +17,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail.h"
-#include "mesh/local_devices.h"
 #include "kernels/box.h"
 #include "kernels/half.h"
 #include "memory/kind.h"
@@ -682,7 +681,7 @@ static int agree(struct plan *p)
         p->rows = rows > p->rows ? rows : p->rows;
         p->room = total > p->room ? total : p->room;
     }
-    return devices_needed(p->m) ? agree_job_wide(p) : 0;
+    return mesh_calls_per_device(p->m) ? agree_job_wide(p) : 0;
 }
 
 /* Step 2c: this device's offsets and sizes.  Its component j lands at
@@ -779,7 +778,7 @@ static int ragged(struct plan *p, const char *axes, const shmesh_groups *gs)
 static int move_rows(struct plan *p, const char *axes, const shmesh_groups *gs)
 {
     int rc;
-    if (p->short_device >= 0 && devices_needed(p->m))
+    if (p->short_device >= 0 && mesh_calls_per_device(p->m))
         return refuse_room(p);
     if (p->short_part >= 0) {
         shmesh_array *ops = p->arrays, *outs = p->arrays + 1;

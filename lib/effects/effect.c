@@ -251,7 +251,7 @@ static int callback_run(struct work *w)
     /* Its step among every rank: compared there, and passed only once
      * every rank announced it (and so finished every earlier point). */
     struct call k;
-    int rc = op_world_step_prepare(&k, c, OP_CALLBACK);
+    int rc = call_world_step(&k, c, OP_CALLBACK);
     if (!rc)
         describe(&k.d, OP_CALLBACK, name_of(e), (int64_t)cw->point, cw->placement,
                  e ? (int64_t)e->kind : -1);

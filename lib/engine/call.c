@@ -146,6 +146,16 @@ void call_group_world(struct call *k)
                           .locals = k->s->locals};
 }
 
+int call_world_step(struct call *k, shmesh_ctx *c, enum call_op op)
+{
+    int rc = call_init(k, c, op);
+    if (rc)
+        return rc;
+    call_group_world(k);
+    flow_init(&k->f, FLOW_NONE, NULL, NULL);
+    return 0;
+}
+
 static int refuse_kind(struct call *k, const char *what, const void *p, uint64_t len,
                        enum mem_kind kind, const char *backend)
 {

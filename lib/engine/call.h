@@ -89,7 +89,7 @@ struct call {
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
-    /* Several devices per rank (mesh/local_devices.c), for an op whose data is
+    /* Several devices per rank (front/local_devices.c), for an op whose data is
      * more than its input (ragged: the offsets too): the bytes this device
      * publishes to its group, and this member's part of the call computed
      * from every member's publication (k->s->zin[q]): with `write` false it
@@ -158,6 +158,10 @@ int call_init(struct call *k, shmesh_ctx *c, enum call_op op);
 void call_group(struct call *k, int n, int me, const int *ids, int per);
 /* The world: every rank, in rank order. */
 void call_group_world(struct call *k);
+/* call_init for a world-wide step with no data (barrier, finalize, mesh
+ * creation, callbacks: op says which): the world as the group, an empty
+ * flow; the caller fills the description. */
+int call_world_step(struct call *k, shmesh_ctx *c, enum call_op op);
 /* Classifies the flow's arrays (host, shared heap, device) and refuses
  * buffers no path takes. */
 int call_buffers(struct call *k);

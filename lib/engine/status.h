@@ -15,7 +15,7 @@
 /* The status's current call: k, now the one moving through the segment.
  * Status and trace name a call by its description's op: the caller's
  * (psum) where the engine carries it out as another (the world gather of
- * a mesh with several devices per rank, mesh/local_devices.c). */
+ * a mesh with several devices per rank, front/local_devices.c). */
 static inline void status_call(shmesh_ctx *c, const struct call *k)
 {
     struct seg_status *s = &c->me->status;

@@ -7,7 +7,7 @@
  *   - a batched mesh: the batched-axis layer (batch/batch.h) cuts the call
  *     into its positions' call, which it runs through op_positions;
  *   - several devices of the mesh here: a call per local device, finished
- *     together (mesh/local_devices.h);
+ *     together (front/local_devices.h);
  *   - otherwise one call.
  * Each call is prepared by the op's prepare function (the op table's
  * `prepare` column) and finished by the engine (engine/call.h), which runs
@@ -19,7 +19,7 @@
 #include "batch/batch.h"
 #include "core/context.h"
 #include "engine/call.h"
-#include "mesh/local_devices.h"
+#include "front/local_devices.h"
 #include "mesh/mesh.h"
 #include "ops/ops.h"
 #include "shmesh.h"
@@ -73,7 +73,7 @@ static __attribute__((noinline)) int devices_call(struct op_args *a, shmesh_toke
  * call of its prepare function. */
 static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_token *async)
 {
-    if (scope_of[a->op] == SCOPE_MESH && devices_needed(a->m))
+    if (scope_of[a->op] == SCOPE_MESH && mesh_calls_per_device(a->m))
         return devices_call(a, async);
     struct call k;
     return call_finish_async(&k, prepare(&k, a, 0), async);

@@ -17,6 +17,7 @@
 #include "device/gpu.h"
 #include "effects/effect.h"
 #include "effects/state.h"
+#include "front/state.h"
 #include "engine/dispatch.h"
 #include "engine/call.h"
 #include "engine/path.h"
@@ -66,7 +67,7 @@ static void release(shmesh_ctx *c, bool forked)
     call_scratch_free_all(c);
     if (!forked)
         device_close(c);
-    free(mesh_of(c)->dev_buf);
+    free(front_of(c)->dev_buf);
     windows_fini(&engine_of(c)->win);
     heap_fini(&memory_of(c)->heap);
     trace_close(c);
@@ -100,14 +101,15 @@ static void default_spin(int world, int64_t *spin_ns)
 }
 
 /* The context's block (core/context.h): the core's part, then each layer's
- * state in turn; the effects' part is the last.  calloc's alignment serves
+ * state in turn; the front door's part is the last.  calloc's alignment serves
  * every part. */
-#define CTX_BYTES (EFFECTS_STATE_AT + sizeof(struct effects_state))
+#define CTX_BYTES (FRONT_STATE_AT + sizeof(struct front_state))
 _Static_assert(_Alignof(struct memory_state) <= _Alignof(max_align_t) &&
                    _Alignof(struct engine_state) <= _Alignof(max_align_t) &&
                    _Alignof(struct paths_state) <= _Alignof(max_align_t) &&
                    _Alignof(struct mesh_state) <= _Alignof(max_align_t) &&
-                   _Alignof(struct effects_state) <= _Alignof(max_align_t),
+                   _Alignof(struct effects_state) <= _Alignof(max_align_t) &&
+                   _Alignof(struct front_state) <= _Alignof(max_align_t),
                "a layer's state needs more than calloc's alignment");
 
 /* A context with what the environment says of this rank; NULL without
@@ -304,7 +306,7 @@ int shmesh_finalize(shmesh_ctx *c)
     /* Work still in flight finishes first (it was dispatched before this). */
     uint64_t last = dispatch_stop(c);
     struct call k;
-    rc = call_finish(&k, op_world_step_prepare(&k, c, OP_FINALIZE));
+    rc = call_finish(&k, call_world_step(&k, c, OP_FINALIZE));
     /* Only a clean finalize makes this rank's exit harmless to the others. */
     if (!rc)
         atomic_store_explicit(&c->me->state, SEG_RANK_FINALIZED, memory_order_release);

@@ -13,7 +13,6 @@
 #include "core/hash.h"
 #include "mesh/device.h"
 #include "mesh/state.h"
-#include "ops/ops.h"
 #include "mesh/mesh.h"
 
 static bool name_ok(const char *s)
@@ -250,7 +249,7 @@ int shmesh_mesh_create(shmesh_ctx *c, int ndim, const char *const names[], const
 
     /* Every rank must describe the same mesh: names, sizes and order. */
     struct call k;
-    rc = op_world_step_prepare(&k, c, OP_MESH_CREATE);
+    rc = call_world_step(&k, c, OP_MESH_CREATE);
     if (!rc) {
         m->id = mesh_of(c)->next_mesh_id++;
         k.d.mesh = m->id;

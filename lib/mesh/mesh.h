@@ -65,6 +65,13 @@ struct shmesh_mesh {
     int *seen;
 };
 
+/* Whether a call on m runs as a call per local device of this rank
+ * (front/local_devices.c): several devices here, or a local mesh. */
+static inline bool mesh_calls_per_device(const shmesh_mesh *m)
+{
+    return m && !m->abstract && (m->nlocal != 1 || m->process_local);
+}
+
 /* Records why a mesh function failed: in the mesh's context, or for an
  * abstract mesh (or NULL) on the calling thread (shmesh_last_error(NULL)).
  * Returns SHMESH_ERR_INVALID. */

@@ -67,10 +67,6 @@ op_prepare_fn op_pshuffle_prepare;
 op_prepare_fn op_pbroadcast_prepare;
 op_prepare_fn op_barrier_prepare;
 op_prepare_fn op_world_sum_prepare;
-/* A world-wide step with no data (barrier, finalize, mesh creation,
- * callbacks: op says which), for the layers that make their own calls. */
-int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op);
-
 /* World-wide data movement for the layers above the collectives (global
  * arrays, several devices per rank).  `name` is the public function that
  * asked, for messages; `d`, when not NULL, is the description ranks compare

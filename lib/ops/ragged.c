@@ -287,7 +287,7 @@ static int ragged_then(struct call *k)
     return 1;
 }
 
-/* Several devices per rank (mesh/local_devices.c): a device publishes its
+/* Several devices per rank (front/local_devices.c): a device publishes its
  * row of the table, then its operand; every member's publication is mapped
  * here (k->s->zin), and this device checks every slice as the members do,
  * then takes its rows out of the senders' operands. */

@@ -8,20 +8,10 @@
 #include "core/dtype.h"
 #include "ops/ops.h"
 
-int op_world_step_prepare(struct call *k, shmesh_ctx *c, enum call_op op)
-{
-    int rc = call_init(k, c, op);
-    if (rc)
-        return rc;
-    call_group_world(k);
-    flow_init(&k->f, FLOW_NONE, NULL, NULL);
-    return 0;
-}
-
 OP_PREPARE_INLINE int op_barrier_prepare(struct call *k, const struct op_args *a, int l)
 {
     (void)l;
-    return op_world_step_prepare(k, a->c, OP_BARRIER);
+    return call_world_step(k, a->c, OP_BARRIER);
 }
 
 OP_PREPARE_INLINE int op_world_sum_prepare(struct call *k, const struct op_args *args, int l)

@@ -50,7 +50,7 @@ int peer_step(struct call *k, const struct peer_access *pa);
 /* Every member's input mapped here (k->s->zin; this member's own may be
  * its caller's): this member's output computed alone, without windows, by
  * the same algorithms and in the same order, so with the same bits (FLOW_MOVE
- * and FLOW_REDUCE flows; several devices per rank, mesh/local_devices.c). */
+ * and FLOW_REDUCE flows; several devices per rank, front/local_devices.c). */
 int peer_local(struct call *k);
 /* The status window: every member publishes k->err and k->err_peer (its
  * failed read: a positive errno, as data, and whose buffer), and peer_status_check fails the

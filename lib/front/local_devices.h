@@ -18,17 +18,11 @@
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call); a device-level engine is future
  * work (docs/arrays.md). */
-#ifndef SHMESH_MESH_LOCAL_DEVICES_H
-#define SHMESH_MESH_LOCAL_DEVICES_H
+#ifndef SHMESH_FRONT_LOCAL_DEVICES_H
+#define SHMESH_FRONT_LOCAL_DEVICES_H
 
 #include "engine/call.h"
 #include "mesh/mesh.h"
-
-/* Whether a call on m takes the devices path. */
-static inline bool devices_needed(const shmesh_mesh *m)
-{
-    return m && !m->abstract && (m->nlocal != 1 || m->process_local);
-}
 
 /* Room for a call per local device of m: NULL when out of memory (then
  * devices_finish reports it). */

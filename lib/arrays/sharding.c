@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "mesh/sharding.h"
+#include "arrays/sharding.h"
 
 /* Room for the texts error messages quote; longer ones are cut (a message
  * holds CTX_ERR_MAX bytes in all). */

@@ -7,9 +7,9 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
-#include "mesh/local_devices.h"
+#include "front/local_devices.h"
 #include "mesh/device.h"
-#include "mesh/state.h"
+#include "front/state.h"
 #include "ops/ops.h"
 #include "paths/peer.h"
 
@@ -83,16 +83,16 @@ static int run(struct work *w)
     bool alone = dw->alone;
     uint64_t slots = alone ? per : (uint64_t)c->world * per;
     uint64_t need = (alone ? slots : slots + per) * each;
-    if (need > mesh_of(c)->dev_buf_bytes) {
-        unsigned char *b = need <= SIZE_MAX ? realloc(mesh_of(c)->dev_buf, (size_t)need) : NULL;
+    if (need > front_of(c)->dev_buf_bytes) {
+        unsigned char *b = need <= SIZE_MAX ? realloc(front_of(c)->dev_buf, (size_t)need) : NULL;
         if (!b)
             return ctx_fail(c, SHMESH_ERR_NOMEM,
                             "%s: out of memory for %" PRIu64 " inputs of %" PRIu64 " bytes",
                             k0->name, slots, each);
-        mesh_of(c)->dev_buf = b;
-        mesh_of(c)->dev_buf_bytes = (size_t)need;
+        front_of(c)->dev_buf = b;
+        front_of(c)->dev_buf_bytes = (size_t)need;
     }
-    unsigned char *all = mesh_of(c)->dev_buf, *mine = alone ? all : all + slots * each;
+    unsigned char *all = front_of(c)->dev_buf, *mine = alone ? all : all + slots * each;
     for (int l = 0; l < dw->nlocal; l++) {
         unsigned char *at = mine + (dw->ids[l] % per) * each;
         if (ks[l].local)

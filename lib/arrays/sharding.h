@@ -1,8 +1,8 @@
 /* Partition specs and named shardings (jax.sharding.PartitionSpec,
  * NamedSharding): a mesh and, per array dimension, the mesh axes that
  * split it. */
-#ifndef SHMESH_MESH_SHARDING_H
-#define SHMESH_MESH_SHARDING_H
+#ifndef SHMESH_ARRAYS_SHARDING_H
+#define SHMESH_ARRAYS_SHARDING_H
 
 #include "mesh/mesh.h"
 #include "shmesh.h"
