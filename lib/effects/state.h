@@ -16,7 +16,7 @@ struct effects_state {
     uint64_t plain_points;
 };
 
-/* After the mesh layer's part (the last: front/init.c's CTX_BYTES). */
+/* After the mesh layer's part. */
 #define EFFECTS_STATE_AT CTX_STATE_AFTER(MESH_STATE_AT, struct mesh_state, struct effects_state)
 
 static inline struct effects_state *effects_of(const shmesh_ctx *c) { return CTX_STATE(c, EFFECTS_STATE_AT); }

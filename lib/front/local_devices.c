@@ -8,8 +8,8 @@
 #include "core/fail.h"
 #include "engine/dispatch.h"
 #include "front/local_devices.h"
-#include "mesh/device.h"
 #include "front/state.h"
+#include "mesh/device.h"
 #include "ops/ops.h"
 #include "paths/peer.h"
 
