@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "median.h"
+#include "bench.h"
 #include "shmesh.h"
 
 #define MAXLOCAL 64
@@ -43,19 +43,9 @@
 
 enum { T_PSUM, T_BUSY, T_BLOCK_BUSY, T_ASYNC_BUSY, T_SLEEP, T_BLOCK_SLEEP, T_ASYNC_SLEEP, T_N };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return bench_now_us() / 1e3; }
 
-static int fail(shmesh_ctx *ctx, const char *what, int rc)
-{
-    fprintf(stderr, "async-overlap: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
-            shmesh_strerror(rc), shmesh_last_error(ctx));
-    shmesh_abort(ctx, 1, "async-overlap failed");
-}
+#define fail(ctx, what, rc) bench_fail("async-overlap", ctx, what, rc)
 
 /* An argument error (msg), or the help (msg NULL): said once, by rank 0;
  * every rank leaves with 2, or 0 after the help. */

@@ -15,31 +15,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "shmesh.h"
 
 #define CALLS 300
 #define WARMUP 20
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void fail(shmesh_ctx *ctx, const char *what, int rc)
-{
-    const char *why = shmesh_last_error(ctx);
-    fprintf(stderr, "batched-psum: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
-            shmesh_strerror(rc), why && *why ? why : shmesh_last_error(NULL));
-    shmesh_abort(ctx, 1, "batched-psum failed");
-}
+#define fail(ctx, what, rc) bench_fail("batched-psum", ctx, what, rc)
 
 int main(int argc, char **argv)
 {
@@ -74,11 +56,11 @@ int main(int argc, char **argv)
                       .bdim = SHMESH_NOT_MAPPED};
     double t[CALLS];
     for (int i = 0; i < WARMUP + CALLS; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if ((rc = shmesh_psum(batched ? bm : mesh, axes, NULL, &a, &o)))
             fail(ctx, "shmesh_psum", rc);
         if (i >= WARMUP)
-            t[i - WARMUP] = now_us() - t0;
+            t[i - WARMUP] = bench_now_us() - t0;
     }
     /* Over every position: the sum of 1..positions; over b alone: this
      * rank's batch. */
@@ -86,7 +68,7 @@ int main(int argc, char **argv)
     double want = strcmp(axes, "b") ? positions * (positions + 1) / 2.0
                                     : per * (2.0 * rank * per + per + 1) / 2;
     int bad = out[n - 1] != (float)want;
-    qsort(t, CALLS, sizeof *t, cmp);
+    qsort(t, CALLS, sizeof *t, median_cmp);
     if (rank == 0)
         printf("batched-psum: %d ranks, B %d, axes %s, %ld floats per position: median %.1f us "
                "per call%s\n",

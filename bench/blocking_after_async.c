@@ -45,7 +45,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "median.h"
+#include "bench.h"
 #include "shmesh.h"
 
 #define MAXLOCAL 64
@@ -54,19 +54,7 @@
 
 enum { R_BEFORE, R_IDLE, R_QUEUED, R_ROUNDTRIP, R_DISPATCH, R_N };
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int fail(shmesh_ctx *ctx, const char *what, int rc)
-{
-    fprintf(stderr, "blocking-after-async: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
-            shmesh_strerror(rc), shmesh_last_error(ctx));
-    shmesh_abort(ctx, 1, "blocking-after-async failed");
-}
+#define fail(ctx, what, rc) bench_fail("blocking-after-async", ctx, what, rc)
 
 static int usage(shmesh_ctx *ctx, const char *msg)
 {
@@ -134,12 +122,12 @@ static int psum_async(struct bench *b)
 static int time_blocking(struct bench *b, int iters, double *us)
 {
     TRY("shmesh_barrier", shmesh_barrier(b->ctx));
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < iters; i++) {
         TRY("shmesh_psum", psum(b));
         check(b);
     }
-    *us = (now_us() - t0) / iters;
+    *us = (bench_now_us() - t0) / iters;
     return 0;
 }
 
@@ -149,14 +137,14 @@ static int time_queued(struct bench *b, int iters, int queued, double *us)
     int groups = iters / (queued + 1);
     groups = groups ? groups : 1;
     TRY("shmesh_barrier", shmesh_barrier(b->ctx));
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int g = 0; g < groups; g++) {
         for (int q = 0; q < queued; q++)
             TRY("shmesh_psum_async", psum_async(b));
         TRY("shmesh_psum", psum(b)); /* runs after them, in dispatch order */
         check(b);
     }
-    *us = (now_us() - t0) / ((double)groups * (queued + 1));
+    *us = (bench_now_us() - t0) / ((double)groups * (queued + 1));
     return 0;
 }
 
@@ -164,14 +152,14 @@ static int time_queued(struct bench *b, int iters, int queued, double *us)
 static int time_roundtrip(struct bench *b, int iters, double *us)
 {
     TRY("shmesh_barrier", shmesh_barrier(b->ctx));
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < iters; i++) {
         shmesh_token t;
         TRY("shmesh_psum_async", shmesh_psum_async(b->mesh, "i", NULL, b->a_in, b->a_out, &t));
         TRY("shmesh_token_wait", shmesh_token_wait(t));
         check(b);
     }
-    *us = (now_us() - t0) / iters;
+    *us = (bench_now_us() - t0) / iters;
     return 0;
 }
 
@@ -185,10 +173,10 @@ static int time_dispatch(struct bench *b, int iters, int queued, double *us)
     double inside = 0;
     for (int g = 0; g < groups; g++) {
         shmesh_token t;
-        double t0 = now_us();
+        double t0 = bench_now_us();
         for (int q = 0; q < queued; q++)
             TRY("shmesh_psum_async", shmesh_psum_async(b->mesh, "i", NULL, b->a_in, b->a_out, &t));
-        inside += now_us() - t0;
+        inside += bench_now_us() - t0;
         TRY("shmesh_token_wait", shmesh_token_wait(t));
         check(b);
     }
@@ -282,13 +270,13 @@ int main(int argc, char **argv)
     shmesh_token t;
     if ((rc = shmesh_barrier(ctx)))
         return fail(ctx, "shmesh_barrier", rc);
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if ((rc = shmesh_psum_async(b.mesh, "i", NULL, b.a_in, b.a_out, &t)))
         return fail(ctx, "shmesh_psum_async", rc);
-    double first_dispatch = now_us() - t0;
+    double first_dispatch = bench_now_us() - t0;
     if ((rc = shmesh_token_wait(t)))
         return fail(ctx, "shmesh_token_wait", rc);
-    double first_done = now_us() - t0;
+    double first_done = bench_now_us() - t0;
     check(&b);
     /* (b) and (c), in turn. */
     if ((rc = warm(&b)))

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "median.h"
+#include "bench.h"
 #include "shmesh.h"
 
 #define MAX_ROUNDS 64
@@ -31,13 +31,6 @@
 
 static shmesh_ctx *ctx;
 static shmesh_mesh *mesh;
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static void die(const char *what, int rc)
 {
@@ -96,10 +89,10 @@ static double timed_psum(void *in, void *out)
     int rc = shmesh_barrier(ctx);
     if (rc)
         die("shmesh_barrier", rc);
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if ((rc = shmesh_psum(mesh, "i", NULL, &a, &b)))
         die("shmesh_psum", rc);
-    return now_us() - t0;
+    return bench_now_us() - t0;
 }
 
 static void print_phase(const char *name, double us, const double d[4])
@@ -151,14 +144,14 @@ int main(int argc, char **argv)
         if ((rc = shmesh_barrier(ctx)))
             die("shmesh_barrier", rc);
         for (int i = 0; i < CACHED_CALLS; i++) {
-            double t0 = now_us();
+            double t0 = bench_now_us();
             shmesh_array a = {.data = in[rounds - 1], .dtype = SHMESH_FLOAT32, .ndim = 1,
                               .shape = {2}};
             shmesh_array b = {.data = out[rounds - 1], .dtype = SHMESH_FLOAT32, .ndim = 1,
                               .shape = {2}};
             if ((rc = shmesh_psum(mesh, "i", NULL, &a, &b)))
                 die("shmesh_psum", rc);
-            t[rep * CACHED_CALLS + i] = now_us() - t0;
+            t[rep * CACHED_CALLS + i] = bench_now_us() - t0;
         }
     }
     counted(before, d[1]);

@@ -13,24 +13,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench.h"
 #include "shmesh.h"
 
 #define CALLS 2000
 #define MAXLOCAL 64
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int fail(shmesh_ctx *ctx, const char *what, int rc)
-{
-    fprintf(stderr, "devices-psum: rank %d: %s: %s: %s\n", shmesh_rank(ctx), what,
-            shmesh_strerror(rc), shmesh_last_error(ctx));
-    shmesh_abort(ctx, 1, "devices-psum failed");
-}
+#define fail(ctx, what, rc) bench_fail("devices-psum", ctx, what, rc)
 
 int main(int argc, char **argv)
 {
@@ -66,11 +55,11 @@ int main(int argc, char **argv)
     for (int rep = 0; rep < 3; rep++) {
         if ((rc = shmesh_barrier(ctx)))
             return fail(ctx, "shmesh_barrier", rc);
-        double t0 = now_s();
+        double t0 = (bench_now_us() / 1e6);
         for (int i = 0; i < CALLS; i++)
             if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
                 return fail(ctx, "shmesh_psum", rc);
-        t[rep] = (now_s() - t0) / CALLS * 1e6;
+        t[rep] = ((bench_now_us() / 1e6) - t0) / CALLS * 1e6;
     }
     float want = (float)devices * (float)(devices + 1) / 2;
     long wrong = 0;
