@@ -21,10 +21,7 @@ while getopts "n:s:i:r:l:p:h" o; do
     *) sed -n '2,10p' "$0"; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-run=$root/build/launcher/shmesh-run
-bench=$root/build/tools/shmesh-bench
-[ -x "$run" ] && [ -x "$bench" ] || { echo "bind-compare.sh: build first (./run.sh --build-only)" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 IFS=, read -r -a pol <<< "$policies"
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
@@ -33,10 +30,9 @@ for ((l = 0; l < loaders; l++)); do
     pids+=($!)
 done
 
-# One launch: the time per call (us) from the bench's CSV line.
+# One launch under policy $1: the time per call (us).
 once() {
-    "$run" -n "$ranks" --bind-to "$1" -- "$bench" -o psum -b "$size" -e "$size" -w 200 \
-        -n "$iters" -c 0 --csv | awk -F, 'NR == 2 { print $7 }'
+    per_call -n "$ranks" --bind-to "$1" -- -o psum -b "$size" -e "$size" -w 200 -n "$iters" -c 0
 }
 
 declare -A times
@@ -57,5 +53,5 @@ done
 echo "# psum, $size B, $ranks ranks, $iters iterations, $rounds rounds, $loaders busy processes (medians)"
 for p in "${pol[@]}"; do
     # shellcheck disable=SC2086
-    printf '%s_us=%s\n' "$p" "$(printf '%s\n' ${times[$p]} | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+    printf '%s_us=%s\n' "$p" "$(median ${times[$p]})"
 done

@@ -20,17 +20,13 @@ while getopts "n:r:o:s:i:e:h" o; do
     *) sed -n '2,9p' "$0"; exit 2 ;;
     esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
-run=$root/build/launcher/shmesh-run
-bench=$root/build/tools/shmesh-bench
-[ -x "$run" ] && [ -x "$bench" ] || { echo "trace-overhead.sh: build first (./run.sh --build-only)" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# One launch: the time per call (us) from the bench's CSV line.
+# One launch: the time per call (us).
 once() {
-    "$run" -n "$ranks" "$@" -- "$bench" -o "$op" -b "$size" -e "$size" -w 1000 -n "$iters" \
-        -c 0 --csv | awk -F, 'NR == 2 { print $7 }'
+    per_call -n "$ranks" "$@" -- -o "$op" -b "$size" -e "$size" -w 1000 -n "$iters" -c 0
 }
 
 plain=() traced=()
@@ -44,7 +40,6 @@ for ((r = 0; r < rounds; r++)); do
     fi
     echo "round $((r + 1)): plain ${plain[-1]} us, traced ${traced[-1]} us" >&2
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mp=$(median "${plain[@]}")
 mt=$(median "${traced[@]}")
 slices=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
