@@ -47,29 +47,14 @@ static double now_ms(void) { return bench_now_us() / 1e3; }
 
 #define fail(ctx, what, rc) bench_fail("async-overlap", ctx, what, rc)
 
-/* An argument error (msg), or the help (msg NULL): said once, by rank 0;
- * every rank leaves with 2, or 0 after the help. */
 static int usage(shmesh_ctx *ctx, const char *msg)
 {
-    FILE *f = msg ? stderr : stdout;
-    if (shmesh_rank(ctx) == 0) {
-        if (msg)
-            fprintf(f, "async-overlap: %s\n", msg);
-        fprintf(f, "usage: shmesh-run -n N -- async-overlap [-n ITERS] [-b BYTES] [-c MS]\n"
-                   "  -n ITERS  timed iterations, 1 to 100000 (default 10)\n"
-                   "  -b BYTES  each device's psum buffer, K, M, G suffixes (default 16M)\n"
-                   "  -c MS     the computation's milliseconds (default 20)\n");
-        fflush(f);
-    }
-    shmesh_finalize(ctx);
-    return msg ? 2 : 0;
+    return bench_usage(ctx, "async-overlap", msg,
+                       "usage: shmesh-run -n N -- async-overlap [-n ITERS] [-b BYTES] [-c MS]\n"
+                       "  -n ITERS  timed iterations, 1 to 100000 (default 10)\n"
+                       "  -b BYTES  each device's psum buffer, K, M, G suffixes (default 16M)\n"
+                       "  -c MS     the computation's milliseconds (default 20)\n");
 }
-#define BAD_ARG(...)                                                                           \
-    do {                                                                                       \
-        char msg_[256];                                                                        \
-        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
-        return usage(ctx, msg_);                                                               \
-    } while (0)
 
 /* 16M, 64K, 1G, 100: bytes; 0 when not a size. */
 static size_t parse_bytes(const char *s)
@@ -158,23 +143,23 @@ int main(int argc, char **argv)
         if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
             return usage(ctx, NULL);
         if (strcmp(opt, "-n") && strcmp(opt, "-b") && strcmp(opt, "-c"))
-            BAD_ARG("unknown option '%s'", opt);
+            BENCH_BAD_ARG("unknown option '%s'", opt);
         if (!val)
-            BAD_ARG("option %s needs a value", opt);
+            BENCH_BAD_ARG("option %s needs a value", opt);
         i++;
         if (!strcmp(opt, "-n")) {
             long v = strtol(val, &end, 10);
             if (end == val || *end || v < 1 || v > 100000)
-                BAD_ARG("-n expects a whole number from 1 to 100000, got '%s'", val);
+                BENCH_BAD_ARG("-n expects a whole number from 1 to 100000, got '%s'", val);
             iters = (int)v;
         } else if (!strcmp(opt, "-b")) {
             bytes = parse_bytes(val);
             if (bytes < 4)
-                BAD_ARG("-b expects a size in bytes of at least 4 (64K, 16M), got '%s'", val);
+                BENCH_BAD_ARG("-b expects a size in bytes of at least 4 (64K, 16M), got '%s'", val);
         } else {
             ms = strtod(val, &end);
             if (end == val || *end || !(ms > 0) || ms > 60000)
-                BAD_ARG("-c expects milliseconds, more than 0 (20, 0.5), got '%s'", val);
+                BENCH_BAD_ARG("-c expects milliseconds, more than 0 (20, 0.5), got '%s'", val);
         }
     }
 

@@ -31,6 +31,36 @@ static inline SHMESH_NORETURN int bench_fail(const char *prog, shmesh_ctx *ctx, 
     shmesh_abort(ctx, 1, said);
 }
 
+/* An argument error (msg), or the help (msg NULL): said once, by rank 0,
+ * as "prog: msg" and then `text`; the context is finalized.  Returns what
+ * the program exits with: 2 after an error, 0 after the help. */
+static inline int bench_usage(shmesh_ctx *ctx, const char *prog, const char *msg,
+                              const char *text)
+{
+    FILE *f = msg ? stderr : stdout;
+    if (shmesh_rank(ctx) == 0) {
+        if (msg)
+            fprintf(f, "%s: %s\n", prog, msg);
+        fputs(text, f);
+        fflush(f);
+    }
+    shmesh_finalize(ctx);
+    return msg ? 2 : 0;
+}
+
+/* In main, where `ctx` and the program's usage(ctx, msg) are in scope: the
+ * argument error, formatted, and the return from main. */
+#define BENCH_BAD_ARG(...)                                                                     \
+    do {                                                                                       \
+        char msg_[256];                                                                        \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
+        return usage(ctx, msg_);                                                               \
+    } while (0)
+
+#define BENCH_STR_(x) #x
+#define BENCH_STR(x) BENCH_STR_(x)
+
+/* The median of n doubles, sorted in place (median_cmp orders them). */
 static inline int median_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

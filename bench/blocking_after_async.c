@@ -58,30 +58,16 @@ enum { R_BEFORE, R_IDLE, R_QUEUED, R_ROUNDTRIP, R_DISPATCH, R_N };
 
 static int usage(shmesh_ctx *ctx, const char *msg)
 {
-    FILE *f = msg ? stderr : stdout;
-    if (shmesh_rank(ctx) == 0) {
-        if (msg)
-            fprintf(f, "blocking-after-async: %s\n", msg);
-        fprintf(f, "usage: shmesh-run -n N -- blocking-after-async [-n ITERS] [-r ROUNDS] "
-                   "[-q QUEUED] [-b BYTES]\n"
-                   "  -n ITERS   timed calls per row and round, 1 to 10000000 (default 20000)\n"
-                   "  -r ROUNDS  rounds of each row, 1 to 1000 (default 7)\n"
-                   "  -q QUEUED  psum_async calls queued before each blocking one in row (c), "
-                   "1 to %d (default 4)\n"
-                   "  -b BYTES   each device's psum buffer, a multiple of 4 up to 1048576 "
-                   "(default 8)\n",
-                MAXQUEUED);
-        fflush(f);
-    }
-    shmesh_finalize(ctx);
-    return msg ? 2 : 0;
+    return bench_usage(
+        ctx, "blocking-after-async", msg,
+        "usage: shmesh-run -n N -- blocking-after-async [-n ITERS] [-r ROUNDS] [-q QUEUED] "
+        "[-b BYTES]\n"
+        "  -n ITERS   timed calls per row and round, 1 to 10000000 (default 20000)\n"
+        "  -r ROUNDS  rounds of each row, 1 to 1000 (default 7)\n"
+        "  -q QUEUED  psum_async calls queued before each blocking one in row (c), "
+        "1 to " BENCH_STR(MAXQUEUED) " (default 4)\n"
+        "  -b BYTES   each device's psum buffer, a multiple of 4 up to 1048576 (default 8)\n");
 }
-#define BAD_ARG(...)                                                                           \
-    do {                                                                                       \
-        char msg_[256];                                                                        \
-        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
-        return usage(ctx, msg_);                                                               \
-    } while (0)
 
 struct bench {
     shmesh_ctx *ctx;
@@ -208,28 +194,28 @@ int main(int argc, char **argv)
         if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
             return usage(ctx, NULL);
         if (strcmp(opt, "-n") && strcmp(opt, "-r") && strcmp(opt, "-q") && strcmp(opt, "-b"))
-            BAD_ARG("unknown option '%s'", opt);
+            BENCH_BAD_ARG("unknown option '%s'", opt);
         if (!val)
-            BAD_ARG("option %s needs a value", opt);
+            BENCH_BAD_ARG("option %s needs a value", opt);
         i++;
         errno = 0;
         long v = strtol(val, &end, 10);
         bool ok = end != val && !*end && !errno;
         if (!strcmp(opt, "-n")) {
             if (!ok || v < 1 || v > 10000000)
-                BAD_ARG("-n expects a whole number from 1 to 10000000, got '%s'", val);
+                BENCH_BAD_ARG("-n expects a whole number from 1 to 10000000, got '%s'", val);
             iters = (int)v;
         } else if (!strcmp(opt, "-r")) {
             if (!ok || v < 1 || v > 1000)
-                BAD_ARG("-r expects a whole number from 1 to 1000, got '%s'", val);
+                BENCH_BAD_ARG("-r expects a whole number from 1 to 1000, got '%s'", val);
             rounds = (int)v;
         } else if (!strcmp(opt, "-q")) {
             if (!ok || v < 1 || v > MAXQUEUED)
-                BAD_ARG("-q expects a whole number from 1 to %d, got '%s'", MAXQUEUED, val);
+                BENCH_BAD_ARG("-q expects a whole number from 1 to %d, got '%s'", MAXQUEUED, val);
             queued = (int)v;
         } else {
             if (!ok || v < 4 || v > (1 << 20) || v % 4)
-                BAD_ARG("-b expects a multiple of 4 from 4 to 1048576, got '%s'", val);
+                BENCH_BAD_ARG("-b expects a multiple of 4 from 4 to 1048576, got '%s'", val);
             bytes = (size_t)v;
         }
     }
