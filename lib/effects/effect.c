@@ -79,7 +79,7 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     if (out)
         *out = NULL;
     struct call k;
-    int rc = call_init(&k, c, OP_EFFECT_CREATE);
+    int rc = call_world_step(&k, c, OP_EFFECT_CREATE);
     size_t len = name ? strlen(name) : 0;
     if (rc)
         return call_finish(&k, rc);
@@ -116,8 +116,6 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     *e = (shmesh_effect){.c = c, .id = effects_of(c)->neffects, .kind = kind};
     memcpy(e->name, name, len + 1);
     /* Ranks compare names and kinds, as they compare any collective call. */
-    call_group_world(&k);
-    flow_init(&k.f, FLOW_NONE, NULL, NULL);
     describe(&k.d, OP_EFFECT_CREATE, name, kind, 0, 0);
     rc = call_finish(&k, 0);
     if (rc) {
