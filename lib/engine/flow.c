@@ -90,7 +90,9 @@ static uint64_t flow_bytes(const struct call *k, int from, int to)
 /* Where block `at` of an array cut along `dim` in blocks of `blk` starts,
  * in bytes, when the block is one run of the array (every dimension before
  * `dim` has size 1: the common cut along the first axis), so that its
- * packed order is its order in memory; -1 when it is not. */
+ * packed order is its order in memory; -1 when it is not.  What
+ * box_contiguous says of box_slab's box, read from the shape alone: the
+ * small calls that are mostly such blocks skip building the box. */
 static int64_t block_run(const shmesh_array *a, size_t esz, int dim, int64_t blk, int at)
 {
     for (int d = 0; d < dim; d++)
