@@ -28,7 +28,7 @@
  * devices_finish reports it). */
 struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
- * stops there) and frees them; returns the result.  With a stream, or
+ * stops there) and frees them; returns the result.  With a dispatcher, or
  * `async` (an `_async` form: where its token goes), they are one piece of
  * its work (engine/dispatch.h), which copies what it needs of m.  The front
  * door (front/front.c) prepares them. */
