@@ -117,6 +117,7 @@ static void basics(int np)
         expect_lines(&r, "failed work fails its own token only", NULL, np);
     expect_lines(&r, "blocking calls on a quiet dispatch queue ok", NULL, np);
     expect_lines(&r, "waited-for work ok", NULL, np);
+    expect_lines(&r, "work never waited for ok", NULL, np);
     expect_lines(&r, "token_wait(forged) -> SHMESH_ERR_INVALID", "only", np);
     expect_lines(&r, "errors: job usable", NULL, np);
     expect_lines(&r, "basics ok", NULL, np);

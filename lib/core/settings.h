@@ -86,6 +86,9 @@ enum settings_debug {
       SETTINGS_LIBRARY, 0, "nanoseconds a waiting rank spins before it yields")                \
     X(YIELD_NS, yield_ns, NS, 100000, "100000", SETTINGS_LIBRARY, 0,                           \
       "then nanoseconds it yields between checks before it blocks")                            \
+    X(DISPATCH_POLL_NS, dispatch_poll_ns, NS, 1000000, "1000000", SETTINGS_LIBRARY, 0,          \
+      "while callers run the async work they wait for, how often the idle progress thread "   \
+      "looks at its queue instead of being woken at every dispatch; 0: always woken")         \
     X(ZC_MIN, zc_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                              \
       "the smallest collective that goes zero-copy through the shared heap")                   \
     X(CMA_MIN, cma_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                            \

@@ -74,6 +74,7 @@ static struct call_scratch *scratch_new(int world)
 void call_scratch_free_all(shmesh_ctx *c)
 {
     struct engine_state *engine = engine_of(c);
+    free(atomic_exchange(&engine->spare_work, NULL));
     while (engine->spare) {
         struct call_scratch *s = engine->spare;
         engine->spare = s->next;
@@ -349,10 +350,14 @@ static inline __attribute__((always_inline)) int submit_wait(struct call *k)
 
 static int call_work_run(struct work *w) { return submit_wait(&((struct call_work *)w)->k); }
 
+/* The block goes back as the context's spare (one: the next dispatch's,
+ * so that an `_async` call waited for at once allocates nothing). */
 static void call_work_drop(struct work *w)
 {
-    call_release(&((struct call_work *)w)->k);
-    free(w);
+    struct call_work *cw = (struct call_work *)w;
+    shmesh_ctx *c = cw->k.c;
+    call_release(&cw->k);
+    free(atomic_exchange_explicit(&engine_of(c)->spare_work, cw, memory_order_acq_rel));
 }
 
 /* A blocking call run by its caller on a quiet dispatcher: k stays where the
@@ -379,7 +384,10 @@ static int call_dispatch(struct call *k, shmesh_token *async)
             return rc;
         }
     }
-    struct call_work *cw = malloc(sizeof *cw);
+    struct call_work *cw =
+        atomic_exchange_explicit(&engine_of(c)->spare_work, NULL, memory_order_acq_rel);
+    if (!cw)
+        cw = malloc(sizeof *cw);
     if (!cw) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
         call_release(k);

@@ -181,7 +181,8 @@ int call_submit(struct call *k);
 int call_progress(shmesh_ctx *c);
 /* Blocks until k is done; its result. */
 int call_wait(struct call *k);
-/* Frees the context's pool of scratch (when the context goes). */
+/* Frees the context's pool of scratch and its spare dispatch block (when
+ * the context goes). */
 void call_scratch_free_all(shmesh_ctx *c);
 /* Gives the scratch back (and the op's state); safe to repeat. */
 void call_release(struct call *k);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/context.h"
 #include "core/fail.h"
@@ -44,7 +45,23 @@ struct dispatcher {
      * call's work itself without the lock or a word to the thread. */
     bool executing;           /* someone runs work now (the thread or a caller) */
     bool stop;
-    /* Results (under lock). */
+    /* Lazy wakes (SHMESH_DISPATCH_POLL_NS, poll_ns > 0).  Waking the thread
+     * at a dispatch is a system call and a hand-over, for nothing when the
+     * caller waits for the work at once and runs it itself (run_waited).
+     * `lazy` says the caller did so lately: the idle thread then looks at
+     * its queue every poll_ns (`polling`: a dispatch wakes no one) rather
+     * than sleep until woken.  The caller's waits decide it: it runs work
+     * queued under LAZY_AGE_NS ago (lazy on), or work older than that, or
+     * finds what it waits for finished (it had other things to do: the
+     * work should start at once, lazy off).  After POLL_LOOKS looks with
+     * nothing dispatched the thread sleeps until woken. */
+    _Atomic bool lazy;
+    bool polling;
+    int64_t poll_ns;
+    /* Results (under lock).  `recorded` is set (release) once anything is:
+     * a position seen finished (acquire) and `recorded` clear succeeded,
+     * with no lock taken. */
+    _Atomic bool recorded;
     struct failed *failed;
     size_t nfailed, cap;
     uint64_t poison_seq; /* the first position that failed with the poison, or 0 */
@@ -89,6 +106,7 @@ static void record(shmesh_ctx *c, struct dispatcher *s, uint64_t seq, int rc)
 {
     if (!rc)
         return;
+    atomic_store_explicit(&s->recorded, true, memory_order_release);
     if (c->poison) {
         if (!s->poison_seq)
             s->poison_seq = seq;
@@ -157,9 +175,17 @@ static int run_one(shmesh_ctx *c, struct dispatcher *s, struct work *w)
     s->executing = false;
     w->drop(w);
     publish(c, s, seq, true);
-    if (s->head || s->stop)
-        pthread_cond_broadcast(&s->cond);
     return rc;
+}
+
+/* Under s->lock, after a caller ran work: the progress thread, which may
+ * have found the queue busy and gone to sleep meanwhile, is woken for
+ * what is left, unless it looks by itself soon (host callbacks aside:
+ * only it runs them). */
+static void hand_back(struct dispatcher *s)
+{
+    if (s->stop || (s->head && (!s->polling || s->head->thread_only)))
+        pthread_cond_broadcast(&s->cond);
 }
 
 /* A blocking dispatch on a quiet dispatcher (everything dispatched is over and
@@ -185,11 +211,50 @@ static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
     return rc;
 }
 
+/* Looks of a polling thread with nothing dispatched before it sleeps until
+ * woken: with the default period, 40 ms after the last dispatch. */
+#define POLL_LOOKS 40
+/* Work a caller waits for and runs itself this soon after dispatching it
+ * cost it nothing to leave queued: no need to wake the thread for it. */
+#define LAZY_AGE_NS 50000
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline bool is_lazy(struct dispatcher *s)
+{
+    return atomic_load_explicit(&s->lazy, memory_order_relaxed);
+}
+
+static inline void set_lazy(struct dispatcher *s, bool on)
+{
+    if (is_lazy(s) != on)
+        atomic_store_explicit(&s->lazy, on, memory_order_relaxed);
+}
+
+/* Under s->lock: one look's sleep of the polling thread. */
+static void poll_once(struct dispatcher *s)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t ns = t.tv_nsec + s->poll_ns;
+    t.tv_sec += ns / 1000000000;
+    t.tv_nsec = ns % 1000000000;
+    s->polling = true;
+    pthread_cond_timedwait(&s->cond, &s->lock, &t);
+    s->polling = false;
+}
+
 static void *progress_main(void *arg)
 {
     shmesh_ctx *c = arg;
     struct dispatcher *s = engine_of(c)->dispatcher;
     ctx_worker = c;
+    int looks = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         if (s->head && !s->executing) {
@@ -198,10 +263,19 @@ static void *progress_main(void *arg)
                 s->tail = NULL;
             s->executing = true;
             run_one(c, s, w);
+            looks = 0;
         } else if (s->stop && !s->head && !s->executing) {
             break; /* stopping, and drained */
+        } else if (is_lazy(s) && looks < POLL_LOOKS) {
+            uint64_t before = atomic_load_explicit(&s->dispatched, memory_order_relaxed);
+            poll_once(s);
+            if (atomic_load_explicit(&s->dispatched, memory_order_relaxed) == before)
+                looks++;
+            else
+                looks = 0;
         } else {
             pthread_cond_wait(&s->cond, &s->lock);
+            looks = 0;
         }
     }
     pthread_mutex_unlock(&s->lock);
@@ -225,8 +299,13 @@ static int start(shmesh_ctx *c)
         int64_t grace = s->waiter.timeout_ns / 4;
         s->waiter.timeout_ns += grace > 100000000 ? grace : 100000000;
     }
+    s->poll_ns = engine_of(c)->dispatch_poll_ns;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the looks' deadlines */
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
     /* Positions count on from the context's base (core/registry.h). */
     atomic_store_explicit(&s->dispatched, c->seq_base, memory_order_relaxed);
     atomic_store_explicit(&s->finished, c->seq_base, memory_order_relaxed);
@@ -287,17 +366,22 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         /* Idle: the caller runs it, as without a dispatcher. */
         s->executing = true;
         rc = run_one(c, s, w);
+        hand_back(s);
         pthread_mutex_unlock(&s->lock);
         return rc;
     }
     w->next = NULL;
+    w->t_queued = s->poll_ns ? now_ns() : 0;
     s->idle.handed = w->seq;
     if (s->tail)
         s->tail->next = w;
     else
         s->head = w;
     s->tail = w;
-    pthread_cond_broadcast(&s->cond);
+    /* A polling thread looks soon enough; a host callback runs on the
+     * thread only, so no caller takes it: wake. */
+    if (!s->polling || w->thread_only)
+        pthread_cond_broadcast(&s->cond);
     uint64_t seq = w->seq;
     pthread_mutex_unlock(&s->lock);
     if (tok) {
@@ -356,6 +440,8 @@ static int result(shmesh_ctx *c, uint64_t seq)
 {
     struct dispatcher *s = engine_of(c)->dispatcher;
     int rc = 0;
+    if (!atomic_load_explicit(&s->recorded, memory_order_acquire))
+        return 0; /* nothing failed yet (record precedes the publish the caller saw) */
     pthread_mutex_lock(&s->lock);
     if (s->poison_seq && seq >= s->poison_seq) {
         rc = c->poison;
@@ -388,11 +474,8 @@ static int token_check(const shmesh_token *t, const char *fn, shmesh_ctx **out)
         return rc;
     uint64_t last = c->seq_base;
     struct dispatcher *s = engine_of(c)->dispatcher;
-    if (s) {
-        pthread_mutex_lock(&s->lock);
-        last = s->dispatched;
-        pthread_mutex_unlock(&s->lock);
-    }
+    if (s) /* only grows: a token handed out before this read is below it */
+        last = atomic_load_explicit(&s->dispatched, memory_order_acquire);
     if (t->seq > last)
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "%s: the token names position %" PRIu64
@@ -440,6 +523,12 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
         snprintf(c->err, sizeof c->err, "%s", c->poison_err);
         return c->poison;
     }
+    /* About to sleep: work it waits for that sits behind something it could
+     * not take starts now, not at the thread's next look. */
+    pthread_mutex_lock(&s->lock);
+    if (s->polling && s->head)
+        pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
     int rc = callers_notifier(c, s, fn);
     if (rc)
         return rc;
@@ -475,13 +564,18 @@ static void run_waited(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
         return;
     pthread_mutex_lock(&s->lock);
     ctx_worker = c;
+    bool first = true;
     while (s->head && !s->executing && s->head->seq <= seq && !s->head->thread_only) {
         struct work *w = s->head;
         if (!(s->head = w->next))
             s->tail = NULL;
+        if (first && s->poll_ns) /* the oldest: was the caller elsewhere meanwhile? */
+            set_lazy(s, now_ns() - w->t_queued < LAZY_AGE_NS);
+        first = false;
         s->executing = true;
         run_one(c, s, w);
     }
+    hand_back(s);
     ctx_worker = was;
     pthread_mutex_unlock(&s->lock);
 }
@@ -495,7 +589,9 @@ int dispatch_wait(shmesh_ctx *c, uint64_t seq)
     int rc = finished(c, "shmesh_token_wait", seq);
     if (rc < 0)
         return rc;
-    if (!rc) {
+    if (rc) /* done before the caller needed it: the work overlaps, wake at once */
+        set_lazy(engine_of(c)->dispatcher, false);
+    else {
         run_waited(c, engine_of(c)->dispatcher, seq);
         if ((rc = finished(c, "shmesh_token_wait", seq)) < 0)
             return rc;

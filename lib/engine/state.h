@@ -27,6 +27,9 @@ struct engine_state {
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
     atomic_flag spare_lock;     /* with a dispatcher (engine/call.c) */
+    /* A dispatched call's block, kept for the next dispatch (engine/call.c):
+     * taken and given back by exchange, from either thread. */
+    _Atomic(void *) spare_work;
     /* Someone blocks until a call is done (call_wait): a window not there
      * yet is spun for in place rather than returned as a wait. */
     bool blocking;
@@ -38,6 +41,7 @@ struct engine_state {
      * raises it); calls' scratch is sized for it. */
     int scratch_members;
     unsigned kinds_taken;       /* memory kinds some path takes (engine/path.h) */
+    int64_t dispatch_poll_ns;   /* SHMESH_DISPATCH_POLL_NS (engine/dispatch.c) */
     struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */
 };
 

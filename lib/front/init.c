@@ -160,6 +160,7 @@ static void set_waiter(shmesh_ctx *c, const struct settings *e)
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
     default_spin(e->world, &c->waiter.spin_ns);
+    engine_of(c)->dispatch_poll_ns = e->dispatch_poll_ns;
 }
 
 /* Until every rank joined the segment; the error said (init_error) if

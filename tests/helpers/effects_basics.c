@@ -894,6 +894,67 @@ static void basics_waiter_runs(shmesh_mesh *m)
         printf("rank %d: waited-for work ok\n", rank);
 }
 
+/* Polls t with shmesh_token_test, never waiting, for up to 10 s: whether
+ * it finished (a failure is bad()). */
+static bool finishes_unwaited(shmesh_token t, const char *what)
+{
+    for (int i = 0; i < 100000; i++) {
+        int rc = shmesh_token_test(t);
+        if (rc == 1)
+            return true;
+        if (rc) {
+            bad("%s: shmesh_token_test -> %s", what, shmesh_error_name(rc));
+            return false;
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    bad("%s: not finished after 10 s of shmesh_token_test, never waited for", what);
+    return false;
+}
+
+/* Work nobody waits for still runs once the caller got used to running
+ * what it waits for (the thread then looks at its queue every
+ * SHMESH_DISPATCH_POLL_NS instead of being woken: engine/dispatch.c): a
+ * psum and a host callback right after such waits, and a psum once the
+ * thread stopped looking (40 looks; 200 ms is past them at the default). */
+static void basics_unwaited(shmesh_mesh *m)
+{
+    int f0 = failures;
+    int32_t x = rank + 1, y = -1;
+    shmesh_array in = {.data = &x, .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
+    shmesh_array out = {.data = &y, .dtype = SHMESH_INT32, .ndim = 0, .shape = {0}};
+    int32_t want = world * (world + 1) / 2;
+    atomic_int on_main = 0;
+    for (int round = 0; round < 3; round++) {
+        shmesh_token t;
+        for (int i = 0; i < 20; i++) { /* waited for at once: the caller runs them */
+            MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &t));
+            MUST(shmesh_token_wait(t));
+        }
+        if (round == 2) {
+            MUST(shmesh_barrier(ctx));
+            struct timespec ts = {0, 200000000};
+            nanosleep(&ts, NULL);
+        }
+        y = -1;
+        MUST(shmesh_psum_async(m, "i", NULL, &in, &out, &t));
+        if (!finishes_unwaited(t, "psum_async after waited-for ones"))
+            break;
+        if (y != want) {
+            bad("psum_async never waited for = %d, expected %d", y, want);
+            break;
+        }
+        if (round == 1) {
+            MUST(shmesh_callback(ctx, NULL, SHMESH_PLACE_SELF, where_cb, &on_main, &t));
+            if (!finishes_unwaited(t, "host callback after waited-for psums"))
+                break;
+        }
+    }
+    if (failures == f0)
+        printf("rank %d: work never waited for ok\n", rank);
+}
+
 static int basics(void)
 {
     shmesh_mesh *m = line_mesh();
@@ -907,6 +968,7 @@ static int basics(void)
     basics_failed_work(m);
     basics_quiet(m);
     basics_waiter_runs(m);
+    basics_unwaited(m);
     basics_refusals(m);
     MUST(shmesh_effects_barrier(ctx));
     shmesh_mesh_destroy(m);
