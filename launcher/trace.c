@@ -78,6 +78,42 @@ struct record {
     struct seg_trace_event ev;
 };
 
+/* A run's events are written compactly: a call like the rank's previous
+ * call (the next number; the same op, path, flags, result, bytes, group
+ * and axes: a loop of small calls) is a 16-byte repeat giving only its
+ * times, and everything else the 64-byte event as the ring held it.  The
+ * file carried 64 bytes per event, and writing them was most of what the
+ * drain took from the ranks' cores (docs/performance.md, "Tracing"). */
+#define TEV_REPEAT 0xffu
+_Static_assert(TEV_REPEAT != SEG_TEV_CALL && TEV_REPEAT != SEG_TEV_WAIT,
+               "the repeat mark is no event kind");
+struct repeat {
+    uint8_t kind; /* TEV_REPEAT */
+    uint8_t pad[3];
+    uint32_t dt; /* t1 - t0 */
+    uint64_t t0;
+};
+_Static_assert(sizeof(struct repeat) == 16 && sizeof(struct repeat) < SEG_TRACE_EVENT,
+               "a repeat is shorter than an event and read first");
+
+/* Whether call event e can be written as a repeat of `last` (a call). */
+static bool repeats(const struct seg_trace_event *last, const struct seg_trace_event *e)
+{
+    return e->call == last->call + 1 && e->op == last->op && e->path == last->path &&
+           e->flags == last->flags && e->rc == last->rc && e->bytes == last->bytes &&
+           e->leader == last->leader && e->members == last->members &&
+           e->dtype == last->dtype && !memcmp(e->axes, last->axes, sizeof e->axes) &&
+           e->t1 >= e->t0 && e->t1 - e->t0 <= UINT32_MAX;
+}
+
+/* A repeat's event, from the rank's last call. */
+static void unrepeat(const struct repeat *rp, struct seg_trace_event *last)
+{
+    last->call++;
+    last->t0 = rp->t0;
+    last->t1 = rp->t0 + rp->dt;
+}
+
 /* Per rank: how far the drain got, and what the writer needs to know
  * before its second pass. */
 struct ring_state {
@@ -86,6 +122,7 @@ struct ring_state {
     uint64_t calls;   /* CALL events copied */
     bool any_call;
     uint64_t last_call; /* the number of the last CALL copied */
+    struct seg_trace_event last; /* that call, as a repeat's reader rebuilds it */
     int64_t drained_ns; /* when the drain thread last copied this ring */
 };
 
@@ -164,17 +201,50 @@ void trace_drop(struct job *j)
     free(t);
 }
 
+/* Rank r's events as copied into t->copy, less the first `skip`: packed
+ * (repeats, above) and written to the temporary file as one run. */
+static void write_run(struct trace *t, int r, uint64_t skip, uint64_t n)
+{
+    struct ring_state *rs = &t->rings[r];
+    /* Packed in place: a record is never longer than its event, so the
+     * packed bytes never pass the event being read. */
+    unsigned char *out = (unsigned char *)t->copy;
+    size_t len = 0;
+    for (uint64_t i = skip; i < n; i++) {
+        struct seg_trace_event e = t->copy[i];
+        if (e.kind == SEG_TEV_CALL && rs->any_call && repeats(&rs->last, &e)) {
+            struct repeat rp = {.kind = TEV_REPEAT, .dt = (uint32_t)(e.t1 - e.t0), .t0 = e.t0};
+            memcpy(out + len, &rp, sizeof rp);
+            len += sizeof rp;
+        } else {
+            memcpy(out + len, &e, sizeof e);
+            len += sizeof e;
+        }
+        if (e.kind == SEG_TEV_CALL) {
+            rs->calls++;
+            rs->any_call = true;
+            rs->last_call = e.call;
+            rs->last = e;
+        }
+    }
+    struct chunk ch = {.rank = r, .n = (uint32_t)(n - skip)};
+    if (ch.n && !t->tmp_failed &&
+        (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 || fwrite(out, 1, len, t->tmp) != len)) {
+        t->tmp_failed = true;
+        t->tmp_errno = errno;
+    }
+}
+
 /* Copies rank r's new events to the temporary file.  The writer never
  * waits: while we copy, it may overwrite the oldest events, so head is read
  * again after the copy and those it may have reached are dropped. */
 static void drain_ring(struct trace *t, int r)
 {
     struct ring_state *rs = &t->rings[r];
-    const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
+    struct seg_trace_ring *ring = (struct seg_trace_ring *)seg_trace_ring(t->seg, r);
     const struct seg_trace_event *evs = seg_trace_events(t->seg, r);
     uint64_t cap = t->seg->lay.trace_events;
-    uint64_t head = atomic_load_explicit(&((struct seg_trace_ring *)ring)->head,
-                                         memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
     if (head <= rs->next)
         return; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
     uint64_t from = rs->next;
@@ -182,36 +252,22 @@ static void drain_ring(struct trace *t, int r)
         rs->dropped += head - cap - from;
         from = head - cap;
     }
-    /* At most a ring's worth, copied in one go: 4 MiB at the default size. */
+    /* At most a ring's worth, copied in one go (4 MiB at the default size):
+     * the writer laps the ring in a few milliseconds of small calls, so the
+     * copy comes first and the packing after. */
     if (!t->copy && !(t->copy = malloc(cap * sizeof *t->copy)))
         return; /* tried again on the next round; counted as lost if overwritten */
-    struct seg_trace_event *copy = t->copy;
     uint64_t n = head - from;
     for (uint64_t i = 0; i < n; i++)
-        memcpy(&copy[i], (const void *)&evs[(from + i) & (cap - 1)], sizeof *copy);
+        memcpy(&t->copy[i], (const void *)&evs[(from + i) & (cap - 1)], sizeof *t->copy);
     atomic_thread_fence(memory_order_acquire);
-    uint64_t again = atomic_load_explicit(&((struct seg_trace_ring *)ring)->head,
-                                          memory_order_acquire);
+    uint64_t again = atomic_load_explicit(&ring->head, memory_order_acquire);
     /* The writer may be storing event `again` (slot again % cap) right now,
      * which held event again - cap: events up to that one are suspect. */
     uint64_t safe = again >= cap ? again - cap + 1 : 0;
     uint64_t skip = safe > from ? (safe - from < n ? safe - from : n) : 0;
     rs->dropped += skip;
-    for (uint64_t i = skip; i < n; i++) {
-        const struct seg_trace_event *e = &copy[i];
-        if (e->kind == SEG_TEV_CALL) {
-            rs->calls++;
-            rs->any_call = true;
-            rs->last_call = e->call;
-        }
-    }
-    struct chunk ch = {.rank = r, .n = (uint32_t)(n - skip)};
-    if (ch.n && !t->tmp_failed &&
-        (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 ||
-         fwrite(copy + skip, sizeof *copy, ch.n, t->tmp) != ch.n)) {
-        t->tmp_failed = true;
-        t->tmp_errno = errno;
-    }
+    write_run(t, r, skip, n);
     rs->next = head;
 }
 
@@ -673,17 +729,52 @@ static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
     ro->waits.n = 0;
 }
 
-/* The next event of the temporary file; `cur` is the run being read
- * (zeroed before the first call). */
-static bool read_record(FILE *f, struct chunk *cur, struct record *rec)
+/* Reading the temporary file back from its start: the run being read,
+ * and each rank's last call (what a repeat repeats). */
+struct reader {
+    FILE *f;
+    struct chunk cur;
+    int world;
+    struct seg_trace_event *last; /* world of them */
+};
+
+static int reader_open(struct reader *rd, struct trace *t)
 {
-    while (cur->n == 0)
-        if (fread(cur, sizeof *cur, 1, f) != 1)
+    *rd = (struct reader){.f = t->tmp, .world = t->world};
+    if (!(rd->last = calloc((size_t)t->world, sizeof *rd->last)))
+        return -ENOMEM;
+    rewind(t->tmp);
+    return 0;
+}
+
+static void reader_close(struct reader *rd) { free(rd->last); }
+
+/* The next event of the temporary file. */
+static bool read_record(struct reader *rd, struct record *rec)
+{
+    while (rd->cur.n == 0)
+        if (fread(&rd->cur, sizeof rd->cur, 1, rd->f) != 1)
             return false;
-    if (fread(&rec->ev, sizeof rec->ev, 1, f) != 1)
+    unsigned char *ev = (unsigned char *)&rec->ev;
+    if (fread(ev, sizeof(struct repeat), 1, rd->f) != 1)
         return false;
-    rec->rank = cur->rank;
-    cur->n--;
+    int r = rd->cur.rank;
+    bool ours = r >= 0 && r < rd->world; /* the drain writes no other */
+    if (ev[0] == TEV_REPEAT) {
+        struct repeat rp;
+        memcpy(&rp, ev, sizeof rp);
+        if (!ours)
+            return false;
+        unrepeat(&rp, &rd->last[r]);
+        rec->ev = rd->last[r];
+    } else {
+        if (fread(ev + sizeof(struct repeat), sizeof rec->ev - sizeof(struct repeat), 1, rd->f) != 1)
+            return false;
+        if (ours && rec->ev.kind == SEG_TEV_CALL)
+            rd->last[r] = rec->ev;
+    }
+    rec->rank = r;
+    rd->cur.n--;
     return true;
 }
 
@@ -718,14 +809,16 @@ static int64_t earliest_ns(struct trace *t, const struct rank_out *ro, int64_t e
 {
     int64_t base = INT64_MAX;
     struct record rec;
-    struct chunk cur = {0};
-    rewind(t->tmp);
-    while (read_record(t->tmp, &cur, &rec)) {
+    struct reader rd;
+    if (reader_open(&rd, t))
+        return end_ns;
+    while (read_record(&rd, &rec)) {
         if (rec.rank < 0 || rec.rank >= t->world)
             continue;
         int64_t s = to_ns(&ro[rec.rank].conv, rec.ev.t0);
         base = s < base ? s : base;
     }
+    reader_close(&rd);
     for (int r = 0; r < t->world; r++) {
         const struct seg_status *st = &seg_ctrl(t->seg, r)->status;
         uint64_t since = atomic_load(&((struct seg_status *)st)->call_since);
@@ -793,11 +886,10 @@ static int write_call(struct writer *w, struct trace *t, struct flows *flows, in
 static int write_events(struct writer *w, struct trace *t, struct rank_out *ro,
                         struct flows *flows, uint64_t *calls)
 {
-    int err = 0;
     struct record rec;
-    struct chunk cur = {0};
-    rewind(t->tmp);
-    while (!err && read_record(t->tmp, &cur, &rec)) {
+    struct reader rd;
+    int err = reader_open(&rd, t);
+    while (!err && read_record(&rd, &rec)) {
         int r = rec.rank;
         if (r < 0 || r >= t->world)
             continue;
@@ -811,6 +903,7 @@ static int write_events(struct writer *w, struct trace *t, struct rank_out *ro,
         (*calls)++;
         err = write_call(w, t, flows, r, &ro[r], e);
     }
+    reader_close(&rd);
     return err;
 }
 
