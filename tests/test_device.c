@@ -72,8 +72,8 @@ static void mode(const char *name, const char *n, int checks)
     run_free(&r);
 }
 
-static void every_op_as_on_host(void **state) { mode("ops", "3", 3 * 173); }
-static void every_op_two_ranks(void **state) { mode("ops", "2", 2 * 173); }
+static void every_op_as_on_host(void **state) { mode("ops", "3", 3 * 183); }
+static void every_op_two_ranks(void **state) { mode("ops", "2", 2 * 183); }
 static void handles_cached(void **state) { mode("cache", "3", 3 * 12); }
 /* Four checks a rank on any runtime, a fifth on the fake (where the new
  * allocation lies). */
@@ -133,7 +133,7 @@ static void paths_said(void **state)
         if (!count_lines(r.err, want[i], NULL))
             fail_msg("no line saying '%s':\n%s", want[i], r.err);
     run_free(&r);
-    if (!run_mode("ops", "2", 2 * 173, "SHMESH_DEBUG=paths", &r)) {
+    if (!run_mode("ops", "2", 2 * 183, "SHMESH_DEBUG=paths", &r)) {
         run_free(&r);
         skip();
     }

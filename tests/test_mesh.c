@@ -50,6 +50,7 @@ static void two_ranks_of_4(void **state)
     /* Each rank names a device of the other inside its block. */
     assert_int_equal(count_lines(r.out, "also holds device", NULL), 2);
     assert_int_equal(count_lines(r.out, "columns: local mesh Mesh('x': 4, 'y': 1)", NULL), 2);
+    assert_int_equal(count_lines(r.out, "pbroadcast in place over 2 x 4 devices ok", NULL), 2);
     char name[128];
     if (segment_left_behind(&r, name, sizeof name))
         fail_msg("segment %s left in /dev/shm", name);

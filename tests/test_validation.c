@@ -83,6 +83,7 @@ static const struct {
     {"ppermute-dup-source-mod", "got [(0, 1), (4, 2)]"},
     {"pshuffle-not-perm", "does not represent a permutation of 0..3: [0, 1, 1, 2]"},
     {"pbroadcast-source", "source 4 is out of range for axes \"i\" of size 4"},
+    {"pbroadcast-overlap", "in and out overlap (only the very same buffer is allowed)"},
     {"ragged-float-offsets", "input_offsets must be integer type, got float32"},
     {"ragged-rank2-sizes", "send_sizes must be rank 1 with positive dimension size, but got shape int64[2,2]"},
     {"ragged-not-multiple", "3 entries, not a multiple of the group size 4"},

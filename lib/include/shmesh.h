@@ -465,7 +465,9 @@ SHMESH_API int shmesh_ppermute(shmesh_mesh *mesh, const char *axes, const int (*
  * receives the input of group index perm[i]. */
 SHMESH_API int shmesh_pshuffle(shmesh_mesh *mesh, const char *axes, const int *perm,
                                const shmesh_array *in, shmesh_array *out);
-/* Every device of the group gets the input of group index `source`. */
+/* Every device of the group gets the input of group index `source`.  in and
+ * out may be the very same buffer (MPI_Bcast's in place: the source's stays
+ * as it is, the others' are overwritten); a partial overlap is refused. */
 SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source,
                                  const shmesh_array *in, shmesh_array *out);
 

@@ -8,13 +8,16 @@
 #include "ops/ops.h"
 #include "ops/prologue.h"
 
-static int same_shape_out(struct call *k, const shmesh_array *in, shmesh_array *out)
+/* out like in, and apart from it (or, with `same_allowed`, the very same
+ * buffer). */
+static int same_shape_out(struct call *k, const shmesh_array *in, shmesh_array *out,
+                          bool same_allowed)
 {
     int rc = array_expect(k->c, k->name, "out", out, in->dtype, in->ndim, in->shape);
     if (rc)
         return rc;
     flow_init(&k->f, FLOW_MOVE, in, out);
-    return coll_no_overlap(k, in->data, k->f.in_bytes, out->data, k->f.out_bytes, false);
+    return coll_no_overlap(k, in->data, k->f.in_bytes, out->data, k->f.out_bytes, same_allowed);
 }
 
 /* The permutation in k->s->dest (positions); zeros where nothing comes. */
@@ -48,7 +51,7 @@ OP_PREPARE_INLINE int op_ppermute_prepare(struct call *k, const struct op_args *
     shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PPERMUTE, axes, NULL, false, &a, in, out);
-    if (rc || (rc = same_shape_out(k, in, out)))
+    if (rc || (rc = same_shape_out(k, in, out, false)))
         return rc;
     int n = k->g.n;
     if (npairs < 0 || (npairs > 0 && !perm))
@@ -87,7 +90,7 @@ OP_PREPARE_INLINE int op_pshuffle_prepare(struct call *k, const struct op_args *
     shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PSHUFFLE, axes, NULL, false, &a, in, out);
-    if (rc || (rc = same_shape_out(k, in, out)))
+    if (rc || (rc = same_shape_out(k, in, out, false)))
         return rc;
     int n = k->g.n;
     if (!perm)
@@ -121,7 +124,9 @@ OP_PREPARE_INLINE int op_pbroadcast_prepare(struct call *k, const struct op_args
     shmesh_array *out = args->out + l;
     struct axes a;
     int rc = coll_open(k, m, OP_PBROADCAST, axes, NULL, false, &a, in, out);
-    if (rc || (rc = same_shape_out(k, in, out)))
+    /* In place (in and out the very same buffer) as MPI_Bcast: the source's
+     * output is its input already, and no one reads the others' inputs. */
+    if (rc || (rc = same_shape_out(k, in, out, true)))
         return rc;
     if (source < 0 || source >= k->g.n)
         return ctx_fail(k->c, SHMESH_ERR_INVALID,

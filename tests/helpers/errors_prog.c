@@ -140,6 +140,9 @@ static int mode_local(void)
     int notperm[] = {0, 1, 1, 2};
     CASE("pshuffle-not-perm", shmesh_pshuffle(line, "i", notperm, sc, sco));
     CASE("pbroadcast-source", shmesh_pbroadcast(line, "i", 4, sc, sco));
+    /* In place is allowed (the very same buffer), a partial overlap is not. */
+    CASE("pbroadcast-overlap", shmesh_pbroadcast(line, "i", 0, ARR(o16, SHMESH_INT32, 1, 4, 0),
+                                                  ARR(o16 + 2, SHMESH_INT32, 1, 4, 0)));
 
     int64_t k4[4] = {0}, k3[3] = {0};
     float ff[4] = {0};

@@ -260,6 +260,37 @@ static void local_random(void)
     check(formed > 0 && refused > 0, "random orders give both outcomes");
 }
 
+/* pbroadcast in place (in and out the very same buffers) over the 8
+ * devices of 2 ranks, 4 each, from a device of the other rank and from one
+ * of this rank: every buffer ends as the source's input. */
+static void local_broadcast_in_place(void)
+{
+    const char *names[] = {"x"};
+    shmesh_mesh *m;
+    check(!shmesh_mesh_create(ctx, 1, names, (int[]){8}, NULL, &m), "mesh x=8");
+    int ids[4];
+    shmesh_mesh_local_devices(m, ids, 4);
+    for (int source = 2; source < 8; source += 3) {
+        float buf[4][3];
+        shmesh_array a[4];
+        for (int l = 0; l < 4; l++) {
+            for (int i = 0; i < 3; i++)
+                buf[l][i] = (float)(10 * ids[l] + i);
+            a[l] = (shmesh_array){.data = buf[l], .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {3}};
+        }
+        int rc = shmesh_pbroadcast(m, "x", source, a, a);
+        bool same = !rc;
+        for (int l = 0; l < 4 && same; l++)
+            for (int i = 0; i < 3; i++)
+                same &= buf[l][i] == (float)(10 * source + i);
+        check(same, "pbroadcast in place from device %d: %s", source,
+              rc ? shmesh_last_error(ctx) : "a buffer differs from the source's input");
+    }
+    if (!failed)
+        printf("rank %d: pbroadcast in place over 2 x 4 devices ok\n", rank);
+    shmesh_mesh_destroy(m);
+}
+
 static void local(void)
 {
     /* Rank 0 holds devices 0-3, rank 1 devices 4-7. */
@@ -272,6 +303,7 @@ static void local(void)
     static const int ragged[] = {0, 1, 2, 4, 5, 3, 6, 7};
     local_case("not a block", ragged, 0, 0, NULL, "must form a contiguous sub-block");
     local_random();
+    local_broadcast_in_place();
 }
 
 int main(int argc, char **argv)
