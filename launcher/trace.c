@@ -78,36 +78,11 @@ struct record {
     struct seg_trace_event ev;
 };
 
-/* A run's events are written compactly: a call like the rank's previous
- * call (the next number; the same op, path, flags, result, bytes, group
- * and axes: a loop of small calls) is a 16-byte repeat giving only its
- * times, and everything else the 64-byte event as the ring held it.  The
- * file carried 64 bytes per event, and writing them was most of what the
- * drain took from the ranks' cores (docs/performance.md, "Tracing"). */
-#define TEV_REPEAT 0xffu
-_Static_assert(TEV_REPEAT != SEG_TEV_CALL && TEV_REPEAT != SEG_TEV_WAIT,
-               "the repeat mark is no event kind");
-struct repeat {
-    uint8_t kind; /* TEV_REPEAT */
-    uint8_t pad[3];
-    uint32_t dt; /* t1 - t0 */
-    uint64_t t0;
-};
-_Static_assert(sizeof(struct repeat) == 16 && sizeof(struct repeat) < SEG_TRACE_EVENT,
-               "a repeat is shorter than an event and read first");
-
-/* Whether call event e can be written as a repeat of `last` (a call). */
-static bool repeats(const struct seg_trace_event *last, const struct seg_trace_event *e)
-{
-    return e->call == last->call + 1 && e->op == last->op && e->path == last->path &&
-           e->flags == last->flags && e->rc == last->rc && e->bytes == last->bytes &&
-           e->leader == last->leader && e->members == last->members &&
-           e->dtype == last->dtype && !memcmp(e->axes, last->axes, sizeof e->axes) &&
-           e->t1 >= e->t0 && e->t1 - e->t0 <= UINT32_MAX;
-}
-
-/* A repeat's event, from the rank's last call. */
-static void unrepeat(const struct repeat *rp, struct seg_trace_event *last)
+/* The temporary file holds the records as the rank wrote them (without
+ * pads): runs of 64-byte events and 16-byte repeats (struct
+ * seg_trace_repeat, shm/layout.h), each rebuilt by its reader from the
+ * rank's last call record. */
+static void unrepeat(const struct seg_trace_repeat *rp, struct seg_trace_event *last)
 {
     last->call++;
     last->t0 = rp->t0;
@@ -117,8 +92,10 @@ static void unrepeat(const struct repeat *rp, struct seg_trace_event *last)
 /* Per rank: how far the drain got, and what the writer needs to know
  * before its second pass. */
 struct ring_state {
-    uint64_t next;    /* the next event number to copy */
-    uint64_t dropped; /* overwritten before they were copied */
+    uint64_t next;    /* the next unit to copy */
+    uint64_t read;    /* records read (the rank's `records` less these were lost) */
+    uint64_t dropped; /* records lost, once the last drain is over */
+    bool chain;       /* `last` is the rank's last call record: repeats can be read */
     uint64_t calls;   /* CALL events copied */
     bool any_call;
     uint64_t last_call; /* the number of the last CALL copied */
@@ -134,7 +111,7 @@ struct trace {
     const struct rank_proc *ranks; /* their pids, for ranks that never wrote theirs */
     int world;
     struct ring_state *rings;
-    struct seg_trace_event *copy; /* the drain's scratch: a ring's worth */
+    unsigned char *copy; /* the drain's scratch: a ring's worth of units */
     bool tmp_failed; /* writing the temporary file failed (errno in tmp_errno) */
     int tmp_errno;
     pthread_t thread;
@@ -201,73 +178,102 @@ void trace_drop(struct job *j)
     free(t);
 }
 
-/* Rank r's events as copied into t->copy, less the first `skip`: packed
- * (repeats, above) and written to the temporary file as one run. */
-static void write_run(struct trace *t, int r, uint64_t skip, uint64_t n)
+/* Rank r's units [from, head) as copied into t->copy: read from unit
+ * `at` on (a multiple of 4 after a loss: where a record starts), written to
+ * the temporary file as one run of records, packed in place (no record is
+ * longer than its units, pads are left out). */
+static void write_run(struct trace *t, int r, uint64_t from, uint64_t at, uint64_t head)
 {
     struct ring_state *rs = &t->rings[r];
-    /* Packed in place: a record is never longer than its event, so the
-     * packed bytes never pass the event being read. */
-    unsigned char *out = (unsigned char *)t->copy;
+    unsigned char *out = t->copy;
     size_t len = 0;
-    for (uint64_t i = skip; i < n; i++) {
-        struct seg_trace_event e = t->copy[i];
-        if (e.kind == SEG_TEV_CALL && rs->any_call && repeats(&rs->last, &e)) {
-            struct repeat rp = {.kind = TEV_REPEAT, .dt = (uint32_t)(e.t1 - e.t0), .t0 = e.t0};
-            memcpy(out + len, &rp, sizeof rp);
+    uint32_t n = 0;
+    while (at < head) {
+        const unsigned char *u = t->copy + (at - from) * SEG_TRACE_UNIT;
+        if (u[0] == SEG_TEV_PAD) {
+            at++;
+        } else if (u[0] == SEG_TEV_REPEAT) {
+            at++;
+            if (!rs->chain)
+                continue; /* its call record was lost: counted with the lost */
+            struct seg_trace_repeat rp;
+            memcpy(&rp, u, sizeof rp);
+            unrepeat(&rp, &rs->last);
+            memmove(out + len, &rp, sizeof rp);
             len += sizeof rp;
-        } else {
-            memcpy(out + len, &e, sizeof e);
-            len += sizeof e;
-        }
-        if (e.kind == SEG_TEV_CALL) {
+            n++;
             rs->calls++;
-            rs->any_call = true;
-            rs->last_call = e.call;
-            rs->last = e;
+            rs->last_call = rs->last.call;
+        } else if ((u[0] == SEG_TEV_CALL || u[0] == SEG_TEV_WAIT) && at % SEG_TRACE_EVENT_UNITS == 0 &&
+                   head - at >= SEG_TRACE_EVENT_UNITS) {
+            struct seg_trace_event e;
+            memcpy(&e, u, sizeof e);
+            at += SEG_TRACE_EVENT_UNITS;
+            memmove(out + len, &e, sizeof e);
+            len += sizeof e;
+            n++;
+            if (e.kind == SEG_TEV_CALL) {
+                rs->calls++;
+                rs->any_call = rs->chain = true;
+                rs->last_call = e.call;
+                rs->last = e;
+            }
+        } else { /* not a record start (a rank's bug): on to the next event's place */
+            at = (at / SEG_TRACE_EVENT_UNITS + 1) * SEG_TRACE_EVENT_UNITS;
+            rs->chain = false;
         }
     }
-    struct chunk ch = {.rank = r, .n = (uint32_t)(n - skip)};
-    if (ch.n && !t->tmp_failed &&
+    rs->read += n;
+    struct chunk ch = {.rank = r, .n = n};
+    if (n && !t->tmp_failed &&
         (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 || fwrite(out, 1, len, t->tmp) != len)) {
         t->tmp_failed = true;
         t->tmp_errno = errno;
     }
 }
 
-/* Copies rank r's new events to the temporary file.  The writer never
- * waits: while we copy, it may overwrite the oldest events, so head is read
- * again after the copy and those it may have reached are dropped. */
+/* Copies rank r's new units to the temporary file.  The writer never
+ * waits: while we copy, it may overwrite the oldest units, so head is read
+ * again after the copy and those it may have reached are dropped, and the
+ * reading goes on from the next event's place. */
 static void drain_ring(struct trace *t, int r)
 {
     struct ring_state *rs = &t->rings[r];
     struct seg_trace_ring *ring = (struct seg_trace_ring *)seg_trace_ring(t->seg, r);
-    const struct seg_trace_event *evs = seg_trace_events(t->seg, r);
-    uint64_t cap = t->seg->lay.trace_events;
+    const unsigned char *units = seg_trace_units(t->seg, r);
+    uint64_t cap = seg_trace_unit_count(t->seg);
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
     if (head <= rs->next)
         return; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
-    uint64_t from = rs->next;
-    if (head - from > cap) {
-        rs->dropped += head - cap - from;
-        from = head - cap;
-    }
     /* At most a ring's worth, copied in one go (4 MiB at the default size):
      * the writer laps the ring in a few milliseconds of small calls, so the
-     * copy comes first and the packing after. */
-    if (!t->copy && !(t->copy = malloc(cap * sizeof *t->copy)))
+     * copy comes first and the reading after. */
+    if (!t->copy && !(t->copy = malloc(cap * SEG_TRACE_UNIT)))
         return; /* tried again on the next round; counted as lost if overwritten */
-    uint64_t n = head - from;
-    for (uint64_t i = 0; i < n; i++)
-        memcpy(&t->copy[i], (const void *)&evs[(from + i) & (cap - 1)], sizeof *t->copy);
+    uint64_t from = rs->next;
+    bool lost = false;
+    if (head - from > cap) {
+        lost = true;
+        from = head - cap;
+    }
+    uint64_t n = head - from, at = from & (cap - 1), first = cap - at < n ? cap - at : n;
+    memcpy(t->copy, units + at * SEG_TRACE_UNIT, first * SEG_TRACE_UNIT);
+    memcpy(t->copy + first * SEG_TRACE_UNIT, units, (n - first) * SEG_TRACE_UNIT);
     atomic_thread_fence(memory_order_acquire);
     uint64_t again = atomic_load_explicit(&ring->head, memory_order_acquire);
-    /* The writer may be storing event `again` (slot again % cap) right now,
-     * which held event again - cap: events up to that one are suspect. */
-    uint64_t safe = again >= cap ? again - cap + 1 : 0;
-    uint64_t skip = safe > from ? (safe - from < n ? safe - from : n) : 0;
-    rs->dropped += skip;
-    write_run(t, r, skip, n);
+    /* The writer may be storing a record of up to 7 units (pads and an
+     * event) from unit `again` on, over units again - cap on: those are
+     * suspect. */
+    uint64_t reach = again + 2 * SEG_TRACE_EVENT_UNITS - 1;
+    uint64_t safe = reach >= cap ? reach - cap : 0;
+    lost |= safe > from;
+    uint64_t start = from;
+    if (lost) { /* the next record start after what was lost */
+        start = safe > from ? safe : from;
+        start = (start + SEG_TRACE_EVENT_UNITS - 1) / SEG_TRACE_EVENT_UNITS * SEG_TRACE_EVENT_UNITS;
+        rs->chain = false;
+    }
+    write_run(t, r, from, start < head ? start : head, head);
     rs->next = head;
 }
 
@@ -285,7 +291,7 @@ static void drain_all(struct trace *t)
 static void drain_due(struct trace *t)
 {
     int64_t now = trace_mono_ns();
-    uint64_t quarter = t->seg->lay.trace_events / 4;
+    uint64_t quarter = seg_trace_unit_count(t->seg) / 4;
     for (int r = 0; r < t->world; r++) {
         struct ring_state *rs = &t->rings[r];
         uint64_t head = atomic_load_explicit(&seg_trace_ring(t->seg, r)->head,
@@ -756,19 +762,19 @@ static bool read_record(struct reader *rd, struct record *rec)
         if (fread(&rd->cur, sizeof rd->cur, 1, rd->f) != 1)
             return false;
     unsigned char *ev = (unsigned char *)&rec->ev;
-    if (fread(ev, sizeof(struct repeat), 1, rd->f) != 1)
+    if (fread(ev, sizeof(struct seg_trace_repeat), 1, rd->f) != 1)
         return false;
     int r = rd->cur.rank;
     bool ours = r >= 0 && r < rd->world; /* the drain writes no other */
-    if (ev[0] == TEV_REPEAT) {
-        struct repeat rp;
+    if (ev[0] == SEG_TEV_REPEAT) {
+        struct seg_trace_repeat rp;
         memcpy(&rp, ev, sizeof rp);
         if (!ours)
             return false;
         unrepeat(&rp, &rd->last[r]);
         rec->ev = rd->last[r];
     } else {
-        if (fread(ev + sizeof(struct repeat), sizeof rec->ev - sizeof(struct repeat), 1, rd->f) != 1)
+        if (fread(ev + SEG_TRACE_UNIT, sizeof rec->ev - SEG_TRACE_UNIT, 1, rd->f) != 1)
             return false;
         if (ours && rec->ev.kind == SEG_TEV_CALL)
             rd->last[r] = rec->ev;
@@ -792,11 +798,11 @@ static void conv_init(struct trace *t, struct rank_out *ro)
     }
 }
 
-/* Steps held at most: as many as the rings hold events. */
+/* Steps held at most: as many as the rings hold records. */
 static void flows_init(struct flows *flows, const struct trace *t)
 {
     uint64_t bound = FLOWS_MIN;
-    while (bound < (uint64_t)t->world * t->seg->lay.trace_events && bound < FLOWS_MAX)
+    while (bound < (uint64_t)t->world * seg_trace_unit_count(t->seg) && bound < FLOWS_MAX)
         bound *= 2;
     flows->bound = (uint32_t)bound;
     flows->free_step = NIL;
@@ -999,6 +1005,12 @@ int trace_finish(struct job *j, int rc)
     int status = rc;
     if (t->rings) {
         drain_all(t); /* what the ranks wrote since, or all of it without the thread */
+        for (int r = 0; r < t->world; r++) { /* written, less what was read */
+            struct ring_state *rs = &t->rings[r];
+            uint64_t written = atomic_load_explicit(&seg_trace_ring(t->seg, r)->records,
+                                                    memory_order_acquire);
+            rs->dropped = written > rs->read ? written - rs->read : 0;
+        }
         uint64_t calls = 0;
         int err = 0;
         FILE *f = NULL;

@@ -32,7 +32,7 @@
  * its own (its window carries its description) and the status block shows
  * waits for effects' points and for tokens; 9, a control block holds the
  * rank's hashed settings (seg_ctrl's `tuning`). */
-#define SEG_LAYOUT_VERSION 9u
+#define SEG_LAYOUT_VERSION 10u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -180,16 +180,32 @@ struct seg_slot_hdr {
 #define SEG_SLOT_HDR 16u
 #define SEG_CALL_DESC_MAX 1024u
 
-/* Tracing (lib/trace/): one ring of events per rank, written by the rank
- * alone and read by the launcher while the job runs and after it ends
- * (launcher/trace.c), so that a rank that dies leaves what it did.  The
- * writer never waits: it stores event `head % capacity`, then head + 1
- * (release); a reader that copied events [from, head) checks head again
- * and drops those the writer may have overwritten meanwhile. */
+/* Tracing (lib/trace/): one ring per rank, written by the rank alone and
+ * read by the launcher while the job runs and after it ends
+ * (launcher/trace.c), so that a rank that dies leaves what it did.
+ *
+ * The ring is a run of 16-byte units (SEG_TRACE_UNIT; as many as fit the
+ * ring's `trace_events` 64-byte events), and a record is
+ *   - an event (struct seg_trace_event): 4 units, at a unit number that is
+ *     a multiple of 4, so that a reader that lost its place finds the next
+ *     record start there;
+ *   - a repeat (struct seg_trace_repeat): 1 unit, a call like the rank's
+ *     previous call record (the next number; the same op, path, flags,
+ *     result, bytes, group, dtype and axes), written less than
+ *     SEG_TRACE_REPEAT_SPAN units after that run's event;
+ *   - a pad unit (kind SEG_TEV_PAD) before an event, to align it.
+ * A loop of small calls thus writes a quarter of a line per call (writing
+ * and reading whole events was most of a traced small call's cost).  The
+ * writer never waits: it stores a record at `head % units`, then head +
+ * its units (release), then `records` + 1; a reader that copied units
+ * [from, head) checks head again and drops those the writer may have
+ * overwritten meanwhile, and `records` less what it read is what was lost. */
 #define SEG_TRACE_PATHS 16
 #define SEG_TRACE_NAME 16
+#define SEG_TRACE_UNIT 16u
 struct seg_trace_ring {
-    alignas(SEG_CACHE_LINE) _Atomic uint64_t head; /* events written so far */
+    alignas(SEG_CACHE_LINE) _Atomic uint64_t head; /* units written so far */
+    _Atomic uint64_t records;                     /* events and repeats written so far */
     /* The event clock (shm/trace_clock.h): its kind, and one reading of it
      * and of CLOCK_MONOTONIC taken together when the rank started. */
     uint32_t clock_kind;
@@ -201,8 +217,10 @@ struct seg_trace_ring {
 };
 
 enum seg_trace_kind {
-    SEG_TEV_CALL = 1, /* a call, from its submission to its end */
-    SEG_TEV_WAIT = 2, /* one wait inside a call, past the first look */
+    SEG_TEV_CALL = 1,   /* a call, from its submission to its end */
+    SEG_TEV_WAIT = 2,   /* one wait inside a call, past the first look */
+    SEG_TEV_REPEAT = 3, /* a repeat unit (struct seg_trace_repeat) */
+    SEG_TEV_PAD = 4,    /* a unit to skip */
 };
 /* Flags of a call: the rank is its group's first or last (the flow that
  * joins the members' slices starts and ends there). */
@@ -234,6 +252,20 @@ struct seg_trace_event {
 };
 #define SEG_TRACE_EVENT 64u
 #define SEG_TRACE_MAX_EVENTS (1u << 24)
+#define SEG_TRACE_EVENT_UNITS (SEG_TRACE_EVENT / SEG_TRACE_UNIT)
+
+/* A call like the rank's previous call record: its number is that one's + 1,
+ * its times t0 and t0 + dt, everything else that one's. */
+struct seg_trace_repeat {
+    uint8_t kind; /* SEG_TEV_REPEAT */
+    uint8_t pad[3];
+    uint32_t dt;
+    uint64_t t0;
+};
+/* A repeat comes less than this many units after its run's event: a reader
+ * that lost its place reads the repeats again from the next event on (at
+ * most an eighth of the ring of them go with the lost records). */
+#define SEG_TRACE_REPEAT_SPAN(units) ((units) / 8)
 
 struct seg_header {
     uint64_t magic;
@@ -270,6 +302,7 @@ _Static_assert(sizeof(struct seg_ctrl) <= SEG_CTRL_STRIDE, "control block too la
 _Static_assert(sizeof(struct seg_slot_hdr) == SEG_SLOT_HDR, "slot header size");
 _Static_assert(sizeof(_Atomic uint32_t) == 4, "futex words are 32-bit");
 _Static_assert(sizeof(struct seg_trace_event) == SEG_TRACE_EVENT, "trace event size");
+_Static_assert(sizeof(struct seg_trace_repeat) == SEG_TRACE_UNIT, "trace repeat size");
 _Static_assert(sizeof(struct seg_trace_ring) <= SEG_PAGE, "trace ring header must fit in a page");
 
 #endif

@@ -156,6 +156,17 @@ static inline struct seg_trace_event *seg_trace_events(const struct seg *s, int 
     return (struct seg_trace_event *)((unsigned char *)seg_trace_ring(s, rank) + SEG_PAGE);
 }
 
+/* The same ring as SEG_TRACE_UNIT-byte units (shm/layout.h), and how many. */
+static inline unsigned char *seg_trace_units(const struct seg *s, int rank)
+{
+    return (unsigned char *)seg_trace_events(s, rank);
+}
+
+static inline uint64_t seg_trace_unit_count(const struct seg *s)
+{
+    return (uint64_t)s->lay.trace_events * SEG_TRACE_EVENT_UNITS;
+}
+
 /* Where a buffer keeps the description of the call whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {

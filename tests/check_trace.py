@@ -76,6 +76,10 @@ def main():
     ap.add_argument("--trace-path")
     ap.add_argument("--stderr")
     ap.add_argument("--html", help="shmesh-trace-html: draw the trace and check the page")
+    ap.add_argument("--calls-numbered", action="store_true",
+                    help="the program numbers its calls 0 .. N-1 and starts them 10 us apart "
+                         "(trace_fake): every call slice's number lies there, and any two "
+                         "of a rank's slices start their numbers' difference x 10 us apart")
     ap.add_argument("launcher")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -243,6 +247,16 @@ def check(a, doc, said, lost_said):
         dup = [n for n, k in collections.Counter(numbers).items() if k > 1]
         if dup:
             fail("rank %d: calls %s appear more than once" % (r, dup[:5]))
+        if a.calls_numbered and r in said:
+            out = [n for n in numbers if not 0 <= n < said[r]]
+            if out:
+                fail("rank %d: calls numbered %s, outside 0..%d" % (r, out[:5], said[r] - 1))
+            by_number = sorted((c[2]["args"]["call"], c[0]) for c in calls[r])
+            for (n0, s0), (n1, s1) in zip(by_number, by_number[1:]):
+                if abs((s1 - s0) - (n1 - n0) * 10000) >= 1000:  # ranks start 100 ns apart
+                    fail("rank %d: calls %d and %d start %d ns apart, not %d"
+                         % (r, n0, n1, s1 - s0, (n1 - n0) * 10000))
+                    break
         # After a death, the survivors may have finished one more call (with
         # an error) after they spoke.
         exact = a.expect in ("ok", "hang") or r == a.dead_rank

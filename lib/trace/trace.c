@@ -40,8 +40,8 @@ int trace_open(shmesh_ctx *c)
     if (!t)
         return SHMESH_ERR_NOMEM;
     t->ring = seg_trace_ring(g, c->rank);
-    t->ev = seg_trace_events(g, c->rank);
-    t->mask = g->lay.trace_events - 1;
+    t->units = seg_trace_units(g, c->rank);
+    t->mask = seg_trace_unit_count(g) - 1;
     t->clock = trace_clock_pick();
     /* The launcher reads the ring from the start of the job: its header is
      * written before the first event, and head is still 0. */
@@ -49,7 +49,8 @@ int trace_open(shmesh_ctx *c)
     t->ring->pid = (int32_t)getpid();
     trace_clock_pair(t->clock, &t->ring->clock_ticks, &t->ring->clock_ns);
     t->head = atomic_load_explicit(&t->ring->head, memory_order_relaxed);
-    ring_populate(t->ev, (size_t)(t->mask + 1) * sizeof *t->ev);
+    t->records = atomic_load_explicit(&t->ring->records, memory_order_relaxed);
+    ring_populate(t->units, (size_t)(t->mask + 1) * SEG_TRACE_UNIT);
     c->trace = t;
     return 0;
 }

@@ -10,17 +10,26 @@
 #define SHMESH_TRACE_TRACE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "shm/trace_clock.h"
 
 struct tracer {
     struct seg_trace_ring *ring;
-    struct seg_trace_event *ev;
-    uint64_t mask; /* events in the ring, less one */
-    uint64_t head; /* this rank's copy of ring->head */
+    unsigned char *units; /* the ring's SEG_TRACE_UNIT-byte units */
+    uint64_t mask;        /* units in the ring, less one */
+    uint64_t head;        /* this rank's copy of ring->head */
+    uint64_t records;     /* and of ring->records */
     enum trace_clock_kind clock;
+    /* The last call record (shm/layout.h): a repeat of it is one unit.
+     * `run` is the unit its event starts at; `calls` is false until one. */
+    struct seg_trace_event last;
+    const void *last_path; /* its path (struct path, engine/path.h) */
+    uint64_t run;
+    bool calls;
 };
 
 /* At init, once the segment is mapped: the status block's constant parts,
@@ -30,15 +39,24 @@ struct tracer {
 int trace_open(shmesh_ctx *c);
 void trace_close(shmesh_ctx *c);
 
-/* The ring's next slot, to fill; trace_commit publishes it. */
-static inline struct seg_trace_event *trace_next(struct tracer *t)
+/* The record just stored is published: `units` more (release), one more
+ * record. */
+static inline void trace_commit(struct tracer *t, uint64_t units)
 {
-    return &t->ev[t->head & t->mask];
+    t->head += units;
+    atomic_store_explicit(&t->ring->head, t->head, memory_order_release);
+    atomic_store_explicit(&t->ring->records, ++t->records, memory_order_relaxed);
 }
 
-static inline void trace_commit(struct tracer *t)
+/* Appends event e (4 units, after pad units up to a multiple of 4). */
+static inline void trace_put_event(struct tracer *t, const struct seg_trace_event *e)
 {
-    atomic_store_explicit(&t->ring->head, ++t->head, memory_order_release);
+    while (t->head % SEG_TRACE_EVENT_UNITS) {
+        t->units[(t->head & t->mask) * SEG_TRACE_UNIT] = SEG_TEV_PAD;
+        t->head++;
+    }
+    memcpy(t->units + (t->head & t->mask) * SEG_TRACE_UNIT, e, sizeof *e);
+    trace_commit(t, SEG_TRACE_EVENT_UNITS);
 }
 
 static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t->clock); }

@@ -7,6 +7,9 @@
  *
  *   trace_prog ok [ROUNDS]    (default 5)
  *   trace_prog slow [ROUNDS]  the same, rank 2 starting each round 100 us late
+ *   trace_prog repeat [ROUNDS]  rounds of 6 like psums over both axes, an
+ *                             all_gather and a barrier (runs of like calls:
+ *                             repeat records in the ring)
  *   trace_prog die [ROUNDS]   the rounds, then rank 2 enters one more psum
  *                             that the others do not enter (they sleep until
  *                             the launcher stops them), and a thread of its
@@ -97,6 +100,14 @@ int main(int argc, char **argv)
          * straggler, for the picture in docs/profiling.md). */
         if (!strcmp(mode, "slow") && rank == 2)
             usleep(100);
+        if (!strcmp(mode, "repeat")) {
+            for (int i = 0; i < 6; i++)
+                check(shmesh_psum(mesh, "x,y", NULL, &a, &o), "psum", rank);
+            check(shmesh_all_gather(mesh, "x,y", NULL, 0, false, &a, &gathered), "all_gather", rank);
+            check(shmesh_barrier(ctx), "barrier", rank);
+            calls += 8;
+            continue;
+        }
         check(shmesh_psum(mesh, "x,y", NULL, &a, &o), "psum", rank);
         check(shmesh_all_gather(mesh, "x,y", NULL, 0, false, &a, &gathered), "all_gather", rank);
         check(shmesh_ppermute(mesh, "x,y", ring, 4, &a, &o), "ppermute", rank);
