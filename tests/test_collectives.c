@@ -212,6 +212,28 @@ static void refused_arguments_leave_job_usable(void **state)
     run_free(&r);
 }
 
+/* Calls prepared from their op's plan (lib/front/plan.h): each change a
+ * plan must notice (axes text in the same buffer, shapes, dtypes, in place,
+ * the op's own arguments, a mesh made again), made between two calls of one
+ * op, gives the right result; refusals after planned calls keep their own
+ * reasons. */
+static void plans_follow_every_change(void **state)
+{
+    (void)state;
+    struct run r;
+    run_launcher(&r, NULL, 120, "-v", "-n", "4", "--", need_env("SHMESH_TEST_PLAN"), NULL);
+    if (r.code != 0)
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err);
+    expect_lines(&r, "axes and buffers ok", NULL, 4);
+    expect_lines(&r, "shapes and dtypes ok", NULL, 4);
+    expect_lines(&r, "op arguments ok", NULL, 4);
+    expect_lines(&r, "meshes made again ok", NULL, 4);
+    expect_lines(&r, "refusals and async ok", NULL, 4);
+    expect_lines(&r, "plans ok", NULL, 4);
+    assert_clean(&r);
+    run_free(&r);
+}
+
 static void error_names_and_strings(void **state)
 {
     assert_string_equal(shmesh_error_name(SHMESH_ERR_PEER_DEAD), "SHMESH_ERR_PEER_DEAD");
@@ -238,6 +260,7 @@ int main(void)
         cmocka_unit_test(peer_finalized_early),
         cmocka_unit_test(peer_left_without_finalize),
         cmocka_unit_test(refused_arguments_leave_job_usable),
+        cmocka_unit_test(plans_follow_every_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

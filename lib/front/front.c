@@ -20,6 +20,7 @@
 #include "core/context.h"
 #include "engine/call.h"
 #include "front/local_devices.h"
+#include "front/plan.h"
 #include "mesh/mesh.h"
 #include "ops/ops.h"
 #include "shmesh.h"
@@ -76,7 +77,12 @@ static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_t
     if (scope_of[a->op] == SCOPE_MESH && mesh_calls_per_device(a->m))
         return devices_call(a, async);
     struct call k;
-    return call_finish_async(&k, prepare(&k, a, 0), async);
+    int rc;
+    if (plan_take(&k, a, &rc)) /* a repeat of its op's last call (front/plan.h) */
+        return call_finish_async(&k, rc, async);
+    if (!(rc = prepare(&k, a, 0)))
+        plan_keep(&k, a);
+    return call_finish_async(&k, rc, async);
 }
 
 /* The batched-axis layer's way back in, for the positions' call. */

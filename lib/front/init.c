@@ -17,6 +17,7 @@
 #include "device/gpu.h"
 #include "effects/effect.h"
 #include "effects/state.h"
+#include "front/plan.h"
 #include "front/state.h"
 #include "engine/dispatch.h"
 #include "engine/call.h"
@@ -68,6 +69,7 @@ static void release(shmesh_ctx *c, bool forked)
     if (!forked)
         device_close(c);
     free(front_of(c)->dev_buf);
+    plan_free_all(c);
     windows_fini(&engine_of(c)->win);
     heap_fini(&memory_of(c)->heap);
     trace_close(c);

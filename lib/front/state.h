@@ -7,12 +7,17 @@
 
 #include "core/context.h"
 #include "effects/state.h"
+#include "shm/op_numbers.h"
+
+struct plan;
 
 struct front_state {
     /* Several devices per rank (front/local_devices.c): the gathered inputs
      * of the last such call, kept for the next (calls mostly repeat). */
     unsigned char *dev_buf;
     size_t dev_buf_bytes;
+    /* Each op's plan (front/plan.h), or NULL. */
+    struct plan *plans[OP_COUNT];
 };
 
 /* After the effects' part. */

@@ -1,0 +1,198 @@
+/* Plans (see plan.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/state.h"
+#include "front/plan.h"
+#include "front/state.h"
+#include "memory/kind.h"
+#include "mesh/mesh.h"
+
+/* The longest axes text a plan keeps (longer: no plan). */
+#define PLAN_AXES 64
+
+struct plan {
+    /* What the call's preparation read: the mesh (by address and id: ids
+     * are not reused within a context), the axes as given, the op's own
+     * arguments, and the arrays' dtypes, shapes and batch dimensions. */
+    const shmesh_mesh *m;
+    int mesh_id;
+    char axes[PLAN_AXES];
+    bool tiled;
+    int axis, axis2, source;
+    shmesh_array in, out; /* data left NULL */
+    bool in_place;        /* in and out were the very same buffer */
+    /* What it made. */
+    struct call_desc d;
+    struct flow f;
+    int n, me;
+    int *ranks; /* n of cap: the group's ranks */
+    int cap;
+    int misses; /* calls of the op prepared in full since the plan was made */
+};
+
+/* A plan is made again at most once every this many calls of its op that
+ * did not repeat it: calls that never repeat (a trainer's gradients, each
+ * of its own shape) pay the copy into a plan at most that rarely. */
+#define PLAN_PATIENCE 8
+
+/* The ops whose preparation reads only the plan's key: the op table's
+ * signatures of reductions, gathers and scatters, all_to_all, pswapaxes
+ * and pbroadcast (not ppermute or pshuffle, whose preparation writes
+ * zeros and scratch; not ragged, world or internal ops). */
+#define SIG_PLAN_REDUCTION 1
+#define SIG_PLAN_AXIS_TILED 1
+#define SIG_PLAN_ALL_TO_ALL 1
+#define SIG_PLAN_AXIS 1
+#define SIG_PLAN_PBROADCAST 1
+#define SIG_PLAN_WORLD 0
+#define SIG_PLAN_RAGGED 0
+#define SIG_PLAN_PPERMUTE 0
+#define SIG_PLAN_PSHUFFLE 0
+#define SIG_PLAN_INTERNAL 0
+static const bool plannable[OP_COUNT] = {
+#define PLAN_OP(ID, name, scope, bus, bool_in, params, prepare, batch, async, sig)            \
+    [OP_##ID] = SIG_PLAN_##sig,
+    SHMESH_OPS(PLAN_OP)
+#undef PLAN_OP
+};
+
+/* Whether a's call may have a plan: one device of its mesh here (per rank
+ * one), not batched, no groups, arrays given, its axes short enough. */
+static inline bool fits(const struct op_args *a)
+{
+    const shmesh_mesh *m = a->m;
+    return plannable[a->op] && m && !m->abstract && !mesh_calls_per_device(m) && m->per == 1 &&
+           m->batch_dim < 0 && !a->gs && a->axes && a->in && a->out;
+}
+
+/* strcmp's answer for the short texts axes are, without a call. */
+static inline bool same_text(const char *x, const char *y)
+{
+    for (; *x == *y; x++, y++)
+        if (!*x)
+            return true;
+    return false;
+}
+
+static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
+{
+    if (x->dtype != y->dtype || x->ndim != y->ndim || x->bdim != y->bdim || x->ndim < 0 ||
+        x->ndim > SHMESH_MAX_NDIM)
+        return false;
+    for (int i = 0; i < x->ndim; i++)
+        if (x->shape[i] != y->shape[i])
+            return false;
+    return true;
+}
+
+/* A plan's large parts are copied by the C library's memcpy: the
+ * compiler's inline copy of a known size here is `rep movsq`, which took a
+ * third of a planned 8-byte psum's time on this project's AMD machine. */
+static __attribute__((noipa)) void copy(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
+static inline bool overlap(const void *a, uint64_t alen, const void *b, uint64_t blen)
+{
+    const unsigned char *x = a, *y = b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+bool plan_take(struct call *k, const struct op_args *a, int *rc)
+{
+    if (!fits(a))
+        return false;
+    shmesh_ctx *c = a->m->ctx;
+    const struct plan *p = front_of(c)->plans[a->op];
+    /* What differs most often first: calls of one op mostly differ in shape. */
+    if (!p || !same_array(&p->in, a->in) || !same_array(&p->out, a->out) || p->m != a->m ||
+        p->mesh_id != a->m->id || p->tiled != a->tiled || p->axis != a->axis ||
+        p->axis2 != a->axis2 || (a->op == OP_PBROADCAST && p->source != a->source) ||
+        !same_text(p->axes, a->axes))
+        return false;
+    /* The buffers' own checks are the full preparation's to explain; in
+     * place is as the plan's call was (the op's rule, the same shapes). */
+    const void *in = a->in->data, *out = a->out->data;
+    if ((p->f.in_bytes && !in) || (p->f.out_bytes && !out) ||
+        (in == out ? !p->in_place : overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
+        return false;
+    if ((*rc = call_init(k, c, a->op)))
+        return true;
+    copy(&k->d, &p->d, sizeof k->d);
+    copy(&k->f, &p->f, sizeof k->f);
+    k->f.in = *a->in;
+    k->f.out = *a->out;
+    call_group(k, p->n, p->me, p->ranks, 1);
+    *rc = call_buffers(k);
+    return true;
+}
+
+/* Whether prepared k depends on nothing but its plan's key: no op state or
+ * hooks, no scratch of its own, nothing written, host memory. */
+static bool plain(const struct call *k)
+{
+    return !k->op_state && !k->then && !k->op_free && !k->pub_pack && !k->local &&
+           !k->rebind && !k->dev_rows && !k->path_state && !k->path_end && !k->f.dest &&
+           !k->f.zero_out && !k->f.transfers && !k->d.in_device && !k->d.out_device &&
+           !((k->in_kind | k->out_kind) & MEM_DEVICE);
+}
+
+void plan_keep(const struct call *k, const struct op_args *a)
+{
+    if (!fits(a))
+        return;
+    shmesh_ctx *c = a->m->ctx;
+    struct plan **slot = &front_of(c)->plans[a->op], *p = *slot;
+    if (p && ++p->misses < PLAN_PATIENCE)
+        return;
+    if (!plain(k) || strlen(a->axes) >= PLAN_AXES || (p && k->g.n > p->cap)) {
+        if (p)
+            p->m = NULL; /* matches nothing */
+        return;
+    }
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        int *ranks = malloc(sizeof *ranks * (size_t)engine_of(c)->scratch_members);
+        if (!p || !ranks || k->g.n > engine_of(c)->scratch_members) {
+            free(p);
+            free(ranks);
+            return; /* no plan: every call prepared in full */
+        }
+        p->ranks = ranks;
+        p->cap = engine_of(c)->scratch_members;
+        *slot = p;
+    }
+    p->m = NULL; /* a plan half written matches nothing */
+    p->misses = 0;
+    p->mesh_id = a->m->id;
+    strcpy(p->axes, a->axes);
+    p->tiled = a->tiled;
+    p->axis = a->axis;
+    p->axis2 = a->axis2;
+    p->source = a->op == OP_PBROADCAST ? a->source : 0;
+    p->in_place = a->in->data == a->out->data;
+    p->in = *a->in;
+    p->in.data = NULL;
+    p->out = *a->out;
+    p->out.data = NULL;
+    copy(&p->d, &k->d, sizeof p->d);
+    copy(&p->f, &k->f, sizeof p->f);
+    p->f.in.data = p->f.out.data = NULL;
+    p->n = k->g.n;
+    p->me = k->g.me;
+    memcpy(p->ranks, k->g.ranks, sizeof *p->ranks * (size_t)k->g.n);
+    p->m = a->m;
+}
+
+void plan_free_all(shmesh_ctx *c)
+{
+    for (int op = 0; op < OP_COUNT; op++) {
+        struct plan *p = front_of(c)->plans[op];
+        if (p)
+            free(p->ranks);
+        free(p);
+        front_of(c)->plans[op] = NULL;
+    }
+}
