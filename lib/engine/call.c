@@ -335,6 +335,14 @@ void call_release(struct call *k)
     }
 }
 
+/* A prepared call copied by the C library's memcpy: the compiler's inline
+ * copy of its known size is `rep movsq`, slow to start on this project's
+ * AMD machine (docs/performance.md, "Plans"). */
+static __attribute__((noipa)) void copy_call(struct call *dst, const struct call *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
 /* A call as dispatched work (engine/dispatch.h). */
 struct call_work {
     struct work w;
@@ -393,7 +401,7 @@ static int call_dispatch(struct call *k, shmesh_token *async)
         call_release(k);
     } else {
         cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
-        cw->k = *k;
+        copy_call(&cw->k, k, sizeof *k);
         rc = dispatch_submit(c, &cw->w, async);
     }
     ctx_leave(c);

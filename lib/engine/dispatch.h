@@ -39,7 +39,7 @@ struct work {
      * whatever the program's threads hold); other work may also be run by
      * a thread waiting for it (dispatch_wait). */
     bool thread_only;
-    int64_t t_queued; /* CLOCK_MONOTONIC ns when queued for the thread (lazy wakes) */
+    int64_t t_queued; /* CLOCK_MONOTONIC ns when queued for the thread, or 0 (lazy wakes) */
 };
 
 /* What the thread using a context reads of its dispatcher without the lock;
