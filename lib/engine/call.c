@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/context.h"
 #include "core/entry.h"
 #include "core/debug.h"
@@ -84,7 +85,7 @@ void call_scratch_free_all(shmesh_ctx *c)
 
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op)
 {
-    memset(&k->op_state, 0, offsetof(struct call, g) - offsetof(struct call, op_state));
+    bytes_zero(&k->op_state, offsetof(struct call, g) - offsetof(struct call, op_state));
     k->c = NULL;
     k->s = NULL;
     call_desc_clear(&k->d);
@@ -335,14 +336,6 @@ void call_release(struct call *k)
     }
 }
 
-/* A prepared call copied by the C library's memcpy: the compiler's inline
- * copy of its known size is `rep movsq`, slow to start on this project's
- * AMD machine (docs/performance.md, "Plans"). */
-static __attribute__((noipa)) void copy_call(struct call *dst, const struct call *src, size_t n)
-{
-    memcpy(dst, src, n);
-}
-
 /* A call as dispatched work (engine/dispatch.h). */
 struct call_work {
     struct work w;
@@ -401,7 +394,7 @@ static int call_dispatch(struct call *k, shmesh_token *async)
         call_release(k);
     } else {
         cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
-        copy_call(&cw->k, k, sizeof *k);
+        bytes_copy(&cw->k, k, sizeof *k); /* not rep movsq: core/bytes.h */
         rc = dispatch_submit(c, &cw->w, async);
     }
     ctx_leave(c);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "engine/state.h"
 #include "front/plan.h"
 #include "front/state.h"
@@ -86,14 +87,6 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
     return true;
 }
 
-/* A plan's large parts are copied by the C library's memcpy: the
- * compiler's inline copy of a known size here is `rep movsq`, which took a
- * third of a planned 8-byte psum's time on this project's AMD machine. */
-static __attribute__((noipa)) void copy(void *dst, const void *src, size_t n)
-{
-    memcpy(dst, src, n);
-}
-
 static inline bool overlap(const void *a, uint64_t alen, const void *b, uint64_t blen)
 {
     const unsigned char *x = a, *y = b;
@@ -120,8 +113,8 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
         return false;
     if ((*rc = call_init(k, c, a->op)))
         return true;
-    copy(&k->d, &p->d, sizeof k->d);
-    copy(&k->f, &p->f, sizeof k->f);
+    bytes_copy(&k->d, &p->d, sizeof k->d); /* core/bytes.h */
+    bytes_copy(&k->f, &p->f, sizeof k->f);
     k->f.in = *a->in;
     k->f.out = *a->out;
     call_group(k, p->n, p->me, p->ranks, 1);
@@ -177,8 +170,8 @@ void plan_keep(const struct call *k, const struct op_args *a)
     p->in.data = NULL;
     p->out = *a->out;
     p->out.data = NULL;
-    copy(&p->d, &k->d, sizeof p->d);
-    copy(&p->f, &k->f, sizeof p->f);
+    bytes_copy(&p->d, &k->d, sizeof p->d);
+    bytes_copy(&p->f, &k->f, sizeof p->f);
     p->f.in.data = p->f.out.data = NULL;
     p->n = k->g.n;
     p->me = k->g.me;
