@@ -231,6 +231,12 @@ static void mismatched_after_repeats(void **state)
     mismatch("mismatch-after-repeats", "int32[4] -> int32[4]", "int32[3] -> int32[3]", 4);
 }
 
+/* The planned calls' hash (lib/front/plan.h) tells them from another. */
+static void mismatched_after_planned_calls(void **state)
+{
+    mismatch("mismatch-planned", "int32[4] -> int32[4]", "int32[3] -> int32[3]", 4);
+}
+
 static void mismatched_groups(void **state)
 {
     /* Ranks 2 and 3 agree with each other; 0 and 1 meet the difference. */
@@ -297,6 +303,7 @@ int main(void)
         cmocka_unit_test(mismatched_ops),
         cmocka_unit_test(mismatched_shapes),
         cmocka_unit_test(mismatched_after_repeats),
+        cmocka_unit_test(mismatched_after_planned_calls),
         cmocka_unit_test(mismatched_groups),
         cmocka_unit_test(mismatched_meshes),
         cmocka_unit_test(mismatched_long_axes),

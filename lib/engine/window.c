@@ -140,7 +140,8 @@ void win_post(struct call *k)
     uint64_t tag = (k->seq << 32) | k->window++;
     k->check_hash = k->desc_pending;
     if (k->desc_pending) {
-        k->hash = call_hash(&k->d) ^ c->tuning;
+        if (!k->hashed)
+            k->hash = call_hash(&k->d) ^ c->tuning;
         mine->call_hash = k->hash;
         /* The description is read only by a member whose own call's hash
          * differs from this one, to explain the mismatch: when this buffer

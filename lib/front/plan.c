@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "engine/desc.h"
 #include "engine/state.h"
 #include "front/plan.h"
 #include "front/state.h"
@@ -30,6 +31,7 @@ struct plan {
     int *ranks; /* n of cap: the group's ranks */
     int cap;
     int misses; /* calls of the op prepared in full since the plan was made */
+    uint64_t hash; /* d's, with the context's thresholds (win_post's) */
 };
 
 /* A plan is made again at most once every this many calls of its op that
@@ -119,6 +121,12 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
     k->f.out = *a->out;
     call_group(k, p->n, p->me, p->ranks, 1);
     *rc = call_buffers(k);
+    /* The description is the plan's unless the buffers are device memory
+     * (call_buffers marks it): its hash too. */
+    if (!*rc && !k->d.in_device && !k->d.out_device) {
+        k->hash = p->hash;
+        k->hashed = true;
+    }
     return true;
 }
 
@@ -173,6 +181,7 @@ void plan_keep(const struct call *k, const struct op_args *a)
     bytes_copy(&p->d, &k->d, sizeof p->d);
     bytes_copy(&p->f, &k->f, sizeof p->f);
     p->f.in.data = p->f.out.data = NULL;
+    p->hash = call_hash(&p->d) ^ c->tuning;
     p->n = k->g.n;
     p->me = k->g.me;
     memcpy(p->ranks, k->g.ranks, sizeof *p->ranks * (size_t)k->g.n);

@@ -8,7 +8,8 @@
  *   local          the locally detected errors, one after the other
  *   ragged-bad     one rank's ragged slice leaves its operand: all refuse
  *   ragged-sizes   send and recv sizes disagree: all refuse
- *   mismatch-op, mismatch-shape, mismatch-after-repeats, mismatch-groups, mismatch-mesh
+ *   mismatch-op, mismatch-shape, mismatch-after-repeats, mismatch-planned, mismatch-groups,
+ *   mismatch-mesh
  *                  ranks call different things: all get MISMATCH
  *   mismatch-long-axes
  *                  on a mesh (A=1, B=2, x=2) whose A and B have 31-character
@@ -313,6 +314,17 @@ static int mode_mismatch(const char *mode)
                             ARR(o, SHMESH_INT32, 1, len, 0)))
                 exit(2);
         }
+        int64_t len = rank == 3 ? 3 : 4;
+        rc = CASE("mismatch", shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
+                                          ARR(o, SHMESH_INT32, 1, len, 0)));
+    } else if (!strcmp(mode, "mismatch-planned")) {
+        /* Calls prepared from a plan (lib/front/plan.h) carry the plan's
+         * hash: int32[4] repeated (planned from the second call on), then
+         * int32[4] again, planned, against rank 3's int32[3]. */
+        for (int i = 0; i < 6; i++)
+            if (shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, 4, 0),
+                            ARR(o, SHMESH_INT32, 1, 4, 0)))
+                exit(2);
         int64_t len = rank == 3 ? 3 : 4;
         rc = CASE("mismatch", shmesh_psum(line, "i", NULL, ARR(v, SHMESH_INT32, 1, len, 0),
                                           ARR(o, SHMESH_INT32, 1, len, 0)));
