@@ -50,8 +50,9 @@ struct dispatcher {
      * caller waits for the work at once and runs it itself (run_waited).
      * `lazy` says the caller did so lately: the idle thread then looks at
      * its queue every poll_ns (`polling`: a dispatch wakes no one) rather
-     * than sleep until woken.  The caller's waits decide it: it runs work
-     * queued under LAZY_AGE_NS ago (lazy on), or work older than that, or
+     * than sleep until woken.  The caller's waits decide it (on the work
+     * that carries its time, one in LAZY_SAMPLE): it runs work queued
+     * under LAZY_AGE_NS ago (lazy on), or work older than that, or
      * finds what it waits for finished (it had other things to do: the
      * work should start at once, lazy off).  After POLL_LOOKS looks with
      * nothing dispatched the thread sleeps until woken. */
