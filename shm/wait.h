@@ -49,7 +49,8 @@ int seg_wait_until(struct seg_waiter *w, struct seg_progress *p, int (*ready)(vo
                    void *arg, int owner, int *culprit);
 
 /* The spin and yield phases alone: true once ready(arg) holds, false when
- * the budget is spent (then block).  The first check costs no clock read. */
+ * the budget is spent (then block).  A wait over within 16 checks reads no
+ * clock. */
 bool seg_spin(const struct seg_waiter *w, bool (*ready)(const void *arg), const void *arg);
 
 /* Any rank seen to have exited without finalizing, or -1 (no system call). */
