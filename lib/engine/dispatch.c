@@ -223,13 +223,6 @@ static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
  * and its wait were a fifth of their time. */
 #define LAZY_SAMPLE 8
 
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static inline bool is_lazy(struct dispatcher *s)
 {
     return atomic_load_explicit(&s->lazy, memory_order_relaxed);
@@ -376,7 +369,7 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
         return rc;
     }
     w->next = NULL;
-    w->t_queued = s->poll_ns && w->seq % LAZY_SAMPLE == 0 ? now_ns() : 0;
+    w->t_queued = s->poll_ns && w->seq % LAZY_SAMPLE == 0 ? trace_mono_ns() : 0;
     s->idle.handed = w->seq;
     if (s->tail)
         s->tail->next = w;
@@ -575,7 +568,7 @@ static void run_waited(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
         if (!(s->head = w->next))
             s->tail = NULL;
         if (first && w->t_queued) /* the oldest: was the caller elsewhere meanwhile? */
-            set_lazy(s, now_ns() - w->t_queued < LAZY_AGE_NS);
+            set_lazy(s, trace_mono_ns() - w->t_queued < LAZY_AGE_NS);
         first = false;
         s->executing = true;
         run_one(c, s, w);

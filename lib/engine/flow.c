@@ -55,10 +55,19 @@ static void side(struct box *b, const shmesh_array *a, size_t esz, int dim, int6
     }
 }
 
+/* Whether a member's own part is where it goes already: a move of whole
+ * arrays with in and out the very same buffer (pbroadcast in place, whose
+ * source keeps its input). */
+static bool own_in_place(const struct flow *f)
+{
+    return f->kind == FLOW_MOVE && f->in_dim < 0 && f->out_dim < 0 &&
+           f->in.data == f->out.data && f->in_bytes == f->out_bytes;
+}
+
 bool flow_part(const struct call *k, int from, int to, struct box *src, struct box *dst)
 {
     const struct flow *f = &k->f;
-    if (!sends(f, from, to))
+    if (!sends(f, from, to) || (from == to && own_in_place(f)))
         return false;
     side(src, &f->in, f->in_esz, f->in_dim, f->in_blk, to);
     side(dst, &f->out, f->out_esz, f->out_dim, f->out_blk, from);

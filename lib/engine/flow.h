@@ -86,18 +86,12 @@ struct flow {
 void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
                const shmesh_array *out);
 /* What member `from` sends member `to`: true with the box of from's input
- * and the box of to's output it lands in, false when nothing. */
+ * and the box of to's output it lands in, false when nothing (and for a
+ * member's own part that is where it goes already: pbroadcast in place). */
 bool flow_part(const struct call *k, int from, int to, struct box *src, struct box *dst);
 /* Whether every receiver gets the same part of a sender's input. */
 bool flow_shared(const struct flow *f);
-/* Whether this member's own part is where it goes already: a move of whole
- * arrays with in and out the very same buffer (pbroadcast in place, whose
- * source keeps its input). */
-static inline bool flow_own_in_place(const struct flow *f)
-{
-    return f->kind == FLOW_MOVE && f->in_dim < 0 && f->out_dim < 0 &&
-           f->in.data == f->out.data && f->in_bytes == f->out_bytes;
-}
+
 /* Whether the reduction is of whole arrays (psum, world_sum: every member's
  * output is the same). */
 static inline bool flow_allreduce(const struct flow *f)

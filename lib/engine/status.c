@@ -24,6 +24,13 @@ static inline uint8_t group_flags(const struct group *g, int rank)
                     : 0;
 }
 
+/* The rank of its call group's first member (a call number and a leader
+ * name one collective). */
+static inline int group_leader(const struct group *g, int rank)
+{
+    return g->n > 0 ? g->ranks[0] : rank;
+}
+
 /* Whether a call's axes text (longer) starts with the 11 characters an
  * event holds: a word and three bytes, not a call of memcmp. */
 static inline bool same_axes(const char *call, const char *event)
@@ -45,7 +52,7 @@ static inline bool repeats(const struct tracer *t, const shmesh_ctx *c, const st
     const struct group *g = &k->g;
     return t->calls && k->seq == l->call + 1 && k->path == t->last_path && k->rc == l->rc &&
            k->size == l->bytes && g->n == l->members && (uint8_t)k->d.op == l->op &&
-           (uint8_t)k->d.dtype == l->dtype && (g->n > 0 ? g->ranks[0] : c->rank) == l->leader &&
+           (uint8_t)k->d.dtype == l->dtype && group_leader(g, c->rank) == l->leader &&
            group_flags(g, c->rank) == l->flags && t1 >= k->t_enter &&
            t1 - k->t_enter <= UINT32_MAX && t->head - t->run < SEG_TRACE_REPEAT_SPAN(t->mask + 1) &&
            same_axes(k->d.axes, l->axes);
@@ -74,7 +81,7 @@ void trace_call(shmesh_ctx *c, const struct call *k)
     e.t0 = k->t_enter;
     e.t1 = t1;
     e.bytes = k->size;
-    e.leader = g->n > 0 ? g->ranks[0] : c->rank;
+    e.leader = group_leader(g, c->rank);
     e.members = g->n;
     e.dtype = (uint8_t)k->d.dtype;
     memset(e.pad, 0, sizeof e.pad);

@@ -9,6 +9,7 @@
 #include "front/state.h"
 #include "memory/kind.h"
 #include "mesh/mesh.h"
+#include "ops/prologue.h"
 
 /* The longest axes text a plan keeps (longer: no plan). */
 #define PLAN_AXES 64
@@ -89,12 +90,6 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
     return true;
 }
 
-static inline bool overlap(const void *a, uint64_t alen, const void *b, uint64_t blen)
-{
-    const unsigned char *x = a, *y = b;
-    return alen && blen && x < y + blen && y < x + alen;
-}
-
 bool plan_take(struct call *k, const struct op_args *a, int *rc)
 {
     if (!fits(a))
@@ -111,7 +106,7 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
      * place is as the plan's call was (the op's rule, the same shapes). */
     const void *in = a->in->data, *out = a->out->data;
     if ((p->f.in_bytes && !in) || (p->f.out_bytes && !out) ||
-        (in == out ? !p->in_place : overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
+        (in == out ? !p->in_place : coll_overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
         return false;
     if ((*rc = call_init(k, c, a->op)))
         return true;

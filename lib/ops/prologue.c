@@ -80,12 +80,9 @@ int coll_arrays(struct call *k, const shmesh_array *in, const char *in_name,
 int coll_no_overlap(struct call *k, const void *in, uint64_t in_bytes, const void *out,
                     uint64_t out_bytes, bool same_allowed)
 {
-    const unsigned char *a = in, *b = out;
-    if (!in_bytes || !out_bytes)
+    if (same_allowed && in == out && in_bytes == out_bytes)
         return 0;
-    if (same_allowed && a == b && in_bytes == out_bytes)
-        return 0;
-    if (a < b + out_bytes && b < a + in_bytes)
+    if (coll_overlap(in, in_bytes, out, out_bytes))
         return ctx_fail(k->c, SHMESH_ERR_INVALID, "%s: in and out overlap%s", k->name,
                         same_allowed ? " (only the very same buffer is allowed)" : "");
     return 0;

@@ -268,7 +268,7 @@ static int dev_move(struct dev_run *x)
     }
     for (int q = 0; q < k->g.n; q++) {
         struct box src, dst;
-        if (!flow_part(k, q, k->g.me, &src, &dst) || (q == k->g.me && flow_own_in_place(f)))
+        if (!flow_part(k, q, k->g.me, &src, &dst))
             continue;
         uint64_t count = box_elems(&src), so, dof;
         if (!count)

@@ -45,7 +45,7 @@ static int move(struct call *k, const struct peer_access *pa)
     uint64_t block = BOUNCE_BYTES / f->out_esz;
     for (int q = 0; q < k->g.n; q++) {
         struct box src, dst;
-        if (!flow_part(k, q, k->g.me, &src, &dst) || (q == k->g.me && flow_own_in_place(f)))
+        if (!flow_part(k, q, k->g.me, &src, &dst))
             continue;
         uint64_t count = box_elems(&src), off;
         int err;
