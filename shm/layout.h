@@ -7,7 +7,9 @@
  *                       buffering); a buffer starts with a struct
  *                       seg_slot_hdr on the same cache line as the first
  *                       bytes of its payload, and ends with room for a
- *                       call description
+ *                       call description; then SEG_EAGER_ENTRIES eager
+ *                       windows of SEG_EAGER_BYTES (header and payload),
+ *                       then a call description for each
  *   heap_offset         the shared heap: world_size shares of heap_share
  *                       bytes, one per rank, allocated by their owner
  *   trace_offset        only when tracing (shmesh-run --trace): world_size
@@ -31,8 +33,9 @@
  * status block and the trace rings; 8, a collective callback is a call of
  * its own (its window carries its description) and the status block shows
  * waits for effects' points and for tokens; 9, a control block holds the
- * rank's hashed settings (seg_ctrl's `tuning`). */
-#define SEG_LAYOUT_VERSION 10u
+ * rank's hashed settings (seg_ctrl's `tuning`); 10, trace rings of 16-byte
+ * units with repeat records; 11, eager windows after each rank's buffers. */
+#define SEG_LAYOUT_VERSION 11u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -179,6 +182,17 @@ struct seg_slot_hdr {
 };
 #define SEG_SLOT_HDR 16u
 #define SEG_CALL_DESC_MAX 1024u
+
+/* Eager windows: a one-window broadcast of a few bytes goes through one of
+ * these, entry (call number mod SEG_EAGER_ENTRIES) of each member, so that
+ * its source may run that many calls ahead of its receivers
+ * (lib/engine/window.c).  An entry is a seg_slot_hdr and its payload in
+ * SEG_EAGER_BYTES; the entries follow each other (a receiver behind its
+ * source reads them in a stream), and their calls' descriptions come after
+ * them all. */
+#define SEG_EAGER_ENTRIES 64u
+#define SEG_EAGER_BYTES 256u
+#define SEG_EAGER_REGION (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX))
 
 /* Tracing (lib/trace/): one ring per rank, written by the rank alone and
  * read by the launcher while the job runs and after it ends

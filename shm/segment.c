@@ -57,7 +57,7 @@ static void layout(int world, uint64_t slot_bytes, uint64_t total, uint32_t trac
     h->ctrl_offset = SEG_PAGE;
     h->slot_offset = round_up(h->ctrl_offset + (uint64_t)world * SEG_CTRL_STRIDE, SEG_PAGE);
     h->slot_bytes = slot_bytes;
-    h->slot_stride = round_up(2 * slot_bytes, SEG_PAGE);
+    h->slot_stride = round_up(2 * slot_bytes + SEG_EAGER_REGION, SEG_PAGE);
     h->heap_offset = h->slot_offset + (uint64_t)world * h->slot_stride;
     if (total == 0)
         total = SEG_DEFAULT_TOTAL > h->heap_offset ? SEG_DEFAULT_TOTAL : h->heap_offset;

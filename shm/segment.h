@@ -167,10 +167,23 @@ static inline uint64_t seg_trace_unit_count(const struct seg *s)
     return (uint64_t)s->lay.trace_events * SEG_TRACE_EVENT_UNITS;
 }
 
-/* Where a buffer keeps the description of the call whose first window it holds. */
+/* Eager window i of `rank` (shm/layout.h): its header, then its payload. */
+static inline struct seg_slot_hdr *seg_eager(const struct seg *s, int rank, unsigned i)
+{
+    return (struct seg_slot_hdr *)((unsigned char *)seg_slot(s, rank, 0) + 2 * s->lay.slot_bytes +
+                                   (uint64_t)i * SEG_EAGER_BYTES);
+}
+
+/* Where a buffer or an eager window keeps the description of the call
+ * whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
-    return (unsigned char *)h + s->lay.slot_bytes - SEG_CALL_DESC_MAX;
+    uint64_t at = (uint64_t)((unsigned char *)h - (s->base + s->lay.slot_offset)) % s->lay.slot_stride;
+    if (at < 2 * s->lay.slot_bytes)
+        return (unsigned char *)h + s->lay.slot_bytes - SEG_CALL_DESC_MAX;
+    uint64_t i = (at - 2 * s->lay.slot_bytes) / SEG_EAGER_BYTES; /* an eager window */
+    return (unsigned char *)h - at + 2 * s->lay.slot_bytes +
+           SEG_EAGER_ENTRIES * SEG_EAGER_BYTES + i * SEG_CALL_DESC_MAX;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get

@@ -9,7 +9,10 @@
  * 2^62 bytes: refused by every rank, nothing written) and calls that differ
  * between ranks (SHMESH_ERR_MISMATCH on every rank, naming both calls); a
  * rank that quits after a bad call leaves the others with PEER_DEAD, not a
- * hang.  Empty arrays whose data is NULL are accepted by every op. */
+ * hang.  Empty arrays whose data is NULL are accepted by every op.  A small
+ * pbroadcast's source runs ahead of its receivers (eager windows): a
+ * mismatch only it can see is found at its next call or within 64 calls,
+ * and a receiver that dies stops it within as many. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -292,6 +295,92 @@ static void lone_bad_call_does_not_hang(void **state)
     run_free(&r);
 }
 
+/* shmesh-test-eager MODE [ARG] under 4 ranks. */
+static void run_eager(struct run *r, const char *mode, const char *arg)
+{
+    const char *prog = getenv("SHMESH_TEST_EAGER");
+    assert_non_null(prog);
+    char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, (char *)mode,
+                    (char *)arg, NULL};
+    run_cmd(argv, NULL, 60, r);
+    if (r->timed_out)
+        fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r->out, r->err);
+    char name[128];
+    if (segment_left_behind(r, name, sizeof name))
+        fail_msg("%s: segment %s left in /dev/shm", mode, name);
+}
+
+#define SOURCE_0 "shmesh_pbroadcast(\"i\", int32[4] -> int32[4], source=0) (call #3)"
+#define SOURCE_2 "shmesh_pbroadcast(\"i\", int32[4] -> int32[4], source=2) (call #3)"
+
+/* Ranks 0 and 1 broadcast from member 0, 2 and 3 from member 2: each
+ * receiver agrees with its source, so the call itself may succeed on every
+ * rank; the sources compare their receivers' calls at the next call (a
+ * barrier), and every rank fails there, naming both calls. */
+static void mismatched_pbroadcast_sources(void **state)
+{
+    struct run r;
+    run_eager(&r, "mismatch-sources", "0");
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    assert_int_equal(count_lines(r.out, "pbroadcast -> SHMESH_OK", NULL) +
+                         count_lines(r.out, "pbroadcast -> SHMESH_ERR_MISMATCH", NULL),
+                     4);
+    assert_int_equal(count_lines(r.out, "then barrier -> SHMESH_ERR_MISMATCH", NULL), 4);
+    int named = count_lines(r.out, SOURCE_0 " but rank 2 called " SOURCE_2, NULL) +
+                count_lines(r.out, SOURCE_2 " but rank 0 called " SOURCE_0, NULL);
+    if (named != 4)
+        fail_msg("%d of 4 ranks named both calls:\n%s", named, r.out);
+    run_free(&r);
+}
+
+/* The same, followed by agreeing pbroadcasts instead of a barrier: the
+ * sources find the mismatch before they are 64 calls on, and every rank
+ * stops there. */
+static void mismatched_pbroadcast_found_within_64_calls(void **state)
+{
+    struct run r;
+    run_eager(&r, "mismatch-sources", "100");
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    for (int rank = 0; rank < 4; rank++) {
+        char head[64];
+        snprintf(head, sizeof head, "rank %d: then ", rank);
+        const char *at = strstr(r.out, head);
+        int k = -1;
+        char err[40] = "";
+        if (!at || sscanf(at + strlen(head), "%d more ok, next -> %39[A-Z_]", &k, err) != 2 ||
+            k > 63 || strcmp(err, "SHMESH_ERR_MISMATCH"))
+            fail_msg("rank %d went %d calls on (%s), expected a mismatch within 63:\n%s", rank,
+                     k, err, r.out);
+    }
+    assert_int_equal(count_lines(r.out, "then barrier -> SHMESH_ERR_MISMATCH", SOURCE_0), 4);
+    run_free(&r);
+}
+
+/* Rank 1 dies after 5 pbroadcasts from rank 0: rank 0 runs ahead, then
+ * waits for rank 1 to have read what it sent and finds it dead; so do the
+ * others. */
+static void dead_receiver_stops_the_source(void **state)
+{
+    struct run r;
+    run_eager(&r, "dead-receiver", NULL);
+    assert_int_equal(r.code, 3);
+    for (int rank = 0; rank < 4; rank++) {
+        if (rank == 1)
+            continue;
+        char head[64];
+        snprintf(head, sizeof head, "rank %d: stopped after ", rank);
+        const char *at = strstr(r.out, head);
+        int k = -1;
+        if (!at || sscanf(at + strlen(head), "%d", &k) != 1 || k > 70)
+            fail_msg("rank %d: stopped after %d calls, expected 70 at most:\n%s", rank, k,
+                     r.out);
+    }
+    assert_int_equal(count_lines(r.out, "-> SHMESH_ERR_PEER_DEAD", "peer rank 1"), 3);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +399,9 @@ int main(void)
         cmocka_unit_test(mismatched_mesh_axis_order),
         cmocka_unit_test(mismatched_device_order),
         cmocka_unit_test(lone_bad_call_does_not_hang),
+        cmocka_unit_test(mismatched_pbroadcast_sources),
+        cmocka_unit_test(mismatched_pbroadcast_found_within_64_calls),
+        cmocka_unit_test(dead_receiver_stops_the_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

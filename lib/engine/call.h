@@ -71,6 +71,7 @@ struct xrun {
     const struct transfers *st;
     uint64_t window, nwin, w; /* payload per window, windows, the current one */
     int phase;
+    int from; /* an eager exchange's source (engine/window.h); else -1 */
 };
 
 struct path;

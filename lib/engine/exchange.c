@@ -3,6 +3,7 @@
 
 #include "core/context.h"
 #include "engine/exchange.h"
+#include "engine/state.h"
 #include "engine/window.h"
 
 uint64_t transfers_no_bytes(const struct call *k, int from, int to) { return 0; }
@@ -53,6 +54,20 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
     xr->nwin = longest <= xr->window ? 1 : (longest + xr->window - 1) / xr->window;
     xr->w = 0;
     xr->phase = 0;
+    /* A call's one small window of one member's data for all goes through
+     * eager windows when its flow lets the source run ahead (window.h).  A
+     * barrier, where nobody sends, still meets everyone. */
+    xr->from = -1;
+    if (k->f.run_ahead && st->broadcast && !st->reduce && k->desc_pending && k->g.n > 1 &&
+        longest <= EAGER_PAYLOAD && longest <= engine_of(k->c)->eager_max)
+        for (int q = 0; q < k->g.n; q++)
+            if (k->s->xtotal[q]) {
+                if (xr->from >= 0) {
+                    xr->from = -1;
+                    break;
+                }
+                xr->from = q;
+            }
 }
 
 static void pack_window(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
@@ -95,9 +110,41 @@ static void deliver(struct call *k, const struct transfers *st, uint64_t lo, uin
     }
 }
 
+/* An eager exchange: the source posts and goes on; a receiver reads the
+ * source's window, then posts its own. */
+static int eager_step(struct call *k, struct xrun *xr)
+{
+    const struct transfers *st = xr->st;
+    int rc, me = k->g.me;
+    if (xr->from == me) {
+        if (xr->phase == 0) {
+            unsigned char *payload = win_eager_open(k, &rc);
+            if (!payload)
+                return rc;
+            pack_window(k, st, 0, k->s->xtotal[me], payload);
+            win_eager_post(k, me);
+            xr->phase = 1;
+        }
+        deliver(k, st, 0, xr->window);
+        return 0;
+    }
+    if (xr->phase == 0) {
+        if ((rc = win_eager_collect(k, xr->from)))
+            return rc;
+        deliver(k, st, 0, xr->window);
+        xr->phase = 1;
+    }
+    if (!win_eager_open(k, &rc))
+        return rc;
+    win_eager_post(k, xr->from);
+    return 0;
+}
+
 int xrun_step(struct call *k, struct xrun *xr)
 {
     const struct transfers *st = xr->st;
+    if (xr->from >= 0)
+        return eager_step(k, xr);
     for (;;) {
         uint64_t lo = xr->w * xr->window;
         if (xr->phase == 0) {

@@ -32,6 +32,7 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
     f->in_blk = f->out_blk = 0;
     f->dest = NULL;
     f->source = -1;
+    f->run_ahead = false;
     f->zero_out = false;
     f->host_data = false;
     f->transfers = NULL;

@@ -70,6 +70,10 @@ struct flow {
      * neither: everyone to everyone. */
     const int *dest;
     int source;
+    /* FLOW_MOVE from a source: the source may return before its receivers
+     * checked the call, and find out about a mismatch at a later call
+     * (engine/window.h: eager windows). */
+    bool run_ahead;
     /* FLOW_MOVE: nothing comes to this member, so its output is zeros: the
      * op writes them into host memory at once; a device output is left to
      * the path (paths/device_ipc.c) or the staging (paths/device_staged.c). */

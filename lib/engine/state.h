@@ -42,6 +42,7 @@ struct engine_state {
     int scratch_members;
     unsigned kinds_taken;       /* memory kinds some path takes (engine/path.h) */
     int64_t dispatch_poll_ns;   /* SHMESH_DISPATCH_POLL_NS (engine/dispatch.c) */
+    uint64_t eager_max;         /* SHMESH_EAGER_MAX (engine/window.h) */
     struct path_memo path_memo; /* the last exchange's candidates (engine/path.c) */
 };
 

@@ -20,11 +20,17 @@ int windows_init(struct windows *w, int world)
     int *r = calloc(2 * (size_t)world, sizeof *r);
     w->seen = calloc((size_t)world, sizeof *w->seen);
     w->prog = calloc((size_t)world, sizeof *w->prog);
-    if (!r || !w->seen || !w->prog) {
+    w->eager = calloc(SEG_EAGER_ENTRIES, sizeof *w->eager);
+    w->eager_readers = calloc(SEG_EAGER_ENTRIES * (size_t)world, sizeof *w->eager_readers);
+    if (!r || !w->seen || !w->prog || !w->eager || !w->eager_readers) {
         free(r);
         free(w->seen);
         free(w->prog);
+        free(w->eager);
+        free(w->eager_readers);
         w->seen = w->prog = NULL;
+        w->eager = NULL;
+        w->eager_readers = NULL;
         return SHMESH_ERR_NOMEM;
     }
     w->buf_readers[0] = r;
@@ -37,6 +43,8 @@ void windows_fini(struct windows *w)
     free(w->buf_readers[0]);
     free(w->seen);
     free(w->prog);
+    free(w->eager);
+    free(w->eager_readers);
     memset(w, 0, sizeof *w);
 }
 
@@ -50,13 +58,22 @@ uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 
  * progress is read too, and checked: below a value read before, or above
  * both of the rank's slot tags, it was not written by the rank. */
 
-/* The later of the windows in rank r's two slot buffers: the last it
- * posted, or is posting. */
-static uint64_t latest_tag(const shmesh_ctx *c, int r)
+/* The later of the windows in rank r's two slot buffers (the last it
+ * posted there, or is posting) and, for near > 0, its eager window of
+ * near's call (where a progress of `near` may come from). */
+static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
 {
     uint64_t a = atomic_load_explicit(&seg_slot(c->seg, r, 0)->tag, memory_order_acquire);
     uint64_t b = atomic_load_explicit(&seg_slot(c->seg, r, 1)->tag, memory_order_acquire);
-    return a > b ? a : b;
+    if (a < b)
+        a = b;
+    if (near) {
+        b = atomic_load_explicit(&seg_eager(c->seg, r, (unsigned)((near >> 32) % SEG_EAGER_ENTRIES))->tag,
+                                 memory_order_acquire);
+        if (a < b)
+            a = b;
+    }
+    return a;
 }
 
 /* Rank r's progress into *p: 0, or -EBADMSG when it is below a value read
@@ -88,10 +105,14 @@ static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
                         WIN_ARGS(p), WIN_ARGS(t));
 }
 
+static int check_owed(struct call *k, uint64_t upto);
+
 unsigned char *win_open(struct call *k, int *rc)
 {
     shmesh_ctx *c = k->c;
     struct windows *w = &engine_of(c)->win;
+    if (w->owed && (*rc = check_owed(k, UINT64_MAX)))
+        return NULL;
     int b = w->next_buf;
     uint64_t old = w->buf_tag[b], last = w->buf_tag[b ^ 1];
     /* Usually this rank already saw the buffer's last readers move on (they
@@ -108,7 +129,7 @@ unsigned char *win_open(struct call *k, int *rc)
         if (p <= old) {
             /* Its tag goes first: it may have posted a later window already
              * (or its progress word was overwritten). */
-            uint64_t t = latest_tag(c, r);
+            uint64_t t = latest_tag(c, r, 0);
             if (t <= old) {
                 k->wait = (struct wait_for){r, old + 1, false, false, 0, 0};
                 *rc = CALL_WAIT;
@@ -118,7 +139,7 @@ unsigned char *win_open(struct call *k, int *rc)
         } else if (p > last + (UINT64_C(1) << 32)) {
             /* More than a call ahead of this rank: possible (it ran calls
              * with others), and then its slots show it. */
-            uint64_t t = latest_tag(c, r);
+            uint64_t t = latest_tag(c, r, p);
             if (p > t) {
                 *rc = beyond(k, r, p, t);
                 return NULL;
@@ -168,6 +189,13 @@ void win_post(struct call *k)
     k->at = 0;
 }
 
+/* Rank r's eager window for the call of `tag`. */
+static struct seg_slot_hdr *eager_entry(const shmesh_ctx *c, int r, uint64_t tag)
+{
+    return seg_eager(c->seg, r, (unsigned)((tag >> 32) % SEG_EAGER_ENTRIES));
+}
+
+/* Where rank r holds window `tag`: one of its buffers, or its eager window. */
 static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
 {
     for (int b = 0; b < 2; b++) {
@@ -175,7 +203,8 @@ static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
         if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
             return h;
     }
-    return NULL;
+    struct seg_slot_hdr *h = eager_entry(c, r, tag);
+    return atomic_load_explicit(&h->tag, memory_order_acquire) == tag ? h : NULL;
 }
 
 /* SHMESH_DEBUG=waits: the wait in k->wait is over. */
@@ -238,74 +267,243 @@ static int reclaim_ready(void *arg)
         ww->bad = p;
         return -EBADMSG;
     }
-    return p >= ww->tag || latest_tag(ww->c, ww->r) >= ww->tag;
+    return p >= ww->tag || latest_tag(ww->c, ww->r, 0) >= ww->tag;
+}
+
+/* The mismatch of this rank's call #seq (ours) with rank r's, whose window
+ * h holds (NULL: r went past the window without it). */
+static int mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *d, int r,
+                    struct seg_slot_hdr *h)
+{
+    struct call_desc ours = *d;
+    ours.tuning = c->tuning;
+    if (!h)
+        return call_mismatch(c, seq, &ours, r, NULL);
+    struct call_desc theirs;
+    memcpy(&theirs, seg_call_desc(c->seg, h), sizeof theirs);
+    /* Read as published, but its texts end inside it (the rest is bounded
+     * where it is printed: op, dtypes, ndim). */
+    theirs.axes[sizeof theirs.axes - 1] = '\0';
+    theirs.groups[sizeof theirs.groups - 1] = '\0';
+    return call_mismatch(c, seq, &ours, r, &theirs);
+}
+
+/* Member p's buffer of the window posted last into k->s->hdrs[p]: 0,
+ * CALL_WAIT, or an error. */
+static int collect(struct call *k, int p)
+{
+    shmesh_ctx *c = k->c;
+    int r = k->g.ranks[p];
+    if (r == c->rank) {
+        k->s->hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
+        return 0;
+    }
+    struct seg_slot_hdr *h = holding(c, r, k->tag);
+    if (!h && engine_of(c)->blocking) {
+        /* The caller would wait for it anyway: spin here, and the data is
+         * read the moment it arrives (win_wait would spin alike). */
+        struct window_wait ww = {c, r, k->tag, NULL, 0};
+        k->wait = (struct wait_for){r, k->tag, true, true, 0, 0};
+        if (c->debug & DEBUG_WAITS)
+            k->wait.t0 = debug_now();
+        if (c->trace)
+            k->wait.t_trace = trace_now(c->trace);
+        if (seg_spin(&c->waiter, window_ready, &ww)) {
+            h = ww.h;
+            if (c->debug & DEBUG_WAITS)
+                debug_wait(k);
+            if (c->trace)
+                trace_wait(c, k);
+        }
+    }
+    if (!h) {
+        uint64_t prog;
+        if (progress_of(c, r, &prog))
+            return went_back(k, r, prog);
+        if (prog < k->tag) {
+            if (!engine_of(c)->blocking)
+                k->wait = (struct wait_for){r, k->tag, true, false, 0, 0};
+            return CALL_WAIT;
+        }
+        /* r went past this window without it: it formed another group or
+         * ran another number of windows, unless its progress is past
+         * anything it posted. */
+        if (!(h = holding(c, r, k->tag))) {
+            uint64_t t = latest_tag(c, r, prog);
+            if (prog > t)
+                return beyond(k, r, prog, t);
+            return mismatch(c, k->seq, &k->d, r, NULL);
+        }
+    }
+    /* Posting this window means r has read everything before it. */
+    if (engine_of(c)->win.seen[r] < k->tag)
+        engine_of(c)->win.seen[r] = k->tag;
+    k->s->hdrs[p] = h;
+    if (k->check_hash && h->call_hash != k->hash)
+        return mismatch(c, k->seq, &k->d, r, h);
+    return 0;
 }
 
 int win_collect(struct call *k)
 {
-    shmesh_ctx *c = k->c;
-    const struct group *g = &k->g;
-    struct seg_slot_hdr **hdrs = k->s->hdrs;
-    for (; k->at < g->n; k->at++) {
-        int p = k->at, r = g->ranks[p];
-        if (r == c->rank) {
-            hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
-            continue;
-        }
-        struct seg_slot_hdr *h = holding(c, r, k->tag);
-        if (!h && engine_of(c)->blocking) {
-            /* The caller would wait for it anyway: spin here, and the data
-             * is read the moment it arrives (win_wait would spin alike). */
-            struct window_wait ww = {c, r, k->tag, NULL, 0};
-            k->wait = (struct wait_for){r, k->tag, true, true, 0, 0};
-            if (c->debug & DEBUG_WAITS)
-                k->wait.t0 = debug_now();
-            if (c->trace)
-                k->wait.t_trace = trace_now(c->trace);
-            if (seg_spin(&c->waiter, window_ready, &ww)) {
-                h = ww.h;
-                if (c->debug & DEBUG_WAITS)
-                    debug_wait(k);
-                if (c->trace)
-                    trace_wait(c, k);
-            }
-        }
-        if (!h) {
-            uint64_t prog;
-            if (progress_of(c, r, &prog))
-                return went_back(k, r, prog);
-            if (prog < k->tag) {
-                if (!engine_of(c)->blocking)
-                    k->wait = (struct wait_for){r, k->tag, true, false, 0, 0};
-                return CALL_WAIT;
-            }
-            /* r went past this window without it: it formed another group
-             * or ran another number of windows, unless its progress is past
-             * anything it posted. */
-            if (!(h = holding(c, r, k->tag))) {
-                uint64_t t = latest_tag(c, r);
-                if (prog > t)
-                    return beyond(k, r, prog, t);
-                return call_mismatch(c, k->seq, &k->d, r, NULL);
-            }
-        }
-        /* Posting this window means r has read everything before it. */
-        if (engine_of(c)->win.seen[r] < k->tag)
-            engine_of(c)->win.seen[r] = k->tag;
-        hdrs[p] = h;
-        if (k->check_hash && h->call_hash != k->hash) {
-            struct call_desc theirs, ours = k->d;
-            memcpy(&theirs, seg_call_desc(c->seg, h), sizeof theirs);
-            /* Read as published, but its texts end inside it (the rest is
-             * bounded where it is printed: op, dtypes, ndim). */
-            theirs.axes[sizeof theirs.axes - 1] = '\0';
-            theirs.groups[sizeof theirs.groups - 1] = '\0';
-            ours.tuning = c->tuning;
-            return call_mismatch(c, k->seq, &ours, r, &theirs);
-        }
+    for (; k->at < k->g.n; k->at++) {
+        int rc = collect(k, k->at);
+        if (rc)
+            return rc;
     }
     k->at = 0;
     return 0;
+}
+
+
+/* Eager windows (window.h). */
+
+static unsigned eager_index(uint64_t seq) { return (unsigned)(seq % SEG_EAGER_ENTRIES); }
+
+/* Sent entry e: every reader posted its window, with the entry's hash. */
+static int check_entry(struct call *k, unsigned e)
+{
+    shmesh_ctx *c = k->c;
+    struct windows *w = &engine_of(c)->win;
+    struct eager_rec *rec = &w->eager[e];
+    const int *readers = w->eager_readers + (size_t)e * (size_t)c->world;
+    uint64_t tag = rec->tag;
+    for (; w->owed_at < rec->nreaders; w->owed_at++) {
+        int r = readers[w->owed_at];
+        if (r == c->rank)
+            continue;
+        struct seg_slot_hdr *h = holding(c, r, tag);
+        if (!h) {
+            uint64_t p;
+            if (progress_of(c, r, &p))
+                return went_back(k, r, p);
+            if (p < tag) {
+                k->wait = (struct wait_for){r, tag, true, false, 0, 0};
+                return CALL_WAIT;
+            }
+            if (!(h = holding(c, r, tag))) {
+                uint64_t t = latest_tag(c, r, p);
+                if (p > t)
+                    return beyond(k, r, p, t);
+            }
+        }
+        if (!h || h->call_hash != rec->hash) {
+            struct call_desc ours;
+            memcpy(&ours, seg_call_desc(c->seg, seg_eager(c->seg, c->rank, e)), sizeof ours);
+            return mismatch(c, tag >> 32, &ours, r, h);
+        }
+    }
+    rec->checked = true;
+    w->owed--;
+    w->owed_at = 0;
+    return 0;
+}
+
+/* Every entry this rank sent in a call numbered up to `upto` and did not
+ * check yet, oldest first (entry s mod SEG_EAGER_ENTRIES holds call s): 0,
+ * CALL_WAIT or an error. */
+static int check_owed(struct call *k, uint64_t upto)
+{
+    struct windows *w = &engine_of(k->c)->win;
+    for (uint64_t s = w->owed_oldest; w->owed && s <= upto; w->owed_oldest = ++s) {
+        unsigned e = eager_index(s);
+        const struct eager_rec *rec = &w->eager[e];
+        if (rec->sent && !rec->checked && rec->tag >> 32 == s) {
+            int rc = check_entry(k, e);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+unsigned char *win_eager_open(struct call *k, int *rc)
+{
+    shmesh_ctx *c = k->c;
+    struct windows *w = &engine_of(c)->win;
+    const uint64_t n = SEG_EAGER_ENTRIES;
+    /* An entry sent is checked before any window n - 1 calls later (see
+     * below): in batches of half the entries, whose reads overlap. */
+    if (w->owed && w->owed_oldest + n - 1 <= k->seq && (*rc = check_owed(k, k->seq - n / 2)))
+        return NULL;
+    unsigned e = eager_index(k->seq);
+    const struct eager_rec *rec = &w->eager[e];
+    if (rec->tag && !rec->sent) {
+        /* Received: its source checked it before it posted a window n - 1
+         * calls later.  Not n: when the source's entry of this call is the
+         * same (n calls later), it may be this rank that sends, and the
+         * source, a receiver then, posts after it read this rank's window. */
+        uint64_t need = ((rec->tag >> 32) + n - 1) << 32;
+        if (w->seen[rec->from] < need) {
+            uint64_t p;
+            if (progress_of(c, rec->from, &p)) {
+                *rc = went_back(k, rec->from, p);
+                return NULL;
+            }
+            if (p < need && latest_tag(c, rec->from, need) < need) {
+                k->wait = (struct wait_for){rec->from, need, false, false, 0, 0};
+                *rc = CALL_WAIT;
+                return NULL;
+            }
+            w->seen[rec->from] = need;
+        }
+    }
+    *rc = 0;
+    return seg_payload(seg_eager(c->seg, c->rank, e));
+}
+
+void win_eager_post(struct call *k, int from)
+{
+    shmesh_ctx *c = k->c;
+    struct windows *w = &engine_of(c)->win;
+    unsigned e = eager_index(k->seq);
+    struct eager_rec *rec = &w->eager[e];
+    struct seg_slot_hdr *mine = seg_eager(c->seg, c->rank, e);
+    uint64_t tag = (k->seq << 32) | k->window++;
+    if (!k->hashed) {
+        k->hash = call_hash(&k->d) ^ c->tuning;
+        k->hashed = true;
+    }
+    mine->call_hash = k->hash;
+    if (!rec->desc_set || rec->desc_hash != k->hash) { /* as win_post */
+        struct call_desc *d = seg_call_desc(c->seg, mine);
+        memcpy(d, &k->d, sizeof k->d);
+        d->tuning = c->tuning;
+        rec->desc_hash = k->hash;
+        rec->desc_set = true;
+    }
+    k->check_hash = true;
+    k->desc_pending = false;
+    /* Release: payload, hash and description before the tag. */
+    atomic_store_explicit(&mine->tag, tag, memory_order_release);
+    rec->tag = tag;
+    rec->hash = k->hash;
+    rec->sent = from == k->g.me;
+    rec->checked = false;
+    rec->from = k->g.ranks[from];
+    if (rec->sent) {
+        memcpy(w->eager_readers + (size_t)e * (size_t)c->world, k->g.ranks,
+               sizeof *k->g.ranks * (size_t)k->g.n);
+        rec->nreaders = k->g.n;
+        if (w->owed++ == 0)
+            w->owed_oldest = k->seq;
+        k->s->hdrs[from] = mine;
+    }
+    seg_progress_post(&c->me->progress, tag);
+    k->tag = tag;
+    k->at = 0;
+}
+
+int win_eager_collect(struct call *k, int from)
+{
+    shmesh_ctx *c = k->c;
+    if (!k->hashed) {
+        k->hash = call_hash(&k->d) ^ c->tuning;
+        k->hashed = true;
+    }
+    k->tag = (k->seq << 32) | k->window; /* the window to find: this rank posts it after */
+    k->check_hash = true;
+    return collect(k, from);
 }
 
 int win_wait(struct call *k)

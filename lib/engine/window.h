@@ -10,6 +10,26 @@
  * once every rank that could read it (that window's group) has posted a
  * later window: a rank reads a window's data before it posts its next one.
  *
+ * Eager windows carry a call that is one small window of one member's data
+ * for all (a pbroadcast of up to EAGER_PAYLOAD bytes), so that its source
+ * need not meet its receivers: each member has SEG_EAGER_ENTRIES of them,
+ * and the call numbered s uses entry s mod SEG_EAGER_ENTRIES of each.
+ *   - The source writes its entry and goes on: it may run up to
+ *     SEG_EAGER_ENTRIES calls ahead of its receivers.
+ *   - A receiver waits for the source's entry, checks its hash against its
+ *     own call's and copies the data; then it posts its own entry (no data,
+ *     its hash): posted, it has read the source's.
+ *   - The source checks the receivers' entries (posted, same hash) before
+ *     any window of a regular exchange and before any window
+ *     SEG_EAGER_ENTRIES - 1 calls later: a mismatch it alone could see (two
+ *     members that each take themselves for the source) is found then, at
+ *     the latest at shmesh_finalize.
+ *   - A receiver reuses its entry once that call's source has posted a
+ *     window SEG_EAGER_ENTRIES - 1 calls later (it has checked the entry).
+ *   - No member waits for a window of the call it is in before it posts its
+ *     own, but an eager receiver for its source's, which waits for none:
+ *     whatever the groups and sources, nothing waits in a circle.
+ *
  * The functions here never block: when they cannot go on they say whom the
  * call waits for (k->wait), and a later call resumes where they stopped. */
 #ifndef SHMESH_ENGINE_WINDOW_H
@@ -18,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "shm/layout.h"
 #include "shmesh.h"
 
 struct call;
@@ -37,6 +58,22 @@ struct windows {
     int buf_nreaders[2];
     uint64_t *seen;
     uint64_t *prog;
+    /* This rank's eager windows: what each holds, and for those it sent,
+     * who had to post it too (eager_readers, world entries each). */
+    struct eager_rec {
+        uint64_t tag;       /* 0: none yet */
+        uint64_t hash;      /* its call's */
+        uint64_t desc_hash; /* of the description it holds (desc_set) */
+        bool desc_set;
+        bool sent;          /* this rank was the source */
+        bool checked;       /* sent: the readers' entries were found alike */
+        int from;           /* received: the source's rank */
+        int nreaders;
+    } *eager;
+    int *eager_readers;
+    int owed;             /* entries sent and not yet checked */
+    uint64_t owed_oldest; /* no entry of an earlier call is owed */
+    int owed_at;          /* the reader the check of the oldest goes on from */
 };
 
 /* 0, or SHMESH_ERR_NOMEM. */
@@ -46,8 +83,9 @@ void windows_fini(struct windows *w);
 /* Payload bytes of one window. */
 uint64_t win_capacity(const shmesh_ctx *c);
 /* This rank's next buffer, reclaimed, for the call's next window: its
- * payload to fill, or NULL with *rc = CALL_WAIT (a reader has not moved on)
- * or an error. */
+ * payload to fill, or NULL with *rc = CALL_WAIT (a reader has not moved on,
+ * or not yet posted the window this rank ran ahead of) or an error (that
+ * window's readers made another call: a mismatch). */
 unsigned char *win_open(struct call *k, int *rc);
 /* Posts the buffer opened last as the call's next window among its group;
  * the call's first window carries its description and hash. */
@@ -56,6 +94,19 @@ void win_post(struct call *k);
  * position; seg_payload() gives the data, valid until this rank's next post
  * but one): 0, CALL_WAIT, or an error (a mismatch). */
 int win_collect(struct call *k);
+
+/* Payload bytes of an eager window. */
+#define EAGER_PAYLOAD (SEG_EAGER_BYTES - SEG_SLOT_HDR)
+/* This member's eager window for the call's next window, reclaimed (the
+ * source's payload to fill), or NULL with *rc as win_open's. */
+unsigned char *win_eager_open(struct call *k, int *rc);
+/* Posts the eager window opened last (`from`: the source's position; a
+ * receiver posts after it read the source's, win_eager_collect).  The
+ * source's own window goes into k->s->hdrs[from]. */
+void win_eager_post(struct call *k, int from);
+/* A receiver: member from's eager window of the call's next window, into
+ * k->s->hdrs[from]; 0, CALL_WAIT or an error (a mismatch). */
+int win_eager_collect(struct call *k, int from);
 /* Blocks until what k->wait names has happened; 0 or an error (the context
  * is then poisoned).  Asleep, it looks at the awaited rank's slot tags as
  * well as its progress each time the rank posts, so a progress word that

@@ -163,6 +163,7 @@ static void set_waiter(shmesh_ctx *c, const struct settings *e)
     };
     default_spin(e->world, &c->waiter.spin_ns);
     engine_of(c)->dispatch_poll_ns = e->dispatch_poll_ns;
+    engine_of(c)->eager_max = e->eager_max;
 }
 
 /* Until every rank joined the segment; the error said (init_error) if

@@ -133,6 +133,7 @@ OP_PREPARE_INLINE int op_pbroadcast_prepare(struct call *k, const struct op_args
                         "%s: source %d is out of range for axes \"%s\" of size %d", k->name,
                         source, k->d.axes, k->g.n);
     k->f.source = source;
+    k->f.run_ahead = true;
     k->d.param[0] = source;
     return coll_ready(k);
 }
