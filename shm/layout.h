@@ -191,7 +191,7 @@ struct seg_slot_hdr {
  * source reads them in a stream), and their calls' descriptions come after
  * them all. */
 #define SEG_EAGER_ENTRIES 64u
-#define SEG_EAGER_BYTES 1024u
+#define SEG_EAGER_BYTES 2112u
 #define SEG_EAGER_REGION (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX))
 
 /* Tracing (lib/trace/): one ring per rank, written by the rank alone and

@@ -96,9 +96,9 @@ enum settings_debug {
     X(CMA, cma, SWITCH, 1, "1", SETTINGS_LIBRARY, 0, "0: this rank refuses single copy")       \
     X(RSAG_MIN, rsag_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,                        \
       "the smallest staged reduction that takes reduce-scatter + all-gather")                  \
-    X(EAGER_MAX, eager_max, BYTES, 1008, "1008", SETTINGS_LIBRARY, 1,                          \
+    X(EAGER_MAX, eager_max, BYTES, 2048, "2048", SETTINGS_LIBRARY, 1,                          \
       "the largest pbroadcast whose source runs up to 64 calls ahead of its receivers "        \
-      "(at most 1008)")                                                                        \
+      "(at most 2096)")                                                                        \
     X(SHM_SIZE, shm_size, SIZE, 0, "32M", SETTINGS_LIBRARY | SETTINGS_LAUNCHER, 0,             \
       "the segment's size, and so the shared heap's")                                          \
     X(SLOT_BYTES, slot_bytes, PAGES, 0,                                                        \

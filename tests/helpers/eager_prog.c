@@ -85,7 +85,7 @@ static int mode_rotate(void)
         const char *ax = axes[round % 3];
         int size = !strcmp(ax, "i") ? 4 : 2;
         int src = (round / 3 + round / 5) % size;
-        int64_t n = 1 + (round % 7) * 41; /* 4 to 988 bytes */
+        int64_t n = 1 + (round % 7) * 85; /* 4 to 2044 bytes */
         bcast(ax, src, n, round);
         if (round % 11 == 0) {
             int32_t v = rank + 1, s = 0;
