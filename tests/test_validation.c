@@ -24,12 +24,14 @@
 
 #include "harness.h"
 
-static void run_mode(const char *mode, struct run *r)
+/* PROG (the path in that environment variable) MODE [ARG] under 4 ranks:
+ * it must end by itself and leave nothing in /dev/shm. */
+static void run_prog(const char *prog_env, const char *mode, const char *arg, struct run *r)
 {
-    const char *prog = getenv("SHMESH_TEST_ERRORS");
+    const char *prog = getenv(prog_env);
     assert_non_null(prog);
     char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, (char *)mode,
-                    NULL};
+                    (char *)arg, NULL};
     run_cmd(argv, NULL, 60, r);
     if (r->timed_out)
         fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r->out, r->err);
@@ -37,6 +39,8 @@ static void run_mode(const char *mode, struct run *r)
     if (segment_left_behind(r, name, sizeof name))
         fail_msg("%s: segment %s left in /dev/shm", mode, name);
 }
+
+static void run_mode(const char *mode, struct run *r) { run_prog("SHMESH_TEST_ERRORS", mode, NULL, r); }
 
 /* Every rank printed "case NAME -> CODE: ... words ...". */
 static void expect_case(const struct run *r, const char *name, const char *code, const char *words,
@@ -298,16 +302,7 @@ static void lone_bad_call_does_not_hang(void **state)
 /* shmesh-test-eager MODE [ARG] under 4 ranks. */
 static void run_eager(struct run *r, const char *mode, const char *arg)
 {
-    const char *prog = getenv("SHMESH_TEST_EAGER");
-    assert_non_null(prog);
-    char *argv[] = {(char *)launcher_path(), "-v", "-n", "4", "--", (char *)prog, (char *)mode,
-                    (char *)arg, NULL};
-    run_cmd(argv, NULL, 60, r);
-    if (r->timed_out)
-        fail_msg("%s: timed out (a rank hung)\n%s\n%s", mode, r->out, r->err);
-    char name[128];
-    if (segment_left_behind(r, name, sizeof name))
-        fail_msg("%s: segment %s left in /dev/shm", mode, name);
+    run_prog("SHMESH_TEST_EAGER", mode, arg, r);
 }
 
 #define SOURCE_0 "shmesh_pbroadcast(\"i\", int32[4] -> int32[4], source=0) (call #3)"
