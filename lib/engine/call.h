@@ -119,7 +119,7 @@ struct call {
     int rc;
     uint32_t window;     /* the next window's index within the call */
     bool desc_pending;   /* the next window is the call's first: it carries d */
-    bool hashed;         /* `hash` is d's already (a call prepared from a plan, front/plan.h) */
+    bool hashed;         /* `hash` is d's already (from a plan, front/plan.h, or computed) */
     bool check_hash;     /* the window posted last carried d: compare members' */
     bool handshaken;     /* members' buffers are published (zero/single copy) */
     int at;              /* the member (or reader) a resumed wait goes on from */

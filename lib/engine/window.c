@@ -152,6 +152,33 @@ unsigned char *win_open(struct call *k, int *rc)
     return seg_payload(seg_slot(c->seg, c->rank, b));
 }
 
+/* k's hash, computed once (a plan brings its own: front/plan.h). */
+static uint64_t hash_of(struct call *k)
+{
+    if (!k->hashed) {
+        k->hash = call_hash(&k->d) ^ k->c->tuning;
+        k->hashed = true;
+    }
+    return k->hash;
+}
+
+/* Header h of the call's first window gets the call's hash, and its
+ * description unless it holds that one already (`held`, with the hash
+ * `held_hash`).  The description is read only by a member whose own call's
+ * hash differs, to explain the mismatch: when calls repeat, a post writes
+ * its header's line, not the description's 600 bytes (10 lines) as well. */
+static void put_call(struct call *k, struct seg_slot_hdr *h, bool held, uint64_t held_hash)
+{
+    h->call_hash = hash_of(k);
+    if (!held || held_hash != k->hash) {
+        struct call_desc *d = seg_call_desc(k->c->seg, h);
+        memcpy(d, &k->d, sizeof k->d);
+        d->tuning = k->c->tuning;
+    }
+    k->check_hash = true;
+    k->desc_pending = false;
+}
+
 void win_post(struct call *k)
 {
     shmesh_ctx *c = k->c;
@@ -159,24 +186,12 @@ void win_post(struct call *k)
     int b = w->next_buf;
     struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
     uint64_t tag = (k->seq << 32) | k->window++;
-    k->check_hash = k->desc_pending;
     if (k->desc_pending) {
-        if (!k->hashed)
-            k->hash = call_hash(&k->d) ^ c->tuning;
-        mine->call_hash = k->hash;
-        /* The description is read only by a member whose own call's hash
-         * differs from this one, to explain the mismatch: when this buffer
-         * holds the description this rank wrote under the same hash (calls
-         * mostly repeat), it is left as it is: the call writes its header's
-         * line, not the description's 600 bytes (10 lines) as well. */
-        if (!w->desc_set[b] || w->desc_hash[b] != k->hash) {
-            struct call_desc *d = seg_call_desc(c->seg, mine);
-            memcpy(d, &k->d, sizeof k->d);
-            d->tuning = c->tuning;
-            w->desc_hash[b] = k->hash;
-            w->desc_set[b] = true;
-        }
-        k->desc_pending = false;
+        put_call(k, mine, w->desc_set[b], w->desc_hash[b]);
+        w->desc_hash[b] = k->hash;
+        w->desc_set[b] = true;
+    } else {
+        k->check_hash = false;
     }
     /* Release: payload, hash and description before the tag. */
     atomic_store_explicit(&mine->tag, tag, memory_order_release);
@@ -288,22 +303,18 @@ static int mismatch(shmesh_ctx *c, uint64_t seq, const struct call_desc *d, int 
     return call_mismatch(c, seq, &ours, r, &theirs);
 }
 
-/* Member p's buffer of the window posted last into k->s->hdrs[p]: 0,
- * CALL_WAIT, or an error. */
-static int collect(struct call *k, int p)
+/* Rank r's window `tag` into *hp: 0 (*hp NULL: r went past the window
+ * without it), CALL_WAIT (k->wait says for whom), or an error.  Where the
+ * caller blocks, spins for it first. */
+static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr **hp)
 {
     shmesh_ctx *c = k->c;
-    int r = k->g.ranks[p];
-    if (r == c->rank) {
-        k->s->hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
-        return 0;
-    }
-    struct seg_slot_hdr *h = holding(c, r, k->tag);
+    struct seg_slot_hdr *h = holding(c, r, tag);
     if (!h && engine_of(c)->blocking) {
         /* The caller would wait for it anyway: spin here, and the data is
          * read the moment it arrives (win_wait would spin alike). */
-        struct window_wait ww = {c, r, k->tag, NULL, 0};
-        k->wait = (struct wait_for){r, k->tag, true, true, 0, 0};
+        struct window_wait ww = {c, r, tag, NULL, 0};
+        k->wait = (struct wait_for){r, tag, true, true, 0, 0};
         if (c->debug & DEBUG_WAITS)
             k->wait.t0 = debug_now();
         if (c->trace)
@@ -320,27 +331,44 @@ static int collect(struct call *k, int p)
         uint64_t prog;
         if (progress_of(c, r, &prog))
             return went_back(k, r, prog);
-        if (prog < k->tag) {
+        if (prog < tag) {
             if (!engine_of(c)->blocking)
-                k->wait = (struct wait_for){r, k->tag, true, false, 0, 0};
+                k->wait = (struct wait_for){r, tag, true, false, 0, 0};
             return CALL_WAIT;
         }
         /* r went past this window without it: it formed another group or
          * ran another number of windows, unless its progress is past
          * anything it posted. */
-        if (!(h = holding(c, r, k->tag))) {
+        if (!(h = holding(c, r, tag))) {
             uint64_t t = latest_tag(c, r, prog);
             if (prog > t)
                 return beyond(k, r, prog, t);
-            return mismatch(c, k->seq, &k->d, r, NULL);
         }
     }
     /* Posting this window means r has read everything before it. */
-    if (engine_of(c)->win.seen[r] < k->tag)
-        engine_of(c)->win.seen[r] = k->tag;
-    k->s->hdrs[p] = h;
-    if (k->check_hash && h->call_hash != k->hash)
+    if (h && engine_of(c)->win.seen[r] < tag)
+        engine_of(c)->win.seen[r] = tag;
+    *hp = h;
+    return 0;
+}
+
+/* Member p's buffer of the window posted last into k->s->hdrs[p]: 0,
+ * CALL_WAIT, or an error. */
+static int collect(struct call *k, int p)
+{
+    shmesh_ctx *c = k->c;
+    int r = k->g.ranks[p];
+    if (r == c->rank) {
+        k->s->hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
+        return 0;
+    }
+    struct seg_slot_hdr *h;
+    int rc = find_window(k, r, k->tag, &h);
+    if (rc)
+        return rc;
+    if (!h || (k->check_hash && h->call_hash != k->hash))
         return mismatch(c, k->seq, &k->d, r, h);
+    k->s->hdrs[p] = h;
     return 0;
 }
 
@@ -372,21 +400,10 @@ static int check_entry(struct call *k, unsigned e)
         int r = readers[w->owed_at];
         if (r == c->rank)
             continue;
-        struct seg_slot_hdr *h = holding(c, r, tag);
-        if (!h) {
-            uint64_t p;
-            if (progress_of(c, r, &p))
-                return went_back(k, r, p);
-            if (p < tag) {
-                k->wait = (struct wait_for){r, tag, true, false, 0, 0};
-                return CALL_WAIT;
-            }
-            if (!(h = holding(c, r, tag))) {
-                uint64_t t = latest_tag(c, r, p);
-                if (p > t)
-                    return beyond(k, r, p, t);
-            }
-        }
+        struct seg_slot_hdr *h;
+        int rc = find_window(k, r, tag, &h);
+        if (rc)
+            return rc;
         if (!h || h->call_hash != rec->hash) {
             struct call_desc ours;
             memcpy(&ours, seg_call_desc(c->seg, seg_eager(c->seg, c->rank, e)), sizeof ours);
@@ -460,20 +477,7 @@ void win_eager_post(struct call *k, int from)
     struct eager_rec *rec = &w->eager[e];
     struct seg_slot_hdr *mine = seg_eager(c->seg, c->rank, e);
     uint64_t tag = (k->seq << 32) | k->window++;
-    if (!k->hashed) {
-        k->hash = call_hash(&k->d) ^ c->tuning;
-        k->hashed = true;
-    }
-    mine->call_hash = k->hash;
-    if (!rec->desc_set || rec->desc_hash != k->hash) { /* as win_post */
-        struct call_desc *d = seg_call_desc(c->seg, mine);
-        memcpy(d, &k->d, sizeof k->d);
-        d->tuning = c->tuning;
-        rec->desc_hash = k->hash;
-        rec->desc_set = true;
-    }
-    k->check_hash = true;
-    k->desc_pending = false;
+    put_call(k, mine, rec->tag != 0, rec->hash); /* the entry holds rec->hash's description */
     /* Release: payload, hash and description before the tag. */
     atomic_store_explicit(&mine->tag, tag, memory_order_release);
     rec->tag = tag;
@@ -496,11 +500,7 @@ void win_eager_post(struct call *k, int from)
 
 int win_eager_collect(struct call *k, int from)
 {
-    shmesh_ctx *c = k->c;
-    if (!k->hashed) {
-        k->hash = call_hash(&k->d) ^ c->tuning;
-        k->hashed = true;
-    }
+    hash_of(k);
     k->tag = (k->seq << 32) | k->window; /* the window to find: this rank posts it after */
     k->check_hash = true;
     return collect(k, from);

@@ -62,9 +62,7 @@ struct windows {
      * who had to post it too (eager_readers, world entries each). */
     struct eager_rec {
         uint64_t tag;       /* 0: none yet */
-        uint64_t hash;      /* its call's */
-        uint64_t desc_hash; /* of the description it holds (desc_set) */
-        bool desc_set;
+        uint64_t hash;      /* its call's, whose description it holds */
         bool sent;          /* this rank was the source */
         bool checked;       /* sent: the readers' entries were found alike */
         int from;           /* received: the source's rank */
