@@ -5,7 +5,8 @@
  *   MUST(call)     a call that must succeed: else "rank R: FAIL: call (line
  *                  N) -> SHMESH_ERR_...: <why>" and exit status 3
  *   check(ok, ...) "rank R: ok: ..." or "rank R: FAILED: ...", counted in
- *                  `failures` */
+ *                  `failures`
+ *   start_four(...) a program run as `shmesh-run -n 4 -- PROG MODE ...` */
 #ifndef SHMESH_TESTS_CHECKS_H
 #define SHMESH_TESTS_CHECKS_H
 
@@ -48,6 +49,28 @@ static inline void check(bool ok, const char *fmt, ...)
     va_end(ap);
     fflush(stdout);
     failures += !ok;
+}
+
+/* A program run as `shmesh-run -n 4 -- PROG MODE ...` starts: stdout line
+ * buffered, the context and this rank, a mesh "i" of 4 and a grid "x" of 2
+ * by "y" of 2 (row-major ids); exit status 2 and why when it cannot. */
+static __attribute__((unused)) void start_four(int argc, char **argv, shmesh_mesh **line,
+                                               shmesh_mesh **grid)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2 || shmesh_init(&ctx)) {
+        fprintf(stderr, "usage: shmesh-run -n 4 -- %s MODE (%s)\n", argv[0],
+                shmesh_last_error(NULL));
+        exit(2);
+    }
+    rank = shmesh_rank(ctx);
+    const char *i_name[] = {"i"}, *xy[] = {"x", "y"};
+    int four[] = {4}, two_two[] = {2, 2};
+    if (shmesh_world_size(ctx) != 4 || shmesh_mesh_create(ctx, 1, i_name, four, NULL, line) ||
+        shmesh_mesh_create(ctx, 2, xy, two_two, NULL, grid)) {
+        fprintf(stderr, "needs 4 ranks: %s\n", shmesh_last_error(ctx));
+        exit(2);
+    }
 }
 
 #endif

@@ -32,10 +32,9 @@
 #include <string.h>
 
 #include "shmesh.h"
+#include "checks.h"
 
-static shmesh_ctx *ctx;
-static shmesh_mesh *line, *grid; /* "i" of 4; "x" 2 by "y" 2 */
-static int rank;
+static shmesh_mesh *line, *grid; /* start_four's */
 
 static int report(const char *name, int rc)
 {
@@ -387,19 +386,7 @@ static int mode_lone_bad(void)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2 || shmesh_init(&ctx)) {
-        fprintf(stderr, "usage: shmesh-run -n 4 -- %s MODE (%s)\n", argv[0], shmesh_last_error(NULL));
-        return 2;
-    }
-    rank = shmesh_rank(ctx);
-    const char *i_name[] = {"i"}, *xy[] = {"x", "y"};
-    int four[] = {4}, two_two[] = {2, 2};
-    if (shmesh_world_size(ctx) != 4 || shmesh_mesh_create(ctx, 1, i_name, four, NULL, &line) ||
-        shmesh_mesh_create(ctx, 2, xy, two_two, NULL, &grid)) {
-        fprintf(stderr, "needs 4 ranks: %s\n", shmesh_last_error(ctx));
-        return 2;
-    }
+    start_four(argc, argv, &line, &grid);
     const char *mode = argv[1];
     int rc;
     if (!strcmp(mode, "local"))
