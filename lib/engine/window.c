@@ -153,7 +153,7 @@ unsigned char *win_open(struct call *k, int *rc)
 }
 
 /* k's hash, computed once (a plan brings its own: front/plan.h). */
-static uint64_t hash_of(struct call *k)
+static inline __attribute__((always_inline)) uint64_t hash_of(struct call *k)
 {
     if (!k->hashed) {
         k->hash = call_hash(&k->d) ^ k->c->tuning;
@@ -167,7 +167,8 @@ static uint64_t hash_of(struct call *k)
  * `held_hash`).  The description is read only by a member whose own call's
  * hash differs, to explain the mismatch: when calls repeat, a post writes
  * its header's line, not the description's 600 bytes (10 lines) as well. */
-static void put_call(struct call *k, struct seg_slot_hdr *h, bool held, uint64_t held_hash)
+static inline __attribute__((always_inline)) void put_call(struct call *k, struct seg_slot_hdr *h, bool held,
+                                                            uint64_t held_hash)
 {
     h->call_hash = hash_of(k);
     if (!held || held_hash != k->hash) {
