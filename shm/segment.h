@@ -178,7 +178,8 @@ static inline struct seg_slot_hdr *seg_eager(const struct seg *s, int rank, unsi
  * whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
-    uint64_t at = (uint64_t)((unsigned char *)h - (s->base + s->lay.slot_offset)) % s->lay.slot_stride;
+    uint64_t at =
+        (uint64_t)((unsigned char *)h - (s->base + s->lay.slot_offset)) % s->lay.slot_stride;
     if (at < 2 * s->lay.slot_bytes)
         return (unsigned char *)h + s->lay.slot_bytes - SEG_CALL_DESC_MAX;
     uint64_t i = (at - 2 * s->lay.slot_bytes) / SEG_EAGER_BYTES; /* an eager window */

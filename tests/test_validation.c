@@ -40,7 +40,10 @@ static void run_prog(const char *prog_env, const char *mode, const char *arg, st
         fail_msg("%s: segment %s left in /dev/shm", mode, name);
 }
 
-static void run_mode(const char *mode, struct run *r) { run_prog("SHMESH_TEST_ERRORS", mode, NULL, r); }
+static void run_mode(const char *mode, struct run *r)
+{
+    run_prog("SHMESH_TEST_ERRORS", mode, NULL, r);
+}
 
 /* Every rank printed "case NAME -> CODE: ... words ...". */
 static void expect_case(const struct run *r, const char *name, const char *code, const char *words,

@@ -58,6 +58,15 @@ uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 
  * progress is read too, and checked: below a value read before, or above
  * both of the rank's slot tags, it was not written by the rank. */
 
+/* The eager window (window.h) call number seq uses. */
+static unsigned eager_index(uint64_t seq) { return (unsigned)(seq % SEG_EAGER_ENTRIES); }
+
+/* Rank r's eager window for the call of `tag`. */
+static struct seg_slot_hdr *eager_entry(const shmesh_ctx *c, int r, uint64_t tag)
+{
+    return seg_eager(c->seg, r, eager_index(tag >> 32));
+}
+
 /* The later of the windows in rank r's two slot buffers (the last it
  * posted there, or is posting) and, for near > 0, its eager window of
  * near's call (where a progress of `near` may come from). */
@@ -68,8 +77,7 @@ static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
     if (a < b)
         a = b;
     if (near) {
-        b = atomic_load_explicit(&seg_eager(c->seg, r, (unsigned)((near >> 32) % SEG_EAGER_ENTRIES))->tag,
-                                 memory_order_acquire);
+        b = atomic_load_explicit(&eager_entry(c, r, near)->tag, memory_order_acquire);
         if (a < b)
             a = b;
     }
@@ -167,8 +175,8 @@ static inline __attribute__((always_inline)) uint64_t hash_of(struct call *k)
  * `held_hash`).  The description is read only by a member whose own call's
  * hash differs, to explain the mismatch: when calls repeat, a post writes
  * its header's line, not the description's 600 bytes (10 lines) as well. */
-static inline __attribute__((always_inline)) void put_call(struct call *k, struct seg_slot_hdr *h, bool held,
-                                                            uint64_t held_hash)
+static inline __attribute__((always_inline)) void put_call(struct call *k, struct seg_slot_hdr *h,
+                                                            bool held, uint64_t held_hash)
 {
     h->call_hash = hash_of(k);
     if (!held || held_hash != k->hash) {
@@ -203,12 +211,6 @@ void win_post(struct call *k)
     seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
     k->tag = tag;
     k->at = 0;
-}
-
-/* Rank r's eager window for the call of `tag`. */
-static struct seg_slot_hdr *eager_entry(const shmesh_ctx *c, int r, uint64_t tag)
-{
-    return seg_eager(c->seg, r, (unsigned)((tag >> 32) % SEG_EAGER_ENTRIES));
 }
 
 /* Where rank r holds window `tag`: one of its buffers, or its eager window. */
@@ -386,8 +388,6 @@ int win_collect(struct call *k)
 
 
 /* Eager windows (window.h). */
-
-static unsigned eager_index(uint64_t seq) { return (unsigned)(seq % SEG_EAGER_ENTRIES); }
 
 /* Sent entry e: every reader posted its window, with the entry's hash. */
 static int check_entry(struct call *k, unsigned e)
