@@ -467,7 +467,12 @@ SHMESH_API int shmesh_pshuffle(shmesh_mesh *mesh, const char *axes, const int *p
                                const shmesh_array *in, shmesh_array *out);
 /* Every device of the group gets the input of group index `source`.  in and
  * out may be the very same buffer (MPI_Bcast's in place: the source's stays
- * as it is, the others' are overwritten); a partial overlap is refused. */
+ * as it is, the others' are overwritten); a partial overlap is refused.
+ * Up to SHMESH_EAGER_MAX bytes (default 2048) the source returns once its
+ * data is posted, up to 64 calls ahead of its receivers: a difference of
+ * calls only it can see (two members that each name themselves the source)
+ * then fails its next call that is not such a pbroadcast (at the latest
+ * shmesh_finalize) or its 64th pbroadcast after (docs/semantics.md). */
 SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source,
                                  const shmesh_array *in, shmesh_array *out);
 
