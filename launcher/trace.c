@@ -4,7 +4,8 @@
  *
  * A drain thread looks at the rings every DRAIN_PERIOD_NS and copies the
  * new events of those a quarter full (or not copied for DRAIN_IDLE_NS) into
- * an unlinked temporary file, so that the launcher's memory stays bounded
+ * an unlinked temporary file (written around the page cache where the file
+ * system allows it: see struct chunk), so that the launcher's memory stays bounded
  * however long the job runs and a ring only has to hold what a rank writes
  * in a few periods.  At the end, after supervise() has returned and before the
  * segment is closed, a last drain takes what the ranks left, and two passes
@@ -24,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/dtype_names.h"
@@ -63,14 +66,32 @@ static const char *error_name(int code)
     return NULL;
 }
 
-/* What the drain writes to the temporary file: runs of one rank's events,
- * each after a header, written with one call per run (the drain shares the
- * machine with the ranks: a call per event cost a small psum half again its
- * time on 2 cores). */
+/* What the drain writes to the temporary file: for each copy of a ring, a
+ * header block (struct chunk, then zeros, CHUNK_BYTES in all) and the
+ * ring's blocks that hold the units copied, as they were in the ring,
+ * written straight from the segment with one call.  The records are read
+ * out of them only when the JSON is written, after the job.
+ *
+ * The file is opened O_DIRECT where its file system takes that: the drain
+ * then copies nothing itself and fills no page cache.  Copying the records
+ * out and writing them through the page cache took most of the drain's
+ * time, and on a node with no free core that time is taken from a rank:
+ * an 8-byte psum on 2 ranks of 2 cores ran about 1.2x slower traced with
+ * it, about 1.06x with this (docs/performance.md, "Tracing"). */
+#define CHUNK_BYTES 4096u
+#define CHUNK_MAGIC 0x52545353u /* "SSTR" */
 struct chunk {
+    uint32_t magic;
     int32_t rank;
-    uint32_t n; /* events that follow */
+    uint32_t block_units; /* units in a block: 256 (4 KiB), or the ring's if fewer */
+    uint32_t blocks;      /* ring blocks that follow (the first holds unit `first`) */
+    uint64_t first;       /* the unit number of the first block's first unit */
+    uint64_t start;       /* the first unit to read: where a record starts */
+    uint64_t head;        /* the first unit not to read */
+    uint32_t lost;        /* units before `start` were lost: repeats after wait for an event */
+    uint32_t unused;
 };
+_Static_assert(sizeof(struct chunk) <= CHUNK_BYTES, "a chunk's header fits its block");
 
 /* One event read back, and its rank. */
 struct record {
@@ -78,9 +99,7 @@ struct record {
     struct seg_trace_event ev;
 };
 
-/* The temporary file holds the records as the rank wrote them (without
- * pads): runs of 64-byte events and 16-byte repeats (struct
- * seg_trace_repeat, shm/layout.h), each rebuilt by its reader from the
+/* A repeat (struct seg_trace_repeat, shm/layout.h) is rebuilt from the
  * rank's last call record. */
 static void unrepeat(const struct seg_trace_repeat *rp, struct seg_trace_event *last)
 {
@@ -89,29 +108,29 @@ static void unrepeat(const struct seg_trace_repeat *rp, struct seg_trace_event *
     last->t1 = rp->t0 + rp->dt;
 }
 
-/* Per rank: how far the drain got, and what the writer needs to know
- * before its second pass. */
+/* Per rank: how far the drain got, and what the reader found (each pass
+ * over the temporary file counts again; the writer needs them before its
+ * second pass). */
 struct ring_state {
-    uint64_t next;    /* the next unit to copy */
-    uint64_t read;    /* records read (the rank's `records` less these were lost) */
-    uint64_t dropped; /* records lost, once the last drain is over */
-    bool chain;       /* `last` is the rank's last call record: repeats can be read */
-    uint64_t calls;   /* CALL events copied */
-    bool any_call;
-    uint64_t last_call; /* the number of the last CALL copied */
-    struct seg_trace_event last; /* that call, as a repeat's reader rebuilds it */
+    uint64_t next;      /* the next unit to copy */
     int64_t drained_ns; /* when the drain thread last copied this ring */
+    uint64_t read;      /* records read (the rank's `records` less these were lost) */
+    uint64_t dropped;   /* records lost, once the first pass is over */
+    bool any_call;
+    uint64_t last_call; /* the number of the last CALL read */
 };
 
 struct trace {
     const char *path;
     int fd;        /* the JSON's file, opened before the ranks start */
-    FILE *tmp;     /* the records; only the drain writes it until it stops */
+    int tmp_fd;    /* the records; only the drain writes it until it stops */
+    bool direct;   /* tmp_fd is O_DIRECT */
+    off_t tmp_end; /* where the next chunk goes */
     struct seg *seg;
     const struct rank_proc *ranks; /* their pids, for ranks that never wrote theirs */
     int world;
     struct ring_state *rings;
-    unsigned char *copy; /* the drain's scratch: a ring's worth of units */
+    struct chunk *header; /* the drain's: CHUNK_BYTES, aligned to them (O_DIRECT) */
     bool tmp_failed; /* writing the temporary file failed (errno in tmp_errno) */
     int tmp_errno;
     pthread_t thread;
@@ -150,15 +169,18 @@ int trace_open(struct job *j)
     int fl = fcntl(t->fd, F_GETFL);
     if (fl >= 0)
         fcntl(t->fd, F_SETFL, fl & ~O_NONBLOCK);
-    /* Unnamed and close-on-exec: the ranks must not inherit it. */
-    int tfd = open(P_tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    t->tmp = tfd >= 0 ? fdopen(tfd, "w+") : NULL;
-    if (!t->tmp) {
-        if (tfd >= 0)
-            close(tfd);
+    /* Unnamed and close-on-exec: the ranks must not inherit it.  In $TMPDIR
+     * (as mktemp), else /tmp. */
+    const char *dir = getenv("TMPDIR");
+    dir = dir && *dir ? dir : P_tmpdir;
+    t->tmp_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC | O_DIRECT, 0600);
+    t->direct = t->tmp_fd >= 0;
+    if (t->tmp_fd < 0) /* file systems that refuse O_DIRECT */
+        t->tmp_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (t->tmp_fd < 0) {
         fprintf(stderr,
                 PROG ": --trace: cannot create a temporary file (in %s) for the events: %s\n",
-                P_tmpdir, strerror(errno));
+                dir, strerror(errno));
         close(t->fd);
         free(t);
         return -1;
@@ -174,81 +196,63 @@ void trace_drop(struct job *j)
         return;
     j->trace = NULL;
     close(t->fd);
-    fclose(t->tmp);
+    close(t->tmp_fd);
     free(t);
 }
 
-/* Rank r's units [from, head) as copied into t->copy: read from unit
- * `at` on (a multiple of 4 after a loss: where a record starts), written to
- * the temporary file as one run of records, packed in place (no record is
- * longer than its units, pads are left out). */
-static void write_run(struct trace *t, int r, uint64_t from, uint64_t at, uint64_t head)
+/* Units in a block of the image the drain writes: a 4 KiB block (the
+ * ring's units start on a page), or the whole ring if it is smaller. */
+static uint64_t block_units(uint64_t cap)
 {
-    struct ring_state *rs = &t->rings[r];
-    unsigned char *out = t->copy;
-    size_t len = 0;
-    uint32_t n = 0;
-    while (at < head) {
-        const unsigned char *u = t->copy + (at - from) * SEG_TRACE_UNIT;
-        if (u[0] == SEG_TEV_PAD) {
-            at++;
-        } else if (u[0] == SEG_TEV_REPEAT) {
-            at++;
-            if (!rs->chain)
-                continue; /* its call record was lost: counted with the lost */
-            struct seg_trace_repeat rp;
-            memcpy(&rp, u, sizeof rp);
-            unrepeat(&rp, &rs->last);
-            memmove(out + len, &rp, sizeof rp);
-            len += sizeof rp;
-            n++;
-            rs->calls++;
-            rs->last_call = rs->last.call;
-        } else if ((u[0] == SEG_TEV_CALL || u[0] == SEG_TEV_WAIT) && at % SEG_TRACE_EVENT_UNITS == 0 &&
-                   head - at >= SEG_TRACE_EVENT_UNITS) {
-            struct seg_trace_event e;
-            memcpy(&e, u, sizeof e);
-            at += SEG_TRACE_EVENT_UNITS;
-            memmove(out + len, &e, sizeof e);
-            len += sizeof e;
-            n++;
-            if (e.kind == SEG_TEV_CALL) {
-                rs->calls++;
-                rs->any_call = rs->chain = true;
-                rs->last_call = e.call;
-                rs->last = e;
-            }
-        } else { /* not a record start (a rank's bug): on to the next event's place */
-            at = (at / SEG_TRACE_EVENT_UNITS + 1) * SEG_TRACE_EVENT_UNITS;
-            rs->chain = false;
-        }
-    }
-    rs->read += n;
-    struct chunk ch = {.rank = r, .n = n};
-    if (n && !t->tmp_failed &&
-        (fwrite(&ch, sizeof ch, 1, t->tmp) != 1 || fwrite(out, 1, len, t->tmp) != len)) {
-        t->tmp_failed = true;
-        t->tmp_errno = errno;
-    }
+    uint64_t b = CHUNK_BYTES / SEG_TRACE_UNIT;
+    return cap < b ? cap : b;
 }
 
-/* Copies rank r's new units to the temporary file.  The writer never
- * waits: while we copy, it may overwrite the oldest units, so head is read
- * again after the copy and those it may have reached are dropped, and the
- * reading goes on from the next event's place. */
+/* pwritev, whole; with O_DIRECT refused for this buffer or size (EINVAL:
+ * a file system that wants another alignment, or a ring smaller than a
+ * block), written through the page cache from here on. */
+static int write_all(struct trace *t, struct iovec *iov, int n, off_t off)
+{
+    while (n) {
+        ssize_t w = pwritev(t->tmp_fd, iov, n, off);
+        if (w < 0 && errno == EINVAL && t->direct) {
+            int fl = fcntl(t->tmp_fd, F_GETFL);
+            if (fl < 0 || fcntl(t->tmp_fd, F_SETFL, fl & ~O_DIRECT) < 0)
+                return -errno;
+            t->direct = false;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        off += w;
+        for (; n && (size_t)w >= iov->iov_len; n--, iov++)
+            w -= (ssize_t)iov->iov_len;
+        if (n) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* Copies rank r's new units [next, head) to the temporary file: the ring's
+ * blocks that hold them, straight from the segment, then the chunk that
+ * says which units to read.  The writer never waits: while we copy, it may
+ * overwrite the oldest units, so head is read again after the copy, and the
+ * units it may have reached are left out (the reading starts at the next
+ * event's place after them). */
 static void drain_ring(struct trace *t, int r)
 {
     struct ring_state *rs = &t->rings[r];
     struct seg_trace_ring *ring = (struct seg_trace_ring *)seg_trace_ring(t->seg, r);
-    const unsigned char *units = seg_trace_units(t->seg, r);
+    unsigned char *units = seg_trace_units(t->seg, r);
     uint64_t cap = seg_trace_unit_count(t->seg);
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-    if (head <= rs->next)
+    if (head <= rs->next || t->tmp_failed)
         return; /* nothing new (or a head gone backwards: a rank's bug, ignored) */
-    /* At most a ring's worth, copied in one go (4 MiB at the default size):
-     * the writer laps the ring in a few milliseconds of small calls, so the
-     * copy comes first and the reading after. */
-    if (!t->copy && !(t->copy = malloc(cap * SEG_TRACE_UNIT)))
+    if (!t->header && !(t->header = aligned_alloc(CHUNK_BYTES, CHUNK_BYTES)))
         return; /* tried again on the next round; counted as lost if overwritten */
     uint64_t from = rs->next;
     bool lost = false;
@@ -256,9 +260,19 @@ static void drain_ring(struct trace *t, int r)
         lost = true;
         from = head - cap;
     }
-    uint64_t n = head - from, at = from & (cap - 1), first = cap - at < n ? cap - at : n;
-    memcpy(t->copy, units + at * SEG_TRACE_UNIT, first * SEG_TRACE_UNIT);
-    memcpy(t->copy + first * SEG_TRACE_UNIT, units, (n - first) * SEG_TRACE_UNIT);
+    /* Blocks [b0, b1) of the units' numbering; block b is the ring's
+     * block b % nring: at most nring + 1 of them, in up to 3 runs. */
+    uint64_t bu = block_units(cap), nring = cap / bu;
+    uint64_t b0 = from / bu, b1 = (head + bu - 1) / bu;
+    struct iovec iov[4];
+    int n = 0;
+    for (uint64_t b = b0; b < b1;) {
+        uint64_t k = b % nring, run = nring - k < b1 - b ? nring - k : b1 - b;
+        iov[n++] = (struct iovec){units + k * bu * SEG_TRACE_UNIT, run * bu * SEG_TRACE_UNIT};
+        b += run;
+    }
+    off_t at = t->tmp_end;
+    int err = write_all(t, iov, n, at + CHUNK_BYTES);
     atomic_thread_fence(memory_order_acquire);
     uint64_t again = atomic_load_explicit(&ring->head, memory_order_acquire);
     /* The writer may be storing a record of up to 7 units (pads and an
@@ -271,9 +285,20 @@ static void drain_ring(struct trace *t, int r)
     if (lost) { /* the next record start after what was lost */
         start = safe > from ? safe : from;
         start = (start + SEG_TRACE_EVENT_UNITS - 1) / SEG_TRACE_EVENT_UNITS * SEG_TRACE_EVENT_UNITS;
-        rs->chain = false;
     }
-    write_run(t, r, from, start < head ? start : head, head);
+    memset(t->header, 0, CHUNK_BYTES);
+    *t->header = (struct chunk){.magic = CHUNK_MAGIC, .rank = r, .block_units = (uint32_t)bu,
+                                .blocks = (uint32_t)(b1 - b0), .first = b0 * bu,
+                                .start = start < head ? start : head, .head = head, .lost = lost};
+    struct iovec hv = {t->header, CHUNK_BYTES};
+    if (!err)
+        err = write_all(t, &hv, 1, at);
+    if (err) {
+        t->tmp_failed = true;
+        t->tmp_errno = -err;
+        return;
+    }
+    t->tmp_end = at + CHUNK_BYTES + (off_t)((b1 - b0) * bu * SEG_TRACE_UNIT);
     rs->next = head;
 }
 
@@ -306,6 +331,14 @@ static void drain_due(struct trace *t)
 static void *drain_thread(void *arg)
 {
     struct trace *t = arg;
+#ifdef MADV_POPULATE_READ
+    /* The rings in our page tables now, while the ranks start: a first copy
+     * of each page from the segment otherwise takes a fault in the write
+     * (about half a millisecond a MiB, taken from a rank on a full node). */
+    for (int r = 0; r < t->world; r++)
+        (void)madvise(seg_trace_units(t->seg, r), seg_trace_unit_count(t->seg) * SEG_TRACE_UNIT,
+                      MADV_POPULATE_READ);
+#endif
     while (!atomic_load(&t->stop)) {
         drain_due(t);
         struct timespec ts = {0, DRAIN_PERIOD_NS};
@@ -735,53 +768,133 @@ static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
     ro->waits.n = 0;
 }
 
-/* Reading the temporary file back from its start: the run being read,
- * and each rank's last call (what a repeat repeats). */
+/* Reading the temporary file back from its start, through the page cache
+ * (the drain has stopped): the chunk being read, its blocks, and each
+ * rank's last call (what a repeat repeats).  Counts what it reads in
+ * t->rings (each pass again). */
 struct reader {
     FILE *f;
+    struct trace *t;
     struct chunk cur;
-    int world;
-    struct seg_trace_event *last; /* world of them */
+    uint64_t at;          /* the next unit of cur to read */
+    unsigned char *image; /* cur's blocks */
+    size_t image_cap;
+    bool *chain; /* per rank: last[r] is its last call record, repeats can be read */
+    struct seg_trace_event *last;
 };
 
 static int reader_open(struct reader *rd, struct trace *t)
 {
-    *rd = (struct reader){.f = t->tmp, .world = t->world};
-    if (!(rd->last = calloc((size_t)t->world, sizeof *rd->last)))
+    *rd = (struct reader){.t = t};
+    int fl = fcntl(t->tmp_fd, F_GETFL);
+    if (fl < 0 || fcntl(t->tmp_fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return -errno;
+    t->direct = false;
+    int fd = dup(t->tmp_fd);
+    if (fd < 0)
+        return -errno;
+    if (!(rd->f = fdopen(fd, "r"))) {
+        close(fd);
         return -ENOMEM;
-    rewind(t->tmp);
+    }
+    rd->last = calloc((size_t)t->world, sizeof *rd->last);
+    rd->chain = calloc((size_t)t->world, sizeof *rd->chain);
+    if (!rd->last || !rd->chain)
+        return -ENOMEM; /* reader_close frees what there is */
+    rewind(rd->f); /* the dup shares the file's offset */
+    for (int r = 0; r < t->world; r++) {
+        struct ring_state *rs = &t->rings[r];
+        rs->read = rs->last_call = 0;
+        rs->any_call = false;
+    }
     return 0;
 }
 
-static void reader_close(struct reader *rd) { free(rd->last); }
+static void reader_close(struct reader *rd)
+{
+    free(rd->last);
+    free(rd->chain);
+    free(rd->image);
+    if (rd->f)
+        fclose(rd->f);
+}
 
-/* The next event of the temporary file. */
+/* The next chunk and its blocks; false at the end (or at one that makes
+ * no sense: a short file after a failed write). */
+static bool next_chunk(struct reader *rd)
+{
+    struct chunk *c = &rd->cur;
+    unsigned char hb[CHUNK_BYTES];
+    if (fread(hb, sizeof hb, 1, rd->f) != 1)
+        return false;
+    memcpy(c, hb, sizeof *c);
+    uint64_t bu = c->block_units, cap = seg_trace_unit_count(rd->t->seg);
+    size_t bytes = (size_t)c->blocks * bu * SEG_TRACE_UNIT;
+    if (c->magic != CHUNK_MAGIC || c->rank < 0 || c->rank >= rd->t->world || bu != block_units(cap) ||
+        c->blocks > cap / bu + 1 || c->start < c->first || c->head < c->start ||
+        c->head - c->first > c->blocks * bu)
+        return false;
+    if (bytes > rd->image_cap) {
+        free(rd->image);
+        if (!(rd->image = malloc(bytes)))
+            return false;
+        rd->image_cap = bytes;
+    }
+    if (fread(rd->image, 1, bytes, rd->f) != bytes)
+        return false;
+    rd->at = c->start;
+    if (c->lost)
+        rd->chain[c->rank] = false;
+    return true;
+}
+
+/* The next record of the temporary file: the chunks' units [start, head)
+ * read as the rank wrote them (shm/layout.h): pads skipped, a repeat
+ * rebuilt from its rank's last call, one after a lost call record dropped
+ * (counted with the lost). */
 static bool read_record(struct reader *rd, struct record *rec)
 {
-    while (rd->cur.n == 0)
-        if (fread(&rd->cur, sizeof rd->cur, 1, rd->f) != 1)
-            return false;
-    unsigned char *ev = (unsigned char *)&rec->ev;
-    if (fread(ev, sizeof(struct seg_trace_repeat), 1, rd->f) != 1)
-        return false;
-    int r = rd->cur.rank;
-    bool ours = r >= 0 && r < rd->world; /* the drain writes no other */
-    if (ev[0] == SEG_TEV_REPEAT) {
-        struct seg_trace_repeat rp;
-        memcpy(&rp, ev, sizeof rp);
-        if (!ours)
-            return false;
-        unrepeat(&rp, &rd->last[r]);
-        rec->ev = rd->last[r];
-    } else {
-        if (fread(ev + SEG_TRACE_UNIT, sizeof rec->ev - SEG_TRACE_UNIT, 1, rd->f) != 1)
-            return false;
-        if (ours && rec->ev.kind == SEG_TEV_CALL)
-            rd->last[r] = rec->ev;
+    struct chunk *c = &rd->cur;
+    for (;;) {
+        while (rd->at >= c->head)
+            if (!next_chunk(rd))
+                return false;
+        int r = c->rank;
+        struct ring_state *rs = &rd->t->rings[r];
+        const unsigned char *u = rd->image + (rd->at - c->first) * SEG_TRACE_UNIT;
+        if (u[0] == SEG_TEV_PAD) {
+            rd->at++;
+            continue;
+        }
+        if (u[0] == SEG_TEV_REPEAT) {
+            rd->at++;
+            if (!rd->chain[r])
+                continue;
+            struct seg_trace_repeat rp;
+            memcpy(&rp, u, sizeof rp);
+            unrepeat(&rp, &rd->last[r]);
+            rec->ev = rd->last[r];
+        } else if ((u[0] == SEG_TEV_CALL || u[0] == SEG_TEV_WAIT) &&
+                   rd->at % SEG_TRACE_EVENT_UNITS == 0 && c->head - rd->at >= SEG_TRACE_EVENT_UNITS) {
+            memcpy(&rec->ev, u, sizeof rec->ev);
+            rd->at += SEG_TRACE_EVENT_UNITS;
+            if (rec->ev.kind == SEG_TEV_CALL) {
+                rd->chain[r] = true;
+                rd->last[r] = rec->ev;
+            }
+        } else { /* not a record start (a rank's bug): on to the next event's place */
+            rd->at = (rd->at / SEG_TRACE_EVENT_UNITS + 1) * SEG_TRACE_EVENT_UNITS;
+            rd->chain[r] = false;
+            continue;
+        }
+        rs->read++;
+        if (rec->ev.kind == SEG_TEV_CALL) {
+            rs->any_call = true;
+            rs->last_call = rec->ev.call;
+        }
+        rec->rank = r;
+        return true;
     }
-    rec->rank = r;
-    rd->cur.n--;
-    return true;
 }
 
 /* Each rank's clock pair: the one its ring recorded at start, and now. */
@@ -972,6 +1085,12 @@ static int write_json(struct trace *t, FILE *f, uint64_t *calls_out)
     conv_init(t, ro);
     flows_init(&flows, t);
     struct writer w = {.f = f, .first = true, .base = earliest_ns(t, ro, end_ns)};
+    for (int r = 0; r < t->world; r++) { /* written, less what the first pass read */
+        struct ring_state *rs = &t->rings[r];
+        uint64_t written = atomic_load_explicit(&seg_trace_ring(t->seg, r)->records,
+                                                memory_order_acquire);
+        rs->dropped = written > rs->read ? written - rs->read : 0;
+    }
 
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
     write_rank_names(&w, t);
@@ -1005,12 +1124,6 @@ int trace_finish(struct job *j, int rc)
     int status = rc;
     if (t->rings) {
         drain_all(t); /* what the ranks wrote since, or all of it without the thread */
-        for (int r = 0; r < t->world; r++) { /* written, less what was read */
-            struct ring_state *rs = &t->rings[r];
-            uint64_t written = atomic_load_explicit(&seg_trace_ring(t->seg, r)->records,
-                                                    memory_order_acquire);
-            rs->dropped = written > rs->read ? written - rs->read : 0;
-        }
         uint64_t calls = 0;
         int err = 0;
         FILE *f = NULL;
@@ -1052,9 +1165,9 @@ int trace_finish(struct job *j, int rc)
     }
     if (t->fd >= 0)
         close(t->fd);
-    fclose(t->tmp);
+    close(t->tmp_fd);
     free(t->rings);
-    free(t->copy);
+    free(t->header);
     free(t);
     return status;
 }
