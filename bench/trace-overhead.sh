@@ -29,20 +29,31 @@ once() {
     per_call -n "$ranks" "$@" -- -o "$op" -b "$size" -e "$size" -w 1000 -n "$iters" -c 0
 }
 
-plain=() traced=()
+# A traced launch, then its JSON counted and removed: removed before the
+# page cache writes it back (hundreds of MB at 2 million calls), which
+# would otherwise take a core from the launches after it.
+traced_once() {
+    once --trace "$tmp/t.json" "${events[@]}"
+    slices=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
+    json_size=$(du -h "$tmp/t.json" | cut -f1)
+    rm -f "$tmp/t.json"
+}
+
+plain=() traced=() slices=0 json_size=0
 for ((r = 0; r < rounds; r++)); do
     if ((r % 2)); then
-        traced+=("$(once --trace "$tmp/t.json" "${events[@]}")")
+        traced_once >"$tmp/us"
+        traced+=("$(cat "$tmp/us")")
         plain+=("$(once)")
     else
         plain+=("$(once)")
-        traced+=("$(once --trace "$tmp/t.json" "${events[@]}")")
+        traced_once >"$tmp/us"
+        traced+=("$(cat "$tmp/us")")
     fi
     echo "round $((r + 1)): plain ${plain[-1]} us, traced ${traced[-1]} us" >&2
 done
 mp=$(median "${plain[@]}")
 mt=$(median "${traced[@]}")
-slices=$(grep -o '"ph": *"X"' "$tmp/t.json" | wc -l || true)
 echo "# $op, $size B, $ranks ranks, $iters iterations, $rounds rounds (medians)${events:+, ${events[*]}}"
 echo "plain_us=$mp traced_us=$mt ratio=$(awk -v a="$mt" -v b="$mp" 'BEGIN { printf "%.3f", a / b }')"
-echo "# the last traced run wrote $slices slices ($(du -h "$tmp/t.json" | cut -f1) of JSON)"
+echo "# the last traced run wrote $slices slices ($json_size of JSON)"

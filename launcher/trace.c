@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -331,14 +330,6 @@ static void drain_due(struct trace *t)
 static void *drain_thread(void *arg)
 {
     struct trace *t = arg;
-#ifdef MADV_POPULATE_READ
-    /* The rings in our page tables now, while the ranks start: a first copy
-     * of each page from the segment otherwise takes a fault in the write
-     * (about half a millisecond a MiB, taken from a rank on a full node). */
-    for (int r = 0; r < t->world; r++)
-        (void)madvise(seg_trace_units(t->seg, r), seg_trace_unit_count(t->seg) * SEG_TRACE_UNIT,
-                      MADV_POPULATE_READ);
-#endif
     while (!atomic_load(&t->stop)) {
         drain_due(t);
         struct timespec ts = {0, DRAIN_PERIOD_NS};
