@@ -75,7 +75,8 @@ static struct call_scratch *scratch_new(int world)
 void call_scratch_free_all(shmesh_ctx *c)
 {
     struct engine_state *engine = engine_of(c);
-    free(atomic_exchange(&engine->spare_work, NULL));
+    for (int i = 0; i < ENGINE_SPARE_WORKS; i++)
+        free(atomic_exchange(&engine->spare_work[i], NULL));
     while (engine->spare) {
         struct call_scratch *s = engine->spare;
         engine->spare = s->next;
@@ -351,14 +352,35 @@ static inline __attribute__((always_inline)) int submit_wait(struct call *k)
 
 static int call_work_run(struct work *w) { return submit_wait(&((struct call_work *)w)->k); }
 
-/* The block goes back as the context's spare (one: the next dispatch's,
- * so that an `_async` call waited for at once allocates nothing). */
+/* The block goes back among the context's spares, for the next dispatches
+ * (freed when they are all taken). */
 static void call_work_drop(struct work *w)
 {
     struct call_work *cw = (struct call_work *)w;
     shmesh_ctx *c = cw->k.c;
     call_release(&cw->k);
-    free(atomic_exchange_explicit(&engine_of(c)->spare_work, cw, memory_order_acq_rel));
+    _Atomic(void *) *spare = engine_of(c)->spare_work;
+    for (int i = 0; i < ENGINE_SPARE_WORKS; i++) {
+        void *none = NULL;
+        if (!atomic_load_explicit(&spare[i], memory_order_relaxed) &&
+            atomic_compare_exchange_strong_explicit(&spare[i], &none, cw, memory_order_acq_rel,
+                                                    memory_order_relaxed))
+            return;
+    }
+    free(cw);
+}
+
+/* A block for a dispatch: a spare, else a new one. */
+static struct call_work *call_work_take(shmesh_ctx *c)
+{
+    _Atomic(void *) *spare = engine_of(c)->spare_work;
+    for (int i = 0; i < ENGINE_SPARE_WORKS; i++) {
+        void *w;
+        if (atomic_load_explicit(&spare[i], memory_order_relaxed) &&
+            (w = atomic_exchange_explicit(&spare[i], NULL, memory_order_acq_rel)))
+            return w;
+    }
+    return malloc(sizeof(struct call_work));
 }
 
 /* A blocking call run by its caller on a quiet dispatcher: k stays where the
@@ -385,10 +407,7 @@ static int call_dispatch(struct call *k, shmesh_token *async)
             return rc;
         }
     }
-    struct call_work *cw =
-        atomic_exchange_explicit(&engine_of(c)->spare_work, NULL, memory_order_acq_rel);
-    if (!cw)
-        cw = malloc(sizeof *cw);
+    struct call_work *cw = call_work_take(c);
     if (!cw) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
         call_release(k);

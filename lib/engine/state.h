@@ -16,6 +16,11 @@ struct call;
 struct call_scratch;
 struct dispatcher;
 
+/* Dispatched calls' blocks kept: a blocking call behind a few queued
+ * `_async` ones (each 1.3 KB, past glibc's per-thread cache) allocates
+ * nothing. */
+#define ENGINE_SPARE_WORKS 8
+
 struct engine_state {
     /* The dispatcher (engine/dispatch.c): NULL until the first async
      * dispatch. */
@@ -27,9 +32,10 @@ struct engine_state {
     struct call *queue_head, *queue_tail;
     struct call_scratch *spare; /* scratch of finished calls, for the next */
     atomic_flag spare_lock;     /* with a dispatcher (engine/call.c) */
-    /* A dispatched call's block, kept for the next dispatch (engine/call.c):
-     * taken and given back by exchange, from either thread. */
-    _Atomic(void *) spare_work;
+    /* Dispatched calls' blocks, kept for the next dispatches (engine/call.c):
+     * taken by exchange and given back by compare-and-swap, from either
+     * thread. */
+    _Atomic(void *) spare_work[ENGINE_SPARE_WORKS];
     /* Someone blocks until a call is done (call_wait): a window not there
      * yet is spun for in place rather than returned as a wait. */
     bool blocking;
