@@ -22,15 +22,10 @@ int windows_init(struct windows *w, int world)
     w->prog = calloc((size_t)world, sizeof *w->prog);
     w->eager = calloc(SEG_EAGER_ENTRIES, sizeof *w->eager);
     w->eager_readers = calloc(SEG_EAGER_ENTRIES * (size_t)world, sizeof *w->eager_readers);
-    if (!r || !w->seen || !w->prog || !w->eager || !w->eager_readers) {
+    w->next_in = calloc((size_t)world, sizeof *w->next_in);
+    if (!r || !w->seen || !w->prog || !w->eager || !w->eager_readers || !w->next_in) {
         free(r);
-        free(w->seen);
-        free(w->prog);
-        free(w->eager);
-        free(w->eager_readers);
-        w->seen = w->prog = NULL;
-        w->eager = NULL;
-        w->eager_readers = NULL;
+        windows_fini(w);
         return SHMESH_ERR_NOMEM;
     }
     w->buf_readers[0] = r;
@@ -45,6 +40,7 @@ void windows_fini(struct windows *w)
     free(w->prog);
     free(w->eager);
     free(w->eager_readers);
+    free((void *)w->next_in);
     memset(w, 0, sizeof *w);
 }
 
@@ -216,10 +212,14 @@ void win_post(struct call *k)
 /* Where rank r holds window `tag`: one of its buffers, or its eager window. */
 static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
 {
-    for (int b = 0; b < 2; b++) {
-        struct seg_slot_hdr *h = seg_slot(c->seg, r, b);
-        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
+    _Atomic unsigned char *next = &engine_of(c)->win.next_in[r];
+    unsigned first = atomic_load_explicit(next, memory_order_relaxed);
+    for (unsigned b = first; b < first + 2; b++) {
+        struct seg_slot_hdr *h = seg_slot(c->seg, r, (int)(b & 1));
+        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag) {
+            atomic_store_explicit(next, (unsigned char)((b + 1) & 1), memory_order_relaxed);
             return h;
+        }
     }
     struct seg_slot_hdr *h = eager_entry(c, r, tag);
     return atomic_load_explicit(&h->tag, memory_order_acquire) == tag ? h : NULL;
