@@ -38,6 +38,8 @@ Environment (each split on spaces):
   OPENMPI_ARGS       extra mpirun.openmpi arguments, e.g. "--bind-to none"
   MPICH_ARGS         extra mpiexec.mpich arguments
   SHMESH_BENCH_ARGS  extra shmesh-bench arguments (after the common ones)
+  SHMESH_RUN_ARGS    extra shmesh-run arguments, e.g.
+                     "--bind-to core:overload-allowed"
   SHMESH_* variables (SHMESH_NOTIFY, SHMESH_SPIN_NS, ...) reach the ranks as usual.
 
 SIZE: bytes of the larger buffer per rank, nccl-tests style (K, M, G
@@ -219,6 +221,7 @@ openmpi_cmd+=("${extra[@]}")
 read -ra extra <<<"${MPICH_ARGS:-}"
 mpich_cmd+=("${extra[@]}")
 read -ra shmesh_extra <<<"${SHMESH_BENCH_ARGS:-}"
+read -ra shmesh_run_extra <<<"${SHMESH_RUN_ARGS:-}"
 
 # --- the runs --------------------------------------------------------------
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -261,7 +264,7 @@ run_side() {
     local tmp=$out_dir/.run-$side.out err=$out_dir/.run-$side.err
     while read -r b e f w n; do
         case $side in
-        shmesh) op=${pair#*:}; cmd=("$shmesh_run" -n "$ranks" -- "$shmesh_bench") ;;
+        shmesh) op=${pair#*:}; cmd=("$shmesh_run" -n "$ranks" "${shmesh_run_extra[@]}" -- "$shmesh_bench") ;;
         openmpi) op=${pair%%:*}; cmd=("${openmpi_cmd[@]}" "$out_dir/mpi_bench-openmpi") ;;
         mpich) op=${pair%%:*}; cmd=("${mpich_cmd[@]}" "$out_dir/mpi_bench-mpich") ;;
         esac

@@ -1,4 +1,5 @@
-/* Where each rank runs (--bind-to): a CPU of its own (core); near its GPU,
+/* Where each rank runs (--bind-to): a CPU of its own (core; with
+ * :overload-allowed, more ranks than CPUs, the CPUs taken in turn); near its GPU,
  * or on the NUMA node of its slots (numa, the default); or anywhere (none).
  * Decided before any fork, so that a refusal comes before anything starts
  * and -v can say it; each child applies its part before exec.  Binding is
@@ -27,13 +28,18 @@ int bind_plan(struct job *j, const cpu_set_t *allowed)
         j->o.bind = BIND_NUMA;
     if (j->o.bind == BIND_CORE) {
         int ncpus = allowed ? CPU_COUNT(allowed) : 0;
-        if (ncpus < j->o.np) {
-            fprintf(stderr, PROG ": --bind-to core needs a core per rank: %d ranks, %d cores allowed\n",
+        if (ncpus < j->o.np && (!j->o.bind_overload || ncpus < 1)) {
+            fprintf(stderr,
+                    PROG ": --bind-to core needs a core per rank: %d ranks, %d cores allowed "
+                         "(--bind-to core:overload-allowed puts several on a core)\n",
                     j->o.np, ncpus);
             return -1;
         }
+        /* Rank r on the (r mod ncpus)-th CPU allowed: with more ranks than
+         * CPUs, neighbours in rank order on different CPUs, and each CPU's
+         * ranks taking turns on it (measured: docs/shmesh-run.1). */
         j->cpus = calloc((size_t)j->o.np, sizeof *j->cpus);
-        for (int cpu = 0, r = 0; j->cpus && r < j->o.np && cpu < CPU_SETSIZE; cpu++)
+        for (int cpu = 0, r = 0; j->cpus && r < j->o.np; cpu = (cpu + 1) % CPU_SETSIZE)
             if (CPU_ISSET(cpu, allowed))
                 j->cpus[r++] = cpu;
         return 0;

@@ -26,6 +26,7 @@ struct options {
     double timeout;       /* seconds; 0: none */
     double grace;         /* seconds between the abort flag and SIGKILL */
     enum bind_policy bind; /* BIND_AUTO until main() decides */
+    bool bind_overload;    /* --bind-to core:overload-allowed: more ranks than CPUs, in turn */
     enum gpu_mode gpus;
     char **gpu_list;      /* --gpus LIST: the ids, integers without leading zeros */
     int gpu_listed;       /* how many */

@@ -47,7 +47,9 @@ static void usage(FILE *f)
             "                        shared heap (shmesh_alloc), split evenly between ranks\n"
             "      --bind-to core|numa|none  run each rank on a core of its own; near its\n"
             "                        (first) GPU, or without one on the NUMA node holding\n"
-            "                        its memory (the default); or anywhere\n"
+            "                        its memory (the default); or anywhere.\n"
+            "                        core:overload-allowed: more ranks than cores, each\n"
+            "                        pinned to one, the cores taken in turn\n"
             "      --trace FILE      write a Chrome trace of the job to FILE (Perfetto,\n"
             "                        chrome://tracing): each rank's calls, their waits, flows\n"
             "                        joining a collective's members, bytes moved; written\n"
@@ -168,14 +170,19 @@ static const struct option long_options[] = {
 
 static int parse_bind(const char *s, struct options *o)
 {
+    o->bind_overload = false;
     if (!strcmp(s, "core"))
         o->bind = BIND_CORE;
-    else if (!strcmp(s, "numa"))
+    else if (!strcmp(s, "core:overload-allowed")) { /* mpirun's spelling */
+        o->bind = BIND_CORE;
+        o->bind_overload = true;
+    } else if (!strcmp(s, "numa"))
         o->bind = BIND_NUMA;
     else if (!strcmp(s, "none"))
         o->bind = BIND_NONE;
     else {
-        fprintf(stderr, PROG ": --bind-to expects core, numa or none, got '%s'\n", s);
+        fprintf(stderr, PROG ": --bind-to expects core, core:overload-allowed, numa or none, got '%s'\n",
+                s);
         return -1;
     }
     return 0;

@@ -336,6 +336,38 @@ static void bind_to_core(void **state)
     run_launcher(&r, NULL, 30, "--bind-to", "core", "-n", np, "--", "/bin/true", NULL);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--bind-to core needs a core per rank"));
+    assert_non_null(strstr(r.err, "core:overload-allowed"));
+    run_free(&r);
+
+    /* core:overload-allowed: one more rank than CPUs, each pinned to one
+     * CPU, taken in turn: the last rank shares rank 0's. */
+    run_launcher(&r, NULL, 30, "--bind-to", "core:overload-allowed", "-n", np, "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "
+                 "| cut -f2)\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    int first = -1;
+    for (long k = 0; k <= cpus; k++) {
+        char line[64];
+        snprintf(line, sizeof line, "rank %ld cpu ", k);
+        const char *p = strstr(r.out, line);
+        if (!p)
+            fail_msg("no line for rank %ld:\n%s", k, r.out);
+        int cpu = -1;
+        char allowed[32] = "";
+        if (sscanf(p + strlen(line), "%d allowed %31s", &cpu, allowed) != 2)
+            fail_msg("unreadable: %s", p);
+        char want[16];
+        snprintf(want, sizeof want, "%d", cpu);
+        assert_string_equal(allowed, want);
+        assert_true(CPU_ISSET(cpu, &mine));
+        if (k == 0)
+            first = cpu;
+        else if (k < cpus)
+            assert_int_not_equal(cpu, first); /* the others first */
+        else
+            assert_int_equal(cpu, first);
+    }
     run_free(&r);
 }
 
