@@ -94,7 +94,7 @@ static void every_type(void **state)
     assert_int_equal(d.spin_ns, -1);
     assert_int_equal(d.yield_ns, 100000);
     assert_int_equal(d.zc_min, 65536);
-    assert_int_equal(d.cma_min, 65536);
+    assert_int_equal(d.cma_min, 524288);
     assert_int_equal(d.rsag_min, 262144);
     assert_true(d.cma);
     assert_int_equal(d.shm_size, 0);

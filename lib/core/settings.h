@@ -91,7 +91,7 @@ enum settings_debug {
       "looks at its queue instead of being woken at every dispatch; 0: always woken")         \
     X(ZC_MIN, zc_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                              \
       "the smallest collective that goes zero-copy through the shared heap")                   \
-    X(CMA_MIN, cma_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                            \
+    X(CMA_MIN, cma_min, BYTES, 524288, "524288", SETTINGS_LIBRARY, 1,                            \
       "the smallest collective that reads peers' buffers with process_vm_readv")               \
     X(CMA, cma, SWITCH, 1, "1", SETTINGS_LIBRARY, 0, "0: this rank refuses single copy")       \
     X(RSAG_MIN, rsag_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,                        \

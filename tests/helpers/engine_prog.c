@@ -201,7 +201,7 @@ static int mode_device(void)
               !strcmp(who, "test-device"),
           "the claimed range is device memory of 'test-device'");
 
-    int64_t n = 1 << 14; /* 64 KiB: large enough for single copy and zero copy */
+    int64_t n = 1 << 14; /* 64 KiB: large enough for zero copy */
     shmesh_array d = ARR(dev, SHMESH_INT32, 1, n), h = ARR(host, SHMESH_INT32, 1, n);
     int fails = 0;
     fails += expect_refused("psum from device memory",
@@ -245,7 +245,7 @@ static int mode_cma_fault(void)
     shmesh_mesh *m;
     if (shmesh_mesh_create(ctx, 1, names, sizes, NULL, &m))
         return 1;
-    int64_t n = 1 << 16; /* 256 KiB of int32: single copy (not in the heap) */
+    int64_t n = 1 << 18; /* 1 MiB of int32: single copy (not in the heap) */
     size_t bytes = (size_t)n * 4;
     /* Rank 0's input cannot be read by anyone: rank 1's single copy of it
      * fails.  (Rank 0 receives nothing, so it never touches it.) */
