@@ -39,8 +39,10 @@ static char *rsag_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_RSAG_MIN=4096", "SHM
                                NULL};
 
 /* Single copy (process_vm_readv) forced, and around its switch. */
-static char *cma_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=0", NULL};
-static char *cma_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=4096", "SHMESH_RSAG_MIN=0", NULL};
+static char *cma_always[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=0", "SHMESH_CMA_BCAST_REDUCE_MIN=0",
+                             NULL};
+static char *cma_from_4k[] = {"SHMESH_TIMEOUT=30", "SHMESH_CMA_MIN=4096",
+                              "SHMESH_CMA_BCAST_REDUCE_MIN=4096", "SHMESH_RSAG_MIN=0", NULL};
 
 /* "A=1 B=2 " for a replay command (SHMESH_TIMEOUT left out). */
 static void env_prefix(char *const env[], char *buf, size_t len)

@@ -187,7 +187,7 @@ static void empty_arrays_with_null_data(void **state)
         "empty-ppermute",   "empty-pshuffle",    "empty-pbroadcast",   "empty-ragged"};
     static char *paths[][3] = {
         {NULL},
-        {"SHMESH_CMA_MIN=0", NULL},
+        {"SHMESH_CMA_MIN=0", "SHMESH_CMA_BCAST_REDUCE_MIN=0", NULL},
         {"SHMESH_RSAG_MIN=0", "SHMESH_CMA=0", NULL},
     };
     for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {

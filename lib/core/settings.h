@@ -93,6 +93,10 @@ enum settings_debug {
       "the smallest collective that goes zero-copy through the shared heap")                   \
     X(CMA_MIN, cma_min, BYTES, 524288, "524288", SETTINGS_LIBRARY, 1,                            \
       "the smallest collective that reads peers' buffers with process_vm_readv")               \
+    X(CMA_BCAST_REDUCE_MIN, cma_bcast_reduce_min, BYTES, UINT64_C(1) << 40, "1099511627776",     \
+      SETTINGS_LIBRARY, 1,                                                                     \
+      "the same for broadcasts and reductions (1 TiB: never, in practice), which staging "     \
+      "measured faster at every size (both this and SHMESH_CMA_MIN must be reached)")          \
     X(CMA, cma, SWITCH, 1, "1", SETTINGS_LIBRARY, 0, "0: this rank refuses single copy")       \
     X(RSAG_MIN, rsag_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,                        \
       "the smallest staged reduction that takes reduce-scatter + all-gather")                  \

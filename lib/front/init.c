@@ -138,6 +138,7 @@ static void set_tuning(shmesh_ctx *c, const struct settings *env)
     paths->zc_min = env->zc_min;
     paths->rsag_min = env->rsag_min;
     paths->cma_min = env->cma_min;
+    paths->cma_bcast_reduce_min = env->cma_bcast_reduce_min;
     paths->device_two_shot_min = env->device_two_shot_min;
     /* The hashed settings: the table's column, with the slot size the
      * segment has (the launcher's, not this rank's environment), published

@@ -184,12 +184,18 @@ static const struct peer_access cma = {
     .read_box = cma_read_box,
 };
 
-/* Single copy beats staging, but not the staged reduce-scatter on the
- * reductions it is for: that moves less memory (docs/algorithms.md), and
- * which those are is rsag's to say. */
+/* Single copy beats staging from SHMESH_CMA_MIN where every member reads
+ * the others, but not the staged reduce-scatter on the reductions it is for
+ * (that moves less memory, docs/algorithms.md; which those are is rsag's to
+ * say), and a broadcast or reduction only from SHMESH_CMA_BCAST_REDUCE_MIN:
+ * staging runs the sender's copy and the receivers' at once, and measured
+ * faster for them at every size (docs/performance.md). */
 static bool cma_candidate(const struct call *k)
 {
-    return peer_flow(k) && k->size >= paths_of(k->c)->cma_min && !rsag_sized(k);
+    const struct paths_state *p = paths_of(k->c);
+    bool one_way = k->f.kind == FLOW_REDUCE || (k->f.kind == FLOW_MOVE && k->f.source >= 0);
+    return peer_flow(k) && k->size >= p->cma_min && (!one_way || k->size >= p->cma_bcast_reduce_min) &&
+           !rsag_sized(k);
 }
 
 static bool cma_eligible(const struct call *k)
