@@ -123,7 +123,8 @@ int main(int argc, char **argv)
                         "the times are the scheduler's, not a cache line's\n", n);
     pinned = pinned && n == 2;
 
-    struct shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct shared *s =
+        mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (s == MAP_FAILED) {
         perror("line_pingpong: mmap");
         return 1;

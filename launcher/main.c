@@ -181,8 +181,8 @@ static int parse_bind(const char *s, struct options *o)
     else if (!strcmp(s, "none"))
         o->bind = BIND_NONE;
     else {
-        fprintf(stderr, PROG ": --bind-to expects core, core:overload-allowed, numa or none, got '%s'\n",
-                s);
+        fprintf(stderr,
+                PROG ": --bind-to expects core, core:overload-allowed, numa or none, got '%s'\n", s);
         return -1;
     }
     return 0;

@@ -821,9 +821,9 @@ static bool next_chunk(struct reader *rd)
     memcpy(c, hb, sizeof *c);
     uint64_t bu = c->block_units, cap = seg_trace_unit_count(rd->t->seg);
     size_t bytes = (size_t)c->blocks * bu * SEG_TRACE_UNIT;
-    if (c->magic != CHUNK_MAGIC || c->rank < 0 || c->rank >= rd->t->world || bu != block_units(cap) ||
-        c->blocks > cap / bu + 1 || c->start < c->first || c->head < c->start ||
-        c->head - c->first > c->blocks * bu)
+    if (c->magic != CHUNK_MAGIC || c->rank < 0 || c->rank >= rd->t->world ||
+        bu != block_units(cap) || c->blocks > cap / bu + 1 || c->start < c->first ||
+        c->head < c->start || c->head - c->first > c->blocks * bu)
         return false;
     if (bytes > rd->image_cap) {
         free(rd->image);

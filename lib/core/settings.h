@@ -91,9 +91,9 @@ enum settings_debug {
       "looks at its queue instead of being woken at every dispatch; 0: always woken")         \
     X(ZC_MIN, zc_min, BYTES, 65536, "65536", SETTINGS_LIBRARY, 1,                              \
       "the smallest collective that goes zero-copy through the shared heap")                   \
-    X(CMA_MIN, cma_min, BYTES, 524288, "524288", SETTINGS_LIBRARY, 1,                            \
+    X(CMA_MIN, cma_min, BYTES, 524288, "524288", SETTINGS_LIBRARY, 1,                          \
       "the smallest collective that reads peers' buffers with process_vm_readv")               \
-    X(CMA_BCAST_REDUCE_MIN, cma_bcast_reduce_min, BYTES, UINT64_C(1) << 40, "1099511627776",     \
+    X(CMA_BCAST_REDUCE_MIN, cma_bcast_reduce_min, BYTES, UINT64_C(1) << 40, "1099511627776",   \
       SETTINGS_LIBRARY, 1,                                                                     \
       "the same for broadcasts and reductions (1 TiB: never, in practice), which staging "     \
       "measured faster at every size (both this and SHMESH_CMA_MIN must be reached)")          \

@@ -194,8 +194,8 @@ static bool cma_candidate(const struct call *k)
 {
     const struct paths_state *p = paths_of(k->c);
     bool one_way = k->f.kind == FLOW_REDUCE || (k->f.kind == FLOW_MOVE && k->f.source >= 0);
-    return peer_flow(k) && k->size >= p->cma_min && (!one_way || k->size >= p->cma_bcast_reduce_min) &&
-           !rsag_sized(k);
+    return peer_flow(k) && k->size >= p->cma_min &&
+           (!one_way || k->size >= p->cma_bcast_reduce_min) && !rsag_sized(k);
 }
 
 static bool cma_eligible(const struct call *k)
