@@ -300,6 +300,30 @@ static void one_gpu_per_rank(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* What each rank of a job started by run_bound prints. */
+#define SAY_CPU                                                                                \
+    "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "     \
+    "| cut -f2)\""
+
+/* Rank k's CPU in the output of SAY_CPU, checked to be the one CPU it may
+ * run on. */
+static int pinned_cpu(const char *out, long k)
+{
+    char line[64];
+    snprintf(line, sizeof line, "rank %ld cpu ", k);
+    const char *p = strstr(out, line);
+    if (!p)
+        fail_msg("no line for rank %ld:\n%s", k, out);
+    int cpu = -1;
+    char allowed[32] = "";
+    if (sscanf(p + strlen(line), "%d allowed %31s", &cpu, allowed) != 2)
+        fail_msg("unreadable: %s", p);
+    char want[16];
+    snprintf(want, sizeof want, "%d", cpu);
+    assert_string_equal(allowed, want); /* pinned to exactly that CPU */
+    return cpu;
+}
+
 /* --bind-to core: a CPU of its own per rank, named in SHMESH_CPU. */
 static void bind_to_core(void **state)
 {
@@ -311,25 +335,11 @@ static void bind_to_core(void **state)
     if (cpus < 2)
         skip();
     struct run r;
-    run_launcher(&r, NULL, 30, "-v", "--bind-to", "core", "-n", "2", "--", "/bin/sh", "-c",
-                 "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "
-                 "| cut -f2)\"",
+    run_launcher(&r, NULL, 30, "-v", "--bind-to", "core", "-n", "2", "--", "/bin/sh", "-c", SAY_CPU,
                  NULL);
     assert_int_equal(r.code, 0);
-    for (int k = 0; k < 2; k++) {
-        char line[64];
-        snprintf(line, sizeof line, "rank %d cpu ", k);
-        const char *p = strstr(r.out, line);
-        if (!p)
-            fail_msg("no line for rank %d:\n%s", k, r.out);
-        int cpu = -1;
-        char allowed[32] = "";
-        if (sscanf(p + strlen(line), "%d allowed %31s", &cpu, allowed) != 2)
-            fail_msg("unreadable: %s", p);
-        char want[16];
-        snprintf(want, sizeof want, "%d", cpu);
-        assert_string_equal(allowed, want); /* pinned to exactly that CPU */
-    }
+    for (int k = 0; k < 2; k++)
+        pinned_cpu(r.out, k);
     run_free(&r);
     char np[24];
     snprintf(np, sizeof np, "%ld", cpus + 1);
@@ -341,29 +351,14 @@ static void bind_to_core(void **state)
 
     /* core:overload-allowed: one more rank than CPUs, each pinned to one
      * CPU, taken in turn: the last rank shares rank 0's. */
-    run_launcher(&r, NULL, 30, "--bind-to", "core:overload-allowed", "-n", np, "--", "/bin/sh", "-c",
-                 "echo \"rank $RANK cpu $SHMESH_CPU allowed $(grep Cpus_allowed_list /proc/self/status "
-                 "| cut -f2)\"",
-                 NULL);
+    run_launcher(&r, NULL, 30, "--bind-to", "core:overload-allowed", "-n", np, "--", "/bin/sh",
+                 "-c", SAY_CPU, NULL);
     assert_int_equal(r.code, 0);
-    int first = -1;
-    for (long k = 0; k <= cpus; k++) {
-        char line[64];
-        snprintf(line, sizeof line, "rank %ld cpu ", k);
-        const char *p = strstr(r.out, line);
-        if (!p)
-            fail_msg("no line for rank %ld:\n%s", k, r.out);
-        int cpu = -1;
-        char allowed[32] = "";
-        if (sscanf(p + strlen(line), "%d allowed %31s", &cpu, allowed) != 2)
-            fail_msg("unreadable: %s", p);
-        char want[16];
-        snprintf(want, sizeof want, "%d", cpu);
-        assert_string_equal(allowed, want);
+    int first = pinned_cpu(r.out, 0);
+    for (long k = 1; k <= cpus; k++) {
+        int cpu = pinned_cpu(r.out, k);
         assert_true(CPU_ISSET(cpu, &mine));
-        if (k == 0)
-            first = cpu;
-        else if (k < cpus)
+        if (k < cpus)
             assert_int_not_equal(cpu, first); /* the others first */
         else
             assert_int_equal(cpu, first);
