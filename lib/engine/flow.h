@@ -95,7 +95,6 @@ void flow_init(struct flow *f, enum flow_kind kind, const shmesh_array *in,
 bool flow_part(const struct call *k, int from, int to, struct box *src, struct box *dst);
 /* Whether every receiver gets the same part of a sender's input. */
 bool flow_shared(const struct flow *f);
-
 /* Whether the reduction is of whole arrays (psum, world_sum: every member's
  * output is the same). */
 static inline bool flow_allreduce(const struct flow *f)

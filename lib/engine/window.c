@@ -386,7 +386,6 @@ int win_collect(struct call *k)
     return 0;
 }
 
-
 /* Eager windows (window.h). */
 
 /* Sent entry e: every reader posted its window, with the entry's hash. */

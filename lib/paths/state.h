@@ -9,8 +9,9 @@
 #include "engine/state.h"
 
 struct paths_state {
-    /* SHMESH_ZC_MIN, _CMA_MIN, _RSAG_MIN, _DEVICE_TWO_SHOT_MIN: each read
-     * by its path alone (ranks agree on them: core's tuning hash). */
+    /* SHMESH_ZC_MIN, _CMA_MIN, _CMA_BCAST_REDUCE_MIN, _RSAG_MIN,
+     * _DEVICE_TWO_SHOT_MIN: each read by its path alone (ranks agree on
+     * them: core's tuning hash). */
     uint64_t zc_min, cma_min, cma_bcast_reduce_min, rsag_min, device_two_shot_min;
     uint64_t probe_word;  /* what peers read to prove single copy works (single_copy.c) */
     int ptracer;          /* the pid PR_SET_PTRACER names, 0 when not lifted */
