@@ -84,6 +84,37 @@ uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes)
     return h.heap_offset;
 }
 
+void seg_populate(void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(SEG_PAGE - 1);
+    uintptr_t hi = (uintptr_t)p + bytes;
+    if (hi <= lo)
+        return;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
+        return;
+#endif
+    /* A load maps the page (read-only until the first store): never a
+     * store, which could race a peer's. */
+    for (uintptr_t a = lo; a < hi; a += SEG_PAGE)
+        (void)*(volatile const unsigned char *)a;
+}
+
+void seg_populate_hot(const struct seg *s)
+{
+    if (s->readonly)
+        return;
+    seg_populate(s->base, s->lay.slot_offset); /* header, control blocks */
+    for (int r = 0; r < s->world; r++) {
+        for (int b = 0; b < 2; b++) {
+            unsigned char *h = (unsigned char *)seg_slot(s, r, b);
+            seg_populate(h, SEG_PAGE);
+            seg_populate(seg_call_desc(s, (struct seg_slot_hdr *)h), SEG_CALL_DESC_MAX);
+        }
+        seg_populate(seg_eager(s, r, 0), SEG_EAGER_REGION);
+    }
+}
+
 uint64_t seg_parse_size(const char *s)
 {
     if (!s || !*s)

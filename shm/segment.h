@@ -103,6 +103,21 @@ int seg_validate(const char *name, const struct seg_header *h, uint64_t real, in
  * use only the views and loads. */
 int seg_observe(int fd, const char *what, struct seg **out, char *err, size_t errlen);
 
+/* Maps [p, p + bytes) of a writable mapping into this process's page tables
+ * now, without changing a byte: the segment's pages exist (the creator
+ * reserved them), but each process's first touch of each page is a page
+ * fault, about a microsecond here.  One madvise(MADV_POPULATE_WRITE) where
+ * the kernel has it (5.14), else a load from each page. */
+void seg_populate(void *p, size_t bytes);
+
+/* seg_populate over the pages that small calls touch, every rank's: the
+ * header and control blocks, each slot buffer's first page and call
+ * description, the eager windows and theirs.  Without it the first 64
+ * eager broadcasts each paid a fault or two, so that the first hundred
+ * small calls of a job took 1-3 us each instead of 0.1 (docs/performance.md).
+ * Costs about 50 pages per rank of the job, once, at init. */
+void seg_populate_hot(const struct seg *s);
+
 /* Bytes the trace rings add to a segment of `world_size` ranks. */
 uint64_t seg_trace_bytes(int world_size, uint32_t trace_events);
 

@@ -3,13 +3,15 @@
  * mismatch, corrupt offsets), views and heap bounds that keep the layout
  * read at attach (or create) whatever is later written into the header,
  * the unlink once every rank has joined, a full
- * /dev/shm, NUMA placement, the abort record, and shmesh_init's errors. */
+ * /dev/shm, NUMA placement, the abort record, shmesh_init's errors, and the
+ * pages a rank maps ahead of its first calls. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -628,6 +630,54 @@ static void truncation_is_survived(void **state)
     drop(s);
 }
 
+/* Whether the page holding p is in this process's page tables
+ * (/proc/self/pagemap's bit 63); -1 when pagemap cannot be read. */
+static int mapped(const void *p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0)
+        return -1;
+    uint64_t e = 0;
+    ssize_t n = pread(fd, &e, sizeof e, (off_t)((uintptr_t)p / (uintptr_t)page * sizeof e));
+    close(fd);
+    return n == (ssize_t)sizeof e ? (int)(e >> 63) : -1;
+}
+
+/* seg_populate_hot maps, in a fresh attach, the pages small calls touch
+ * (every rank's, not only its own) and none of the heap's. */
+static void populate_maps_the_hot_pages(void **state)
+{
+    struct seg *s = make(2);
+    struct seg *a = NULL;
+    assert_int_equal(seg_attach(s->name, 2, 1, &a, err, sizeof err), 0);
+    const void *hot[] = {
+        seg_eager(a, 0, 33),
+        seg_eager(a, 1, SEG_EAGER_ENTRIES - 1),
+        seg_call_desc(a, seg_eager(a, 0, 40)),
+        seg_slot(a, 0, 1),
+        seg_call_desc(a, seg_slot(a, 1, 0)),
+        seg_ctrl(a, 1),
+    };
+    const void *heap = a->base + a->lay.heap_offset + a->lay.heap_share + (1u << 20);
+    int before = mapped(hot[0]);
+    if (before < 0) {
+        seg_close(a);
+        drop(s);
+        skip(); /* no /proc/self/pagemap here */
+    }
+    assert_int_equal(before, 0);
+    seg_populate_hot(a);
+    for (size_t i = 0; i < sizeof hot / sizeof *hot; i++) {
+        if (mapped(hot[i]) != 1)
+            fail_msg("hot page %zu at offset %td is not mapped after seg_populate_hot", i,
+                     (const unsigned char *)hot[i] - a->base);
+    }
+    assert_int_equal(mapped(heap), 0);
+    seg_close(a);
+    drop(s);
+}
+
 /* A failed assertion leaves its test early: remove whatever segments this
  * process created, so that a failure leaves nothing in /dev/shm either. */
 static int remove_own_segments(void **state)
@@ -654,6 +704,7 @@ int main(void)
         TEST(init_refuses_bad_environment),
         TEST(trace_rings_and_observers),
         TEST(truncation_is_survived),
+        TEST(populate_maps_the_hot_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

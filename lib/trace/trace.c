@@ -2,32 +2,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/fail.h"
 #include "shm/notify.h"
 #include "shm/op_numbers.h"
 #include "trace/trace.h"
-
-/* Maps the rank's ring into its page tables now: its pages exist (the
- * launcher reserved the segment), but each first touch was a page fault,
- * taken inside a call for every 64 events of the ring's first lap (most of
- * a traced 8-byte call's cost: docs/performance.md).  One madvise where the
- * kernel has MADV_POPULATE_WRITE (5.14), else a store to each page (to the
- * event slots only: nothing reads an event before head passes it). */
-static void ring_populate(void *events, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t page = (uintptr_t)SEG_PAGE;
-    uintptr_t lo = (uintptr_t)events & ~(page - 1);
-    if (madvise((void *)lo, (uintptr_t)events + bytes - lo, MADV_POPULATE_WRITE) == 0)
-        return;
-#endif
-    volatile unsigned char *p = events;
-    for (size_t off = 0; off < bytes; off += SEG_PAGE)
-        p[off] = 0;
-}
 
 int trace_open(shmesh_ctx *c)
 {
@@ -50,7 +30,10 @@ int trace_open(shmesh_ctx *c)
     trace_clock_pair(t->clock, &t->ring->clock_ticks, &t->ring->clock_ns);
     t->head = atomic_load_explicit(&t->ring->head, memory_order_relaxed);
     t->records = atomic_load_explicit(&t->ring->records, memory_order_relaxed);
-    ring_populate(t->units, (size_t)(t->mask + 1) * SEG_TRACE_UNIT);
+    /* Now, not inside calls: each first touch of the ring's first lap was a
+     * page fault, for every 64 events (most of a traced 8-byte call's cost:
+     * docs/performance.md). */
+    seg_populate(t->units, (size_t)(t->mask + 1) * SEG_TRACE_UNIT);
     c->trace = t;
     return 0;
 }
