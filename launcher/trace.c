@@ -96,6 +96,7 @@ _Static_assert(sizeof(struct chunk) <= CHUNK_BYTES, "a chunk's header fits its b
 struct record {
     int32_t rank;
     struct seg_trace_event ev;
+    uint64_t sent, received; /* a call's traffic unit (0 without one) */
 };
 
 /* A repeat (struct seg_trace_repeat, shm/layout.h) is rebuilt from the
@@ -672,9 +673,10 @@ static const char *event_op_name(unsigned op, char *buf, size_t len)
     return buf;
 }
 
-static void call_slice(struct writer *w, int rank, const struct seg_trace_event *e,
-                       int64_t start, int64_t end, const struct seg_trace_ring *ring)
+static void call_slice(struct writer *w, int rank, const struct record *rec, int64_t start,
+                       int64_t end, const struct seg_trace_ring *ring)
 {
+    const struct seg_trace_event *e = &rec->ev;
     char buf[32];
     begin_event(w, "X", rank, start);
     fputs(",\"dur\":", w->f);
@@ -699,6 +701,8 @@ static void call_slice(struct writer *w, int rank, const struct seg_trace_event 
         fprintf(w->f, "\"%s\"", error_name(e->rc));
     else
         fprintf(w->f, "\"error %" PRId32 "\"", e->rc);
+    if (rec->sent | rec->received)
+        fprintf(w->f, ",\"sent\":%" PRIu64 ",\"received\":%" PRIu64, rec->sent, rec->received);
     fputs("}}", w->f);
 }
 
@@ -746,7 +750,8 @@ struct pending {
 struct rank_out {
     struct conv conv;
     struct pending waits;
-    uint64_t bytes; /* cumulative, for the counter */
+    uint64_t bytes;          /* cumulative, for the counter */
+    uint64_t sent, received; /* cumulative, for the traffic counter */
 };
 
 static void flush_waits(struct writer *w, int rank, struct rank_out *ro)
@@ -771,7 +776,7 @@ struct reader {
     unsigned char *image; /* cur's blocks */
     size_t image_cap;
     bool *chain; /* per rank: last[r] is its last call record, repeats can be read */
-    struct seg_trace_event *last;
+    struct record *last;
 };
 
 static int reader_open(struct reader *rd, struct trace *t)
@@ -863,15 +868,24 @@ static bool read_record(struct reader *rd, struct record *rec)
                 continue;
             struct seg_trace_repeat rp;
             memcpy(&rp, u, sizeof rp);
-            unrepeat(&rp, &rd->last[r]);
-            rec->ev = rd->last[r];
+            unrepeat(&rp, &rd->last[r].ev);
+            *rec = rd->last[r];
         } else if ((u[0] == SEG_TEV_CALL || u[0] == SEG_TEV_WAIT) &&
                    rd->at % SEG_TRACE_EVENT_UNITS == 0 && c->head - rd->at >= SEG_TRACE_EVENT_UNITS) {
             memcpy(&rec->ev, u, sizeof rec->ev);
             rd->at += SEG_TRACE_EVENT_UNITS;
+            rec->sent = rec->received = 0;
             if (rec->ev.kind == SEG_TEV_CALL) {
+                /* Its traffic unit, committed with it. */
+                if (rd->at < c->head && u[SEG_TRACE_EVENT] == SEG_TEV_TRAFFIC) {
+                    struct seg_trace_traffic x;
+                    memcpy(&x, u + SEG_TRACE_EVENT, sizeof x);
+                    rec->sent = x.kind_sent >> 8;
+                    rec->received = x.received;
+                    rd->at++;
+                }
                 rd->chain[r] = true;
-                rd->last[r] = rec->ev;
+                rd->last[r] = *rec;
             }
         } else { /* not a record start (a rank's bug): on to the next event's place */
             rd->at = (rd->at / SEG_TRACE_EVENT_UNITS + 1) * SEG_TRACE_EVENT_UNITS;
@@ -973,19 +987,27 @@ static int hold_wait(struct writer *w, int r, struct rank_out *o, const struct s
     return 0;
 }
 
-/* A finished call: its slice, its waits, the bytes counter, and its step
- * of the collective's flow. */
+/* A finished call: its slice, its waits, the bytes and traffic counters,
+ * and its step of the collective's flow. */
 static int write_call(struct writer *w, struct trace *t, struct flows *flows, int r,
-                      struct rank_out *o, const struct seg_trace_event *e)
+                      struct rank_out *o, const struct record *rec)
 {
+    const struct seg_trace_event *e = &rec->ev;
     const struct seg_trace_ring *ring = seg_trace_ring(t->seg, r);
     int64_t start = to_ns(&o->conv, e->t0), end = to_ns(&o->conv, e->t1);
     end = end < start ? start : end;
-    call_slice(w, r, e, start, end, ring);
+    call_slice(w, r, rec, start, end, ring);
     flush_waits(w, r, o);
     o->bytes += e->bytes;
     begin_event(w, "C", r, end);
     fprintf(w->f, ",\"name\":\"bytes moved\",\"args\":{\"bytes\":%" PRIu64 "}}", o->bytes);
+    if (rec->sent | rec->received) {
+        o->sent += rec->sent;
+        o->received += rec->received;
+        begin_event(w, "C", r, end);
+        fprintf(w->f, ",\"name\":\"traffic\",\"args\":{\"sent\":%" PRIu64 ",\"received\":%" PRIu64 "}}",
+                o->sent, o->received);
+    }
     if (e->members > 1 && e->leader >= 0 && e->flags != (SEG_TEV_FIRST | SEG_TEV_LAST))
         return flow_step(w, flows, r, e, start, end);
     return 0;
@@ -1011,7 +1033,7 @@ static int write_events(struct writer *w, struct trace *t, struct rank_out *ro,
         if (e->kind != SEG_TEV_CALL)
             continue;
         (*calls)++;
-        err = write_call(w, t, flows, r, &ro[r], e);
+        err = write_call(w, t, flows, r, &ro[r], &rec);
     }
     reader_close(&rd);
     return err;

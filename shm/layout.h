@@ -35,12 +35,12 @@
  * waits for effects' points and for tokens; 9, a control block holds the
  * rank's hashed settings (seg_ctrl's `tuning`); 10, trace rings of 16-byte
  * units with repeat records; 11, eager windows after each rank's buffers. */
-#define SEG_LAYOUT_VERSION 11u
+#define SEG_LAYOUT_VERSION 12u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
  * so sharing a 128-byte pair between writers is false sharing too. */
-#define SEG_CTRL_STRIDE 768u
+#define SEG_CTRL_STRIDE 896u
 /* Effects whose program points a rank publishes (lib/effects/): 32
  * registered ones and one for callbacks without an effect; room for a
  * name (SHMESH_MAX_EFFECT_NAME characters and the NUL). */
@@ -140,6 +140,9 @@ struct seg_status {
      * `done`. */
     _Atomic uint64_t token_seq;
     _Atomic int64_t token_since;
+    /* The calls finished so far: bytes of the rank's data other processes
+     * took, and of theirs it took (lib/engine/traffic.h). */
+    _Atomic uint64_t sent, received;
 };
 
 struct seg_ctrl {
@@ -207,7 +210,10 @@ struct seg_slot_hdr {
  *     previous call record (the next number; the same op, path, flags,
  *     result, bytes, group, dtype and axes), written less than
  *     SEG_TRACE_REPEAT_SPAN units after that run's event;
- *   - a pad unit (kind SEG_TEV_PAD) before an event, to align it.
+ *   - a pad unit (kind SEG_TEV_PAD) before an event, to align it;
+ *   - a traffic unit (struct seg_trace_traffic) right after the event of a
+ *     call that moved data between processes, part of that record (a
+ *     repeat's traffic is its run's call's).
  * A loop of small calls thus writes a quarter of a line per call (writing
  * and reading whole events was most of a traced small call's cost).  The
  * writer never waits: it stores a record at `head % units`, then head +
@@ -235,6 +241,7 @@ enum seg_trace_kind {
     SEG_TEV_WAIT = 2,   /* one wait inside a call, past the first look */
     SEG_TEV_REPEAT = 3, /* a repeat unit (struct seg_trace_repeat) */
     SEG_TEV_PAD = 4,    /* a unit to skip */
+    SEG_TEV_TRAFFIC = 5, /* the traffic of the call event just before */
 };
 /* Flags of a call: the rank is its group's first or last (the flow that
  * joins the members' slices starts and ends there). */
@@ -276,6 +283,15 @@ struct seg_trace_repeat {
     uint32_t dt;
     uint64_t t0;
 };
+/* What a call sent to and received from other processes (lib/engine/
+ * traffic.h), when either is not 0.  The kind is the low byte of the first
+ * word, read as the unit's first byte (little-endian machines, as the
+ * segment is one machine's). */
+struct seg_trace_traffic {
+    uint64_t kind_sent; /* SEG_TEV_TRAFFIC | sent << 8 (sent under 2^56) */
+    uint64_t received;
+};
+
 /* A repeat comes less than this many units after its run's event: a reader
  * that lost its place reads the repeats again from the next event on (at
  * most an eighth of the ring of them go with the lost records). */
@@ -317,6 +333,7 @@ _Static_assert(sizeof(struct seg_slot_hdr) == SEG_SLOT_HDR, "slot header size");
 _Static_assert(sizeof(_Atomic uint32_t) == 4, "futex words are 32-bit");
 _Static_assert(sizeof(struct seg_trace_event) == SEG_TRACE_EVENT, "trace event size");
 _Static_assert(sizeof(struct seg_trace_repeat) == SEG_TRACE_UNIT, "trace repeat size");
+_Static_assert(sizeof(struct seg_trace_traffic) == SEG_TRACE_UNIT, "trace traffic size");
 _Static_assert(sizeof(struct seg_trace_ring) <= SEG_PAGE, "trace ring header must fit in a page");
 
 #endif

@@ -33,7 +33,10 @@ Always: the JSON parses; one track per rank; every call slice appears once
 per rank and call number; each wait lies inside a call slice of its own
 track; flows have one start and one finish, on different ranks, in order in
 time, each inside a slice of the same op and call number; each rank's byte
-counter never decreases and ends at the sum of its calls' bytes.
+counter never decreases and ends at the sum of its calls' bytes, and its
+traffic counter at the sum of their sent and received bytes; when the job
+ended well and nothing was lost, what its calls sent between processes
+equals what they received.
 
 Python's standard library only; exits 0 when everything holds, else 1 with
 every failure listed.
@@ -332,9 +335,14 @@ def check(a, doc, said, lost_said):
 
     # Counters: never decreasing, ending at the rank's bytes.
     counters = collections.defaultdict(list)
+    traffic = collections.defaultdict(list)
     for e in events:
-        if e.get("ph") == "C":
+        if e.get("ph") == "C" and e.get("name") == "bytes moved":
             counters[track[e["pid"]]].append((ns(e["ts"]), e["args"]["bytes"]))
+        elif e.get("ph") == "C" and e.get("name") == "traffic":
+            traffic[track[e["pid"]]].append((ns(e["ts"]), e["args"]["sent"], e["args"]["received"]))
+        elif e.get("ph") == "C":
+            fail("a counter named %r" % e.get("name"))
     for r in range(a.ranks):
         vals = [v for _, v in sorted(counters[r], key=lambda x: x[0])]
         if any(b < a_ for a_, b in zip(vals, vals[1:])):
@@ -342,6 +350,15 @@ def check(a, doc, said, lost_said):
         total = sum(c[2]["args"]["bytes"] for c in calls[r] if not c[2]["args"].get("unfinished"))
         if vals and vals[-1] != total:
             fail("rank %d: its bytes counter ends at %d, its calls moved %d" % (r, vals[-1], total))
+        # The traffic counter likewise, each way, ending at its calls' sent and received.
+        for i, way in ((1, "sent"), (2, "received")):
+            vals = [v[i] for v in sorted(traffic[r], key=lambda x: x[0])]
+            if any(b < a_ for a_, b in zip(vals, vals[1:])):
+                fail("rank %d: its traffic counter's %s decreases" % (r, way))
+            total = sum(c[2]["args"].get(way, 0) for c in calls[r])
+            if (vals[-1] if vals else 0) != total:
+                fail("rank %d: its traffic counter's %s ends at %d, its calls say %d"
+                     % (r, way, vals[-1] if vals else 0, total))
 
     lost = doc.get("otherData", {}).get("lost_events")
     if not isinstance(lost, list) or len(lost) != a.ranks:
@@ -357,6 +374,13 @@ def check(a, doc, said, lost_said):
                      % (r, said[r], len(calls[r]), lost[r]))
     elif sum(lost) or lost_said:
         fail("expected no lost events, found %s" % lost)
+    if a.expect == "ok" and not sum(lost):
+        # Every call of the job in the trace: what was sent was received.
+        sent = sum(c[2]["args"].get("sent", 0) for r in range(a.ranks) for c in calls[r])
+        received = sum(c[2]["args"].get("received", 0) for r in range(a.ranks) for c in calls[r])
+        if sent != received:
+            fail("the job's calls sent %d bytes between processes but received %d"
+                 % (sent, received))
 
 
 if __name__ == "__main__":

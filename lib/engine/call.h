@@ -132,6 +132,11 @@ struct call {
 
     uint64_t size;       /* flow_size(), once the path is being chosen (0 before: what
                             the status counts for a call that moved nothing) */
+    /* Traffic between processes (engine/traffic.h): bytes of this member's data
+     * that other processes took (they read it, or this one wrote it into
+     * theirs), and bytes of theirs it took.  Exchanges of the engine's own
+     * (handshakes, status windows) are not counted. */
+    uint64_t sent, received;
 
     /* Set before they are read. */
     struct group g;                 /* by the op */

@@ -4,6 +4,7 @@
 #include "core/context.h"
 #include "engine/exchange.h"
 #include "engine/state.h"
+#include "engine/traffic.h"
 #include "engine/window.h"
 
 uint64_t transfers_no_bytes(const struct call *k, int from, int to) { return 0; }
@@ -40,10 +41,28 @@ static void plan(struct call *k, const struct transfers *st)
     }
 }
 
+/* What the exchange moves between processes: each other member reads this
+ * one's transfer for it (a broadcast's whole transfer), and this one
+ * theirs. */
+static void count_traffic(struct call *k, const struct transfers *st)
+{
+    const struct call_scratch *s = k->s;
+    uint64_t sent = 0, received = 0;
+    for (int q = 0; q < k->g.n; q++) {
+        if (!call_other_process(k, q))
+            continue;
+        sent += st->broadcast ? s->xtotal[k->g.me] : s->xlen_to[q];
+        received += st->broadcast ? s->xtotal[q] : s->xlen_from[q];
+    }
+    call_moved(k, sent, received);
+}
+
 void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
 {
     uint64_t unit = st->unit ? st->unit : k->f.in_esz ? k->f.in_esz : 1;
     plan(k, st);
+    if (!st->control)
+        count_traffic(k, st);
     uint64_t longest = 0;
     for (int q = 0; q < k->g.n; q++)
         longest = max_u64(longest, k->s->xtotal[q]);

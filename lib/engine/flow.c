@@ -153,7 +153,7 @@ static void flow_reduce(const struct call *k, uint64_t off, const void *const *s
                src, k->g.n, (size_t)(len / f->in_esz), f->mean_n);
 }
 
-static const struct transfers none = {.broadcast = true, .bytes = transfers_no_bytes};
+static const struct transfers none = {.broadcast = true, .control = true, .bytes = transfers_no_bytes};
 static const struct transfers shared_move = {
     .broadcast = true, .bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};
 static const struct transfers move = {.bytes = flow_bytes, .pack = flow_pack, .recv = flow_recv};

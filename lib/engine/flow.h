@@ -40,6 +40,9 @@ enum flow_kind { FLOW_NONE, FLOW_MOVE, FLOW_REDUCE, FLOW_TRANSFERS };
  * and taken out (or reduced) by the receiver.  Positions are group indices. */
 struct transfers {
     bool broadcast; /* one transfer every member reads whole: bytes/pack see to = -1 */
+    /* The engine's own exchange (a handshake, a status window, a ragged
+     * call's offsets), not the call's data: not traffic (engine/traffic.h). */
+    bool control;
     /* Window payloads hold whole units of this many bytes (0: the flow's
      * input element, or 1). */
     uint64_t unit;

@@ -103,6 +103,7 @@ static int handshake_check(struct call *k)
 }
 
 static const struct transfers handshake = {.broadcast = true,
+                                         .control = true,
                                          .unit = sizeof(struct where),
                                          .bytes = where_bytes,
                                          .pack = where_pack,

@@ -51,7 +51,8 @@ static inline bool repeats(const struct tracer *t, const shmesh_ctx *c, const st
     const struct seg_trace_event *l = &t->last;
     const struct group *g = &k->g;
     return t->calls && k->seq == l->call + 1 && k->path == t->last_path && k->rc == l->rc &&
-           k->size == l->bytes && g->n == l->members && (uint8_t)k->d.op == l->op &&
+           k->size == l->bytes && k->sent == t->last_sent && k->received == t->last_received &&
+           g->n == l->members && (uint8_t)k->d.op == l->op &&
            (uint8_t)k->d.dtype == l->dtype && group_leader(g, c->rank) == l->leader &&
            group_flags(g, c->rank) == l->flags && t1 >= k->t_enter &&
            t1 - k->t_enter <= UINT32_MAX && t->head - t->run < SEG_TRACE_REPEAT_SPAN(t->mask + 1) &&
@@ -87,10 +88,14 @@ void trace_call(shmesh_ctx *c, const struct call *k)
     memset(e.pad, 0, sizeof e.pad);
     memcpy(e.axes, k->d.axes, sizeof e.axes - 1); /* axes is longer and terminated */
     e.axes[sizeof e.axes - 1] = '\0';
-    trace_put_event(t, &e);
+    uint64_t from = t->head + (SEG_TRACE_EVENT_UNITS - t->head % SEG_TRACE_EVENT_UNITS) %
+                                  SEG_TRACE_EVENT_UNITS; /* where the event goes, after pads */
+    trace_put_event(t, &e, k->sent, k->received);
     t->last = e;
     t->last_path = k->path;
-    t->run = t->head - SEG_TRACE_EVENT_UNITS;
+    t->last_sent = k->sent;
+    t->last_received = k->received;
+    t->run = from;
     t->calls = true;
 }
 
@@ -113,5 +118,5 @@ void trace_wait(shmesh_ctx *c, const struct call *k)
         .t1 = end,
         .tag = wf->window ? wf->target : wf->target - 1,
     };
-    trace_put_event(t, &e);
+    trace_put_event(t, &e, 0, 0);
 }

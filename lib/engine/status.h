@@ -29,9 +29,16 @@ static inline void status_call(shmesh_ctx *c, const struct call *k)
 static inline void status_done(shmesh_ctx *c, const struct call *k, const struct call *next)
 {
     struct seg_status *s = &c->me->status;
-    /* Only this rank writes it: no atomic read-modify-write needed. */
+    /* Only this rank writes them: no atomic read-modify-write needed. */
     atomic_store_explicit(&s->bytes, atomic_load_explicit(&s->bytes, memory_order_relaxed) + k->size,
                           memory_order_relaxed);
+    if (k->sent | k->received) {
+        atomic_store_explicit(&s->sent, atomic_load_explicit(&s->sent, memory_order_relaxed) + k->sent,
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->received,
+                              atomic_load_explicit(&s->received, memory_order_relaxed) + k->received,
+                              memory_order_relaxed);
+    }
     if (next)
         status_call(c, next);
     else

@@ -404,3 +404,14 @@ int shmesh_rank(const shmesh_ctx *c) { return c ? c->rank : SHMESH_ERR_INVALID; 
 int shmesh_world_size(const shmesh_ctx *c) { return c ? c->world : SHMESH_ERR_INVALID; }
 
 const char *shmesh_notifier(const shmesh_ctx *c) { return c ? notify_name(c->notify) : ""; }
+
+int shmesh_traffic_get(const shmesh_ctx *c, shmesh_traffic *t)
+{
+    if (!c || !t)
+        return SHMESH_ERR_INVALID;
+    const struct seg_status *s = &c->me->status;
+    t->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+    t->sent = atomic_load_explicit(&s->sent, memory_order_relaxed);
+    t->received = atomic_load_explicit(&s->received, memory_order_relaxed);
+    return 0;
+}

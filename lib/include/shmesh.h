@@ -1005,6 +1005,24 @@ typedef struct {
 
 /* Local.  Fills *stats (the backend is "none" without a GPU runtime). */
 SHMESH_API int shmesh_device_stats_get(const shmesh_ctx *ctx, shmesh_device_stats *stats);
+
+/* What this rank's calls moved between processes so far (since
+ * shmesh_init; docs/profiling.md, "Traffic").  A byte counts once for each
+ * process that takes it: as received by the rank that reads it out of
+ * another process's memory (a peer's staging window, shared-heap buffer,
+ * private memory or device buffer) or into whose memory another rank
+ * writes it, and as sent by the rank whose data it is.  Copies within a
+ * process and the library's own handshakes are not counted.  Over the
+ * ranks of a job, sent and received add up to the same total. */
+typedef struct {
+    uint64_t bytes;    /* the finished calls' sizes, as shmesh-bench counts them */
+    uint64_t sent;     /* bytes of this rank's data that other processes took */
+    uint64_t received; /* bytes of other processes' data this rank took */
+} shmesh_traffic;
+
+/* Local.  Fills *traffic; SHMESH_ERR_INVALID for a NULL argument.  Calls
+ * still queued or running (async) are counted once they finish. */
+SHMESH_API int shmesh_traffic_get(const shmesh_ctx *ctx, shmesh_traffic *traffic);
 /* Local.  The GPU stream (a cudaStream_t or hipStream_t; NULL: the
  * runtime's default stream) that later calls on device buffers order with
  * (see above).  SHMESH_ERR_INVALID without a GPU runtime. */

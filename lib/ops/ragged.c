@@ -264,6 +264,7 @@ shapes: {
 }
 
 static const struct transfers param_transfers = {.broadcast = true,
+                                             .control = true,
                                              .unit = sizeof(int64_t),
                                              .bytes = param_bytes,
                                              .pack = param_pack,

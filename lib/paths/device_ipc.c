@@ -76,6 +76,7 @@ static void pub_recv(const struct call *k, int from, uint64_t off, const void *s
 }
 
 static const struct transfers publish = {.broadcast = true,
+                                       .control = true,
                                        .unit = sizeof(struct dev_pub),
                                        .bytes = pub_bytes,
                                        .pack = pub_pack,
@@ -390,6 +391,12 @@ static int run_part(struct call *k)
     int err = map_peers(&x, two_shot);
     if (err < 0)
         return err;
+    if (!err)
+        peer_count(k, k->f.kind == FLOW_MOVE        ? PEER_MOVE
+                      : k->f.kind == FLOW_TRANSFERS ? PEER_ROWS
+                      : !allreduce                  ? PEER_SCATTER
+                      : two_shot                    ? PEER_PUSH
+                                                    : PEER_WHOLE);
     if (!err)
         err = k->f.kind == FLOW_MOVE      ? dev_move(&x)
               : k->f.kind == FLOW_TRANSFERS ? dev_rows(&x)

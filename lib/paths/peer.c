@@ -5,6 +5,7 @@
 #include "core/context.h"
 #include "core/fail.h"
 #include "engine/exchange.h"
+#include "engine/traffic.h"
 #include "kernels/nontemporal.h"
 #include "paths/peer.h"
 
@@ -205,6 +206,38 @@ static int copy_shares(struct call *k, const struct peer_access *pa)
     return 0;
 }
 
+/* Bytes member `to` takes of member `from`'s data (peer.h). */
+static uint64_t pair_bytes(const struct call *k, enum peer_traffic how, int from, int to)
+{
+    const struct flow *f = &k->f;
+    struct box src, dst;
+    uint64_t count = f->in_esz ? f->in_bytes / f->in_esz : 0, lo, hi, flo, fhi;
+    switch (how) {
+    case PEER_MOVE:
+        return flow_part(k, from, to, &src, &dst) ? box_elems(&src) * src.esz : 0;
+    case PEER_SCATTER:
+        return flow_part(k, to, to, &src, &dst) ? box_elems(&src) * f->in_esz : 0;
+    case PEER_WHOLE:
+        return f->in_bytes;
+    case PEER_ROWS:
+        return flow_transfers(f)->bytes(k, from, to);
+    default:
+        break;
+    }
+    peer_share(count, k->g.n, to, &lo, &hi);
+    peer_share(count, k->g.n, from, &flo, &fhi);
+    uint64_t in = (hi - lo) * f->in_esz, out = (fhi - flo) * f->out_esz;
+    return how == PEER_PUSH ? in + out : how == PEER_OWN_SHARE ? in : out;
+}
+
+void peer_count(struct call *k, enum peer_traffic how)
+{
+    int me = k->g.me;
+    for (int q = 0; q < k->g.n; q++)
+        if (call_other_process(k, q))
+            call_moved(k, pair_bytes(k, how, me, q), pair_bytes(k, how, q, me));
+}
+
 static int stages(const struct call *k, const struct peer_access *pa)
 {
     return flow_allreduce(&k->f) && !pa->mapped ? 2 : 1;
@@ -214,12 +247,19 @@ static int stages(const struct call *k, const struct peer_access *pa)
  * which, for the status window). */
 static int run_stage(struct call *k, const struct peer_access *pa, int stage)
 {
-    if (k->f.kind == FLOW_MOVE)
+    if (k->f.kind == FLOW_MOVE) {
+        peer_count(k, PEER_MOVE);
         return move(k, pa);
-    if (!flow_allreduce(&k->f))
+    }
+    if (!flow_allreduce(&k->f)) {
+        peer_count(k, PEER_SCATTER);
         return scatter(k, pa);
-    if (pa->mapped)
+    }
+    if (pa->mapped) {
+        peer_count(k, PEER_PUSH);
         return reduce_push(k);
+    }
+    peer_count(k, stage == 0 ? PEER_OWN_SHARE : PEER_SHARES);
     return stage == 0 ? reduce_own_share(k, pa) : copy_shares(k, pa);
 }
 
@@ -240,6 +280,7 @@ static void status_recv(const struct call *k, int from, uint64_t off, const void
 }
 
 const struct transfers peer_status = {.broadcast = true,
+                                     .control = true,
                                      .unit = 8,
                                      .bytes = status_bytes,
                                      .pack = status_pack,

@@ -61,6 +61,28 @@ int peer_status_check(struct call *k, const char *how);
 /* Whole-array reductions' shares: position p of n owns elements [lo, hi)
  * of count (whole cache lines). */
 void peer_share(uint64_t count, int n, int p, uint64_t *lo, uint64_t *hi);
+/* How a peer algorithm's members take each other's data, for the traffic
+ * they count (engine/traffic.h): member `to` reads of member `from`'s ...
+ *   PEER_MOVE       input, the parts flow_part() names
+ *   PEER_SCATTER    input, block `to` (psum_scatter)
+ *   PEER_WHOLE      input, all of it (a whole-array reduction by everyone)
+ *   PEER_PUSH       input, share `to`; and `from` writes its share of the
+ *                   result into `to`'s output
+ *   PEER_OWN_SHARE  input, share `to` (stage 0 without mappings)
+ *   PEER_SHARES     output, share `from` (stage 1 without mappings)
+ *   PEER_ROWS       input, what the op's transfers say `from` sends `to` */
+enum peer_traffic {
+    PEER_MOVE,
+    PEER_SCATTER,
+    PEER_WHOLE,
+    PEER_PUSH,
+    PEER_OWN_SHARE,
+    PEER_SHARES,
+    PEER_ROWS,
+};
+/* Adds to the call's traffic what this member sends and receives in one
+ * stage of such an algorithm. */
+void peer_count(struct call *k, enum peer_traffic how);
 /* Candidate of both peer paths: a flow they can carry. */
 bool peer_flow(const struct call *k);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "engine/traffic.h"
 #include "engine/window.h"
 #include "kernels/nontemporal.h"
 #include "paths/rsag.h"
@@ -71,6 +72,11 @@ static int rsag_step(struct call *k)
                            in + (base + (uint64_t)j * per) * in_esz,
                            (size_t)(BLOCK_LEN(j) * in_esz));
             win_post(k);
+            /* Member j reads block j of this window; this one, its block
+             * of every member's. */
+            for (int j = 0; j < n; j++)
+                if (call_other_process(k, j))
+                    call_moved(k, BLOCK_LEN(j) * in_esz, BLOCK_LEN(me) * in_esz);
             k->stage = 1;
         } /* fall through */
         case 1:
@@ -93,6 +99,10 @@ static int rsag_step(struct call *k)
                        f->mean_n);
             put(out + (base + (uint64_t)me * per) * out_esz, reduced, (size_t)(mine * out_esz));
             win_post(k);
+            /* Every member reads every other's reduced block. */
+            for (int j = 0; j < n; j++)
+                if (call_other_process(k, j))
+                    call_moved(k, mine * out_esz, BLOCK_LEN(j) * out_esz);
             k->stage = 3;
         } /* fall through */
         case 3:

@@ -28,6 +28,7 @@ struct tracer {
      * `run` is the unit its event starts at; `calls` is false until one. */
     struct seg_trace_event last;
     const void *last_path; /* its path (struct path, engine/path.h) */
+    uint64_t last_sent, last_received; /* its traffic */
     uint64_t run;
     bool calls;
 };
@@ -48,15 +49,23 @@ static inline void trace_commit(struct tracer *t, uint64_t units)
     atomic_store_explicit(&t->ring->records, ++t->records, memory_order_relaxed);
 }
 
-/* Appends event e (4 units, after pad units up to a multiple of 4). */
-static inline void trace_put_event(struct tracer *t, const struct seg_trace_event *e)
+/* Appends event e (4 units, after pad units up to a multiple of 4) and,
+ * when sent or received is not 0, its traffic unit, as one record. */
+static inline void trace_put_event(struct tracer *t, const struct seg_trace_event *e,
+                                   uint64_t sent, uint64_t received)
 {
     while (t->head % SEG_TRACE_EVENT_UNITS) {
         t->units[(t->head & t->mask) * SEG_TRACE_UNIT] = SEG_TEV_PAD;
         t->head++;
     }
     memcpy(t->units + (t->head & t->mask) * SEG_TRACE_UNIT, e, sizeof *e);
-    trace_commit(t, SEG_TRACE_EVENT_UNITS);
+    uint64_t units = SEG_TRACE_EVENT_UNITS;
+    if (sent | received) {
+        struct seg_trace_traffic x = {SEG_TEV_TRAFFIC | sent << 8, received};
+        memcpy(t->units + ((t->head + units) & t->mask) * SEG_TRACE_UNIT, &x, sizeof x);
+        units++;
+    }
+    trace_commit(t, units);
 }
 
 static inline uint64_t trace_now(const struct tracer *t) { return trace_ticks(t->clock); }

@@ -232,9 +232,20 @@ static void one_case(enum op op, shmesh_dtype dt, int64_t m, bool in_place)
     }
     in.data = din;
     out.data = dout;
+    shmesh_traffic t0, t1;
+    shmesh_traffic_get(ctx, &t0);
     rc = run_op(op, &in, &out);
+    shmesh_traffic_get(ctx, &t1);
     if (!rc)
         to_host(got, dout, ob);
+    /* What the ranks sent between them is what they received, and for the
+     * ops that move data, not nothing (lib/engine/traffic.h). */
+    int64_t moved[2] = {(int64_t)(t1.sent - t0.sent), (int64_t)(t1.received - t0.received)};
+    if (!rc && !shmesh_world_sum(ctx, moved, 2, SHMESH_INT64))
+        check(moved[0] == moved[1] && (n == 1 || op == RAGGED || moved[0] > 0),
+              "%s %s[%lld]%s on device: the ranks sent %lld bytes and received %lld",
+              op_names[op], shmesh_dtype_name(dt), (long long)m, in_place ? " in place" : "",
+              (long long)moved[0], (long long)moved[1]);
     check(!rc && !memcmp(got, want, ob), "%s %s[%lld]%s on device: %s", op_names[op],
           shmesh_dtype_name(dt), (long long)m, in_place ? " in place" : "",
           rc ? shmesh_last_error(ctx) : memcmp(got, want, ob) ? "differs from the host's" : "same bits as on host");
