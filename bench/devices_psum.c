@@ -7,8 +7,13 @@
  *
  * A 1-D mesh "i" over every device; each device's input holds FLOATS
  * float32 (default 2).  Three repetitions of 2000 calls after 100 warm-up
- * calls; rank 0 prints the median repetition's time per call and checks
- * the sums of the last call (every device's input is its id + 1). */
+ * calls; rank 0 prints the median repetition's time per call, the bytes
+ * a rank received from other processes per call (the most of any rank:
+ * shmesh_traffic_get) beside the least a psum in device order needs with
+ * R ranks of k devices of S bytes each, (R - 1) / R (k + 1) S: its slice
+ * of the other ranks' k inputs each, then their reduced slices (with k = 1
+ * the 2 (R - 1) / R S of a reduce-scatter and all-gather), and
+ * checks the sums of the last call (every device's input is its id + 1). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -52,6 +57,8 @@ int main(int argc, char **argv)
         if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
             return fail(ctx, "shmesh_psum", rc);
     double t[3];
+    shmesh_traffic tr0, tr1;
+    shmesh_traffic_get(ctx, &tr0);
     for (int rep = 0; rep < 3; rep++) {
         if ((rc = shmesh_barrier(ctx)))
             return fail(ctx, "shmesh_barrier", rc);
@@ -61,6 +68,23 @@ int main(int argc, char **argv)
                 return fail(ctx, "shmesh_psum", rc);
         t[rep] = ((bench_now_us() / 1e6) - t0) / CALLS * 1e6;
     }
+    shmesh_traffic_get(ctx, &tr1);
+    /* The barriers add a little: left in, as every layout has them. */
+    int world = shmesh_world_size(ctx), me = shmesh_rank(ctx);
+    int64_t *got = calloc((size_t)world, sizeof *got);
+    if (!got)
+        return fail(ctx, "calloc", SHMESH_ERR_NOMEM);
+    got[me] = (int64_t)(tr1.received - tr0.received);
+    if ((rc = shmesh_world_sum(ctx, got, (size_t)world, SHMESH_INT64)))
+        return fail(ctx, "shmesh_world_sum", rc);
+    int64_t most = 0;
+    for (int r = 0; r < world; r++)
+        most = got[r] > most ? got[r] : most;
+    free(got);
+    double per_call = (double)most / (3.0 * CALLS);
+    /* The least a psum that keeps device order receives: its slice of the
+     * other ranks' k inputs each, then the other ranks' reduced slices. */
+    double floor_bytes = (double)(world - 1) / world * (k + 1) * (double)count * sizeof(float);
     float want = (float)devices * (float)(devices + 1) / 2;
     long wrong = 0;
     for (long i = 0; i < count * k; i++)
@@ -69,8 +93,8 @@ int main(int argc, char **argv)
     double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
     if (shmesh_rank(ctx) == 0)
         printf("devices %d (%d ranks x %d), %ld float32: psum %.2f us per call (median of 3 x "
-               "%d)%s\n",
-               devices, shmesh_world_size(ctx), k, count, median, CALLS,
+               "%d); received %.0f bytes per call and rank (most), least (R-1)/R (k+1) S = %.0f%s\n",
+               devices, world, k, count, median, CALLS, per_call, floor_bytes,
                wrong ? ", WRONG SUMS" : "");
     free(in);
     free(out);

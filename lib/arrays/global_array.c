@@ -593,7 +593,9 @@ static void place(const shmesh_global_array *a, int p, const void *src, void *ou
  * with its next one.  Otherwise every rank sends the blocks it holds with
  * replica id 0 (each block is held so by exactly one device), packed in
  * mesh order, in a buffer of the same size everywhere: the most any rank
- * holds, which every rank works out alike from the sharding. */
+ * holds, which every rank works out alike from the sharding; to every rank,
+ * or to the root alone when there is one (root >= 0: the others receive
+ * nothing). */
 static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, const char *fn,
                        enum call_op op, int root, void *out)
 {
@@ -623,7 +625,8 @@ static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, 
             rc = ctx_fail(c, SHMESH_ERR_NOMEM,
                           "%s: %d ranks times %" PRIu64 " bytes each overflow the address space",
                           fn, world, per);
-        else if (!(send = malloc(per ? per : 1)) || !(recv = malloc(per ? per * world : 1)))
+        else if (!(send = malloc(per ? per : 1)) ||
+                 ((root < 0 || root == me) && !(recv = malloc(per ? per * world : 1))))
             rc = ctx_fail(c, SHMESH_ERR_NOMEM,
                           "%s: out of memory for %" PRIu64 " bytes to send and %" PRIu64
                           " to receive",
@@ -638,7 +641,8 @@ static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, 
             }
         struct call_desc d;
         array_desc(a, to, op, per, root, &d);
-        if ((rc = op_world_gather(c, fn, &d, send, per, recv)))
+        /* To the root alone when there is one (root >= 0). */
+        if ((rc = op_world_gather(c, fn, &d, send, per, recv, root)))
             goto out;
     }
     if (!out || !a->shard_bytes)

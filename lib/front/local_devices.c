@@ -100,7 +100,7 @@ static int run(struct work *w)
         else if (each)
             memcpy(at, ks[l].f.in.data, each);
     }
-    if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all)))
+    if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all, -1)))
         return rc;
     for (int l = 0; l < dw->nlocal; l++) {
         struct call *k = &ks[l];

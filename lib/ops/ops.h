@@ -72,10 +72,11 @@ op_prepare_fn op_world_sum_prepare;
  * asked, for messages; `d`, when not NULL, is the description ranks compare
  * (else the op's own).
  * gather: every rank's `bytes` bytes (the same count everywhere) into out,
- * rank by rank (world * bytes).  broadcast: rank root's buf into every
- * rank's. */
+ * rank by rank (world * bytes); with root >= 0, into the root's out only
+ * (the others send and receive nothing: their out is not read, and may be
+ * NULL).  broadcast: rank root's buf into every rank's. */
 int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
-                    uint64_t bytes, void *out);
+                    uint64_t bytes, void *out, int root);
 int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
                        void *buf, uint64_t bytes);
 

@@ -53,10 +53,13 @@ OP_PREPARE_INLINE int op_world_sum_prepare(struct call *k, const struct op_args 
 
 
 /* A world-wide move of bytes: `in` (in_n bytes) and `out` (world rows of
- * out_n bytes, or out_n bytes) on every rank. */
+ * out_n bytes, or out_n bytes) on every rank; from `root` to every rank,
+ * or (root < 0) every rank's to every rank, or (dest not NULL) every rank's
+ * to rank dest[r] only (out_rows rows on the ranks that receive, none on
+ * the others). */
 static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const struct call_desc *d,
                       const void *in, uint64_t in_n, void *out, uint64_t out_rows, uint64_t out_n,
-                      int root)
+                      int root, const int *dest)
 {
     struct call k;
     int rc = call_init(&k, c, op);
@@ -72,6 +75,7 @@ static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const st
     } else {
         k.f.out_dim = 0; /* rank q's bytes land in row q */
         k.f.out_blk = 1;
+        k.f.dest = dest;
     }
     if (d) { /* the caller's call is what ranks compare and messages name */
         k.d = *d;
@@ -84,10 +88,24 @@ static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const st
 }
 
 int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
-                    uint64_t bytes, void *out)
+                    uint64_t bytes, void *out, int root)
 {
-    return world_move(c, OP_WORLD_GATHER, name, d, in, bytes, out, c ? (uint64_t)c->world : 0,
-                      bytes, -1);
+    uint64_t rows = c ? (uint64_t)c->world : 0;
+    if (!c || root < 0)
+        return world_move(c, OP_WORLD_GATHER, name, d, in, bytes, out, rows, bytes, -1, NULL);
+    if (root >= c->world)
+        return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
+                        c->world - 1, root);
+    /* Every rank's bytes to the root; the others' output has no rows. */
+    int *dest = malloc(sizeof *dest * (size_t)c->world);
+    if (!dest)
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", name);
+    for (int r = 0; r < c->world; r++)
+        dest[r] = root;
+    int rc = world_move(c, OP_WORLD_GATHER, name, d, in, bytes, c->rank == root ? out : NULL,
+                        c->rank == root ? rows : 0, bytes, -1, dest);
+    free(dest);
+    return rc;
 }
 
 int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
@@ -97,14 +115,14 @@ int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
                         c->world - 1, root);
     if (!c || c->rank != root)
-        return world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, buf, 1, bytes, root);
+        return world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, buf, 1, bytes, root, NULL);
     /* The root's copy to itself would be a copy onto itself: it writes a
      * scratch output. */
     void *scratch = bytes ? malloc(bytes) : NULL;
     if (bytes && !scratch)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %" PRIu64 " bytes", name,
                         bytes);
-    int rc = world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, scratch, 1, bytes, root);
+    int rc = world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, scratch, 1, bytes, root, NULL);
     free(scratch);
     return rc;
 }

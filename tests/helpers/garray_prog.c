@@ -233,7 +233,8 @@ static void check_array(const shmesh_global_array *a, const struct host *h, cons
     free(local);
 }
 
-/* gather to every rank, and to `root`, gives the whole array. */
+/* gather to every rank, and to `root`, gives the whole array; to `root`,
+ * the other ranks receive nothing (shmesh_traffic_get). */
 static void check_gather(const shmesh_global_array *a, const struct host *h, int root,
                          const char *what)
 {
@@ -242,9 +243,15 @@ static void check_gather(const shmesh_global_array *a, const struct host *h, int
     if (h->bytes && memcmp(out, h->data, h->bytes))
         wrong("%s: gather to every rank differs from the global data", what);
     memset(out, 0, h->bytes);
+    shmesh_traffic t0, t1;
+    MUST(shmesh_traffic_get(ctx, &t0));
     MUST(shmesh_global_array_gather(a, root, rank == root ? out : NULL));
+    MUST(shmesh_traffic_get(ctx, &t1));
     if (rank == root && h->bytes && memcmp(out, h->data, h->bytes))
         wrong("%s: gather to rank %d differs from the global data", what, root);
+    if (rank != root && t1.received != t0.received)
+        wrong("%s: gather to rank %d: rank %d received %llu bytes, expected none", what, root,
+              rank, (unsigned long long)(t1.received - t0.received));
     free(out);
 }
 
