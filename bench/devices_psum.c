@@ -4,24 +4,31 @@
  *   shmesh-run -n 4 -- build/bench/devices-psum [FLOATS]
  *   shmesh-run -n 2 --devices-per-rank 2 -- build/bench/devices-psum [FLOATS]
  *   shmesh-run -n 1 --devices-per-rank 4 -- build/bench/devices-psum [FLOATS]
+ *   ... devices-psum FLOATS --check-traffic
  *
  * A 1-D mesh "i" over every device; each device's input holds FLOATS
- * float32 (default 2).  Three repetitions of 2000 calls after 100 warm-up
- * calls; rank 0 prints the median repetition's time per call, the bytes
+ * float32 (default 2).  Three repetitions of 2000 calls (fewer for large
+ * arrays: about 256 MiB of input per device and repetition, at least 5)
+ * after a twentieth as many warm-up calls (at least 1); rank 0 prints the median repetition's time per call, the bytes
  * a rank received from other processes per call (the most of any rank:
  * shmesh_traffic_get) beside the least a psum in device order needs with
  * R ranks of k devices of S bytes each, (R - 1) / R (k + 1) S: its slice
  * of the other ranks' k inputs each, then their reduced slices (with k = 1
  * the 2 (R - 1) / R S of a reduce-scatter and all-gather), and
- * checks the sums of the last call (every device's input is its id + 1). */
+ * checks the sums of the last call (every device's input is its id + 1).
+ * With --check-traffic it also fails (exit 1) when a rank received more
+ * than 1% over that least (FLOATS a multiple of 64 R splits evenly). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bench.h"
 #include "shmesh.h"
 
-#define CALLS 2000
+#define CALLS_MAX 2000
+#define CALLS_BYTES (256L << 20) /* input per device and repetition */
 #define MAXLOCAL 64
 
 #define fail(ctx, what, rc) bench_fail("devices-psum", ctx, what, rc)
@@ -29,6 +36,7 @@
 int main(int argc, char **argv)
 {
     long count = argc > 1 ? atol(argv[1]) : 2;
+    bool check_traffic = argc > 2 && !strcmp(argv[2], "--check-traffic");
     shmesh_ctx *ctx;
     if (count < 1 || shmesh_init(&ctx)) {
         fprintf(stderr, "usage: shmesh-run ... -- %s [FLOATS >= 1] (%s)\n", argv[0],
@@ -53,7 +61,9 @@ int main(int argc, char **argv)
         a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
         a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
     }
-    for (int i = 0; i < 100; i++)
+    long calls = CALLS_BYTES / (count * (long)sizeof(float));
+    calls = calls > CALLS_MAX ? CALLS_MAX : calls < 5 ? 5 : calls;
+    for (long i = 0; i < calls / 20 + 1; i++)
         if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
             return fail(ctx, "shmesh_psum", rc);
     double t[3];
@@ -63,10 +73,10 @@ int main(int argc, char **argv)
         if ((rc = shmesh_barrier(ctx)))
             return fail(ctx, "shmesh_barrier", rc);
         double t0 = (bench_now_us() / 1e6);
-        for (int i = 0; i < CALLS; i++)
+        for (long i = 0; i < calls; i++)
             if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
                 return fail(ctx, "shmesh_psum", rc);
-        t[rep] = ((bench_now_us() / 1e6) - t0) / CALLS * 1e6;
+        t[rep] = ((bench_now_us() / 1e6) - t0) / (double)calls * 1e6;
     }
     shmesh_traffic_get(ctx, &tr1);
     /* The barriers add a little: left in, as every layout has them. */
@@ -81,7 +91,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < world; r++)
         most = got[r] > most ? got[r] : most;
     free(got);
-    double per_call = (double)most / (3.0 * CALLS);
+    double per_call = (double)most / (3.0 * (double)calls);
     /* The least a psum that keeps device order receives: its slice of the
      * other ranks' k inputs each, then the other ranks' reduced slices. */
     double floor_bytes = (double)(world - 1) / world * (k + 1) * (double)count * sizeof(float);
@@ -91,13 +101,14 @@ int main(int argc, char **argv)
         wrong += out[i] != want;
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
     double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+    bool too_much = check_traffic && per_call > floor_bytes * 1.01;
     if (shmesh_rank(ctx) == 0)
         printf("devices %d (%d ranks x %d), %ld float32: psum %.2f us per call (median of 3 x "
-               "%d); received %.0f bytes per call and rank (most), least (R-1)/R (k+1) S = %.0f%s\n",
-               devices, world, k, count, median, CALLS, per_call, floor_bytes,
-               wrong ? ", WRONG SUMS" : "");
+               "%ld); received %.0f bytes per call and rank (most), least (R-1)/R (k+1) S = %.0f%s\n",
+               devices, world, k, count, median, calls, per_call, floor_bytes,
+               wrong ? ", WRONG SUMS" : too_much ? ", TOO MUCH TRAFFIC" : "");
     free(in);
     free(out);
     shmesh_mesh_destroy(mesh);
-    return shmesh_finalize(ctx) || wrong ? 1 : 0;
+    return shmesh_finalize(ctx) || wrong || too_much ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
+#include "front/devices_reduce.h"
 #include "front/local_devices.h"
 #include "front/state.h"
 #include "mesh/device.h"
@@ -32,6 +33,10 @@ struct devices_work {
      * one rank, or axes that never leave a rank: a batched axis alone): no
      * rank needs another's inputs, and none gathers them. */
     bool alone;
+    /* A whole-array reduction whose groups leave ranks: a reduce-scatter
+     * between ranks instead of the gather (front/devices_reduce.h); NULL:
+     * the gather. */
+    struct dev_groups *groups;
     int ids[];         /* the local devices' ids, in mesh order */
 };
 
@@ -75,6 +80,8 @@ static int run(struct work *w)
                         "%s takes one device per rank, but this rank holds %d devices of this "
                         "mesh%s",
                         k0->name, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
+    if (dw->groups)
+        return dev_groups_reduce(c, dw->groups, ks, dw->ids, dw->nlocal);
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */
@@ -124,6 +131,7 @@ static void drop(struct work *w)
         if (dw->ks[l].c)
             call_release(&dw->ks[l]);
     free(dw->ks);
+    dev_groups_free(dw->groups);
     free(dw);
 }
 
@@ -159,6 +167,7 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh
                                 .process_local = m->process_local};
     dw->alone = m->process_local || c->world == 1 ||
                 mesh_axes_in_rank(m, ks[0].d.naxes, ks[0].d.axis);
+    dw->groups = dw->alone ? NULL : dev_groups_make(m, &ks[0]);
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
     if (dispatch_wanted(c, async))

@@ -16,8 +16,10 @@
  * inside each process, and ranks do not compare it.
  *
  * Every rank receives every device's input: simple and exact, not fast (a
- * rank moves device_count inputs per call); a device-level engine is future
- * work (docs/arrays.md). */
+ * rank moves device_count inputs per call).  Whole-array reductions whose
+ * groups leave ranks move only what they need instead: a reduce-scatter
+ * between ranks in device order, then an all-gather
+ * (front/devices_reduce.h).  The other ops still gather (docs/arrays.md). */
 #ifndef SHMESH_FRONT_LOCAL_DEVICES_H
 #define SHMESH_FRONT_LOCAL_DEVICES_H
 

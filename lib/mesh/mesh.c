@@ -720,6 +720,27 @@ bool mesh_axes_in_rank(shmesh_mesh *m, int n, const uint8_t *dims)
     return in;
 }
 
+int mesh_groups_all(const shmesh_mesh *m, int n, const uint8_t *dims, int *ids)
+{
+    bool named[SHMESH_MAX_MESH_DIMS] = {false};
+    int size = 1;
+    for (int i = 0; i < n; i++) {
+        named[dims[i]] = true;
+        size *= m->sizes[dims[i]];
+    }
+    for (int p = 0; p < m->size; p++) {
+        int cc[SHMESH_MAX_MESH_DIMS], group = 0, idx = 0;
+        mesh_coords(m, p, cc);
+        for (int d = 0; d < m->ndim; d++)
+            if (!named[d])
+                group = group * m->sizes[d] + cc[d];
+        for (int i = 0; i < n; i++)
+            idx = idx * m->sizes[dims[i]] + cc[dims[i]];
+        ids[group * size + idx] = m->ids[p];
+    }
+    return size;
+}
+
 int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos)
 {
     int cc[SHMESH_MAX_MESH_DIMS];

@@ -113,6 +113,12 @@ void mesh_axes_text(const shmesh_mesh *m, const struct axes *a, char *buf, size_
  * one rank: moving along them never leaves a rank's devices.  The same
  * answer on every rank (it is the mesh's, not this rank's). */
 bool mesh_axes_in_rank(shmesh_mesh *m, int n, const uint8_t *dims);
+/* Every group over the named mesh dimensions dims[0..n), without
+ * axis_index_groups: into ids (m->size entries), group after group (by the
+ * unnamed dimensions' coordinates, row-major), each group's device ids by
+ * axis index (the order in which a collective combines them).  Returns the
+ * group size.  The same answer on every rank (it is the mesh's). */
+int mesh_groups_all(const shmesh_mesh *m, int n, const uint8_t *dims, int *ids);
 /* The index over `a` of the device (position) at mesh position pos. */
 int mesh_index_at(const shmesh_mesh *m, const struct axes *a, int pos);
 /* Fills ids[0..a->size) with the device ids of the group over `a`, by axis

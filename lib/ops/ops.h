@@ -79,5 +79,10 @@ int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, 
                     uint64_t bytes, void *out, int root);
 int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
                        void *buf, uint64_t bytes);
+/* A world-wide exchange whose transfers the caller gives (their callbacks
+ * find `state` in the call's op_state): what each rank sends each other
+ * rank, packed and taken out as st says. */
+int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *d,
+                       const struct transfers *st, void *state);
 
 #endif

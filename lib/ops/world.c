@@ -108,6 +108,22 @@ int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, 
     return rc;
 }
 
+int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *d,
+                       const struct transfers *st, void *state)
+{
+    struct call k;
+    int rc = call_init(&k, c, OP_WORLD_GATHER);
+    if (rc)
+        return call_finish(&k, rc);
+    k.name = name;
+    call_group_world(&k);
+    flow_init(&k.f, FLOW_TRANSFERS, NULL, NULL);
+    k.f.transfers = st;
+    k.op_state = state; /* the caller's: no op_free */
+    k.d = *d;
+    return call_finish(&k, call_buffers(&k));
+}
+
 int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
                        void *buf, uint64_t bytes)
 {

@@ -1,0 +1,349 @@
+/* Whole-array reductions over several devices per rank (see devices_reduce.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/fail.h"
+#include "front/devices_reduce.h"
+#include "front/state.h"
+#include "kernels/reduce.h"
+#include "ops/ops.h"
+#include "paths/peer.h"
+
+struct dev_groups {
+    int n;       /* devices per group */
+    int ngroups;
+    int per;     /* devices per rank: device id / per is its rank */
+    int *ids;    /* ngroups * n: each group's device ids, in group order */
+    int *ranks;  /* ngroups * n: each group's ranks, first-device order */
+    int *nranks; /* ngroups: how many */
+};
+
+struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
+{
+    const struct flow *f = &k0->f;
+    shmesh_ctx *c = m->ctx;
+    if (m->process_local || !c || c->world < 2 || m->batch_dim >= 0 || k0->local || k0->then ||
+        f->kind != FLOW_REDUCE || !flow_allreduce(f) || !f->in_bytes || k0->d.groups[0] ||
+        call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
+        return NULL;
+    struct dev_groups *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->ids = malloc(sizeof *g->ids * (size_t)m->size);
+    g->ranks = malloc(sizeof *g->ranks * (size_t)m->size);
+    if (!g->ids || !g->ranks) {
+        dev_groups_free(g);
+        return NULL;
+    }
+    g->n = mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids);
+    g->ngroups = m->size / g->n;
+    g->per = m->per;
+    if (!(g->nranks = calloc((size_t)g->ngroups, sizeof *g->nranks))) {
+        dev_groups_free(g);
+        return NULL;
+    }
+    for (int j = 0; j < g->ngroups; j++) {
+        int *rs = g->ranks + (size_t)j * (size_t)g->n;
+        for (int i = 0; i < g->n; i++) {
+            int r = g->ids[j * g->n + i] / g->per, s = 0;
+            while (s < g->nranks[j] && rs[s] != r)
+                s++;
+            if (s == g->nranks[j])
+                rs[g->nranks[j]++] = r;
+        }
+    }
+    return g;
+}
+
+void dev_groups_free(struct dev_groups *g)
+{
+    if (!g)
+        return;
+    free(g->ids);
+    free(g->ranks);
+    free(g->nranks);
+    free(g);
+}
+
+/* One run: the exchanges' state (struct call's op_state). */
+struct run {
+    const struct dev_groups *g;
+    int me, world;
+    struct call *ks;
+    const int *ids;
+    int nlocal;
+    uint64_t count; /* elements */
+    size_t in_esz, out_esz;
+    int phase;      /* 1: inputs' shares to their owners; 2: results back */
+    unsigned char **rbuf; /* per rank: what it sent this one (this phase) */
+    unsigned char **rbuf2; /* the same for phase 2 */
+    unsigned char *reduced; /* this rank's shares' results, group after group */
+    uint64_t *red_off;      /* per group: where its result is in `reduced` */
+};
+
+/* Rank r's position among group j's ranks, or -1. */
+static int slot(const struct dev_groups *g, int j, int r)
+{
+    const int *rs = g->ranks + (size_t)j * (size_t)g->n;
+    for (int s = 0; s < g->nranks[j]; s++)
+        if (rs[s] == r)
+            return s;
+    return -1;
+}
+
+/* Share s of group j: elements [lo, hi). */
+static uint64_t share(const struct run *x, int j, int s, uint64_t *lo)
+{
+    uint64_t hi;
+    peer_share(x->count, x->g->nranks[j], s, lo, &hi);
+    return hi - *lo;
+}
+
+/* Local device `id`'s call. */
+static struct call *local_call(const struct run *x, int id)
+{
+    for (int l = 0; l < x->nlocal; l++)
+        if (x->ids[l] == id)
+            return &x->ks[l];
+    return NULL;
+}
+
+/* What rank `from` sends rank `to` in this phase, piece by piece in the
+ * order both sides walk: for each group holding both (in group order), in
+ * phase 1 the share `to` owns of each of `from`'s devices there (in group
+ * order), in phase 2 the share `from` owns, reduced.  each(piece) gets the
+ * group, the member (phase 1) and the piece's bytes; returns the total. */
+static uint64_t walk(const struct run *x, int from, int to,
+                     void (*each)(const struct run *x, int j, int i, uint64_t at, uint64_t len,
+                                  void *arg),
+                     void *arg)
+{
+    const struct dev_groups *g = x->g;
+    uint64_t at = 0, lo;
+    if (from == to)
+        return 0;
+    for (int j = 0; j < g->ngroups; j++) {
+        int sf = slot(g, j, from), st = slot(g, j, to);
+        if (sf < 0 || st < 0)
+            continue;
+        if (x->phase == 2) {
+            uint64_t len = share(x, j, sf, &lo) * x->out_esz;
+            if (each)
+                each(x, j, -1, at, len, arg);
+            at += len;
+            continue;
+        }
+        uint64_t len = share(x, j, st, &lo) * x->in_esz;
+        for (int i = 0; i < g->n; i++)
+            if (g->ids[j * g->n + i] / g->per == from) {
+                if (each)
+                    each(x, j, i, at, len, arg);
+                at += len;
+            }
+    }
+    return at;
+}
+
+static uint64_t dr_bytes(const struct call *k, int from, int to)
+{
+    return walk(k->op_state, from, to, NULL, NULL);
+}
+
+struct pack_arg {
+    int to;
+    uint64_t off, len;
+    unsigned char *dst;
+};
+
+/* The part of one piece inside [off, off + len) of the transfer. */
+static void pack_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+{
+    struct pack_arg *p = arg;
+    uint64_t a = at > p->off ? at : p->off, b = at + len < p->off + p->len ? at + len : p->off + p->len;
+    if (a >= b)
+        return;
+    const unsigned char *src;
+    uint64_t lo;
+    if (x->phase == 2) {
+        src = x->reduced + x->red_off[j];
+    } else {
+        share(x, j, slot(x->g, j, p->to), &lo);
+        const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
+        src = (const unsigned char *)k->f.in.data + lo * x->in_esz;
+    }
+    memcpy(p->dst + (a - p->off), src + (a - at), (size_t)(b - a));
+}
+
+static void dr_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct run *x = k->op_state;
+    struct pack_arg p = {to, off, len, dst};
+    walk(x, x->me, to, pack_piece, &p);
+}
+
+static void dr_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
+{
+    const struct run *x = k->op_state;
+    memcpy(x->rbuf[from] + off, src, (size_t)len);
+}
+
+static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pack = dr_pack,
+                                              .recv = dr_recv};
+
+/* Where each rank's transfers to this one land, in both phases, and this
+ * rank's results: one buffer the context keeps (the several-devices
+ * gather's, front/state.h), so that calls after the first take no page
+ * faults for it.  0 or SHMESH_ERR_NOMEM. */
+static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
+{
+    uint64_t at = 0;
+    for (int phase = 1; phase <= 2; phase++) {
+        x->phase = phase;
+        for (int r = 0; r < x->world; r++) {
+            (phase == 1 ? x->rbuf : x->rbuf2)[r] = (unsigned char *)(uintptr_t)at;
+            at += (walk(x, r, x->me, NULL, NULL) + 63) / 64 * 64;
+        }
+    }
+    uint64_t need = at + mine;
+    if (need > front_of(c)->dev_buf_bytes) {
+        unsigned char *b = need <= SIZE_MAX ? realloc(front_of(c)->dev_buf, (size_t)need) : NULL;
+        if (!b)
+            return SHMESH_ERR_NOMEM;
+        front_of(c)->dev_buf = b;
+        front_of(c)->dev_buf_bytes = (size_t)need;
+    }
+    unsigned char *base = front_of(c)->dev_buf;
+    for (int r = 0; r < x->world; r++) {
+        x->rbuf[r] = base + (uintptr_t)x->rbuf[r];
+        x->rbuf2[r] = base + (uintptr_t)x->rbuf2[r];
+    }
+    x->reduced = base + at;
+    x->phase = 1;
+    return 0;
+}
+
+/* Phase 1's pieces from other ranks, as sources of a reduction: member i
+ * of group j sits at `at` of its rank's transfer. */
+struct src_arg {
+    const void **srcs;
+    int j;
+};
+
+static void src_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+{
+    struct src_arg *s = arg;
+    if (j == s->j)
+        s->srcs[i] = x->rbuf[x->g->ids[j * x->g->n + i] / x->g->per] + at;
+}
+
+/* This rank's share of each group it is in, over every member in group
+ * order. */
+static void reduce_shares(struct run *x, const void **srcs)
+{
+    const struct dev_groups *g = x->g;
+    const struct flow *f = &x->ks[0].f;
+    for (int j = 0; j < g->ngroups; j++) {
+        int s = slot(g, j, x->me);
+        if (s < 0)
+            continue;
+        uint64_t lo, cnt = share(x, j, s, &lo);
+        struct src_arg a = {srcs, j};
+        for (int r = 0; r < x->world; r++)
+            if (r != x->me)
+                walk(x, r, x->me, src_piece, &a);
+        for (int i = 0; i < g->n; i++) {
+            int id = g->ids[j * g->n + i];
+            if (id / g->per == x->me)
+                srcs[i] = (const unsigned char *)local_call(x, id)->f.in.data + lo * x->in_esz;
+        }
+        reduce_run(f->red, f->in.dtype, f->out.dtype, x->reduced + x->red_off[j], srcs, g->n,
+                   (size_t)cnt, f->mean_n);
+    }
+}
+
+/* Phase 2's pieces: where group j's share is in rank r's transfer. */
+struct out_arg {
+    int j;
+    uint64_t at;
+};
+
+static void out_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+{
+    struct out_arg *o = arg;
+    (void)x;
+    (void)i;
+    (void)len;
+    if (j == o->j)
+        o->at = at;
+}
+
+/* Every local device's output: each share from the rank owning it. */
+static void write_outputs(struct run *x)
+{
+    const struct dev_groups *g = x->g;
+    for (int j = 0; j < g->ngroups; j++) {
+        if (slot(g, j, x->me) < 0)
+            continue;
+        for (int s = 0; s < g->nranks[j]; s++) {
+            int r = g->ranks[(size_t)j * (size_t)g->n + (size_t)s];
+            uint64_t lo, len = share(x, j, s, &lo) * x->out_esz;
+            const unsigned char *src;
+            if (r == x->me) {
+                src = x->reduced + x->red_off[j];
+            } else {
+                struct out_arg o = {j, 0};
+                walk(x, r, x->me, out_piece, &o);
+                src = x->rbuf[r] + o.at;
+            }
+            for (int i = 0; i < g->n; i++) {
+                int id = g->ids[j * g->n + i];
+                if (id / g->per == x->me)
+                    memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz, src,
+                           (size_t)len);
+            }
+        }
+    }
+}
+
+int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
+                      const int *ids, int nlocal)
+{
+    struct call *k0 = &ks[0];
+    struct run x = {.g = g, .me = c->rank, .world = c->world, .ks = ks, .ids = ids,
+                    .nlocal = nlocal, .in_esz = k0->f.in_esz, .out_esz = k0->f.out_esz};
+    x.count = k0->f.in_bytes / x.in_esz;
+    x.rbuf = calloc((size_t)c->world, sizeof *x.rbuf);
+    x.rbuf2 = calloc((size_t)c->world, sizeof *x.rbuf2);
+    x.red_off = calloc((size_t)g->ngroups, sizeof *x.red_off);
+    const void **srcs = malloc(sizeof *srcs * (size_t)g->n);
+    uint64_t mine = 0, lo;
+    for (int j = 0; j < g->ngroups; j++) {
+        int s = slot(g, j, x.me);
+        x.red_off[j] = mine;
+        if (s >= 0)
+            mine += share(&x, j, s, &lo) * x.out_esz;
+    }
+    int rc = 0;
+    if (!x.rbuf || !x.rbuf2 || !x.red_off || !srcs || lay_out(&x, c, mine))
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
+                      k0->name, nlocal);
+    if (!rc)
+        rc = op_world_transfers(c, k0->name, &k0->d, &dr_transfers, &x);
+    if (!rc) {
+        reduce_shares(&x, srcs);
+        x.phase = 2;
+        unsigned char **t = x.rbuf; /* phase 2's buffers are where recv writes */
+        x.rbuf = x.rbuf2;
+        x.rbuf2 = t;
+        rc = op_world_transfers(c, k0->name, &k0->d, &dr_transfers, &x);
+    }
+    if (!rc)
+        write_outputs(&x);
+    free(x.rbuf);
+    free(x.rbuf2);
+    free(x.red_off);
+    free(srcs);
+    return rc;
+}

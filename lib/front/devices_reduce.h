@@ -1,0 +1,39 @@
+/* Several devices per rank, whole-array reductions (psum, pmean, pmax,
+ * pmin, ... over every element) whose groups leave a rank: a reduce-scatter
+ * between ranks in device order, then an all-gather, instead of every rank
+ * gathering every device's input (front/local_devices.h).
+ *
+ * Each group's ranks (those holding at least one of its devices, in the
+ * order of their first device in the group) split the array into as many
+ * shares (paths/peer.h: peer_share).  The rank owning a share receives
+ * that share of every member device's input held elsewhere, reads its own
+ * devices' shares in place, and reduces the share over all the group's
+ * members in group order with the same kernel as every other path: the bits
+ * are those of one device per rank.  Then each rank receives the other
+ * shares' results and writes the whole result into each of its devices in
+ * the group.  Two world-wide exchanges (ops/ops.h: op_world_transfers)
+ * carry exactly that: with R ranks of K devices of S bytes each, a rank
+ * receives (R - 1) / R (K + 1) S in a psum over every device, where the
+ * gather received (R - 1) K S. */
+#ifndef SHMESH_FRONT_DEVICES_REDUCE_H
+#define SHMESH_FRONT_DEVICES_REDUCE_H
+
+#include "engine/call.h"
+#include "mesh/mesh.h"
+
+struct dev_groups;
+
+/* Every group of k0's call on m, when this way serves it: a whole-array
+ * reduction of host arrays with data, on an unbatched mesh of the whole job
+ * with more than one rank, over axes without axis_index_groups, some of
+ * whose groups leave a rank.  NULL otherwise, or when out of memory (the
+ * gather serves it then). */
+struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0);
+void dev_groups_free(struct dev_groups *g);
+
+/* Runs the call of this rank's devices: ks[l] is the call of local device
+ * ids[l], l < nlocal (all of one description).  0 or the error. */
+int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
+                      const int *ids, int nlocal);
+
+#endif
