@@ -17,7 +17,10 @@
  * the 2 (R - 1) / R S of a reduce-scatter and all-gather), and
  * checks the sums of the last call (every device's input is its id + 1).
  * With --check-traffic it also fails (exit 1) when a rank received more
- * than 1% over that least (FLOATS a multiple of 64 R splits evenly). */
+ * than 1% over that least (FLOATS a multiple of 64 R splits evenly).
+ * With --scatter it times psum_scatter (tiled, along the only axis) instead,
+ * beside its least, (N - K) K S / N with N devices: each local device's
+ * block of every device of the other ranks. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,11 +39,15 @@
 int main(int argc, char **argv)
 {
     long count = argc > 1 ? atol(argv[1]) : 2;
-    bool check_traffic = argc > 2 && !strcmp(argv[2], "--check-traffic");
+    bool check_traffic = false, scatter = false;
+    for (int a = 2; a < argc; a++) {
+        check_traffic |= !strcmp(argv[a], "--check-traffic");
+        scatter |= !strcmp(argv[a], "--scatter");
+    }
     shmesh_ctx *ctx;
     if (count < 1 || shmesh_init(&ctx)) {
-        fprintf(stderr, "usage: shmesh-run ... -- %s [FLOATS >= 1] (%s)\n", argv[0],
-                shmesh_last_error(NULL));
+        fprintf(stderr, "usage: shmesh-run ... -- %s [FLOATS >= 1] [--check-traffic] [--scatter] (%s)\n",
+                argv[0], shmesh_last_error(NULL));
         return 2;
     }
     int devices = shmesh_device_count(ctx), k = shmesh_local_device_count(ctx), rc;
@@ -48,6 +55,9 @@ int main(int argc, char **argv)
     shmesh_mesh *mesh;
     if (k > MAXLOCAL || (rc = shmesh_mesh_create(ctx, 1, names, &devices, NULL, &mesh)))
         return fail(ctx, "shmesh_mesh_create", k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
+    if (scatter && count % devices)
+        return fail(ctx, "--scatter: FLOATS must be a multiple of the devices", SHMESH_ERR_INVALID);
+    long out_count = scatter ? count / devices : count;
     int ids[MAXLOCAL];
     shmesh_mesh_local_devices(mesh, ids, MAXLOCAL);
     float *in = malloc(sizeof *in * (size_t)count * (size_t)k);
@@ -59,13 +69,14 @@ int main(int argc, char **argv)
         for (long i = 0; i < count; i++)
             in[l * count + i] = (float)(ids[l] + 1);
         a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
-        a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
+        a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {out_count}};
     }
     long calls = CALLS_BYTES / (count * (long)sizeof(float));
     calls = calls > CALLS_MAX ? CALLS_MAX : calls < 5 ? 5 : calls;
     for (long i = 0; i < calls / 20 + 1; i++)
-        if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
-            return fail(ctx, "shmesh_psum", rc);
+        if ((rc = scatter ? shmesh_psum_scatter(mesh, "i", NULL, 0, true, a_in, a_out)
+                          : shmesh_psum(mesh, "i", NULL, a_in, a_out)))
+            return fail(ctx, scatter ? "shmesh_psum_scatter" : "shmesh_psum", rc);
     double t[3];
     shmesh_traffic tr0, tr1;
     shmesh_traffic_get(ctx, &tr0);
@@ -74,8 +85,9 @@ int main(int argc, char **argv)
             return fail(ctx, "shmesh_barrier", rc);
         double t0 = (bench_now_us() / 1e6);
         for (long i = 0; i < calls; i++)
-            if ((rc = shmesh_psum(mesh, "i", NULL, a_in, a_out)))
-                return fail(ctx, "shmesh_psum", rc);
+            if ((rc = scatter ? shmesh_psum_scatter(mesh, "i", NULL, 0, true, a_in, a_out)
+                              : shmesh_psum(mesh, "i", NULL, a_in, a_out)))
+                return fail(ctx, scatter ? "shmesh_psum_scatter" : "shmesh_psum", rc);
         t[rep] = ((bench_now_us() / 1e6) - t0) / (double)calls * 1e6;
     }
     shmesh_traffic_get(ctx, &tr1);
@@ -95,17 +107,21 @@ int main(int argc, char **argv)
     /* The least a psum that keeps device order receives: its slice of the
      * other ranks' k inputs each, then the other ranks' reduced slices. */
     double floor_bytes = (double)(world - 1) / world * (k + 1) * (double)count * sizeof(float);
+    if (scatter) /* each local device's block of every other rank's device */
+        floor_bytes = (double)(devices - k) * k * (double)out_count * sizeof(float);
     float want = (float)devices * (float)(devices + 1) / 2;
     long wrong = 0;
-    for (long i = 0; i < count * k; i++)
-        wrong += out[i] != want;
+    for (int l = 0; l < k; l++)
+        for (long i = 0; i < out_count; i++)
+            wrong += out[l * count + i] != want;
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
     double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
     bool too_much = check_traffic && per_call > floor_bytes * 1.01;
     if (shmesh_rank(ctx) == 0)
-        printf("devices %d (%d ranks x %d), %ld float32: psum %.2f us per call (median of 3 x "
-               "%ld); received %.0f bytes per call and rank (most), least (R-1)/R (k+1) S = %.0f%s\n",
-               devices, world, k, count, median, calls, per_call, floor_bytes,
+        printf("devices %d (%d ranks x %d), %ld float32: %s %.2f us per call (median of 3 x "
+               "%ld); received %.0f bytes per call and rank (most), least %s = %.0f%s\n",
+               devices, world, k, count, scatter ? "psum_scatter" : "psum", median, calls,
+               per_call, scatter ? "(N-K) K S/N" : "(R-1)/R (K+1) S", floor_bytes,
                wrong ? ", WRONG SUMS" : too_much ? ", TOO MUCH TRAFFIC" : "");
     free(in);
     free(out);

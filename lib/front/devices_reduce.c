@@ -18,6 +18,7 @@ struct dev_groups {
     int *ids;    /* ngroups * n: each group's device ids, in group order */
     int *ranks;  /* ngroups * n: each group's ranks, first-device order */
     int *nranks; /* ngroups: how many */
+    bool scatter; /* psum_scatter: member i keeps block i of the reduction */
 };
 
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
@@ -25,7 +26,7 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
     const struct flow *f = &k0->f;
     shmesh_ctx *c = m->ctx;
     if (m->process_local || !c || c->world < 2 || m->batch_dim >= 0 || k0->local || k0->then ||
-        f->kind != FLOW_REDUCE || !flow_allreduce(f) || !f->in_bytes || k0->d.groups[0] ||
+        f->kind != FLOW_REDUCE || !f->in_bytes || k0->d.groups[0] ||
         call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
     struct dev_groups *g = calloc(1, sizeof *g);
@@ -38,6 +39,7 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
         return NULL;
     }
     g->n = mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids);
+    g->scatter = !flow_allreduce(f);
     g->ngroups = m->size / g->n;
     g->per = m->per;
     if (!(g->nranks = calloc((size_t)g->ngroups, sizeof *g->nranks))) {
@@ -74,8 +76,10 @@ struct run {
     struct call *ks;
     const int *ids;
     int nlocal;
-    uint64_t count; /* elements */
+    uint64_t count; /* elements: of the array (a whole-array reduction), or of
+                       a block (psum_scatter) */
     size_t in_esz, out_esz;
+    struct transfers st; /* dr_transfers, with the input's element as unit */
     int phase;      /* 1: inputs' shares to their owners; 2: results back */
     unsigned char **rbuf; /* per rank: what it sent this one (this phase) */
     unsigned char **rbuf2; /* the same for phase 2 */
@@ -110,14 +114,25 @@ static struct call *local_call(const struct run *x, int id)
     return NULL;
 }
 
+/* Member i of group j's rank. */
+static int rank_at(const struct dev_groups *g, int j, int i)
+{
+    return g->ids[j * g->n + i] / g->per;
+}
+
 /* What rank `from` sends rank `to` in this phase, piece by piece in the
- * order both sides walk: for each group holding both (in group order), in
- * phase 1 the share `to` owns of each of `from`'s devices there (in group
- * order), in phase 2 the share `from` owns, reduced.  each(piece) gets the
- * group, the member (phase 1) and the piece's bytes; returns the total. */
+ * order both sides walk: for each group holding both (in group order),
+ *   phase 1 of a whole-array reduction: the share `to` owns of each of
+ *     `from`'s member devices there (in group order);
+ *   phase 1 of a psum_scatter: for each of `from`'s member devices there,
+ *     block i of its input for each of `to`'s members i (group order);
+ *   phase 2: the share `from` owns, reduced.
+ * each(piece) gets the group, the sending and the receiving member (-1
+ * where the piece is not one member's) and the piece's place; returns the
+ * total. */
 static uint64_t walk(const struct run *x, int from, int to,
-                     void (*each)(const struct run *x, int j, int i, uint64_t at, uint64_t len,
-                                  void *arg),
+                     void (*each)(const struct run *x, int j, int i, int t, uint64_t at,
+                                  uint64_t len, void *arg),
                      void *arg)
 {
     const struct dev_groups *g = x->g;
@@ -131,17 +146,22 @@ static uint64_t walk(const struct run *x, int from, int to,
         if (x->phase == 2) {
             uint64_t len = share(x, j, sf, &lo) * x->out_esz;
             if (each)
-                each(x, j, -1, at, len, arg);
+                each(x, j, -1, -1, at, len, arg);
             at += len;
             continue;
         }
-        uint64_t len = share(x, j, st, &lo) * x->in_esz;
-        for (int i = 0; i < g->n; i++)
-            if (g->ids[j * g->n + i] / g->per == from) {
+        uint64_t len = (g->scatter ? x->count : share(x, j, st, &lo)) * x->in_esz;
+        for (int i = 0; i < g->n; i++) {
+            if (rank_at(g, j, i) != from)
+                continue;
+            for (int t = 0; t < g->n; t++) {
+                if (g->scatter ? rank_at(g, j, t) != to : t > 0)
+                    continue;
                 if (each)
-                    each(x, j, i, at, len, arg);
+                    each(x, j, i, g->scatter ? t : -1, at, len, arg);
                 at += len;
             }
+        }
     }
     return at;
 }
@@ -158,7 +178,8 @@ struct pack_arg {
 };
 
 /* The part of one piece inside [off, off + len) of the transfer. */
-static void pack_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                       void *arg)
 {
     struct pack_arg *p = arg;
     uint64_t a = at > p->off ? at : p->off, b = at + len < p->off + p->len ? at + len : p->off + p->len;
@@ -168,6 +189,15 @@ static void pack_piece(const struct run *x, int j, int i, uint64_t at, uint64_t 
     uint64_t lo;
     if (x->phase == 2) {
         src = x->reduced + x->red_off[j];
+    } else if (x->g->scatter) {
+        /* Block t of member i's input: a box of it (whole elements: the
+         * transfers' unit is the element). */
+        const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
+        struct box bs, bd;
+        flow_part(k, i, t, &bs, &bd);
+        box_read(&bs, k->f.in.data, (a - at) / x->in_esz, (b - a) / x->in_esz,
+                 p->dst + (a - p->off));
+        return;
     } else {
         share(x, j, slot(x->g, j, p->to), &lo);
         const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
@@ -199,7 +229,7 @@ static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pac
 static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
 {
     uint64_t at = 0;
-    for (int phase = 1; phase <= 2; phase++) {
+    for (int phase = 1; phase <= (x->g->scatter ? 1 : 2); phase++) {
         x->phase = phase;
         for (int r = 0; r < x->world; r++) {
             (phase == 1 ? x->rbuf : x->rbuf2)[r] = (unsigned char *)(uintptr_t)at;
@@ -228,14 +258,16 @@ static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
  * of group j sits at `at` of its rank's transfer. */
 struct src_arg {
     const void **srcs;
-    int j;
+    int j, t; /* the group, and (psum_scatter) the receiving member, else -1 */
 };
 
-static void src_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+static void src_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                      void *arg)
 {
     struct src_arg *s = arg;
-    if (j == s->j)
-        s->srcs[i] = x->rbuf[x->g->ids[j * x->g->n + i] / x->g->per] + at;
+    (void)len;
+    if (j == s->j && t == s->t)
+        s->srcs[i] = x->rbuf[rank_at(x->g, j, i)] + at;
 }
 
 /* This rank's share of each group it is in, over every member in group
@@ -249,7 +281,7 @@ static void reduce_shares(struct run *x, const void **srcs)
         if (s < 0)
             continue;
         uint64_t lo, cnt = share(x, j, s, &lo);
-        struct src_arg a = {srcs, j};
+        struct src_arg a = {srcs, j, -1};
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
                 walk(x, r, x->me, src_piece, &a);
@@ -263,17 +295,57 @@ static void reduce_shares(struct run *x, const void **srcs)
     }
 }
 
+/* psum_scatter: each local device's block of every member's input (its
+ * own rank's read in place, or packed into `bounce` where the block is not
+ * one run), reduced in group order into its output. */
+static void scatter_blocks(struct run *x, const void **srcs, unsigned char *bounce)
+{
+    const struct dev_groups *g = x->g;
+    const struct flow *f = &x->ks[0].f;
+    for (int l = 0; l < x->nlocal; l++) {
+        int j = 0, t = 0;
+        while (g->ids[j * g->n + t] != x->ids[l])
+            if (++t == g->n) {
+                t = 0;
+                j++;
+            }
+        struct src_arg a = {srcs, j, t};
+        for (int r = 0; r < x->world; r++)
+            if (r != x->me)
+                walk(x, r, x->me, src_piece, &a);
+        for (int i = 0; i < g->n; i++) {
+            if (rank_at(g, j, i) != x->me)
+                continue;
+            const struct call *k = local_call(x, g->ids[j * g->n + i]);
+            struct box bs, bd;
+            uint64_t off;
+            flow_part(k, i, t, &bs, &bd);
+            if (box_contiguous(&bs, &off)) {
+                srcs[i] = (const unsigned char *)k->f.in.data + off * x->in_esz;
+            } else {
+                unsigned char *b = bounce + (size_t)i * x->count * x->in_esz;
+                box_read(&bs, k->f.in.data, 0, x->count, b);
+                srcs[i] = b;
+            }
+        }
+        reduce_run(f->red, f->in.dtype, f->out.dtype, x->ks[l].f.out.data, srcs, g->n,
+                   (size_t)x->count, f->mean_n);
+    }
+}
+
 /* Phase 2's pieces: where group j's share is in rank r's transfer. */
 struct out_arg {
     int j;
     uint64_t at;
 };
 
-static void out_piece(const struct run *x, int j, int i, uint64_t at, uint64_t len, void *arg)
+static void out_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                      void *arg)
 {
     struct out_arg *o = arg;
     (void)x;
     (void)i;
+    (void)t;
     (void)len;
     if (j == o->j)
         o->at = at;
@@ -312,8 +384,15 @@ int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks
 {
     struct call *k0 = &ks[0];
     struct run x = {.g = g, .me = c->rank, .world = c->world, .ks = ks, .ids = ids,
-                    .nlocal = nlocal, .in_esz = k0->f.in_esz, .out_esz = k0->f.out_esz};
+                    .nlocal = nlocal, .in_esz = k0->f.in_esz, .out_esz = k0->f.out_esz,
+                    .st = dr_transfers};
+    x.st.unit = x.in_esz;
     x.count = k0->f.in_bytes / x.in_esz;
+    if (g->scatter) { /* a block's elements */
+        struct box bs, bd;
+        flow_part(k0, 0, 0, &bs, &bd);
+        x.count = box_elems(&bs);
+    }
     x.rbuf = calloc((size_t)c->world, sizeof *x.rbuf);
     x.rbuf2 = calloc((size_t)c->world, sizeof *x.rbuf2);
     x.red_off = calloc((size_t)g->ngroups, sizeof *x.red_off);
@@ -323,24 +402,30 @@ int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks
         int s = slot(g, j, x.me);
         x.red_off[j] = mine;
         if (s >= 0)
-            mine += share(&x, j, s, &lo) * x.out_esz;
+            mine += g->scatter ? 0 : share(&x, j, s, &lo) * x.out_esz;
     }
+    /* psum_scatter: room to pack this rank's members' blocks that are not
+     * one run. */
+    if (g->scatter)
+        mine = (uint64_t)g->n * x.count * x.in_esz;
     int rc = 0;
     if (!x.rbuf || !x.rbuf2 || !x.red_off || !srcs || lay_out(&x, c, mine))
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
     if (!rc)
-        rc = op_world_transfers(c, k0->name, &k0->d, &dr_transfers, &x);
-    if (!rc) {
+        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x);
+    if (!rc && g->scatter) {
+        scatter_blocks(&x, srcs, x.reduced);
+    } else if (!rc) {
         reduce_shares(&x, srcs);
         x.phase = 2;
         unsigned char **t = x.rbuf; /* phase 2's buffers are where recv writes */
         x.rbuf = x.rbuf2;
         x.rbuf2 = t;
-        rc = op_world_transfers(c, k0->name, &k0->d, &dr_transfers, &x);
+        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x);
+        if (!rc)
+            write_outputs(&x);
     }
-    if (!rc)
-        write_outputs(&x);
     free(x.rbuf);
     free(x.rbuf2);
     free(x.red_off);

@@ -14,7 +14,15 @@
  * the group.  Two world-wide exchanges (ops/ops.h: op_world_transfers)
  * carry exactly that: with R ranks of K devices of S bytes each, a rank
  * receives (R - 1) / R (K + 1) S in a psum over every device, where the
- * gather received (R - 1) K S. */
+ * gather received (R - 1) K S.
+ *
+ * psum_scatter likewise, in one exchange: member i keeps block i of the
+ * reduction, so each rank receives, for each of its member devices, that
+ * device's block of every member device's input held elsewhere (blocks
+ * that are not one run of their array are packed as boxes), and reduces
+ * each block over all members in group order straight into the device's
+ * output: (N - K) K S / N with N devices, where the gather received
+ * (R - 1) K S. */
 #ifndef SHMESH_FRONT_DEVICES_REDUCE_H
 #define SHMESH_FRONT_DEVICES_REDUCE_H
 
@@ -24,7 +32,7 @@
 struct dev_groups;
 
 /* Every group of k0's call on m, when this way serves it: a whole-array
- * reduction of host arrays with data, on an unbatched mesh of the whole job
+ * reduction or a psum_scatter of host arrays with data, on an unbatched mesh of the whole job
  * with more than one rank, over axes without axis_index_groups, some of
  * whose groups leave a rank.  NULL otherwise, or when out of memory (the
  * gather serves it then). */

@@ -33,9 +33,8 @@ struct devices_work {
      * one rank, or axes that never leave a rank: a batched axis alone): no
      * rank needs another's inputs, and none gathers them. */
     bool alone;
-    /* A whole-array reduction whose groups leave ranks: a reduce-scatter
-     * between ranks instead of the gather (front/devices_reduce.h); NULL:
-     * the gather. */
+    /* A reduction whose groups leave ranks: a reduce-scatter between ranks
+     * instead of the gather (front/devices_reduce.h); NULL: the gather. */
     struct dev_groups *groups;
     int ids[];         /* the local devices' ids, in mesh order */
 };

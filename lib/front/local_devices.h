@@ -16,10 +16,11 @@
  * inside each process, and ranks do not compare it.
  *
  * Every rank receives every device's input: simple and exact, not fast (a
- * rank moves device_count inputs per call).  Whole-array reductions whose
- * groups leave ranks move only what they need instead: a reduce-scatter
- * between ranks in device order, then an all-gather
- * (front/devices_reduce.h).  The other ops still gather (docs/arrays.md). */
+ * rank moves device_count inputs per call).  Reductions (whole-array, and
+ * psum_scatter) whose groups leave ranks move only what they need instead:
+ * a reduce-scatter between ranks in device order, then for a whole-array
+ * one an all-gather (front/devices_reduce.h).  The other ops still gather
+ * (docs/arrays.md). */
 #ifndef SHMESH_FRONT_LOCAL_DEVICES_H
 #define SHMESH_FRONT_LOCAL_DEVICES_H
 
