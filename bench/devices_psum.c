@@ -1,26 +1,32 @@
-/* devices_psum: the time of one psum over every device of the job, for
- * comparing layouts of the same devices (ranks x devices per rank):
+/* devices_psum: the time of one collective over every device of the job,
+ * and the bytes it moves between processes, for comparing layouts of the
+ * same devices (ranks x devices per rank):
  *
- *   shmesh-run -n 4 -- build/bench/devices-psum [FLOATS]
- *   shmesh-run -n 2 --devices-per-rank 2 -- build/bench/devices-psum [FLOATS]
- *   shmesh-run -n 1 --devices-per-rank 4 -- build/bench/devices-psum [FLOATS]
- *   ... devices-psum FLOATS --check-traffic
+ *   shmesh-run -n 4 -- build/bench/devices-psum [FLOATS] [--op OP] [--check-traffic]
+ *   shmesh-run -n 2 --devices-per-rank 2 -- build/bench/devices-psum [FLOATS] ...
+ *   shmesh-run -n 1 --devices-per-rank 4 -- build/bench/devices-psum [FLOATS] ...
  *
  * A 1-D mesh "i" over every device; each device's input holds FLOATS
- * float32 (default 2).  Three repetitions of 2000 calls (fewer for large
- * arrays: about 256 MiB of input per device and repetition, at least 5)
- * after a twentieth as many warm-up calls (at least 1); rank 0 prints the median repetition's time per call, the bytes
- * a rank received from other processes per call (the most of any rank:
- * shmesh_traffic_get) beside the least a psum in device order needs with
- * R ranks of k devices of S bytes each, (R - 1) / R (k + 1) S: its slice
- * of the other ranks' k inputs each, then their reduced slices (with k = 1
- * the 2 (R - 1) / R S of a reduce-scatter and all-gather), and
- * checks the sums of the last call (every device's input is its id + 1).
- * With --check-traffic it also fails (exit 1) when a rank received more
- * than 1% over that least (FLOATS a multiple of 64 R splits evenly).
- * With --scatter it times psum_scatter (tiled, along the only axis) instead,
- * beside its least, (N - K) K S / N with N devices: each local device's
- * block of every device of the other ranks. */
+ * float32 (default 2), its id + 1.  OP (default psum): psum, psum_scatter
+ * (tiled), all_to_all (tiled, split and concat along the only axis),
+ * all_gather (tiled) or pbroadcast (from device 0); FLOATS must be a
+ * multiple of the devices for psum_scatter and all_to_all.  Three
+ * repetitions of 2000 calls (fewer for large arrays: about 256 MiB of input
+ * per device and repetition, at least 5) after a twentieth as many warm-up
+ * calls (at least 1); rank 0 prints the median repetition's time per call,
+ * the bytes a rank received from other processes per call (the most of any
+ * rank: shmesh_traffic_get) beside the least the op needs with N devices,
+ * R ranks of K devices and S bytes of input each (a rank receives, for a
+ * reduction in device order, its share of the other ranks' K inputs each,
+ * then their reduced shares):
+ *   psum                      (R - 1) / R (K + 1) S
+ *   psum_scatter, all_to_all  (N - K) K S / N (each local device's block of
+ *                             every device of the other ranks)
+ *   all_gather                (N - K) S (every other rank's inputs, once)
+ *   pbroadcast                S (device 0's input, once, on the other ranks)
+ * and checks the last call's results.  With --check-traffic it fails (exit
+ * 1) when a rank received more than 1% over that least (FLOATS a multiple of
+ * 64 R splits a psum evenly). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,32 +42,71 @@
 
 #define fail(ctx, what, rc) bench_fail("devices-psum", ctx, what, rc)
 
+enum op { PSUM, SCATTER, ALL_TO_ALL, ALL_GATHER, BROADCAST, NOPS };
+static const char *const op_names[NOPS] = {"psum", "psum_scatter", "all_to_all", "all_gather",
+                                           "pbroadcast"};
+
+static int call(enum op op, shmesh_mesh *m, const shmesh_array *in, shmesh_array *out)
+{
+    switch (op) {
+    case PSUM: return shmesh_psum(m, "i", NULL, in, out);
+    case SCATTER: return shmesh_psum_scatter(m, "i", NULL, 0, true, in, out);
+    case ALL_TO_ALL: return shmesh_all_to_all(m, "i", NULL, 0, 0, true, in, out);
+    case ALL_GATHER: return shmesh_all_gather(m, "i", NULL, 0, true, in, out);
+    default: return shmesh_pbroadcast(m, "i", 0, in, out);
+    }
+}
+
+/* Element e of an output of `out_count` (every input is its device's id
+ * + 1). */
+static float expected(enum op op, int devices, long out_count, long e)
+{
+    switch (op) {
+    case PSUM:
+    case SCATTER: return (float)devices * (float)(devices + 1) / 2;
+    case ALL_TO_ALL: return (float)(e / (out_count / devices) + 1); /* block i from device i */
+    case ALL_GATHER: return (float)(e / (out_count / devices) + 1);
+    default: return 1.0f;
+    }
+}
+
 int main(int argc, char **argv)
 {
     long count = argc > 1 ? atol(argv[1]) : 2;
-    bool check_traffic = false, scatter = false;
+    bool check_traffic = false;
+    enum op op = PSUM;
     for (int a = 2; a < argc; a++) {
-        check_traffic |= !strcmp(argv[a], "--check-traffic");
-        scatter |= !strcmp(argv[a], "--scatter");
+        if (!strcmp(argv[a], "--check-traffic")) {
+            check_traffic = true;
+        } else if (!strcmp(argv[a], "--op") && a + 1 < argc) {
+            for (op = 0; op < NOPS && strcmp(argv[a + 1], op_names[op]); op++)
+                ;
+            a++;
+        } else {
+            op = NOPS;
+        }
     }
     shmesh_ctx *ctx;
-    if (count < 1 || shmesh_init(&ctx)) {
-        fprintf(stderr, "usage: shmesh-run ... -- %s [FLOATS >= 1] [--check-traffic] [--scatter] (%s)\n",
-                argv[0], shmesh_last_error(NULL));
+    if (count < 1 || op == NOPS || shmesh_init(&ctx)) {
+        fprintf(stderr,
+                "usage: shmesh-run ... -- %s [FLOATS >= 1] [--op psum|psum_scatter|all_to_all|"
+                "all_gather|pbroadcast] [--check-traffic] (%s)\n",
+                argv[0], op == NOPS ? "unknown argument" : shmesh_last_error(NULL));
         return 2;
     }
     int devices = shmesh_device_count(ctx), k = shmesh_local_device_count(ctx), rc;
+    int world = shmesh_world_size(ctx), me = shmesh_rank(ctx);
     const char *names[] = {"i"};
     shmesh_mesh *mesh;
     if (k > MAXLOCAL || (rc = shmesh_mesh_create(ctx, 1, names, &devices, NULL, &mesh)))
         return fail(ctx, "shmesh_mesh_create", k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
-    if (scatter && count % devices)
-        return fail(ctx, "--scatter: FLOATS must be a multiple of the devices", SHMESH_ERR_INVALID);
-    long out_count = scatter ? count / devices : count;
+    if ((op == SCATTER || op == ALL_TO_ALL) && count % devices)
+        return fail(ctx, "FLOATS must be a multiple of the devices", SHMESH_ERR_INVALID);
+    long out_count = op == SCATTER ? count / devices : op == ALL_GATHER ? count * devices : count;
     int ids[MAXLOCAL];
     shmesh_mesh_local_devices(mesh, ids, MAXLOCAL);
     float *in = malloc(sizeof *in * (size_t)count * (size_t)k);
-    float *out = malloc(sizeof *out * (size_t)count * (size_t)k);
+    float *out = malloc(sizeof *out * (size_t)out_count * (size_t)k);
     if (!in || !out)
         return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
     shmesh_array a_in[MAXLOCAL], a_out[MAXLOCAL];
@@ -69,14 +114,14 @@ int main(int argc, char **argv)
         for (long i = 0; i < count; i++)
             in[l * count + i] = (float)(ids[l] + 1);
         a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
-        a_out[l] = (shmesh_array){.data = out + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {out_count}};
+        a_out[l] = (shmesh_array){.data = out + l * out_count, .dtype = SHMESH_FLOAT32, .ndim = 1,
+                                  .shape = {out_count}};
     }
     long calls = CALLS_BYTES / (count * (long)sizeof(float));
     calls = calls > CALLS_MAX ? CALLS_MAX : calls < 5 ? 5 : calls;
     for (long i = 0; i < calls / 20 + 1; i++)
-        if ((rc = scatter ? shmesh_psum_scatter(mesh, "i", NULL, 0, true, a_in, a_out)
-                          : shmesh_psum(mesh, "i", NULL, a_in, a_out)))
-            return fail(ctx, scatter ? "shmesh_psum_scatter" : "shmesh_psum", rc);
+        if ((rc = call(op, mesh, a_in, a_out)))
+            return fail(ctx, op_names[op], rc);
     double t[3];
     shmesh_traffic tr0, tr1;
     shmesh_traffic_get(ctx, &tr0);
@@ -85,14 +130,12 @@ int main(int argc, char **argv)
             return fail(ctx, "shmesh_barrier", rc);
         double t0 = (bench_now_us() / 1e6);
         for (long i = 0; i < calls; i++)
-            if ((rc = scatter ? shmesh_psum_scatter(mesh, "i", NULL, 0, true, a_in, a_out)
-                              : shmesh_psum(mesh, "i", NULL, a_in, a_out)))
-                return fail(ctx, scatter ? "shmesh_psum_scatter" : "shmesh_psum", rc);
+            if ((rc = call(op, mesh, a_in, a_out)))
+                return fail(ctx, op_names[op], rc);
         t[rep] = ((bench_now_us() / 1e6) - t0) / (double)calls * 1e6;
     }
     shmesh_traffic_get(ctx, &tr1);
-    /* The barriers add a little: left in, as every layout has them. */
-    int world = shmesh_world_size(ctx), me = shmesh_rank(ctx);
+    /* The barriers add nothing: they move no data. */
     int64_t *got = calloc((size_t)world, sizeof *got);
     if (!got)
         return fail(ctx, "calloc", SHMESH_ERR_NOMEM);
@@ -103,26 +146,25 @@ int main(int argc, char **argv)
     for (int r = 0; r < world; r++)
         most = got[r] > most ? got[r] : most;
     free(got);
-    double per_call = (double)most / (3.0 * (double)calls);
-    /* The least a psum that keeps device order receives: its slice of the
-     * other ranks' k inputs each, then the other ranks' reduced slices. */
-    double floor_bytes = (double)(world - 1) / world * (k + 1) * (double)count * sizeof(float);
-    if (scatter) /* each local device's block of every other rank's device */
-        floor_bytes = (double)(devices - k) * k * (double)out_count * sizeof(float);
-    float want = (float)devices * (float)(devices + 1) / 2;
+    double per_call = (double)most / (3.0 * (double)calls), S = (double)count * sizeof(float);
+    double least = op == PSUM                         ? (double)(world - 1) / world * (k + 1) * S
+                   : op == SCATTER || op == ALL_TO_ALL ? (double)(devices - k) * k * S / devices
+                   : op == ALL_GATHER                  ? (double)(devices - k) * S
+                                                       : (world > 1 ? S : 0);
+    static const char *const least_text[NOPS] = {"(R-1)/R (K+1) S", "(N-K) K S/N", "(N-K) K S/N",
+                                                 "(N-K) S", "S"};
     long wrong = 0;
     for (int l = 0; l < k; l++)
         for (long i = 0; i < out_count; i++)
-            wrong += out[l * count + i] != want;
+            wrong += out[l * out_count + i] != expected(op, devices, out_count, i);
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
     double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
-    bool too_much = check_traffic && per_call > floor_bytes * 1.01;
-    if (shmesh_rank(ctx) == 0)
+    bool too_much = check_traffic && per_call > least * 1.01;
+    if (me == 0)
         printf("devices %d (%d ranks x %d), %ld float32: %s %.2f us per call (median of 3 x "
                "%ld); received %.0f bytes per call and rank (most), least %s = %.0f%s\n",
-               devices, world, k, count, scatter ? "psum_scatter" : "psum", median, calls,
-               per_call, scatter ? "(N-K) K S/N" : "(R-1)/R (K+1) S", floor_bytes,
-               wrong ? ", WRONG SUMS" : too_much ? ", TOO MUCH TRAFFIC" : "");
+               devices, world, k, count, op_names[op], median, calls, per_call, least_text[op],
+               least, wrong ? ", WRONG RESULTS" : too_much ? ", TOO MUCH TRAFFIC" : "");
     free(in);
     free(out);
     shmesh_mesh_destroy(mesh);

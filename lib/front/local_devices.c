@@ -7,7 +7,7 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "engine/dispatch.h"
-#include "front/devices_reduce.h"
+#include "front/devices_exchange.h"
 #include "front/local_devices.h"
 #include "front/state.h"
 #include "mesh/device.h"
@@ -33,8 +33,9 @@ struct devices_work {
      * one rank, or axes that never leave a rank: a batched axis alone): no
      * rank needs another's inputs, and none gathers them. */
     bool alone;
-    /* A reduction whose groups leave ranks: a reduce-scatter between ranks
-     * instead of the gather (front/devices_reduce.h); NULL: the gather. */
+    /* A reduction or move whose groups leave ranks: only what its devices
+     * need, instead of the gather (front/devices_exchange.h); NULL: the
+     * gather. */
     struct dev_groups *groups;
     int ids[];         /* the local devices' ids, in mesh order */
 };
@@ -79,8 +80,8 @@ static int run(struct work *w)
                         "%s takes one device per rank, but this rank holds %d devices of this "
                         "mesh%s",
                         k0->name, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
-    if (dw->groups)
-        return dev_groups_reduce(c, dw->groups, ks, dw->ids, dw->nlocal);
+    if (dw->groups && dev_groups_apart(ks, dw->nlocal))
+        return dev_groups_run(c, dw->groups, ks, dw->ids, dw->nlocal);
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
      * the gather, which puts rank r's devices at r * per. */

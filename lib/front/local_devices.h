@@ -16,11 +16,10 @@
  * inside each process, and ranks do not compare it.
  *
  * Every rank receives every device's input: simple and exact, not fast (a
- * rank moves device_count inputs per call).  Reductions (whole-array, and
- * psum_scatter) whose groups leave ranks move only what they need instead:
- * a reduce-scatter between ranks in device order, then for a whole-array
- * one an all-gather (front/devices_reduce.h).  The other ops still gather
- * (docs/arrays.md). */
+ * rank moves device_count inputs per call).  Reductions and moves whose
+ * groups leave ranks move only what their devices need instead
+ * (front/devices_exchange.h); ragged_all_to_all and calls with
+ * axis_index_groups still gather (docs/arrays.md). */
 #ifndef SHMESH_FRONT_LOCAL_DEVICES_H
 #define SHMESH_FRONT_LOCAL_DEVICES_H
 

@@ -1,7 +1,8 @@
-/* Several devices per rank, whole-array reductions (psum, pmean, pmax,
- * pmin, ... over every element) whose groups leave a rank: a reduce-scatter
- * between ranks in device order, then an all-gather, instead of every rank
- * gathering every device's input (front/local_devices.h).
+/* Several devices per rank: calls whose groups leave a rank move between
+ * ranks only what each rank's devices need, instead of every rank gathering
+ * every device's input (front/local_devices.h).  Whole-array reductions
+ * (psum, pmean, pmax, pmin, ... over every element) reduce-scatter between
+ * ranks in device order, then all-gather:
  *
  * Each group's ranks (those holding at least one of its devices, in the
  * order of their first device in the group) split the array into as many
@@ -22,26 +23,38 @@
  * that are not one run of their array are packed as boxes), and reduces
  * each block over all members in group order straight into the device's
  * output: (N - K) K S / N with N devices, where the gather received
- * (R - 1) K S. */
-#ifndef SHMESH_FRONT_DEVICES_REDUCE_H
-#define SHMESH_FRONT_DEVICES_REDUCE_H
+ * (R - 1) K S.
+ *
+ * Moves (all_gather, all_to_all, ppermute, pshuffle, pbroadcast, ...), in
+ * one exchange: each part flow_part() names goes from its sender's rank
+ * to its receiver's straight into the receiver's output (a part every
+ * receiver gets alike, once per rank), and the parts between a rank's own
+ * devices are copied there.  all_to_all receives (N - K) K S / N, a
+ * pbroadcast S, an all_gather (N - K) S (what the gather moved, for it). */
+#ifndef SHMESH_FRONT_DEVICES_EXCHANGE_H
+#define SHMESH_FRONT_DEVICES_EXCHANGE_H
 
 #include "engine/call.h"
 #include "mesh/mesh.h"
 
 struct dev_groups;
 
-/* Every group of k0's call on m, when this way serves it: a whole-array
- * reduction or a psum_scatter of host arrays with data, on an unbatched mesh of the whole job
- * with more than one rank, over axes without axis_index_groups, some of
- * whose groups leave a rank.  NULL otherwise, or when out of memory (the
+/* Every group of k0's call on m, when this way serves it: a reduction or a
+ * move (not ragged) of host arrays with data, on an unbatched mesh of the
+ * whole job with more than one rank, over axes without axis_index_groups,
+ * some of whose groups leave a rank.  NULL otherwise, or when out of memory (the
  * gather serves it then). */
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0);
 void dev_groups_free(struct dev_groups *g);
 
+/* Whether no local device's output overlaps another's input (ks[0..nlocal)):
+ * these exchanges write outputs while reading other devices' inputs, where
+ * the gather had copied every input first. */
+bool dev_groups_apart(const struct call *ks, int nlocal);
+
 /* Runs the call of this rank's devices: ks[l] is the call of local device
  * ids[l], l < nlocal (all of one description).  0 or the error. */
-int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
+int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
                       const int *ids, int nlocal);
 
 #endif

@@ -1,14 +1,16 @@
-/* Whole-array reductions over several devices per rank (see devices_reduce.h). */
+/* Several devices per rank: only what groups need between ranks (see
+ * devices_exchange.h). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/context.h"
 #include "core/fail.h"
-#include "front/devices_reduce.h"
+#include "front/devices_exchange.h"
 #include "front/state.h"
 #include "kernels/reduce.h"
 #include "ops/ops.h"
+#include "ops/prologue.h"
 #include "paths/peer.h"
 
 struct dev_groups {
@@ -19,6 +21,8 @@ struct dev_groups {
     int *ranks;  /* ngroups * n: each group's ranks, first-device order */
     int *nranks; /* ngroups: how many */
     bool scatter; /* psum_scatter: member i keeps block i of the reduction */
+    bool move;    /* FLOW_MOVE: the parts flow_part() names go where it says */
+    bool shared;  /* a move whose receivers all get the same part of a sender */
 };
 
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
@@ -26,7 +30,7 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
     const struct flow *f = &k0->f;
     shmesh_ctx *c = m->ctx;
     if (m->process_local || !c || c->world < 2 || m->batch_dim >= 0 || k0->local || k0->then ||
-        f->kind != FLOW_REDUCE || !f->in_bytes || k0->d.groups[0] ||
+        (f->kind != FLOW_REDUCE && f->kind != FLOW_MOVE) || !f->in_bytes || k0->d.groups[0] ||
         call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
     struct dev_groups *g = calloc(1, sizeof *g);
@@ -39,7 +43,9 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
         return NULL;
     }
     g->n = mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids);
-    g->scatter = !flow_allreduce(f);
+    g->move = f->kind == FLOW_MOVE;
+    g->scatter = !g->move && !flow_allreduce(f);
+    g->shared = g->move && flow_shared(f);
     g->ngroups = m->size / g->n;
     g->per = m->per;
     if (!(g->nranks = calloc((size_t)g->ngroups, sizeof *g->nranks))) {
@@ -120,6 +126,36 @@ static int rank_at(const struct dev_groups *g, int j, int i)
     return g->ids[j * g->n + i] / g->per;
 }
 
+typedef void piece_fn(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                      void *arg);
+
+/* A move's pieces from rank `from` to rank `to` in group j, from `at` on:
+ * for each of `from`'s members i (group order), the part flow_part() sends
+ * each of `to`'s members t, or (shared: the same part for every receiver)
+ * once, with the first such t.  Returns where the next piece starts. */
+static uint64_t walk_moves(const struct run *x, int j, int from, int to, uint64_t at,
+                           piece_fn *each, void *arg)
+{
+    const struct dev_groups *g = x->g;
+    const struct call *k = &x->ks[0]; /* every local call has the same flow */
+    for (int i = 0; i < g->n; i++) {
+        if (rank_at(g, j, i) != from)
+            continue;
+        for (int t = 0; t < g->n; t++) {
+            struct box bs, bd;
+            if (rank_at(g, j, t) != to || !flow_part(k, i, t, &bs, &bd))
+                continue;
+            uint64_t len = box_elems(&bs) * bs.esz;
+            if (each)
+                each(x, j, i, t, at, len, arg);
+            at += len;
+            if (g->shared)
+                break;
+        }
+    }
+    return at;
+}
+
 /* What rank `from` sends rank `to` in this phase, piece by piece in the
  * order both sides walk: for each group holding both (in group order),
  *   phase 1 of a whole-array reduction: the share `to` owns of each of
@@ -130,10 +166,7 @@ static int rank_at(const struct dev_groups *g, int j, int i)
  * each(piece) gets the group, the sending and the receiving member (-1
  * where the piece is not one member's) and the piece's place; returns the
  * total. */
-static uint64_t walk(const struct run *x, int from, int to,
-                     void (*each)(const struct run *x, int j, int i, int t, uint64_t at,
-                                  uint64_t len, void *arg),
-                     void *arg)
+static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void *arg)
 {
     const struct dev_groups *g = x->g;
     uint64_t at = 0, lo;
@@ -148,6 +181,10 @@ static uint64_t walk(const struct run *x, int from, int to,
             if (each)
                 each(x, j, -1, -1, at, len, arg);
             at += len;
+            continue;
+        }
+        if (g->move) {
+            at = walk_moves(x, j, from, to, at, each, arg);
             continue;
         }
         uint64_t len = (g->scatter ? x->count : share(x, j, st, &lo)) * x->in_esz;
@@ -189,9 +226,9 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
     uint64_t lo;
     if (x->phase == 2) {
         src = x->reduced + x->red_off[j];
-    } else if (x->g->scatter) {
-        /* Block t of member i's input: a box of it (whole elements: the
-         * transfers' unit is the element). */
+    } else if (x->g->scatter || x->g->move) {
+        /* Block t of member i's input (a move: the part it sends t): a box
+         * of it (whole elements: the transfers' unit is the element). */
         const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
         struct box bs, bd;
         flow_part(k, i, t, &bs, &bd);
@@ -213,9 +250,42 @@ static void dr_pack(const struct call *k, int to, uint64_t off, uint64_t len, vo
     walk(x, x->me, to, pack_piece, &p);
 }
 
+struct recv_arg {
+    uint64_t off, len;
+    const unsigned char *src;
+};
+
+/* A move's piece, the part of it inside [off, off + len) of the transfer:
+ * into the output of its receiver t, or (shared) of every member of the
+ * group here that gets member i's part. */
+static void recv_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                       void *arg)
+{
+    const struct recv_arg *r = arg;
+    uint64_t a = at > r->off ? at : r->off, b = at + len < r->off + r->len ? at + len : r->off + r->len;
+    if (a >= b)
+        return;
+    const struct dev_groups *g = x->g;
+    for (int u = g->shared ? 0 : t; u < (g->shared ? g->n : t + 1); u++) {
+        struct box bs, bd;
+        if (rank_at(g, j, u) != x->me)
+            continue;
+        const struct call *k = local_call(x, g->ids[j * g->n + u]);
+        if (!flow_part(k, i, u, &bs, &bd))
+            continue;
+        box_write(&bd, k->f.out.data, (a - at) / x->in_esz, (b - a) / x->in_esz,
+                  r->src + (a - r->off));
+    }
+}
+
 static void dr_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
 {
     const struct run *x = k->op_state;
+    if (x->g->move) {
+        struct recv_arg r = {off, len, src};
+        walk(x, from, x->me, recv_piece, &r);
+        return;
+    }
     memcpy(x->rbuf[from] + off, src, (size_t)len);
 }
 
@@ -229,7 +299,7 @@ static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pac
 static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
 {
     uint64_t at = 0;
-    for (int phase = 1; phase <= (x->g->scatter ? 1 : 2); phase++) {
+    for (int phase = 1; phase <= (x->g->move ? 0 : x->g->scatter ? 1 : 2); phase++) {
         x->phase = phase;
         for (int r = 0; r < x->world; r++) {
             (phase == 1 ? x->rbuf : x->rbuf2)[r] = (unsigned char *)(uintptr_t)at;
@@ -333,6 +403,36 @@ static void scatter_blocks(struct run *x, const void **srcs, unsigned char *boun
     }
 }
 
+/* A move's parts between this rank's own devices: each part its member i
+ * sends its member t, through `bounce` where either side is not one run. */
+static void local_moves(struct run *x, unsigned char *bounce)
+{
+    const struct dev_groups *g = x->g;
+    for (int l = 0; l < x->nlocal; l++) {
+        int j = 0, t = 0;
+        while (g->ids[j * g->n + t] != x->ids[l])
+            if (++t == g->n) {
+                t = 0;
+                j++;
+            }
+        struct call *kt = &x->ks[l];
+        for (int i = 0; i < g->n; i++) {
+            struct box bs, bd;
+            if (rank_at(g, j, i) != x->me || !flow_part(kt, i, t, &bs, &bd))
+                continue;
+            const struct call *ki = local_call(x, g->ids[j * g->n + i]);
+            uint64_t n = box_elems(&bs), so, doff;
+            if (box_contiguous(&bs, &so) && box_contiguous(&bd, &doff)) {
+                memcpy((unsigned char *)kt->f.out.data + doff * bd.esz,
+                       (const unsigned char *)ki->f.in.data + so * bs.esz, (size_t)(n * bs.esz));
+                continue;
+            }
+            box_read(&bs, ki->f.in.data, 0, n, bounce);
+            box_write(&bd, kt->f.out.data, 0, n, bounce);
+        }
+    }
+}
+
 /* Phase 2's pieces: where group j's share is in rank r's transfer. */
 struct out_arg {
     int j;
@@ -379,7 +479,17 @@ static void write_outputs(struct run *x)
     }
 }
 
-int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
+bool dev_groups_apart(const struct call *ks, int nlocal)
+{
+    for (int l = 0; l < nlocal; l++)
+        for (int m = 0; m < nlocal; m++)
+            if (m != l && coll_overlap(ks[m].f.in.data, ks[m].f.in_bytes, ks[l].f.out.data,
+                                       ks[l].f.out_bytes))
+                return false;
+    return true;
+}
+
+int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
                       const int *ids, int nlocal)
 {
     struct call *k0 = &ks[0];
@@ -392,6 +502,15 @@ int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks
         struct box bs, bd;
         flow_part(k0, 0, 0, &bs, &bd);
         x.count = box_elems(&bs);
+    }
+    if (g->move) { /* room for the largest part, for local moves */
+        x.count = 0;
+        for (int i = 0; i < g->n; i++)
+            for (int t = 0; t < g->n; t++) {
+                struct box bs, bd;
+                if (flow_part(k0, i, t, &bs, &bd) && box_elems(&bs) > x.count)
+                    x.count = box_elems(&bs);
+            }
     }
     x.rbuf = calloc((size_t)c->world, sizeof *x.rbuf);
     x.rbuf2 = calloc((size_t)c->world, sizeof *x.rbuf2);
@@ -408,13 +527,17 @@ int dev_groups_reduce(shmesh_ctx *c, const struct dev_groups *g, struct call *ks
      * one run. */
     if (g->scatter)
         mine = (uint64_t)g->n * x.count * x.in_esz;
+    if (g->move)
+        mine = x.count * x.in_esz;
     int rc = 0;
     if (!x.rbuf || !x.rbuf2 || !x.red_off || !srcs || lay_out(&x, c, mine))
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
     if (!rc)
         rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x);
-    if (!rc && g->scatter) {
+    if (!rc && g->move) {
+        local_moves(&x, x.reduced);
+    } else if (!rc && g->scatter) {
         scatter_blocks(&x, srcs, x.reduced);
     } else if (!rc) {
         reduce_shares(&x, srcs);
