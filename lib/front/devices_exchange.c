@@ -365,6 +365,16 @@ static void reduce_shares(struct run *x, const void **srcs)
     }
 }
 
+/* Device id's group j and position t in it. */
+static void place_of(const struct dev_groups *g, int id, int *j, int *t)
+{
+    int p = 0;
+    while (g->ids[p] != id)
+        p++;
+    *j = p / g->n;
+    *t = p % g->n;
+}
+
 /* psum_scatter: each local device's block of every member's input (its
  * own rank's read in place, or packed into `bounce` where the block is not
  * one run), reduced in group order into its output. */
@@ -373,12 +383,8 @@ static void scatter_blocks(struct run *x, const void **srcs, unsigned char *boun
     const struct dev_groups *g = x->g;
     const struct flow *f = &x->ks[0].f;
     for (int l = 0; l < x->nlocal; l++) {
-        int j = 0, t = 0;
-        while (g->ids[j * g->n + t] != x->ids[l])
-            if (++t == g->n) {
-                t = 0;
-                j++;
-            }
+        int j, t;
+        place_of(g, x->ids[l], &j, &t);
         struct src_arg a = {srcs, j, t};
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
@@ -409,12 +415,8 @@ static void local_moves(struct run *x, unsigned char *bounce)
 {
     const struct dev_groups *g = x->g;
     for (int l = 0; l < x->nlocal; l++) {
-        int j = 0, t = 0;
-        while (g->ids[j * g->n + t] != x->ids[l])
-            if (++t == g->n) {
-                t = 0;
-                j++;
-            }
+        int j, t;
+        place_of(g, x->ids[l], &j, &t);
         struct call *kt = &x->ks[l];
         for (int i = 0; i < g->n; i++) {
             struct box bs, bd;
