@@ -8,8 +8,9 @@
  * Mesh x = the ranks, then a batched axis b of size B (the first argument;
  * B = 1 with axes "x" runs on the plain mesh).  Each position's input holds
  * FLOATS float32, its global position + 1 everywhere.  300 timed calls
- * after 20 warm-up calls; rank 0 prints the median time per call and
- * checks the last call's sums. */
+ * after 20 warm-up calls; rank 0 prints the median time per call and the
+ * bytes it received from other processes per call (shmesh_traffic_get),
+ * and checks the last call's sums. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,13 +56,17 @@ int main(int argc, char **argv)
     shmesh_array o = {.data = out, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {n},
                       .bdim = SHMESH_NOT_MAPPED};
     double t[CALLS];
+    shmesh_traffic tr0 = {0}, tr1 = {0};
     for (int i = 0; i < WARMUP + CALLS; i++) {
+        if (i == WARMUP)
+            shmesh_traffic_get(ctx, &tr0);
         double t0 = bench_now_us();
         if ((rc = shmesh_psum(batched ? bm : mesh, axes, NULL, &a, &o)))
             fail(ctx, "shmesh_psum", rc);
         if (i >= WARMUP)
             t[i - WARMUP] = bench_now_us() - t0;
     }
+    shmesh_traffic_get(ctx, &tr1);
     /* Over every position: the sum of 1..positions; over b alone: this
      * rank's batch. */
     int positions = world * per;
@@ -71,8 +76,9 @@ int main(int argc, char **argv)
     qsort(t, CALLS, sizeof *t, median_cmp);
     if (rank == 0)
         printf("batched-psum: %d ranks, B %d, axes %s, %ld floats per position: median %.1f us "
-               "per call%s\n",
-               world, per, axes, n, t[CALLS / 2], bad ? " (WRONG SUM)" : "");
+               "per call, rank 0 received %.0f bytes per call%s\n",
+               world, per, axes, n, t[CALLS / 2], (double)(tr1.received - tr0.received) / CALLS,
+               bad ? " (WRONG SUM)" : "");
     shmesh_mesh_destroy(bm);
     shmesh_mesh_destroy(mesh);
     free(in);

@@ -29,7 +29,7 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
 {
     const struct flow *f = &k0->f;
     shmesh_ctx *c = m->ctx;
-    if (m->process_local || !c || c->world < 2 || m->batch_dim >= 0 || k0->local || k0->then ||
+    if (m->process_local || !c || c->world < 2 || k0->local || k0->then ||
         (f->kind != FLOW_REDUCE && f->kind != FLOW_MOVE) || !f->in_bytes || k0->d.groups[0] ||
         call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;

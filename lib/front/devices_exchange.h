@@ -1,6 +1,6 @@
-/* Several devices per rank: calls whose groups leave a rank move between
- * ranks only what each rank's devices need, instead of every rank gathering
- * every device's input (front/local_devices.h).  Whole-array reductions
+/* Several devices (or batch positions) per rank: calls whose groups leave
+ * a rank move between ranks only what each rank's devices need, instead of
+ * every rank gathering every device's input (front/local_devices.h).  Whole-array reductions
  * (psum, pmean, pmax, pmin, ... over every element) reduce-scatter between
  * ranks in device order, then all-gather:
  *
@@ -40,9 +40,9 @@
 struct dev_groups;
 
 /* Every group of k0's call on m, when this way serves it: a reduction or a
- * move (not ragged) of host arrays with data, on an unbatched mesh of the
- * whole job with more than one rank, over axes without axis_index_groups,
- * some of whose groups leave a rank.  NULL otherwise, or when out of memory (the
+ * move (not ragged) of host arrays with data, on a mesh of the whole job
+ * with more than one rank (batched too: its positions count as devices),
+ * over axes without axis_index_groups, some of whose groups leave a rank.  NULL otherwise, or when out of memory (the
  * gather serves it then). */
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0);
 void dev_groups_free(struct dev_groups *g);
