@@ -707,6 +707,142 @@ static void slice_all(shmesh_global_array *a, const void *global)
         shard_copy(a, &a->local[l], (void *)global, false);
 }
 
+/* A scatter to the blocks' holders: the root sends each rank each block
+ * its devices hold, once, straight from the whole array (a box of it), and
+ * the rank writes it into the first of its devices' shards holding it; the
+ * others copy from there.  Every rank works the pieces out alike from the
+ * sharding. */
+struct scatter_run {
+    const shmesh_global_array *a;
+    int root;
+    const void *data; /* the root's whole array */
+    int *owner;       /* ndev: the rank of each device */
+};
+
+/* Whether device p is the first of its rank's devices to hold its block. */
+static bool first_holder(const struct scatter_run *x, int p)
+{
+    for (int q = 0; q < p; q++)
+        if (x->owner[q] == x->owner[p] && x->a->block_of[q] == x->a->block_of[p])
+            return false;
+    return true;
+}
+
+typedef void scatter_piece_fn(const struct scatter_run *x, int p, uint64_t at, void *arg);
+
+/* The root's transfer to rank `to`: the block of each of its devices that
+ * holds one first (mesh order), shard_bytes each.  Returns its bytes. */
+static uint64_t scatter_walk(const struct scatter_run *x, int from, int to, scatter_piece_fn *each,
+                             void *arg)
+{
+    uint64_t at = 0;
+    if (from != x->root || to == x->root)
+        return 0;
+    for (int p = 0; p < x->a->ndev; p++)
+        if (x->owner[p] == to && first_holder(x, p)) {
+            if (each)
+                each(x, p, at, arg);
+            at += x->a->shard_bytes;
+        }
+    return at;
+}
+
+static uint64_t scatter_bytes(const struct call *k, int from, int to)
+{
+    return scatter_walk(k->op_state, from, to, NULL, NULL);
+}
+
+struct scatter_range {
+    uint64_t off, len;
+    unsigned char *buf; /* pack: where [off, off + len) goes; recv: where it is */
+};
+
+/* The part of piece p (at `at`) inside the range: [lo, hi) of the piece. */
+static bool scatter_overlap(const struct scatter_run *x, uint64_t at,
+                            const struct scatter_range *r, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t a = at > r->off ? at : r->off;
+    uint64_t b = at + x->a->shard_bytes < r->off + r->len ? at + x->a->shard_bytes : r->off + r->len;
+    *lo = a - at;
+    *hi = b - at;
+    return a < b;
+}
+
+static void pack_block(const struct scatter_run *x, int p, uint64_t at, void *arg)
+{
+    struct scatter_range *r = arg;
+    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
+    if (!scatter_overlap(x, at, r, &lo, &hi))
+        return;
+    struct box b;
+    block_box(x->a, &x->a->global[p].index, &b);
+    box_read(&b, x->data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+}
+
+static void scatter_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct scatter_run *x = k->op_state;
+    struct scatter_range r = {off, len, dst};
+    scatter_walk(x, x->root, to, pack_block, &r);
+}
+
+/* This rank's shard of device p. */
+static shmesh_shard *local_shard(const shmesh_global_array *a, int p)
+{
+    for (int l = 0; l < a->nlocal; l++)
+        if (a->local[l].index.device == a->global[p].index.device)
+            return &a->local[l];
+    return NULL;
+}
+
+static void recv_block(const struct scatter_run *x, int p, uint64_t at, void *arg)
+{
+    struct scatter_range *r = arg;
+    uint64_t lo, hi;
+    shmesh_shard *sh = local_shard(x->a, p);
+    if (sh && scatter_overlap(x, at, r, &lo, &hi))
+        memcpy((unsigned char *)sh->data.data + lo, r->buf + (at + lo - r->off), (size_t)(hi - lo));
+}
+
+static void scatter_recv(const struct call *k, int from, uint64_t off, const void *src,
+                         uint64_t len)
+{
+    const struct scatter_run *x = k->op_state;
+    struct scatter_range r = {off, len, (unsigned char *)src};
+    scatter_walk(x, from, shmesh_rank(x->a->ctx), recv_block, &r);
+}
+
+/* `a`'s shards from the root's whole array `data`: 0 or an error. */
+static int scatter_to_holders(shmesh_global_array *a, const char *fn, int root, const void *data,
+                              const struct call_desc *d)
+{
+    shmesh_ctx *c = a->ctx;
+    int me = shmesh_rank(c);
+    struct scatter_run x = {a, root, data, calloc((size_t)a->ndev, sizeof(int))};
+    if (!x.owner)
+        return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+    for (int p = 0; p < a->ndev; p++)
+        x.owner[p] = shmesh_device_process(c, a->global[p].index.device);
+    const struct transfers st = {.unit = dtype_size(a->dtype), .bytes = scatter_bytes,
+                                 .pack = scatter_pack, .recv = scatter_recv};
+    int rc = op_world_transfers(c, fn, d, &st, &x);
+    if (!rc && me == root) {
+        slice_all(a, data);
+    } else if (!rc) { /* the other holders of a block here, from its first */
+        for (int p = 0; p < a->ndev; p++) {
+            if (x.owner[p] != me || first_holder(&x, p))
+                continue;
+            int q = 0;
+            while (x.owner[q] != me || a->block_of[q] != a->block_of[p])
+                q++;
+            memcpy(local_shard(a, p)->data.data, local_shard(a, q)->data.data,
+                   (size_t)a->shard_bytes);
+        }
+    }
+    free(x.owner);
+    return rc;
+}
+
 int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, int ndim,
                                 const int64_t *shape, int root, const void *data,
                                 shmesh_global_array **out)
@@ -742,23 +878,11 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
         *out = a;
         return 0;
     }
-    /* The root's data is only read (the movers never write a root's
-     * buffer); the others receive into scratch. */
-    unsigned char none;
-    void *buf = is_root ? (void *)data : a->bytes ? malloc((size_t)a->bytes) : NULL;
-    if (!buf && a->bytes) {
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for the whole array (%" PRIu64
-                      " bytes)", fn, a->bytes);
-        goto fail;
-    }
+    /* Each rank receives only the blocks its devices hold (the root's data
+     * is only read). */
     struct call_desc d;
     array_desc(a, NULL, OP_GLOBAL_ARRAY_SCATTER, a->bytes, root, &d);
-    rc = op_world_broadcast(c, fn, &d, root, buf ? buf : &none, a->bytes);
-    if (!rc)
-        slice_all(a, buf);
-    if (!is_root)
-        free(buf);
-    if (rc)
+    if ((rc = scatter_to_holders(a, fn, root, data, &d)))
         goto fail;
     *out = a;
     return 0;

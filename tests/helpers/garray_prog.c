@@ -659,10 +659,29 @@ static void prop_case(int k)
     check_array(b, &h, what);
     shmesh_global_array_destroy(b);
 
-    /* scatter from a root, then gather back. */
+    /* scatter from a root, then gather back; a rank other than the root
+     * receives each block its devices hold once, and nothing else. */
+    shmesh_traffic st0, st1;
+    MUST(shmesh_traffic_get(ctx, &st0));
     MUST(shmesh_global_array_scatter(s2, dt, ndim, shape, root, rank == root ? h.data : NULL,
                                      &b));
+    MUST(shmesh_traffic_get(ctx, &st1));
     check_array(b, &h, what);
+    {
+        const shmesh_shard *bs;
+        int nb = shmesh_global_array_local_shards(b, &bs);
+        uint64_t want = 0;
+        for (int l = 0; l < nb && rank != root; l++) {
+            bool seen = false;
+            for (int m = 0; m < l; m++)
+                seen |= same_block(ndim, &bs[m].index, &bs[l].index);
+            want += seen ? 0 : shard_bytes(&bs[l]);
+        }
+        if (st1.received - st0.received != want)
+            wrong("%s: scatter from rank %d: rank %d received %llu bytes, expected %llu (its "
+                  "blocks once)", what, root, rank, (unsigned long long)(st1.received - st0.received),
+                  (unsigned long long)want);
+    }
     check_gather(b, &h, (root + 1) % world, what);
 
     /* Borrowed buffers: the caller's own copies of b's shards. */
