@@ -757,12 +757,13 @@ struct scatter_range {
     unsigned char *buf; /* pack: where [off, off + len) goes; recv: where it is */
 };
 
-/* The part of piece p (at `at`) inside the range: [lo, hi) of the piece. */
-static bool scatter_overlap(const struct scatter_run *x, uint64_t at,
-                            const struct scatter_range *r, uint64_t *lo, uint64_t *hi)
+/* The part of a piece of `len` bytes at `at` inside the range, as [lo, hi)
+ * of the piece: false when they do not meet. */
+static bool range_part(uint64_t at, uint64_t len, const struct scatter_range *r, uint64_t *lo,
+                       uint64_t *hi)
 {
     uint64_t a = at > r->off ? at : r->off;
-    uint64_t b = at + x->a->shard_bytes < r->off + r->len ? at + x->a->shard_bytes : r->off + r->len;
+    uint64_t b = at + len < r->off + r->len ? at + len : r->off + r->len;
     *lo = a - at;
     *hi = b - at;
     return a < b;
@@ -772,7 +773,7 @@ static void pack_block(const struct scatter_run *x, int p, uint64_t at, void *ar
 {
     struct scatter_range *r = arg;
     uint64_t lo, hi, esz = dtype_size(x->a->dtype);
-    if (!scatter_overlap(x, at, r, &lo, &hi))
+    if (!range_part(at, x->a->shard_bytes, r, &lo, &hi))
         return;
     struct box b;
     block_box(x->a, &x->a->global[p].index, &b);
@@ -800,7 +801,7 @@ static void recv_block(const struct scatter_run *x, int p, uint64_t at, void *ar
     struct scatter_range *r = arg;
     uint64_t lo, hi;
     shmesh_shard *sh = local_shard(x->a, p);
-    if (sh && scatter_overlap(x, at, r, &lo, &hi))
+    if (sh && range_part(at, x->a->shard_bytes, r, &lo, &hi))
         memcpy((unsigned char *)sh->data.data + lo, r->buf + (at + lo - r->off), (size_t)(hi - lo));
 }
 
@@ -891,6 +892,241 @@ fail:
     return rc;
 }
 
+/* A reshard as one exchange of the blocks' intersections: for each block
+ * of the new layout that a rank's devices hold (once per rank), each old
+ * block it meets comes from the rank's own old shard when it holds one,
+ * else from one of the old block's holders (the holders take turns by
+ * receiving rank), as the box where the two blocks meet, read from the
+ * sender's old shard and written into the receiver's new one.  Replicas
+ * of a new block on one rank are copied from the first.  Every rank works
+ * the pieces out alike from the two shardings. */
+struct reshard_run {
+    const shmesh_global_array *a, *b; /* from, to */
+    int *a_owner, *b_owner;           /* ndev of each: each device's rank */
+    int *a_holders;                   /* a->ndev: for an old block's replica 0, its holder ranks */
+    int *a_nholders;                  /* and how many (0 for other positions) */
+};
+
+/* The ranks holding each old block, in mesh order, once each. */
+static void reshard_holders(struct reshard_run *x)
+{
+    const shmesh_global_array *a = x->a;
+    for (int p = 0; p < a->ndev; p++) {
+        int p0 = a->block_of[p], r = x->a_owner[p], *h = x->a_holders + (size_t)p0 * (size_t)a->ndev;
+        bool seen = false;
+        for (int i = 0; i < x->a_nholders[p0]; i++)
+            seen |= h[i] == r;
+        if (!seen && r >= 0)
+            h[x->a_nholders[p0]++] = r;
+    }
+}
+
+/* Whether rank r holds old block p0. */
+static bool holds_old(const struct reshard_run *x, int p0, int r)
+{
+    const int *h = x->a_holders + (size_t)p0 * (size_t)x->a->ndev;
+    for (int i = 0; i < x->a_nholders[p0]; i++)
+        if (h[i] == r)
+            return true;
+    return false;
+}
+
+/* Where old block p0 and new block q meet: false when they do not. */
+static bool meet(const struct reshard_run *x, int p0, int q, shmesh_index *m)
+{
+    const shmesh_index *o = &x->a->global[p0].index, *n = &x->b->global[q].index;
+    for (int d = 0; d < x->a->ndim; d++) {
+        m->start[d] = o->start[d] > n->start[d] ? o->start[d] : n->start[d];
+        m->stop[d] = o->stop[d] < n->stop[d] ? o->stop[d] : n->stop[d];
+        if (m->start[d] >= m->stop[d])
+            return false;
+    }
+    return true;
+}
+
+/* The box of `m` in the shard holding block `ix` (its own array). */
+static void shard_box(const shmesh_global_array *a, const shmesh_index *ix, const shmesh_index *m,
+                      struct box *bx)
+{
+    int64_t shape[SHMESH_MAX_NDIM];
+    for (int d = 0; d < a->ndim; d++)
+        shape[d] = ix->stop[d] - ix->start[d];
+    box_whole(bx, a->ndim, shape, dtype_size(a->dtype));
+    for (int d = 0; d < a->ndim; d++) {
+        bx->start[d] = m->start[d] - ix->start[d];
+        bx->ext[d] = m->stop[d] - m->start[d];
+    }
+    box_simplify(bx);
+}
+
+/* Whether new-layout device q is the first of its rank's devices holding its block. */
+static bool first_new_holder(const struct reshard_run *x, int q)
+{
+    for (int p = 0; p < q; p++)
+        if (x->b_owner[p] == x->b_owner[q] && x->b->block_of[p] == x->b->block_of[q])
+            return false;
+    return true;
+}
+
+typedef void reshard_piece_fn(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
+                              uint64_t at, uint64_t len, void *arg);
+
+/* Rank `from`'s transfer to rank `to`: for each new block `to` holds
+ * first (mesh order), each old block it lacks that meets it and that
+ * `from` sends it (by turns among the old block's holders).  Returns its
+ * bytes. */
+static uint64_t reshard_walk(const struct reshard_run *x, int from, int to, reshard_piece_fn *each,
+                             void *arg)
+{
+    uint64_t at = 0, esz = dtype_size(x->a->dtype);
+    if (from == to)
+        return 0;
+    for (int q = 0; q < x->b->ndev; q++) {
+        if (x->b_owner[q] != to || !first_new_holder(x, q))
+            continue;
+        for (int p0 = 0; p0 < x->a->ndev; p0++) {
+            shmesh_index m;
+            int nh = x->a_nholders[p0];
+            if (!nh || holds_old(x, p0, to) || !meet(x, p0, q, &m) ||
+                x->a_holders[(size_t)p0 * (size_t)x->a->ndev + (size_t)((to + p0) % nh)] != from)
+                continue;
+            uint64_t len = esz;
+            for (int d = 0; d < x->a->ndim; d++)
+                len *= (uint64_t)(m.stop[d] - m.start[d]);
+            if (each)
+                each(x, p0, q, &m, at, len, arg);
+            at += len;
+        }
+    }
+    return at;
+}
+
+static uint64_t reshard_bytes(const struct call *k, int from, int to)
+{
+    return reshard_walk(k->op_state, from, to, NULL, NULL);
+}
+
+/* This rank's shard of old block p0 (any replica held here). */
+static const shmesh_shard *old_here(const struct reshard_run *x, int p0, int me)
+{
+    for (int p = 0; p < x->a->ndev; p++)
+        if (x->a->block_of[p] == p0 && x->a_owner[p] == me)
+            return local_shard(x->a, p);
+    return NULL;
+}
+
+static void reshard_pack_piece(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
+                               uint64_t at, uint64_t len, void *arg)
+{
+    struct scatter_range *r = arg;
+    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
+    if (!range_part(at, len, r, &lo, &hi))
+        return;
+    const shmesh_shard *sh = old_here(x, p0, shmesh_rank(x->a->ctx));
+    struct box bx;
+    (void)q;
+    shard_box(x->a, &x->a->global[p0].index, m, &bx);
+    box_read(&bx, sh->data.data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+}
+
+static void reshard_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct reshard_run *x = k->op_state;
+    struct scatter_range r = {off, len, dst};
+    reshard_walk(x, shmesh_rank(x->a->ctx), to, reshard_pack_piece, &r);
+}
+
+static void reshard_recv_piece(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
+                               uint64_t at, uint64_t len, void *arg)
+{
+    struct scatter_range *r = arg;
+    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
+    if (!range_part(at, len, r, &lo, &hi))
+        return;
+    shmesh_shard *sh = local_shard(x->b, q);
+    struct box bx;
+    (void)p0;
+    shard_box(x->b, &x->b->global[q].index, m, &bx);
+    box_write(&bx, sh->data.data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+}
+
+static void reshard_recv(const struct call *k, int from, uint64_t off, const void *src,
+                         uint64_t len)
+{
+    const struct reshard_run *x = k->op_state;
+    struct scatter_range r = {off, len, (unsigned char *)src};
+    reshard_walk(x, from, shmesh_rank(x->a->ctx), reshard_recv_piece, &r);
+}
+
+/* The new blocks' parts that this rank holds in the old layout, and the
+ * replicas of each new block here, from its first. */
+static void reshard_local(const struct reshard_run *x, int me, unsigned char *bounce)
+{
+    for (int q = 0; q < x->b->ndev; q++) {
+        if (x->b_owner[q] != me || !first_new_holder(x, q))
+            continue;
+        shmesh_shard *dst = local_shard(x->b, q);
+        for (int p0 = 0; p0 < x->a->ndev; p0++) {
+            shmesh_index m;
+            const shmesh_shard *src;
+            if (!x->a_nholders[p0] || !meet(x, p0, q, &m) || !(src = old_here(x, p0, me)))
+                continue;
+            struct box from, into;
+            shard_box(x->a, &x->a->global[p0].index, &m, &from);
+            shard_box(x->b, &x->b->global[q].index, &m, &into);
+            uint64_t n = box_elems(&from);
+            box_read(&from, src->data.data, 0, n, bounce);
+            box_write(&into, dst->data.data, 0, n, bounce);
+        }
+    }
+    for (int q = 0; q < x->b->ndev; q++) {
+        if (x->b_owner[q] != me || first_new_holder(x, q))
+            continue;
+        int f = 0;
+        while (x->b_owner[f] != me || x->b->block_of[f] != x->b->block_of[q])
+            f++;
+        memcpy(local_shard(x->b, q)->data.data, local_shard(x->b, f)->data.data,
+               (size_t)x->b->shard_bytes);
+    }
+}
+
+/* b's shards from a's, as above: 0 or an error. */
+static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b,
+                            const shmesh_sharding *to, const char *fn)
+{
+    shmesh_ctx *c = a->ctx;
+    struct reshard_run x = {a, b, calloc((size_t)a->ndev, sizeof(int)),
+                            calloc((size_t)b->ndev, sizeof(int)),
+                            calloc((size_t)a->ndev * (size_t)a->ndev, sizeof(int)),
+                            calloc((size_t)a->ndev, sizeof(int))};
+    /* The largest piece a rank copies between its own shards. */
+    unsigned char *bounce = malloc(a->shard_bytes < b->shard_bytes ? (size_t)a->shard_bytes + 1
+                                                                   : (size_t)b->shard_bytes + 1);
+    int rc = 0;
+    if (!x.a_owner || !x.b_owner || !x.a_holders || !x.a_nholders || !bounce) {
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+        goto out;
+    }
+    for (int p = 0; p < a->ndev; p++)
+        x.a_owner[p] = shmesh_device_process(c, a->global[p].index.device);
+    for (int q = 0; q < b->ndev; q++)
+        x.b_owner[q] = shmesh_device_process(c, b->global[q].index.device);
+    reshard_holders(&x);
+    struct call_desc d;
+    array_desc(a, to, OP_GLOBAL_ARRAY_RESHARD, 0, -1, &d);
+    const struct transfers st = {.unit = dtype_size(a->dtype), .bytes = reshard_bytes,
+                                 .pack = reshard_pack, .recv = reshard_recv};
+    if (!(rc = op_world_transfers(c, fn, &d, &st, &x)))
+        reshard_local(&x, shmesh_rank(c), bounce);
+out:
+    free(x.a_owner);
+    free(x.b_owner);
+    free(x.a_holders);
+    free(x.a_nholders);
+    free(bounce);
+    return rc;
+}
+
 int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_sharding *to,
                                 shmesh_global_array **out)
 {
@@ -922,7 +1158,13 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
     }
     if ((rc = alloc_shards(b, fn)))
         goto fail;
-    /* The whole array on every rank, then each new shard cut from it. */
+    if (!a->local_only) { /* only the blocks' intersections, between their holders */
+        if ((rc = reshard_exchange(a, b, to, fn)))
+            goto fail;
+        *out = b;
+        return 0;
+    }
+    /* Process-local: the whole array, then each new shard cut from it. */
     void *whole = a->bytes ? malloc((size_t)a->bytes) : NULL;
     if (!whole && a->bytes) {
         rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM,

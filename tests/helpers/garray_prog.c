@@ -233,6 +233,42 @@ static void check_array(const shmesh_global_array *a, const struct host *h, cons
     free(local);
 }
 
+/* The bytes a reshard from `a` to `b` must bring this rank: for each block
+ * of b its devices hold (once), the parts of every block of a that its
+ * devices do not hold. */
+static uint64_t reshard_need(const shmesh_global_array *a, const shmesh_global_array *b, int ndim)
+{
+    const shmesh_shard *al, *ag, *bl;
+    int na = shmesh_global_array_local_shards(a, &al), ng = shmesh_global_array_global_shards(a, &ag);
+    int nb = shmesh_global_array_local_shards(b, &bl);
+    size_t esz = shmesh_dtype_size(shmesh_global_array_dtype(a));
+    uint64_t need = 0;
+    for (int l = 0; l < nb; l++) {
+        bool again = false;
+        for (int m = 0; m < l; m++)
+            again |= same_block(ndim, &bl[m].index, &bl[l].index);
+        for (int p = 0; p < ng && !again; p++) {
+            bool here = false, repeat = false;
+            for (int m = 0; m < na; m++)
+                here |= same_block(ndim, &al[m].index, &ag[p].index);
+            for (int q = 0; q < p; q++)
+                repeat |= same_block(ndim, &ag[q].index, &ag[p].index);
+            if (here || repeat)
+                continue;
+            uint64_t n = esz;
+            for (int d = 0; d < ndim; d++) {
+                int64_t lo = ag[p].index.start[d] > bl[l].index.start[d] ? ag[p].index.start[d]
+                                                                          : bl[l].index.start[d];
+                int64_t hi = ag[p].index.stop[d] < bl[l].index.stop[d] ? ag[p].index.stop[d]
+                                                                       : bl[l].index.stop[d];
+                n *= (uint64_t)(hi > lo ? hi - lo : 0);
+            }
+            need += n;
+        }
+    }
+    return need;
+}
+
 /* gather to every rank, and to `root`, gives the whole array; to `root`,
  * the other ranks receive nothing (shmesh_traffic_get). */
 static void check_gather(const shmesh_global_array *a, const struct host *h, int root,
@@ -704,9 +740,17 @@ static void prop_case(int k)
     shmesh_global_array_destroy(c);
     shmesh_global_array_destroy(b);
 
-    /* reshard there and back, bit for bit. */
+    /* reshard there and back, bit for bit; a rank receives exactly the
+     * parts of its new blocks that it does not hold already. */
+    shmesh_traffic rt0, rt1;
+    MUST(shmesh_traffic_get(ctx, &rt0));
     MUST(shmesh_global_array_reshard(a, s2, &b));
+    MUST(shmesh_traffic_get(ctx, &rt1));
     check_array(b, &h, what);
+    if (rt1.received - rt0.received != reshard_need(a, b, ndim))
+        wrong("%s: reshard: rank %d received %llu bytes, expected %llu", what, rank,
+              (unsigned long long)(rt1.received - rt0.received),
+              (unsigned long long)reshard_need(a, b, ndim));
     MUST(shmesh_global_array_reshard(b, s1, &c));
     check_array(c, &h, what);
     const shmesh_shard *as;

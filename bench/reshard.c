@@ -1,0 +1,177 @@
+/* reshard: the time of shmesh_global_array_reshard between two partition
+ * specs on a 2 x 4 mesh ("x", "y") of the job's devices, the most bytes a
+ * rank receives (shmesh_traffic_get: the parts of its new blocks that its
+ * devices do not hold already, which tests/helpers/garray_prog.c checks
+ * exactly), and, for comparison, the time of an all_to_all moving as many
+ * bytes per rank.
+ *
+ *   shmesh-run -n 8 -- build/bench/reshard [MIB] [FROM TO]...
+ *
+ * MIB: the float32 array's size (default 64), a 2-D array of 1024 rows.
+ * Each FROM TO pair is two specs in shmesh_pspec_parse's text ("x,y",
+ * "y,x", "x", "" for P()); default: every pair of P('x','y'), P('y','x'),
+ * P('x') and P().  Each reshard runs 3 times after one untimed; rank 0
+ * prints the median, the most any rank received, and the all_to_all's
+ * median.  Exit 1 when a reshard gives wrong data. */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "shmesh.h"
+
+#define fail(ctx, what, rc) bench_fail("reshard", ctx, what, rc)
+#define ROWS 1024
+
+static int64_t cols;
+
+/* Element (r, c) of the global array: its row-major index, as float. */
+static int fill(void *arg, const shmesh_shard *sh)
+{
+    (void)arg;
+    float *p = sh->data.data;
+    for (int64_t r = sh->index.start[0]; r < sh->index.stop[0]; r++)
+        for (int64_t c = sh->index.start[1]; c < sh->index.stop[1]; c++)
+            *p++ = (float)(r * cols + c);
+    return 0;
+}
+
+static bool right(const shmesh_global_array *a)
+{
+    const shmesh_shard *ls;
+    int n = shmesh_global_array_local_shards(a, &ls);
+    for (int l = 0; l < n; l++) {
+        const float *p = ls[l].data.data;
+        for (int64_t r = ls[l].index.start[0]; r < ls[l].index.stop[0]; r++)
+            for (int64_t c = ls[l].index.start[1]; c < ls[l].index.stop[1]; c++)
+                if (*p++ != (float)(r * cols + c))
+                    return false;
+    }
+    return true;
+}
+
+static double median3(double *t)
+{
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+}
+
+/* The most any rank has received since `since` (every rank calls). */
+static int64_t most_received(shmesh_ctx *ctx, const shmesh_traffic *since)
+{
+    shmesh_traffic now;
+    shmesh_traffic_get(ctx, &now);
+    int world = shmesh_world_size(ctx);
+    int64_t *v = calloc((size_t)world, sizeof *v), most = 0;
+    v[shmesh_rank(ctx)] = (int64_t)(now.received - since->received);
+    shmesh_world_sum(ctx, v, (size_t)world, SHMESH_INT64);
+    for (int r = 0; r < world; r++)
+        most = v[r] > most ? v[r] : most;
+    free(v);
+    return most;
+}
+
+int main(int argc, char **argv)
+{
+    long mib = argc > 1 ? atol(argv[1]) : 64;
+    shmesh_ctx *ctx;
+    if (mib < 1 || shmesh_init(&ctx)) {
+        fprintf(stderr, "usage: shmesh-run -n 8 -- %s [MIB] [FROM TO]... (%s)\n", argv[0],
+                shmesh_last_error(NULL));
+        return 2;
+    }
+    int rc, me = shmesh_rank(ctx), devices = shmesh_device_count(ctx);
+    if (devices != 8)
+        return fail(ctx, "the 2 x 4 mesh needs 8 devices (shmesh-run -n 8)", SHMESH_ERR_INVALID);
+    const char *names[] = {"x", "y"};
+    int sizes[] = {2, 4};
+    shmesh_mesh *m;
+    if ((rc = shmesh_mesh_create(ctx, 2, names, sizes, NULL, &m)))
+        return fail(ctx, "shmesh_mesh_create", rc);
+    cols = mib * (1 << 20) / (int64_t)sizeof(float) / ROWS;
+    int64_t shape[2] = {ROWS, cols};
+    static const char *const all[] = {"x,y", "y,x", "x", ""};
+    const char *pairs[64][2];
+    int npairs = 0;
+    if (argc > 3) {
+        for (int a = 2; a + 1 < argc && npairs < 64; a += 2, npairs++) {
+            pairs[npairs][0] = argv[a];
+            pairs[npairs][1] = argv[a + 1];
+        }
+    } else {
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                if (i != j) {
+                    pairs[npairs][0] = all[i];
+                    pairs[npairs++][1] = all[j];
+                }
+    }
+    int bad = 0;
+    if (me == 0)
+        printf("# reshard of a %ld MiB float32 array [%d, %" PRId64 "] on Mesh('x': 2, 'y': 4), "
+               "%d ranks\n# from -> to: time (median of 3), most received by a rank; an "
+               "all_to_all of as many bytes per rank\n",
+               mib, ROWS, cols, shmesh_world_size(ctx));
+    for (int i = 0; i < npairs; i++) {
+        shmesh_pspec ps[2];
+        shmesh_sharding *s[2];
+        for (int k = 0; k < 2; k++)
+            if ((rc = shmesh_pspec_parse(pairs[i][k], &ps[k])) ||
+                (rc = shmesh_sharding_create(m, &ps[k], &s[k])))
+                return fail(ctx, "a partition spec", rc);
+        shmesh_global_array *a, *b;
+        if ((rc = shmesh_global_array_from_callback(s[0], SHMESH_FLOAT32, 2, shape, fill, NULL, &a)))
+            return fail(ctx, "shmesh_global_array_from_callback", rc);
+        shmesh_traffic t0;
+        shmesh_traffic_get(ctx, &t0);
+        if ((rc = shmesh_global_array_reshard(a, s[1], &b)))
+            return fail(ctx, "shmesh_global_array_reshard", rc);
+        int64_t moved = most_received(ctx, &t0);
+        bad |= !right(b);
+        shmesh_global_array_destroy(b);
+        double t[3];
+        for (int r = 0; r < 3; r++) {
+            shmesh_barrier(ctx);
+            double u = bench_now_us();
+            if ((rc = shmesh_global_array_reshard(a, s[1], &b)))
+                return fail(ctx, "shmesh_global_array_reshard", rc);
+            t[r] = bench_now_us() - u;
+            shmesh_global_array_destroy(b);
+        }
+        /* An all_to_all whose every rank receives `moved` bytes: a block
+         * of moved / (n - 1) from each of the n - 1 others. */
+        int n = shmesh_world_size(ctx);
+        int64_t blk = n > 1 ? moved / (n - 1) / (int64_t)sizeof(float) : 0;
+        double ta[3] = {0, 0, 0};
+        if (blk > 0) {
+            float *in = calloc((size_t)(blk * n), sizeof *in), *out = calloc((size_t)(blk * n), sizeof *out);
+            const char *axes = "x,y";
+            shmesh_array ai = {.data = in, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {blk * n}};
+            shmesh_array ao = {.data = out, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {blk * n}};
+            shmesh_all_to_all(m, axes, NULL, 0, 0, true, &ai, &ao);
+            for (int r = 0; r < 3; r++) {
+                shmesh_barrier(ctx);
+                double u = bench_now_us();
+                if ((rc = shmesh_all_to_all(m, axes, NULL, 0, 0, true, &ai, &ao)))
+                    return fail(ctx, "shmesh_all_to_all", rc);
+                ta[r] = bench_now_us() - u;
+            }
+            free(in);
+            free(out);
+        }
+        if (me == 0)
+            printf("P(%s) -> P(%s): %.1f ms, most received %" PRId64 " B (%.1f MiB); all_to_all "
+                   "%.1f ms (%.2fx)%s\n",
+                   pairs[i][0], pairs[i][1], median3(t) / 1e3, moved, (double)moved / (1 << 20),
+                   median3(ta) / 1e3, median3(ta) > 0 ? median3(t) / median3(ta) : 0.0,
+                   bad ? " WRONG" : "");
+        shmesh_global_array_destroy(a);
+        shmesh_sharding_destroy(s[0]);
+        shmesh_sharding_destroy(s[1]);
+    }
+    shmesh_mesh_destroy(m);
+    shmesh_finalize(ctx);
+    return bad;
+}
