@@ -763,7 +763,8 @@ SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *arra
 /* Collective over the job (device_get, process_allgather): the whole
  * array, row-major, into `out` on rank `root`, or on every rank when root
  * is -1 (out is ignored elsewhere and may be NULL).  Each block travels
- * once, from the device holding it with replica id 0; ranks gathering
+ * once, from the device holding it with replica id 0, to the root only
+ * when there is one; ranks gathering
  * different arrays (mesh, spec, dtype, shape) or roots then get
  * SHMESH_ERR_MISMATCH naming both.  Where every rank holds every block
  * already (a fully replicated array) no data moves, but every rank still
@@ -774,8 +775,9 @@ SHMESH_API int shmesh_global_array_global_shards(const shmesh_global_array *arra
 SHMESH_API int shmesh_global_array_gather(const shmesh_global_array *array, int root, void *out);
 /* Collective (device_put of a host array): a global array of `sharding`
  * (owned shards) whose data is rank root's `data` (the whole array,
- * row-major; only read, and ignored elsewhere).  Over a process-local mesh
- * it is local, and root must be this rank. */
+ * row-major; only read, and ignored elsewhere).  Each other rank receives
+ * each block its devices hold, once.  Over a process-local mesh it is
+ * local, and root must be this rank. */
 SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shmesh_dtype dtype,
                                            int ndim, const int64_t *shape, int root,
                                            const void *data, shmesh_global_array **out);
@@ -784,8 +786,9 @@ SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shme
  * device order, other axes), process-local exactly when the array's is;
  * owned shards, bit for bit the same values.  Ranks compare both
  * shardings (SHMESH_ERR_MISMATCH naming both calls when they differ), on
- * every rank even where no data moves; over a process-local mesh it is
- * local. */
+ * every rank even where no data moves.  A rank receives only the parts of
+ * its new blocks that its devices do not hold already, each from one
+ * holder (docs/arrays.md).  Over a process-local mesh it is local. */
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
 
