@@ -113,7 +113,8 @@ int main(int argc, char **argv)
     for (int l = 0; l < k; l++) {
         for (long i = 0; i < count; i++)
             in[l * count + i] = (float)(ids[l] + 1);
-        a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {count}};
+        a_in[l] = (shmesh_array){.data = in + l * count, .dtype = SHMESH_FLOAT32, .ndim = 1,
+                                 .shape = {count}};
         a_out[l] = (shmesh_array){.data = out + l * out_count, .dtype = SHMESH_FLOAT32, .ndim = 1,
                                   .shape = {out_count}};
     }

@@ -65,6 +65,8 @@ static int64_t most_received(shmesh_ctx *ctx, const shmesh_traffic *since)
     shmesh_traffic_get(ctx, &now);
     int world = shmesh_world_size(ctx);
     int64_t *v = calloc((size_t)world, sizeof *v), most = 0;
+    if (!v)
+        fail(ctx, "calloc", SHMESH_ERR_NOMEM); /* ends the job */
     v[shmesh_rank(ctx)] = (int64_t)(now.received - since->received);
     shmesh_world_sum(ctx, v, (size_t)world, SHMESH_INT64);
     for (int r = 0; r < world; r++)
@@ -122,7 +124,8 @@ int main(int argc, char **argv)
                 (rc = shmesh_sharding_create(m, &ps[k], &s[k])))
                 return fail(ctx, "a partition spec", rc);
         shmesh_global_array *a, *b;
-        if ((rc = shmesh_global_array_from_callback(s[0], SHMESH_FLOAT32, 2, shape, fill, NULL, &a)))
+        if ((rc = shmesh_global_array_from_callback(s[0], SHMESH_FLOAT32, 2, shape, fill, NULL,
+                                                    &a)))
             return fail(ctx, "shmesh_global_array_from_callback", rc);
         shmesh_traffic t0;
         shmesh_traffic_get(ctx, &t0);
@@ -146,7 +149,10 @@ int main(int argc, char **argv)
         int64_t blk = n > 1 ? moved / (n - 1) / (int64_t)sizeof(float) : 0;
         double ta[3] = {0, 0, 0};
         if (blk > 0) {
-            float *in = calloc((size_t)(blk * n), sizeof *in), *out = calloc((size_t)(blk * n), sizeof *out);
+            float *in = calloc((size_t)(blk * n), sizeof *in);
+            float *out = calloc((size_t)(blk * n), sizeof *out);
+            if (!in || !out)
+                return fail(ctx, "calloc", SHMESH_ERR_NOMEM);
             const char *axes = "x,y";
             shmesh_array ai = {.data = in, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {blk * n}};
             shmesh_array ao = {.data = out, .dtype = SHMESH_FLOAT32, .ndim = 1, .shape = {blk * n}};

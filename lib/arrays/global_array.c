@@ -912,7 +912,8 @@ static void reshard_holders(struct reshard_run *x)
 {
     const shmesh_global_array *a = x->a;
     for (int p = 0; p < a->ndev; p++) {
-        int p0 = a->block_of[p], r = x->a_owner[p], *h = x->a_holders + (size_t)p0 * (size_t)a->ndev;
+        int p0 = a->block_of[p], r = x->a_owner[p];
+        int *h = x->a_holders + (size_t)p0 * (size_t)a->ndev;
         bool seen = false;
         for (int i = 0; i < x->a_nholders[p0]; i++)
             seen |= h[i] == r;

@@ -82,14 +82,17 @@ struct run {
     struct call *ks;
     const int *ids;
     int nlocal;
-    uint64_t count; /* elements: of the array (a whole-array reduction), or of
-                       a block (psum_scatter) */
+    uint64_t count; /* elements: of the array (a whole-array reduction), of a
+                       block (psum_scatter), of the largest part (a move) */
     size_t in_esz, out_esz;
     struct transfers st; /* dr_transfers, with the input's element as unit */
     int phase;      /* 1: inputs' shares to their owners; 2: results back */
     unsigned char **rbuf; /* per rank: what it sent this one (this phase) */
     unsigned char **rbuf2; /* the same for phase 2 */
-    unsigned char *reduced; /* this rank's shares' results, group after group */
+    /* This rank's shares' results, group after group (a whole-array
+     * reduction); scratch for blocks or parts that are not one run (psum_scatter,
+     * a move). */
+    unsigned char *reduced;
     uint64_t *red_off;      /* per group: where its result is in `reduced` */
 };
 
@@ -219,7 +222,8 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
                        void *arg)
 {
     struct pack_arg *p = arg;
-    uint64_t a = at > p->off ? at : p->off, b = at + len < p->off + p->len ? at + len : p->off + p->len;
+    uint64_t a = at > p->off ? at : p->off;
+    uint64_t b = at + len < p->off + p->len ? at + len : p->off + p->len;
     if (a >= b)
         return;
     const unsigned char *src;
@@ -262,7 +266,8 @@ static void recv_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
                        void *arg)
 {
     const struct recv_arg *r = arg;
-    uint64_t a = at > r->off ? at : r->off, b = at + len < r->off + r->len ? at + len : r->off + r->len;
+    uint64_t a = at > r->off ? at : r->off;
+    uint64_t b = at + len < r->off + r->len ? at + len : r->off + r->len;
     if (a >= b)
         return;
     const struct dev_groups *g = x->g;
