@@ -61,7 +61,7 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
 {
     uint64_t unit = st->unit ? st->unit : k->f.in_esz ? k->f.in_esz : 1;
     plan(k, st);
-    if (!st->control)
+    if (!st->control && k->g.n > 1)
         count_traffic(k, st);
     uint64_t longest = 0;
     for (int q = 0; q < k->g.n; q++)
