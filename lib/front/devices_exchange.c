@@ -497,7 +497,7 @@ bool dev_groups_apart(const struct call *ks, int nlocal)
 }
 
 int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
-                      const int *ids, int nlocal)
+                   const int *ids, int nlocal)
 {
     struct call *k0 = &ks[0];
     struct run x = {.g = g, .me = c->rank, .world = c->world, .ks = ks, .ids = ids,

@@ -55,6 +55,6 @@ bool dev_groups_apart(const struct call *ks, int nlocal);
 /* Runs the call of this rank's devices: ks[l] is the call of local device
  * ids[l], l < nlocal (all of one description).  0 or the error. */
 int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
-                      const int *ids, int nlocal);
+                   const int *ids, int nlocal);
 
 #endif
