@@ -21,6 +21,7 @@
 #include "core/entry.h"
 #include "core/fail.h"
 #include "core/hash.h"
+#include "engine/exchange.h"
 #include "kernels/box.h"
 #include "mesh/mesh.h"
 #include "ops/args.h"
@@ -582,6 +583,50 @@ static void place(const shmesh_global_array *a, int p, const void *src, void *ou
     shard_copy(a, &sh, out, true);
 }
 
+/* This rank's shard of device p. */
+static shmesh_shard *local_shard(const shmesh_global_array *a, int p)
+{
+    for (int l = 0; l < a->nlocal; l++)
+        if (a->local[l].index.device == a->global[p].index.device)
+            return &a->local[l];
+    return NULL;
+}
+
+/* Each device's rank (ndev entries, the caller's to free), or NULL when out
+ * of memory. */
+static int *owners_of(const shmesh_global_array *a)
+{
+    int *owner = malloc(sizeof *owner * (size_t)(a->ndev ? a->ndev : 1));
+    for (int p = 0; owner && p < a->ndev; p++)
+        owner[p] = shmesh_device_process(a->ctx, a->global[p].index.device);
+    return owner;
+}
+
+/* Whether device p is the first of its rank's devices (owner: owners_of)
+ * to hold its block. */
+static bool first_here(const shmesh_global_array *a, const int *owner, int p)
+{
+    for (int q = 0; q < p; q++)
+        if (owner[q] == owner[p] && a->block_of[q] == a->block_of[p])
+            return false;
+    return true;
+}
+
+/* Every other holder of a block among rank me's devices, copied from the
+ * first. */
+static void copy_replicas(const shmesh_global_array *a, const int *owner, int me)
+{
+    for (int p = 0; p < a->ndev; p++) {
+        if (owner[p] != me || first_here(a, owner, p))
+            continue;
+        int f = 0;
+        while (owner[f] != me || a->block_of[f] != a->block_of[p])
+            f++;
+        memcpy(local_shard(a, p)->data.data, local_shard(a, f)->data.data,
+               (size_t)a->shard_bytes);
+    }
+}
+
 /* The whole array into out (NULL: this rank only helps), for a gather or
  * (with `to`, the target sharding, which ranks compare too) a reshard.
  * Collective on every rank unless the mesh is process-local, even where
@@ -603,7 +648,7 @@ static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, 
     int world = shmesh_world_size(c), me = shmesh_rank(c);
     bool exchange = !a->local_only && !a->everywhere; /* data moves */
     uint64_t *at = calloc((size_t)world, sizeof *at); /* where rank r's next block is */
-    int *owner = calloc((size_t)a->ndev, sizeof *owner);
+    int *owner = owners_of(a);
     bool *placed = calloc((size_t)a->ndev, sizeof *placed);
     unsigned char *send = NULL, *recv = NULL;
     int rc = 0;
@@ -613,7 +658,6 @@ static int gather_into(const shmesh_global_array *a, const shmesh_sharding *to, 
     }
     uint64_t per = 0;
     for (int p = 0; p < a->ndev; p++) {
-        owner[p] = shmesh_device_process(c, a->global[p].index.device);
         if (exchange && a->global[p].index.replica_id == 0 && owner[p] >= 0) {
             at[owner[p]] += a->shard_bytes;
             if (at[owner[p]] > per)
@@ -719,15 +763,6 @@ struct scatter_run {
     int *owner;       /* ndev: the rank of each device */
 };
 
-/* Whether device p is the first of its rank's devices to hold its block. */
-static bool first_holder(const struct scatter_run *x, int p)
-{
-    for (int q = 0; q < p; q++)
-        if (x->owner[q] == x->owner[p] && x->a->block_of[q] == x->a->block_of[p])
-            return false;
-    return true;
-}
-
 typedef void scatter_piece_fn(const struct scatter_run *x, int p, uint64_t at, void *arg);
 
 /* The root's transfer to rank `to`: the block of each of its devices that
@@ -739,7 +774,7 @@ static uint64_t scatter_walk(const struct scatter_run *x, int from, int to, scat
     if (from != x->root || to == x->root)
         return 0;
     for (int p = 0; p < x->a->ndev; p++)
-        if (x->owner[p] == to && first_holder(x, p)) {
+        if (x->owner[p] == to && first_here(x->a, x->owner, p)) {
             if (each)
                 each(x, p, at, arg);
             at += x->a->shard_bytes;
@@ -757,27 +792,15 @@ struct scatter_range {
     unsigned char *buf; /* pack: where [off, off + len) goes; recv: where it is */
 };
 
-/* The part of a piece of `len` bytes at `at` inside the range, as [lo, hi)
- * of the piece: false when they do not meet. */
-static bool range_part(uint64_t at, uint64_t len, const struct scatter_range *r, uint64_t *lo,
-                       uint64_t *hi)
-{
-    uint64_t a = at > r->off ? at : r->off;
-    uint64_t b = at + len < r->off + r->len ? at + len : r->off + r->len;
-    *lo = a - at;
-    *hi = b - at;
-    return a < b;
-}
-
 static void pack_block(const struct scatter_run *x, int p, uint64_t at, void *arg)
 {
     struct scatter_range *r = arg;
-    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
-    if (!range_part(at, x->a->shard_bytes, r, &lo, &hi))
+    uint64_t a, b, esz = dtype_size(x->a->dtype);
+    if (!xpiece_meet(at, x->a->shard_bytes, r->off, r->len, &a, &b))
         return;
-    struct box b;
-    block_box(x->a, &x->a->global[p].index, &b);
-    box_read(&b, x->data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+    struct box bx;
+    block_box(x->a, &x->a->global[p].index, &bx);
+    box_read(&bx, x->data, (a - at) / esz, (b - a) / esz, r->buf + (a - r->off));
 }
 
 static void scatter_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
@@ -787,22 +810,13 @@ static void scatter_pack(const struct call *k, int to, uint64_t off, uint64_t le
     scatter_walk(x, x->root, to, pack_block, &r);
 }
 
-/* This rank's shard of device p. */
-static shmesh_shard *local_shard(const shmesh_global_array *a, int p)
-{
-    for (int l = 0; l < a->nlocal; l++)
-        if (a->local[l].index.device == a->global[p].index.device)
-            return &a->local[l];
-    return NULL;
-}
-
 static void recv_block(const struct scatter_run *x, int p, uint64_t at, void *arg)
 {
     struct scatter_range *r = arg;
-    uint64_t lo, hi;
+    uint64_t a, b;
     shmesh_shard *sh = local_shard(x->a, p);
-    if (sh && range_part(at, x->a->shard_bytes, r, &lo, &hi))
-        memcpy((unsigned char *)sh->data.data + lo, r->buf + (at + lo - r->off), (size_t)(hi - lo));
+    if (sh && xpiece_meet(at, x->a->shard_bytes, r->off, r->len, &a, &b))
+        memcpy((unsigned char *)sh->data.data + (a - at), r->buf + (a - r->off), (size_t)(b - a));
 }
 
 static void scatter_recv(const struct call *k, int from, uint64_t off, const void *src,
@@ -819,26 +833,16 @@ static int scatter_to_holders(shmesh_global_array *a, const char *fn, int root, 
 {
     shmesh_ctx *c = a->ctx;
     int me = shmesh_rank(c);
-    struct scatter_run x = {a, root, data, calloc((size_t)a->ndev, sizeof(int))};
+    struct scatter_run x = {a, root, data, owners_of(a)};
     if (!x.owner)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
-    for (int p = 0; p < a->ndev; p++)
-        x.owner[p] = shmesh_device_process(c, a->global[p].index.device);
     const struct transfers st = {.unit = dtype_size(a->dtype), .bytes = scatter_bytes,
                                  .pack = scatter_pack, .recv = scatter_recv};
     int rc = op_world_transfers(c, fn, d, &st, &x);
     if (!rc && me == root) {
         slice_all(a, data);
-    } else if (!rc) { /* the other holders of a block here, from its first */
-        for (int p = 0; p < a->ndev; p++) {
-            if (x.owner[p] != me || first_holder(&x, p))
-                continue;
-            int q = 0;
-            while (x.owner[q] != me || a->block_of[q] != a->block_of[p])
-                q++;
-            memcpy(local_shard(a, p)->data.data, local_shard(a, q)->data.data,
-                   (size_t)a->shard_bytes);
-        }
+    } else if (!rc) {
+        copy_replicas(a, x.owner, me);
     }
     free(x.owner);
     return rc;
@@ -960,15 +964,6 @@ static void shard_box(const shmesh_global_array *a, const shmesh_index *ix, cons
     box_simplify(bx);
 }
 
-/* Whether new-layout device q is the first of its rank's devices holding its block. */
-static bool first_new_holder(const struct reshard_run *x, int q)
-{
-    for (int p = 0; p < q; p++)
-        if (x->b_owner[p] == x->b_owner[q] && x->b->block_of[p] == x->b->block_of[q])
-            return false;
-    return true;
-}
-
 typedef void reshard_piece_fn(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
                               uint64_t at, uint64_t len, void *arg);
 
@@ -983,7 +978,7 @@ static uint64_t reshard_walk(const struct reshard_run *x, int from, int to, resh
     if (from == to)
         return 0;
     for (int q = 0; q < x->b->ndev; q++) {
-        if (x->b_owner[q] != to || !first_new_holder(x, q))
+        if (x->b_owner[q] != to || !first_here(x->b, x->b_owner, q))
             continue;
         for (int p0 = 0; p0 < x->a->ndev; p0++) {
             shmesh_index m;
@@ -1020,14 +1015,14 @@ static void reshard_pack_piece(const struct reshard_run *x, int p0, int q, const
                                uint64_t at, uint64_t len, void *arg)
 {
     struct scatter_range *r = arg;
-    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
-    if (!range_part(at, len, r, &lo, &hi))
+    uint64_t a, b, esz = dtype_size(x->a->dtype);
+    if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
         return;
     const shmesh_shard *sh = old_here(x, p0, shmesh_rank(x->a->ctx));
     struct box bx;
     (void)q;
     shard_box(x->a, &x->a->global[p0].index, m, &bx);
-    box_read(&bx, sh->data.data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+    box_read(&bx, sh->data.data, (a - at) / esz, (b - a) / esz, r->buf + (a - r->off));
 }
 
 static void reshard_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
@@ -1041,14 +1036,14 @@ static void reshard_recv_piece(const struct reshard_run *x, int p0, int q, const
                                uint64_t at, uint64_t len, void *arg)
 {
     struct scatter_range *r = arg;
-    uint64_t lo, hi, esz = dtype_size(x->a->dtype);
-    if (!range_part(at, len, r, &lo, &hi))
+    uint64_t a, b, esz = dtype_size(x->a->dtype);
+    if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
         return;
     shmesh_shard *sh = local_shard(x->b, q);
     struct box bx;
     (void)p0;
     shard_box(x->b, &x->b->global[q].index, m, &bx);
-    box_write(&bx, sh->data.data, lo / esz, (hi - lo) / esz, r->buf + (at + lo - r->off));
+    box_write(&bx, sh->data.data, (a - at) / esz, (b - a) / esz, r->buf + (a - r->off));
 }
 
 static void reshard_recv(const struct call *k, int from, uint64_t off, const void *src,
@@ -1064,7 +1059,7 @@ static void reshard_recv(const struct call *k, int from, uint64_t off, const voi
 static void reshard_local(const struct reshard_run *x, int me, unsigned char *bounce)
 {
     for (int q = 0; q < x->b->ndev; q++) {
-        if (x->b_owner[q] != me || !first_new_holder(x, q))
+        if (x->b_owner[q] != me || !first_here(x->b, x->b_owner, q))
             continue;
         shmesh_shard *dst = local_shard(x->b, q);
         for (int p0 = 0; p0 < x->a->ndev; p0++) {
@@ -1080,15 +1075,7 @@ static void reshard_local(const struct reshard_run *x, int me, unsigned char *bo
             box_write(&into, dst->data.data, 0, n, bounce);
         }
     }
-    for (int q = 0; q < x->b->ndev; q++) {
-        if (x->b_owner[q] != me || first_new_holder(x, q))
-            continue;
-        int f = 0;
-        while (x->b_owner[f] != me || x->b->block_of[f] != x->b->block_of[q])
-            f++;
-        memcpy(local_shard(x->b, q)->data.data, local_shard(x->b, f)->data.data,
-               (size_t)x->b->shard_bytes);
-    }
+    copy_replicas(x->b, x->b_owner, me);
 }
 
 /* b's shards from a's, as above: 0 or an error. */
@@ -1096,8 +1083,7 @@ static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b
                             const shmesh_sharding *to, const char *fn)
 {
     shmesh_ctx *c = a->ctx;
-    struct reshard_run x = {a, b, calloc((size_t)a->ndev, sizeof(int)),
-                            calloc((size_t)b->ndev, sizeof(int)),
+    struct reshard_run x = {a, b, owners_of(a), owners_of(b),
                             calloc((size_t)a->ndev * (size_t)a->ndev, sizeof(int)),
                             calloc((size_t)a->ndev, sizeof(int))};
     /* The largest piece a rank copies between its own shards. */
@@ -1108,10 +1094,6 @@ static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
-    for (int p = 0; p < a->ndev; p++)
-        x.a_owner[p] = shmesh_device_process(c, a->global[p].index.device);
-    for (int q = 0; q < b->ndev; q++)
-        x.b_owner[q] = shmesh_device_process(c, b->global[q].index.device);
     reshard_holders(&x);
     struct call_desc d;
     array_desc(a, to, OP_GLOBAL_ARRAY_RESHARD, 0, -1, &d);

@@ -98,8 +98,8 @@ static void pack_window(struct call *k, const struct transfers *st, uint64_t lo,
         return;
     }
     for (int j = 0; j < k->g.n; j++) {
-        uint64_t a = max_u64(lo, s->xoff_to[j]), b = min_u64(hi, s->xoff_to[j] + s->xlen_to[j]);
-        if (a < b)
+        uint64_t a, b;
+        if (xpiece_meet(s->xoff_to[j], s->xlen_to[j], lo, hi - lo, &a, &b))
             st->pack(k, j, a - s->xoff_to[j], b - a, dst + (a - lo));
     }
 }
@@ -111,9 +111,8 @@ static void deliver(struct call *k, const struct transfers *st, uint64_t lo, uin
     if (st->reduce) {
         /* Every member's segment for this device sits at the same place of
          * its transfer (the reductions send alike), so one range serves all. */
-        uint64_t off = s->xoff_from[0], len = s->xlen_from[0];
-        uint64_t a = max_u64(lo, off), b = min_u64(hi, off + len);
-        if (a >= b)
+        uint64_t off = s->xoff_from[0], a, b;
+        if (!xpiece_meet(off, s->xlen_from[0], lo, hi - lo, &a, &b))
             return;
         for (int p = 0; p < n; p++)
             s->srcs[p] = (const unsigned char *)seg_payload(s->hdrs[p]) + (a - lo);
@@ -121,9 +120,8 @@ static void deliver(struct call *k, const struct transfers *st, uint64_t lo, uin
         return;
     }
     for (int p = 0; p < n; p++) {
-        uint64_t off = s->xoff_from[p], len = s->xlen_from[p];
-        uint64_t a = max_u64(lo, off), b = min_u64(hi, off + len);
-        if (a < b)
+        uint64_t off = s->xoff_from[p], a, b;
+        if (xpiece_meet(off, s->xlen_from[p], lo, hi - lo, &a, &b))
             st->recv(k, p, a - off, (const unsigned char *)seg_payload(s->hdrs[p]) + (a - lo),
                      b - a);
     }

@@ -5,12 +5,27 @@
 #ifndef SHMESH_ENGINE_EXCHANGE_H
 #define SHMESH_ENGINE_EXCHANGE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "engine/call.h"
 
 /* Plans the transfers `st` among the call's group into xr. */
 void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st);
 /* Moves on: 0 when the exchange is complete, CALL_WAIT, or an error. */
 int xrun_step(struct call *k, struct xrun *xr);
+
+/* Where a piece [at, at + len) of a transfer meets the range
+ * [off, off + rlen) of it that a window (or a pack or recv callback)
+ * covers: [*a, *b), in the transfer's offsets; false when they do not
+ * meet. */
+static inline bool xpiece_meet(uint64_t at, uint64_t len, uint64_t off, uint64_t rlen,
+                               uint64_t *a, uint64_t *b)
+{
+    *a = at > off ? at : off;
+    *b = at + len < off + rlen ? at + len : off + rlen;
+    return *a < *b;
+}
 
 /* bytes callback for exchanges that carry no data (barrier-like steps). */
 uint64_t transfers_no_bytes(const struct call *k, int from, int to);

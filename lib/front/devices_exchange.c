@@ -6,6 +6,7 @@
 
 #include "core/context.h"
 #include "core/fail.h"
+#include "engine/exchange.h"
 #include "front/devices_exchange.h"
 #include "front/state.h"
 #include "kernels/reduce.h"
@@ -222,9 +223,8 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
                        void *arg)
 {
     struct pack_arg *p = arg;
-    uint64_t a = at > p->off ? at : p->off;
-    uint64_t b = at + len < p->off + p->len ? at + len : p->off + p->len;
-    if (a >= b)
+    uint64_t a, b;
+    if (!xpiece_meet(at, len, p->off, p->len, &a, &b))
         return;
     const unsigned char *src;
     uint64_t lo;
@@ -266,9 +266,8 @@ static void recv_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
                        void *arg)
 {
     const struct recv_arg *r = arg;
-    uint64_t a = at > r->off ? at : r->off;
-    uint64_t b = at + len < r->off + r->len ? at + len : r->off + r->len;
-    if (a >= b)
+    uint64_t a, b;
+    if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
         return;
     const struct dev_groups *g = x->g;
     for (int u = g->shared ? 0 : t; u < (g->shared ? g->n : t + 1); u++) {
