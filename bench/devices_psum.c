@@ -64,8 +64,8 @@ static float expected(enum op op, int devices, long out_count, long e)
     switch (op) {
     case PSUM:
     case SCATTER: return (float)devices * (float)(devices + 1) / 2;
-    case ALL_TO_ALL: return (float)(e / (out_count / devices) + 1); /* block i from device i */
-    case ALL_GATHER: return (float)(e / (out_count / devices) + 1);
+    case ALL_TO_ALL:
+    case ALL_GATHER: return (float)(e / (out_count / devices) + 1); /* block i from device i */
     default: return 1.0f;
     }
 }
