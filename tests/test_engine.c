@@ -124,7 +124,7 @@ static void device_pointers_refused(void **state) { run_mode("device", "2", 2 * 
 
 static void failed_single_copy(void **state)
 {
-    if (run_mode("cma-fault", "2", 2 * 2))
+    if (run_mode("cma-fault", "2", 2 * 4))
         skip();
 }
 

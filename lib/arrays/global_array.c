@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arrays/shard_memory.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/entry.h"
@@ -87,13 +88,19 @@ static void shard_copy(const shmesh_global_array *a, const shmesh_shard *sh, voi
         box_read(&b, global, 0, box_elems(&b), sh->data.data);
 }
 
+/* What an owned shard of a takes: its bytes to a whole cache line. */
+static size_t shard_alloc_bytes(const shmesh_global_array *a)
+{
+    return (size_t)((a->shard_bytes + SEG_CACHE_LINE - 1) & ~(uint64_t)(SEG_CACHE_LINE - 1));
+}
+
 void shmesh_global_array_destroy(shmesh_global_array *a)
 {
     if (!a)
         return;
     if (a->owned && a->local)
         for (int l = 0; l < a->nlocal; l++)
-            free(a->local[l].data.data);
+            shard_free(a->local[l].data.data, shard_alloc_bytes(a));
     free(a->local);
     free(a->global);
     free(a->block_of);
@@ -284,20 +291,21 @@ static void link_global(shmesh_global_array *a)
                 a->global[p].data.data = a->local[l].data.data;
 }
 
-/* Owned, zeroed data for every local shard (none for empty shards: their
- * data stays NULL), aligned to a cache line (64 bytes). */
-static int alloc_shards(shmesh_global_array *a, const char *fn)
+/* Owned data for every local shard (none for empty shards: their data
+ * stays NULL), aligned to a cache line (64 bytes); zeroed unless the
+ * caller writes every byte itself (`zero` false). */
+static int alloc_shards(shmesh_global_array *a, const char *fn, bool zero)
 {
     a->owned = true;
-    size_t bytes =
-        (size_t)((a->shard_bytes + SEG_CACHE_LINE - 1) & ~(uint64_t)(SEG_CACHE_LINE - 1));
+    size_t bytes = shard_alloc_bytes(a);
     for (int l = 0; l < a->nlocal && a->shard_bytes; l++) {
-        void *p = aligned_alloc(SEG_CACHE_LINE, bytes);
+        void *p = shard_alloc(bytes);
         if (!p)
             return ctx_fail(a->ctx, SHMESH_ERR_NOMEM,
                             "%s: out of memory for local shard %d (%" PRIu64 " bytes)", fn, l,
                             a->shard_bytes);
-        memset(p, 0, (size_t)a->shard_bytes);
+        if (zero)
+            memset(p, 0, (size_t)a->shard_bytes);
         a->local[l].data.data = p;
     }
     link_global(a);
@@ -309,7 +317,7 @@ static int owned_array(const char *fn, const shmesh_sharding *s, shmesh_dtype dt
                        const int64_t *shape, shmesh_global_array **out)
 {
     int rc = layout(fn, s, dtype, ndim, shape, out);
-    if (!rc && (rc = alloc_shards(*out, fn))) {
+    if (!rc && (rc = alloc_shards(*out, fn, true))) {
         shmesh_global_array_destroy(*out);
         *out = NULL;
     }
@@ -838,7 +846,7 @@ static int scatter_to_holders(shmesh_global_array *a, const char *fn, int root, 
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
     const struct transfers st = {.unit = dtype_size(a->dtype), .bytes = scatter_bytes,
                                  .pack = scatter_pack, .recv = scatter_recv};
-    int rc = op_world_transfers(c, fn, d, &st, &x);
+    int rc = op_world_transfers(c, fn, d, &st, &x, NULL, 0);
     if (!rc && me == root) {
         slice_all(a, data);
     } else if (!rc) {
@@ -876,7 +884,7 @@ int shmesh_global_array_scatter(const shmesh_sharding *s, shmesh_dtype dtype, in
                       fn, a->bytes);
         goto fail;
     }
-    if ((rc = alloc_shards(a, fn)))
+    if ((rc = alloc_shards(a, fn, false))) /* every block is written below */
         goto fail;
     if (a->local_only) {
         slice_all(a, data);
@@ -909,6 +917,9 @@ struct reshard_run {
     int *a_owner, *b_owner;           /* ndev of each: each device's rank */
     int *a_holders;                   /* a->ndev: for an old block's replica 0, its holder ranks */
     int *a_nholders;                  /* and how many (0 for other positions) */
+    /* Single copy (the transfers' rows): this rank's old shards' addresses
+     * (a->nlocal), which the others read, and room for a sender's. */
+    uint64_t *dir, *peer_dir;
 };
 
 /* The ranks holding each old block, in mesh order, once each. */
@@ -1054,9 +1065,73 @@ static void reshard_recv(const struct call *k, int from, uint64_t off, const voi
     reshard_walk(x, from, shmesh_rank(x->a->ctx), reshard_recv_piece, &r);
 }
 
+/* The rows (engine/flow.h) of what one sender gives this rank: each piece
+ * read out of the sender's old shard straight into the new one here. */
+struct reshard_rows {
+    struct rows_reader *r;
+    int from;
+    int rc;
+    uint64_t src; /* the piece's old shard, in the sender's memory */
+    unsigned char *dst;
+    uint64_t esz;
+};
+
+/* Which of rank r's local shards (mesh order) holds its first replica of
+ * old block p0. */
+static int local_index_of(const struct reshard_run *x, int p0, int r)
+{
+    int l = 0;
+    for (int p = 0; p < x->a->ndev; p++) {
+        if (x->a_owner[p] != r)
+            continue;
+        if (x->a->block_of[p] == p0)
+            return l;
+        l++;
+    }
+    return 0; /* not reached: r sends only blocks it holds */
+}
+
+static void reshard_row_run(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len)
+{
+    struct reshard_rows *rr = arg;
+    if (!rr->rc)
+        rr->rc = rr->r->read(rr->r, rr->dst + to_off * rr->esz, rr->src + from_off * rr->esz,
+                             len * rr->esz);
+}
+
+static void reshard_row_piece(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
+                              uint64_t at, uint64_t len, void *arg)
+{
+    struct reshard_rows *rr = arg;
+    struct box from, into;
+    (void)at;
+    (void)len;
+    if (rr->rc)
+        return;
+    shard_box(x->a, &x->a->global[p0].index, m, &from);
+    shard_box(x->b, &x->b->global[q].index, m, &into);
+    rr->src = x->peer_dir[local_index_of(x, p0, rr->from)];
+    rr->dst = local_shard(x->b, q)->data.data;
+    box_pair_runs(&from, &into, reshard_row_run, rr);
+}
+
+static int reshard_rows(const struct call *k, int from, uint64_t base, struct rows_reader *r)
+{
+    const struct reshard_run *x = k->op_state;
+    uint64_t n = 0;
+    for (int p = 0; p < x->a->ndev; p++)
+        n += x->a_owner[p] == from;
+    int rc = r->read_now(r, x->peer_dir, base, n * sizeof *x->peer_dir);
+    if (rc)
+        return rc;
+    struct reshard_rows rr = {.r = r, .from = from, .esz = dtype_size(x->a->dtype)};
+    reshard_walk(x, from, shmesh_rank(x->a->ctx), reshard_row_piece, &rr);
+    return rr.rc;
+}
+
 /* The new blocks' parts that this rank holds in the old layout, and the
  * replicas of each new block here, from its first. */
-static void reshard_local(const struct reshard_run *x, int me, unsigned char *bounce)
+static void reshard_local(const struct reshard_run *x, int me)
 {
     for (int q = 0; q < x->b->ndev; q++) {
         if (x->b_owner[q] != me || !first_here(x->b, x->b_owner, q))
@@ -1070,9 +1145,7 @@ static void reshard_local(const struct reshard_run *x, int me, unsigned char *bo
             struct box from, into;
             shard_box(x->a, &x->a->global[p0].index, &m, &from);
             shard_box(x->b, &x->b->global[q].index, &m, &into);
-            uint64_t n = box_elems(&from);
-            box_read(&from, src->data.data, 0, n, bounce);
-            box_write(&into, dst->data.data, 0, n, bounce);
+            box_copy(&from, src->data.data, &into, dst->data.data);
         }
     }
     copy_replicas(x->b, x->b_owner, me);
@@ -1083,30 +1156,43 @@ static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b
                             const shmesh_sharding *to, const char *fn)
 {
     shmesh_ctx *c = a->ctx;
-    struct reshard_run x = {a, b, owners_of(a), owners_of(b),
+    struct reshard_run x = {a,
+                            b,
+                            owners_of(a),
+                            owners_of(b),
                             calloc((size_t)a->ndev * (size_t)a->ndev, sizeof(int)),
-                            calloc((size_t)a->ndev, sizeof(int))};
-    /* The largest piece a rank copies between its own shards. */
-    unsigned char *bounce = malloc(a->shard_bytes < b->shard_bytes ? (size_t)a->shard_bytes + 1
-                                                                   : (size_t)b->shard_bytes + 1);
+                            calloc((size_t)a->ndev, sizeof(int)),
+                            calloc((size_t)a->nlocal + 1, sizeof(uint64_t)),
+                            calloc((size_t)a->ndev + 1, sizeof(uint64_t))};
     int rc = 0;
-    if (!x.a_owner || !x.b_owner || !x.a_holders || !x.a_nholders || !bounce) {
+    if (!x.a_owner || !x.b_owner || !x.a_holders || !x.a_nholders || !x.dir || !x.peer_dir) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
     reshard_holders(&x);
-    struct call_desc d;
-    array_desc(a, to, OP_GLOBAL_ARRAY_RESHARD, 0, -1, &d);
-    const struct transfers st = {.unit = dtype_size(a->dtype), .bytes = reshard_bytes,
-                                 .pack = reshard_pack, .recv = reshard_recv};
-    if (!(rc = op_world_transfers(c, fn, &d, &st, &x)))
-        reshard_local(&x, shmesh_rank(c), bounce);
+    if (!a->local_only) { /* a process-local mesh's blocks are all here */
+        struct call_desc d;
+        array_desc(a, to, OP_GLOBAL_ARRAY_RESHARD, 0, -1, &d);
+        for (int l = 0; l < a->nlocal; l++)
+            x.dir[l] = (uint64_t)(uintptr_t)a->local[l].data.data;
+        const struct transfers st = {.unit = dtype_size(a->dtype),
+                                     .bytes = reshard_bytes,
+                                     .pack = reshard_pack,
+                                     .recv = reshard_recv,
+                                     .rows = reshard_rows,
+                                     .size = a->shard_bytes > b->shard_bytes ? a->shard_bytes
+                                                                             : b->shard_bytes};
+        rc = op_world_transfers(c, fn, &d, &st, &x, x.dir, a->nlocal);
+    }
+    if (!rc)
+        reshard_local(&x, shmesh_rank(c));
 out:
     free(x.a_owner);
     free(x.b_owner);
     free(x.a_holders);
     free(x.a_nholders);
-    free(bounce);
+    free(x.dir);
+    free(x.peer_dir);
     return rc;
 }
 
@@ -1139,26 +1225,9 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       b->local_only ? "process-local" : "of the whole job");
         goto fail;
     }
-    if ((rc = alloc_shards(b, fn)))
-        goto fail;
-    if (!a->local_only) { /* only the blocks' intersections, between their holders */
-        if ((rc = reshard_exchange(a, b, to, fn)))
-            goto fail;
-        *out = b;
-        return 0;
-    }
-    /* Process-local: the whole array, then each new shard cut from it. */
-    void *whole = a->bytes ? malloc((size_t)a->bytes) : NULL;
-    if (!whole && a->bytes) {
-        rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM,
-                      "%s: out of memory for the whole array (%" PRIu64 " bytes)", fn, a->bytes);
-        goto fail;
-    }
-    rc = gather_into(a, to, fn, OP_GLOBAL_ARRAY_RESHARD, -1, whole);
-    if (!rc)
-        slice_all(b, whole);
-    free(whole);
-    if (rc)
+    /* Every byte of the new shards is written: by the exchange, from the
+     * old shards here, or from a replica here. */
+    if ((rc = alloc_shards(b, fn, false)) || (rc = reshard_exchange(a, b, to, fn)))
         goto fail;
     *out = b;
     return 0;

@@ -118,6 +118,9 @@ enum settings_debug {
       "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
       "the smallest device reduction whose members each reduce a share (two-shot)")           \
+    X(ARRAY_CACHE, array_cache, BYTES, UINT64_C(1) << 30, "1073741824", SETTINGS_LIBRARY, 0,   \
+      "bytes of freed global-array shards (of 4 MiB and more) a process keeps for the next "   \
+      "shards of their size; 0: none")                                                         \
     X(DEBUG, debug, DEBUG, 0, "empty", SETTINGS_LIBRARY, 0,                                    \
       "what to trace on stderr: paths, waits, calls or all")                                   \
     X(LIBRARY, library, TEXT, NULL, "unset", SETTINGS_PYTHON, 0,                               \

@@ -35,6 +35,18 @@ struct call;
 
 enum flow_kind { FLOW_NONE, FLOW_MOVE, FLOW_REDUCE, FLOW_TRANSFERS };
 
+/* How a member reads another member's memory for a transfer's rows (single
+ * copy: paths/single_copy.c). */
+struct rows_reader {
+    /* len bytes at address `addr` of the member's memory into dst: 0, or an
+     * error (the reader remembers it).  The read may wait until the walk
+     * returns (reads are batched): dst must stay where it is. */
+    int (*read)(struct rows_reader *r, void *dst, uint64_t addr, uint64_t len);
+    /* The same, done when it returns: for what the walk needs next (the
+     * addresses of the member's buffers). */
+    int (*read_now)(struct rows_reader *r, void *dst, uint64_t addr, uint64_t len);
+};
+
 /* Transfers, for FLOW_TRANSFERS and for the engine's own exchanges: what each
  * member sends each other member, packed by the sender into its windows
  * and taken out (or reduced) by the receiver.  Positions are group indices. */
@@ -55,6 +67,15 @@ struct transfers {
      * member, combined (every member's segment sits at the same place of its
      * transfer). */
     void (*reduce)(const struct call *k, uint64_t off, const void *const *src, uint64_t len);
+    /* Optional: what `from` sends this member, read by this member itself
+     * out of from's memory, row by row with `r` (the peer paths take such
+     * transfers: one copy, and no windows).  `base` is the address of from's
+     * flow input, which every member publishes (the op's directory of the
+     * buffers its rows come from).  Returns 0 or r's error. */
+    int (*rows)(const struct call *k, int from, uint64_t base, struct rows_reader *r);
+    /* With rows: the size the paths' thresholds compare with, the same on
+     * every member (say, the data the call is about). */
+    uint64_t size;
 };
 
 struct flow {
@@ -105,7 +126,8 @@ static inline bool flow_allreduce(const struct flow *f)
     return f->kind == FLOW_REDUCE && f->in_dim < 0;
 }
 /* The size that thresholds are compared with: the input's bytes, or the
- * larger buffer's for a whole-array reduction. */
+ * larger buffer's for a whole-array reduction (a transfers flow with rows:
+ * its transfers' size, engine/path.c). */
 static inline uint64_t flow_size(const struct flow *f)
 {
     if (flow_allreduce(f) && f->out_bytes > f->in_bytes)

@@ -161,6 +161,12 @@ static bool find_candidates(struct call *k)
         if (k->candidates)
             return hs;
     }
+    /* Transfers with rows: the size is theirs, and their candidates are
+     * not remembered (a transfers flow without rows has other ones). */
+    if (__builtin_expect(f->kind == FLOW_TRANSFERS, 0) && f->transfers->rows) {
+        k->size = f->transfers->size;
+        return candidates_of(k, MEM_HOST | MEM_HEAP);
+    }
     bool allreduce = flow_allreduce(f);
     if (m->valid && m->size == k->size && m->in_bytes == f->in_bytes && m->n == k->g.n &&
         m->kind == (int)f->kind && m->allreduce == allreduce) {

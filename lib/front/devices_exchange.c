@@ -540,7 +540,7 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
     if (!rc)
-        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x);
+        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
     if (!rc && g->move) {
         local_moves(&x, x.reduced);
     } else if (!rc && g->scatter) {
@@ -551,7 +551,7 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
         unsigned char **t = x.rbuf; /* phase 2's buffers are where recv writes */
         x.rbuf = x.rbuf2;
         x.rbuf2 = t;
-        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x);
+        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
         if (!rc)
             write_outputs(&x);
     }

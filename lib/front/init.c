@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arrays/shard_memory.h"
 #include "core/context.h"
 #include "core/entry.h"
 #include "core/debug.h"
@@ -243,6 +244,7 @@ int shmesh_init(shmesh_ctx **out)
     if (c->trace) /* before any event: the launcher reads them with the first */
         path_names(c->trace->ring->path_names, SEG_TRACE_PATHS);
     set_tuning(c, &e);
+    shard_memory_budget((size_t)e.array_cache);
     if (heap_init(&memory_of(c)->heap, c->seg, c->rank))
         goto nomem;
     set_waiter(c, &e);
@@ -321,6 +323,7 @@ int shmesh_finalize(shmesh_ctx *c)
     ctx_leave(c);
     registry_remove(c, last);
     release(c, false);
+    shard_memory_release(); /* the freed shards global arrays kept */
     return rc;
 }
 

@@ -119,3 +119,49 @@ void box_write(const struct box *b, void *array, uint64_t first, uint64_t count,
     struct copy_arg a = {array, (unsigned char *)src, b->esz, true};
     box_runs(b, first, count, copy_run, &a);
 }
+
+struct pair_arg {
+    const struct box *to;
+    void (*run)(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len);
+    void *arg;
+    uint64_t from_off; /* the current run of `from`, in its array */
+};
+
+static void pair_inner(void *p, uint64_t to_off, uint64_t packed_off, uint64_t len)
+{
+    struct pair_arg *a = p;
+    a->run(a->arg, a->from_off + packed_off, to_off, len);
+}
+
+static void pair_outer(void *p, uint64_t from_off, uint64_t packed_off, uint64_t len)
+{
+    struct pair_arg *a = p;
+    a->from_off = from_off;
+    box_runs(a->to, packed_off, len, pair_inner, a);
+}
+
+void box_pair_runs(const struct box *from, const struct box *to,
+                   void (*run)(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len),
+                   void *arg)
+{
+    struct pair_arg a = {to, run, arg, 0};
+    box_runs(from, 0, box_elems(from), pair_outer, &a);
+}
+
+struct box_copy_arg {
+    const unsigned char *src;
+    unsigned char *dst;
+    size_t esz;
+};
+
+static void copy_pair(void *p, uint64_t from_off, uint64_t to_off, uint64_t len)
+{
+    struct box_copy_arg *a = p;
+    memcpy(a->dst + to_off * a->esz, a->src + from_off * a->esz, len * a->esz);
+}
+
+void box_copy(const struct box *from, const void *src, const struct box *to, void *dst)
+{
+    struct box_copy_arg a = {src, dst, from->esz};
+    box_pair_runs(from, to, copy_pair, &a);
+}

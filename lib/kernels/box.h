@@ -36,5 +36,15 @@ void box_write(const struct box *b, void *array, uint64_t first, uint64_t count,
 void box_runs(const struct box *b, uint64_t first, uint64_t count,
               void (*run)(void *arg, uint64_t array_off, uint64_t packed_off, uint64_t len),
               void *arg);
+/* Two blocks of as many elements (of from's size), each of its own array,
+ * walked together in packed order: calls run() once per stretch that is
+ * contiguous in both arrays, with its offset in each (elements) and its
+ * length. */
+void box_pair_runs(const struct box *from, const struct box *to,
+                   void (*run)(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len),
+                   void *arg);
+/* Block `from` of array src into block `to` of array dst (as many elements),
+ * without a buffer between. */
+void box_copy(const struct box *from, const void *src, const struct box *to, void *dst);
 
 #endif

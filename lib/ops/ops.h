@@ -81,8 +81,11 @@ int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *
                        void *buf, uint64_t bytes);
 /* A world-wide exchange whose transfers the caller gives (their callbacks
  * find `state` in the call's op_state): what each rank sends each other
- * rank, packed and taken out as st says. */
+ * rank, packed and taken out as st says.  Transfers with rows (st->rows)
+ * name this rank's directory: the `ndir` addresses their rows are read
+ * from, published to the others (without rows, NULL and 0). */
 int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *d,
-                       const struct transfers *st, void *state);
+                       const struct transfers *st, void *state, const uint64_t *dir,
+                       int64_t ndir);
 
 #endif

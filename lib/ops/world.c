@@ -109,7 +109,8 @@ int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, 
 }
 
 int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *d,
-                       const struct transfers *st, void *state)
+                       const struct transfers *st, void *state, const uint64_t *dir,
+                       int64_t ndir)
 {
     struct call k;
     int rc = call_init(&k, c, OP_WORLD_GATHER);
@@ -117,7 +118,10 @@ int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *
         return call_finish(&k, rc);
     k.name = name;
     call_group_world(&k);
-    flow_init(&k.f, FLOW_TRANSFERS, NULL, NULL);
+    /* The directory is the flow's input: its address is what the handshake
+     * publishes. */
+    shmesh_array in = {.data = (void *)dir, .dtype = SHMESH_UINT64, .ndim = 1, .shape = {ndir}};
+    flow_init(&k.f, FLOW_TRANSFERS, st->rows ? &in : NULL, NULL);
     k.f.transfers = st;
     k.op_state = state; /* the caller's: no op_free */
     k.d = *d;

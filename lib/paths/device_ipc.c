@@ -245,7 +245,7 @@ static void run_copy(void *arg, uint64_t array_off, uint64_t packed_off, uint64_
                          : r->x->rt->copy(a, p, n, r->x->stream);
 }
 
-static int box_copy(struct dev_run *x, const struct box *b, void *array, void *packed,
+static int dev_box_copy(struct dev_run *x, const struct box *b, void *array, void *packed,
                     bool to_packed)
 {
     struct runs_copy r = {x, array, packed, b->esz, to_packed, 0};
@@ -284,9 +284,9 @@ static int dev_move(struct dev_run *x)
         void *tmp = device_scratch(k->c, count * src.esz, x->device);
         if (!tmp)
             return rt_failed(x, "allocating device scratch");
-        int err = box_copy(x, &src, in, tmp, true);
+        int err = dev_box_copy(x, &src, in, tmp, true);
         if (!err)
-            err = box_copy(x, &dst, out, tmp, false);
+            err = dev_box_copy(x, &dst, out, tmp, false);
         if (err)
             return err;
     }
@@ -343,7 +343,7 @@ static int dev_scatter(struct dev_run *x)
             return rt_failed(x, "allocating device scratch");
         for (int q = 0; q < n; q++) {
             srcs[q] = tmp + (uint64_t)q * count * f->in_esz;
-            int err = box_copy(x, &src, k->s->zin[q], srcs[q], true);
+            int err = dev_box_copy(x, &src, k->s->zin[q], srcs[q], true);
             if (err)
                 return err;
         }

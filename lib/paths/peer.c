@@ -11,7 +11,8 @@
 
 bool peer_flow(const struct call *k)
 {
-    return k->f.kind == FLOW_MOVE || k->f.kind == FLOW_REDUCE;
+    return k->f.kind == FLOW_MOVE || k->f.kind == FLOW_REDUCE ||
+           (k->f.kind == FLOW_TRANSFERS && k->f.transfers->rows);
 }
 
 /* Elements of member q's input block into dst (this member's from its own). */
@@ -206,6 +207,22 @@ static int copy_shares(struct call *k, const struct peer_access *pa)
     return 0;
 }
 
+/* Each sender's transfer to this member, read by its rows. */
+static int transfers_rows(struct call *k, const struct peer_access *pa)
+{
+    const struct transfers *st = flow_transfers(&k->f);
+    for (int q = 0; q < k->g.n; q++) {
+        if (q == k->g.me || !st->bytes(k, q, k->g.me))
+            continue;
+        int err = pa->rows(k, q);
+        if (err) {
+            k->err_peer = k->g.ranks[q];
+            return err;
+        }
+    }
+    return 0;
+}
+
 /* Bytes member `to` takes of member `from`'s data (peer.h). */
 static uint64_t pair_bytes(const struct call *k, enum peer_traffic how, int from, int to)
 {
@@ -250,6 +267,10 @@ static int run_stage(struct call *k, const struct peer_access *pa, int stage)
     if (k->f.kind == FLOW_MOVE) {
         peer_count(k, PEER_MOVE);
         return move(k, pa);
+    }
+    if (k->f.kind == FLOW_TRANSFERS) {
+        peer_count(k, PEER_ROWS);
+        return transfers_rows(k, pa);
     }
     if (!flow_allreduce(&k->f)) {
         peer_count(k, PEER_SCATTER);

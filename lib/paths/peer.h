@@ -6,6 +6,8 @@
  *
  *   moves          each member copies the parts meant for it out of their
  *                  senders' inputs into its output
+ *   transfers      each member reads what each sender's transfers give it
+ *                  (their rows), straight into where it lands
  *   psum_scatter   each member reduces its block of every input
  *   whole-array    each member reduces a share of the elements; when peers'
  *   reductions     outputs are mapped it writes the share into all of them,
@@ -40,6 +42,10 @@ struct peer_access {
      * returns as read does. */
     int (*read_box)(struct call *k, int q, const struct box *b, uint64_t first, uint64_t count,
                     void *dst);
+    /* What member q sends this one of a transfers flow, read with the
+     * transfers' rows (engine/flow.h); returns as read does.  NULL: this
+     * access takes no transfers flows. */
+    int (*rows)(struct call *k, int q);
 };
 
 /* Members' buffers mapped here: read in place (zero copy). */
@@ -83,7 +89,8 @@ enum peer_traffic {
 /* Adds to the call's traffic what this member sends and receives in one
  * stage of such an algorithm. */
 void peer_count(struct call *k, enum peer_traffic how);
-/* Candidate of both peer paths: a flow they can carry. */
+/* Candidate of the peer paths: a flow they can carry (transfers: when
+ * they have rows; the access must have rows too). */
 bool peer_flow(const struct call *k);
 
 #endif

@@ -178,10 +178,85 @@ static int cma_read_box(struct call *k, int q, const struct box *b, uint64_t fir
     return br.rc;
 }
 
+/* Drops the first `got` bytes of an iovec list: its new length. */
+static int iov_advance(struct iovec **iov, int n, size_t got)
+{
+    while (n > 0 && got >= (*iov)->iov_len) {
+        got -= (*iov)->iov_len;
+        (*iov)++;
+        n--;
+    }
+    if (n > 0) {
+        (*iov)->iov_base = (unsigned char *)(*iov)->iov_base + got;
+        (*iov)->iov_len -= got;
+    }
+    return n;
+}
+
+/* A transfers flow's rows (engine/flow.h): pairs of a run of the peer's
+ * memory and where it lands here, IOVS at a time. */
+struct cma_rows {
+    struct rows_reader r;
+    struct call *k;
+    pid_t pid;
+    struct iovec local[IOVS], remote[IOVS];
+    int n;
+    int rc; /* 0, or the first failed read's (k->err has its errno) */
+};
+
+static void rows_flush(struct cma_rows *cr)
+{
+    struct iovec *local = cr->local, *remote = cr->remote;
+    int nl = cr->n, nr = cr->n;
+    cr->n = 0;
+    while (nl > 0 && nr > 0 && !cr->rc) {
+        ssize_t got = process_vm_readv(cr->pid, local, (unsigned long)nl, remote,
+                                       (unsigned long)nr, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            cr->k->err = got < 0 ? errno : EFAULT;
+            cr->rc = SHMESH_ERR_SYSTEM;
+            break;
+        }
+        nl = iov_advance(&local, nl, (size_t)got);
+        nr = iov_advance(&remote, nr, (size_t)got);
+    }
+}
+
+static int rows_read(struct rows_reader *r, void *dst, uint64_t addr, uint64_t len)
+{
+    struct cma_rows *cr = (struct cma_rows *)r;
+    if (!len || cr->rc)
+        return cr->rc;
+    if (cr->n == IOVS)
+        rows_flush(cr);
+    cr->local[cr->n] = (struct iovec){dst, len};
+    cr->remote[cr->n++] = (struct iovec){(void *)(uintptr_t)addr, len};
+    return cr->rc;
+}
+
+static int rows_read_now(struct rows_reader *r, void *dst, uint64_t addr, uint64_t len)
+{
+    struct cma_rows *cr = (struct cma_rows *)r;
+    rows_read(r, dst, addr, len);
+    rows_flush(cr);
+    return cr->rc;
+}
+
+static int cma_rows(struct call *k, int q)
+{
+    struct cma_rows cr = {.r = {rows_read, rows_read_now}, .k = k, .pid = k->c->pids[k->g.ranks[q]]};
+    int rc = flow_transfers(&k->f)->rows(k, q, k->s->cin[q], &cr.r);
+    rows_flush(&cr);
+    return rc ? rc : cr.rc;
+}
+
 static const struct peer_access cma = {
     .how = "process_vm_readv",
     .read = cma_read,
     .read_box = cma_read_box,
+    .rows = cma_rows,
 };
 
 /* Single copy beats staging from SHMESH_CMA_MIN where every member reads

@@ -7,7 +7,8 @@
 
 static bool zc_candidate(const struct call *k)
 {
-    return peer_flow(k) && k->size >= paths_of(k->c)->zc_min;
+    /* Transfers' rows are read through process_vm_readv only. */
+    return peer_flow(k) && k->f.kind != FLOW_TRANSFERS && k->size >= paths_of(k->c)->zc_min;
 }
 
 /* Inputs mapped everywhere; whole-array reductions write every output too. */

@@ -7,7 +7,8 @@
  *              range: buffers there are refused with a clear error, never
  *              copied (a copy would fault), and the job goes on
  *   cma-fault  (2 ranks) a single copy the kernel refuses fails that call on
- *              both ranks with the reason, and the next calls work
+ *              both ranks with the reason, and the next calls work: a
+ *              ppermute, then a reshard (its transfers' rows)
  *   threads    (2 ranks) on rank 0 a second thread calls while the first is
  *              inside a barrier: refused with a clear error of its own, the
  *              barrier unharmed, and the context handed over afterwards
@@ -266,6 +267,47 @@ static int mode_cma_fault(void)
     shmesh_array xs = ARR(&x, SHMESH_INT32, 0, 0), ys = ARR(&y, SHMESH_INT32, 0, 0);
     rc = shmesh_psum(m, "i", NULL, &xs, &ys);
     check(!rc && y == 3, "afterwards a psum works: %d (%s)", y, rc ? shmesh_last_error(ctx) : "ok");
+    /* A reshard's transfers read by their rows (one copy out of the old
+     * shards): rank 0's shard of P('i') cannot be read, so rank 1's read of
+     * it for P() fails the reshard on both ranks; with the shard readable
+     * again, the same reshard works. */
+    shmesh_pspec split_spec, whole_spec;
+    shmesh_sharding *split, *whole;
+    shmesh_global_array *ga, *gb = NULL;
+    int64_t shape[1] = {2 * n};
+    if (shmesh_pspec_parse("i", &split_spec) || shmesh_pspec_parse("", &whole_spec) ||
+        shmesh_sharding_create(m, &split_spec, &split) ||
+        shmesh_sharding_create(m, &whole_spec, &whole))
+        return 1;
+    void *buffers[1] = {in};
+    if (rank == 0)
+        mprotect(in, bytes, PROT_READ | PROT_WRITE);
+    for (int64_t i = 0; i < n; i++)
+        in[i] = (int32_t)(rank * n + i);
+    if (rank == 0)
+        mprotect(in, bytes, PROT_NONE);
+    if (shmesh_global_array_create(split, SHMESH_INT32, 1, shape, buffers, &ga))
+        return 1;
+    rc = shmesh_global_array_reshard(ga, whole, &gb);
+    msg = shmesh_last_error(ctx);
+    check(rc == SHMESH_ERR_SYSTEM && !gb &&
+              strstr(msg, "shmesh_global_array_reshard") &&
+              strstr(msg, "rank 1 could not read rank 0's buffer with process_vm_readv"),
+          "a reshard reading an unreadable shard fails on this rank: %s: %s",
+          shmesh_error_name(rc), msg);
+    if (rank == 0)
+        mprotect(in, bytes, PROT_READ | PROT_WRITE);
+    rc = shmesh_global_array_reshard(ga, whole, &gb);
+    const shmesh_shard *sh;
+    bool right = !rc && shmesh_global_array_local_shards(gb, &sh) == 1;
+    for (int64_t i = 0; right && i < 2 * n; i++)
+        right = ((const int32_t *)sh[0].data.data)[i] == (int32_t)i;
+    check(right, "then the shard readable, the reshard works (%s)",
+          rc ? shmesh_last_error(ctx) : "ok");
+    shmesh_global_array_destroy(gb);
+    shmesh_global_array_destroy(ga);
+    shmesh_sharding_destroy(split);
+    shmesh_sharding_destroy(whole);
     shmesh_mesh_destroy(m);
     free(out);
     if (rank == 0)

@@ -1,0 +1,30 @@
+/* The memory of global arrays' owned shards: huge pages for large ones, and
+ * a few freed large shards kept for the next of their size (a reshard or
+ * scatter in a loop then writes memory that is already mapped, instead of
+ * the kernel zeroing fresh pages first). */
+#ifndef SHMESH_ARRAYS_SHARD_MEMORY_H
+#define SHMESH_ARRAYS_SHARD_MEMORY_H
+
+#include <stddef.h>
+
+/* Shards from this size on are aligned to a huge page (2 MiB), asked for
+ * in huge pages (MADV_HUGEPAGE, where transparent huge pages allow it) and
+ * kept when freed. */
+#define SHARD_LARGE ((size_t)4 << 20)
+/* What the cache keeps at most, in the whole process: buffers, and bytes
+ * (SHMESH_ARRAY_CACHE, set by shmesh_init: the last context's). */
+#define SHARD_CACHE_BUFFERS 4
+void shard_memory_budget(size_t bytes);
+
+/* `bytes` (a multiple of 64) aligned to 64 bytes at least: a kept shard of
+ * exactly that size when there is one, else new memory.  NULL when out of
+ * memory.  Its content is undefined. */
+void *shard_alloc(size_t bytes);
+/* p (from shard_alloc(bytes), or NULL) freed, or kept for the next. */
+void shard_free(void *p, size_t bytes);
+/* Frees every kept shard (shmesh_finalize). */
+void shard_memory_release(void);
+/* The bytes kept now (for tests). */
+size_t shard_memory_kept(void);
+
+#endif
