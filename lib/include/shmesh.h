@@ -739,7 +739,9 @@ SHMESH_API int shmesh_global_array_from_callback_with_devices(const shmesh_shard
                                                               shmesh_shards_fn fn, void *arg,
                                                               shmesh_global_array **out);
 /* Local: frees the array and the shards it owns (never borrowed buffers;
- * NULL is accepted). */
+ * NULL is accepted).  Up to four owned shards of 4 MiB and more are kept
+ * for the next shards of their size, within SHMESH_ARRAY_CACHE bytes
+ * (default 1 GiB; shmesh_finalize frees them). */
 SHMESH_API void shmesh_global_array_destroy(shmesh_global_array *array);
 
 /* Local accessors.  The sharding (NULL for a NULL array), the dtype
@@ -788,7 +790,8 @@ SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shme
  * shardings (SHMESH_ERR_MISMATCH naming both calls when they differ), on
  * every rank even where no data moves.  A rank receives only the parts of
  * its new blocks that its devices do not hold already, each from one
- * holder (docs/arrays.md).  Over a process-local mesh it is local. */
+ * holder, read straight out of the holder's shard where single copy may
+ * be used (docs/arrays.md).  Over a process-local mesh it is local. */
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
 
