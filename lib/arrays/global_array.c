@@ -624,7 +624,7 @@ static bool first_here(const shmesh_global_array *a, const int *owner, int p)
  * first. */
 static void copy_replicas(const shmesh_global_array *a, const int *owner, int me)
 {
-    for (int p = 0; p < a->ndev; p++) {
+    for (int p = 0; p < a->ndev && a->shard_bytes; p++) { /* empty shards: no data */
         if (owner[p] != me || first_here(a, owner, p))
             continue;
         int f = 0;
