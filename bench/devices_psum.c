@@ -26,7 +26,10 @@
  *   pbroadcast                S (device 0's input, once, on the other ranks)
  * and checks the last call's results.  With --check-traffic it fails (exit
  * 1) when a rank received more than 1% over that least (FLOATS a multiple of
- * 64 R splits a psum evenly). */
+ * 64 R splits a psum evenly).  --groups G (psum): axis_index_groups of G
+ * consecutive indices, [[0..G-1], [G..2G-1], ...]; a subgroup then spans
+ * R' = G / K ranks when K divides G, whose least is (R'-1)/R' (K+1) S, or
+ * lies in one rank when G divides K, whose least is 0 (other G: no least). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +49,12 @@ enum op { PSUM, SCATTER, ALL_TO_ALL, ALL_GATHER, BROADCAST, NOPS };
 static const char *const op_names[NOPS] = {"psum", "psum_scatter", "all_to_all", "all_gather",
                                            "pbroadcast"};
 
+static const shmesh_groups *groups; /* --groups */
+
 static int call(enum op op, shmesh_mesh *m, const shmesh_array *in, shmesh_array *out)
 {
     switch (op) {
-    case PSUM: return shmesh_psum(m, "i", NULL, in, out);
+    case PSUM: return shmesh_psum(m, "i", groups, in, out);
     case SCATTER: return shmesh_psum_scatter(m, "i", NULL, 0, true, in, out);
     case ALL_TO_ALL: return shmesh_all_to_all(m, "i", NULL, 0, 0, true, in, out);
     case ALL_GATHER: return shmesh_all_gather(m, "i", NULL, 0, true, in, out);
@@ -75,9 +80,13 @@ int main(int argc, char **argv)
     long count = argc > 1 ? atol(argv[1]) : 2;
     bool check_traffic = false;
     enum op op = PSUM;
+    int group = 0;
     for (int a = 2; a < argc; a++) {
         if (!strcmp(argv[a], "--check-traffic")) {
             check_traffic = true;
+        } else if (!strcmp(argv[a], "--groups") && a + 1 < argc) {
+            group = atoi(argv[++a]);
+            group = group < 1 ? -1 : group;
         } else if (!strcmp(argv[a], "--op") && a + 1 < argc) {
             for (op = 0; op < NOPS && strcmp(argv[a + 1], op_names[op]); op++)
                 ;
@@ -87,11 +96,12 @@ int main(int argc, char **argv)
         }
     }
     shmesh_ctx *ctx;
-    if (count < 1 || op == NOPS || shmesh_init(&ctx)) {
+    bool bad = op == NOPS || group < 0 || (group && op != PSUM);
+    if (count < 1 || bad || shmesh_init(&ctx)) {
         fprintf(stderr,
                 "usage: shmesh-run ... -- %s [FLOATS >= 1] [--op psum|psum_scatter|all_to_all|"
-                "all_gather|pbroadcast] [--check-traffic] (%s)\n",
-                argv[0], op == NOPS ? "unknown argument" : shmesh_last_error(NULL));
+                "all_gather|pbroadcast] [--groups G >= 1 (psum)] [--check-traffic] (%s)\n",
+                argv[0], bad ? "bad argument" : shmesh_last_error(NULL));
         return 2;
     }
     int devices = shmesh_device_count(ctx), k = shmesh_local_device_count(ctx), rc;
@@ -102,6 +112,15 @@ int main(int argc, char **argv)
         return fail(ctx, "shmesh_mesh_create", k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
     if ((op == SCATTER || op == ALL_TO_ALL) && count % devices)
         return fail(ctx, "FLOATS must be a multiple of the devices", SHMESH_ERR_INVALID);
+    if (group && devices % group)
+        return fail(ctx, "--groups G must divide the devices", SHMESH_ERR_INVALID);
+    int *indices = malloc(sizeof *indices * (size_t)devices);
+    if (!indices)
+        return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
+    for (int i = 0; i < devices; i++)
+        indices[i] = i;
+    shmesh_groups gs = {devices / (group ? group : 1), group, indices, NULL};
+    groups = group ? &gs : NULL;
     long out_count = op == SCATTER ? count / devices : op == ALL_GATHER ? count * devices : count;
     int ids[MAXLOCAL];
     shmesh_mesh_local_devices(mesh, ids, MAXLOCAL);
@@ -148,24 +167,38 @@ int main(int argc, char **argv)
         most = got[r] > most ? got[r] : most;
     free(got);
     double per_call = (double)most / (3.0 * (double)calls), S = (double)count * sizeof(float);
-    double least = op == PSUM                         ? (double)(world - 1) / world * (k + 1) * S
+    /* The ranks a psum's group spans (its subgroup's, with --groups). */
+    int span = !group ? world : group % k == 0 ? group / k : k % group == 0 ? 1 : 0;
+    double least = op == PSUM && !span                ? -1
+                   : op == PSUM                       ? (double)(span - 1) / span * (k + 1) * S
                    : op == SCATTER || op == ALL_TO_ALL ? (double)(devices - k) * k * S / devices
                    : op == ALL_GATHER                  ? (double)(devices - k) * S
                                                        : (world > 1 ? S : 0);
     static const char *const least_text[NOPS] = {"(R-1)/R (K+1) S", "(N-K) K S/N", "(N-K) K S/N",
                                                  "(N-K) S", "S"};
     long wrong = 0;
-    for (int l = 0; l < k; l++)
+    for (int l = 0; l < k; l++) {
+        /* A subgroup of G from g0 = id / G * G sums g0 + 1 .. g0 + G. */
+        float sub = group ? (float)group * (float)(ids[l] / group * group) +
+                                (float)group * (float)(group + 1) / 2
+                          : 0;
         for (long i = 0; i < out_count; i++)
-            wrong += out[l * out_count + i] != expected(op, devices, out_count, i);
+            wrong += out[l * out_count + i] != (group ? sub : expected(op, devices, out_count, i));
+    }
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
     double median = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
-    bool too_much = check_traffic && per_call > least * 1.01;
+    bool too_much = check_traffic && least >= 0 && per_call > least * 1.01;
+    char sub_text[48] = "";
+    if (group)
+        snprintf(sub_text, sizeof sub_text, " in subgroups of %d", group);
     if (me == 0)
-        printf("devices %d (%d ranks x %d), %ld float32: %s %.2f us per call (median of 3 x "
-               "%ld); received %.0f bytes per call and rank (most), least %s = %.0f%s\n",
-               devices, world, k, count, op_names[op], median, calls, per_call, least_text[op],
-               least, wrong ? ", WRONG RESULTS" : too_much ? ", TOO MUCH TRAFFIC" : "");
+        printf("devices %d (%d ranks x %d), %ld float32: %s%s %.2f us per call (median of 3 "
+               "x %ld); received %.0f bytes per call and rank (most), least %s = %.0f%s\n",
+               devices, world, k, count, op_names[op], sub_text, median, calls, per_call,
+               least < 0 ? "unknown" : group ? "(R'-1)/R' (K+1) S" : least_text[op],
+               least < 0 ? 0 : least,
+               wrong ? ", WRONG RESULTS" : too_much ? ", TOO MUCH TRAFFIC" : "");
+    free(indices);
     free(in);
     free(out);
     shmesh_mesh_destroy(mesh);

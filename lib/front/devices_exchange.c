@@ -26,13 +26,42 @@ struct dev_groups {
     bool shared;  /* a move whose receivers all get the same part of a sender */
 };
 
-struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
+/* Whether every subgroup of gs has the same size. */
+static bool equal_subgroups(const shmesh_groups *gs)
+{
+    for (int s = 1; gs->group_sizes && s < gs->ngroups; s++)
+        if (gs->group_sizes[s] != gs->group_sizes[0])
+            return false;
+    return gs->ngroups > 0;
+}
+
+/* With axis_index_groups: each group of the axes (ids, of n) cut into its
+ * subgroups, each in its list's order (a device's index in its subgroup
+ * is its place in the list).  Returns the subgroups' size. */
+static int cut_subgroups(const shmesh_mesh *m, const shmesh_groups *gs, int n, int *ids)
+{
+    int sub = gs->group_sizes ? gs->group_sizes[0] : gs->group_size;
+    int *whole = malloc(sizeof *whole * (size_t)m->size);
+    if (!whole)
+        return 0;
+    memcpy(whole, ids, sizeof *whole * (size_t)m->size);
+    for (int G = 0; G < m->size / n; G++)
+        for (int s = 0; s < gs->ngroups; s++)
+            for (int i = 0; i < sub; i++)
+                ids[(G * gs->ngroups + s) * sub + i] = whole[G * n + gs->indices[s * sub + i]];
+    free(whole);
+    return sub;
+}
+
+struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
+                                   const shmesh_groups *gs)
 {
     const struct flow *f = &k0->f;
     shmesh_ctx *c = m->ctx;
     if (m->process_local || !c || c->world < 2 || k0->local || k0->then ||
-        (f->kind != FLOW_REDUCE && f->kind != FLOW_MOVE) || !f->in_bytes || k0->d.groups[0] ||
-        call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
+        (f->kind != FLOW_REDUCE && f->kind != FLOW_MOVE) || !f->in_bytes ||
+        (gs && !equal_subgroups(gs)) || call_on_device(k0) ||
+        mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
     struct dev_groups *g = calloc(1, sizeof *g);
     if (!g)
@@ -44,6 +73,10 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0)
         return NULL;
     }
     g->n = mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids);
+    if (gs && !(g->n = cut_subgroups(m, gs, g->n, g->ids))) {
+        dev_groups_free(g);
+        return NULL;
+    }
     g->move = f->kind == FLOW_MOVE;
     g->scatter = !g->move && !flow_allreduce(f);
     g->shared = g->move && flow_shared(f);

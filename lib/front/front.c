@@ -66,7 +66,7 @@ static __attribute__((noinline)) int devices_call(struct op_args *a, shmesh_toke
         mesh_select(m, l);
         rc = prepare(ks + l, a, l);
     }
-    return devices_finish(m, ks, prepared, rc, async);
+    return devices_finish(m, a->gs, ks, prepared, rc, async);
 }
 
 /* op_call without the batched-axis layer.  Inlined into every public

@@ -135,7 +135,8 @@ static void drop(struct work *w)
     free(dw);
 }
 
-int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async)
+int devices_finish(shmesh_mesh *m, const shmesh_groups *gs, struct call *ks, int prepared, int rc,
+                   shmesh_token *async)
 {
     shmesh_ctx *c = NULL;
     for (int l = 0; ks && l < prepared; l++)
@@ -167,7 +168,7 @@ int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh
                                 .process_local = m->process_local};
     dw->alone = m->process_local || c->world == 1 ||
                 mesh_axes_in_rank(m, ks[0].d.naxes, ks[0].d.axis);
-    dw->groups = dw->alone ? NULL : dev_groups_make(m, &ks[0]);
+    dw->groups = dw->alone ? NULL : dev_groups_make(m, &ks[0], gs);
     for (int l = 0; l < m->nlocal; l++)
         dw->ids[l] = m->ids[m->local_pos[l]];
     if (dispatch_wanted(c, async))

@@ -32,8 +32,10 @@ struct call *devices_calls(const shmesh_mesh *m);
 /* Runs the `prepared` calls (rc: the first failure of the preparation, which
  * stops there) and frees them; returns the result.  With a dispatcher, or
  * `async` (an `_async` form: where its token goes), they are one piece of
- * its work (engine/dispatch.h), which copies what it needs of m.  The front
- * door (front/front.c) prepares them. */
-int devices_finish(shmesh_mesh *m, struct call *ks, int prepared, int rc, shmesh_token *async);
+ * its work (engine/dispatch.h), which copies what it needs of m.  gs: the
+ * call's axis_index_groups (NULL: none).  The front door (front/front.c)
+ * prepares them. */
+int devices_finish(shmesh_mesh *m, const shmesh_groups *gs, struct call *ks, int prepared, int rc,
+                   shmesh_token *async);
 
 #endif
