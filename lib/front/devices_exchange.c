@@ -121,8 +121,9 @@ struct run {
     size_t in_esz, out_esz;
     struct transfers st; /* dr_transfers, with the input's element as unit */
     int phase;      /* 1: inputs' shares to their owners; 2: results back */
-    unsigned char **rbuf; /* per rank: what it sent this one (this phase) */
-    unsigned char **rbuf2; /* the same for phase 2 */
+    /* Per rank: what it sent this one in phase 1 (a reduction's phase 2
+     * goes straight into the outputs, a move's into its receivers'). */
+    unsigned char **rbuf;
     /* This rank's shares' results, group after group (a whole-array
      * reduction); scratch for blocks or parts that are not one run (psum_scatter,
      * a move). */
@@ -201,8 +202,9 @@ static uint64_t walk_moves(const struct run *x, int j, int from, int to, uint64_
  *     block i of its input for each of `to`'s members i (group order);
  *   phase 2: the share `from` owns, reduced.
  * each(piece) gets the group, the sending and the receiving member (-1
- * where the piece is not one member's) and the piece's place; returns the
- * total. */
+ * where the piece is not one member's; in phase 2, the sending member is -1
+ * and the receiving one is from's slot in the group, whose share it is) and
+ * the piece's place; returns the total. */
 static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void *arg)
 {
     const struct dev_groups *g = x->g;
@@ -216,7 +218,7 @@ static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void
         if (x->phase == 2) {
             uint64_t len = share(x, j, sf, &lo) * x->out_esz;
             if (each)
-                each(x, j, -1, -1, at, len, arg);
+                each(x, j, -1, sf, at, len, arg);
             at += len;
             continue;
         }
@@ -315,33 +317,53 @@ static void recv_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
     }
 }
 
+/* Phase 2's piece: group j's share of rank `from`, the part of it inside
+ * [off, off + len) of the transfer, straight into the output of each of
+ * this rank's devices in the group. */
+static void result_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
+                         void *arg)
+{
+    const struct recv_arg *r = arg;
+    const struct dev_groups *g = x->g;
+    uint64_t a, b, lo;
+    (void)i;
+    if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
+        return;
+    share(x, j, t, &lo);
+    for (int u = 0; u < g->n; u++) {
+        int id = g->ids[j * g->n + u];
+        if (id / g->per == x->me)
+            memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz + (a - at),
+                   r->src + (a - r->off), (size_t)(b - a));
+    }
+}
+
 static void dr_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
 {
     const struct run *x = k->op_state;
-    if (x->g->move) {
-        struct recv_arg r = {off, len, src};
+    struct recv_arg r = {off, len, src};
+    if (x->g->move)
         walk(x, from, x->me, recv_piece, &r);
-        return;
-    }
-    memcpy(x->rbuf[from] + off, src, (size_t)len);
+    else if (x->phase == 2)
+        walk(x, from, x->me, result_piece, &r);
+    else
+        memcpy(x->rbuf[from] + off, src, (size_t)len);
 }
 
 static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pack = dr_pack,
                                               .recv = dr_recv};
 
-/* Where each rank's transfers to this one land, in both phases, and this
- * rank's results: one buffer the context keeps (the several-devices
- * gather's, front/state.h), so that calls after the first take no page
- * faults for it.  0 or SHMESH_ERR_NOMEM. */
+/* Where each rank's phase-1 transfer to this one lands (not a move's),
+ * and this rank's results: one buffer the context keeps (the
+ * several-devices gather's, front/state.h), so that calls after the first
+ * take no page faults for it.  0 or SHMESH_ERR_NOMEM. */
 static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
 {
     uint64_t at = 0;
-    for (int phase = 1; phase <= (x->g->move ? 0 : x->g->scatter ? 1 : 2); phase++) {
-        x->phase = phase;
-        for (int r = 0; r < x->world; r++) {
-            (phase == 1 ? x->rbuf : x->rbuf2)[r] = (unsigned char *)(uintptr_t)at;
-            at += (walk(x, r, x->me, NULL, NULL) + 63) / 64 * 64;
-        }
+    x->phase = 1;
+    for (int r = 0; r < x->world && !x->g->move; r++) {
+        x->rbuf[r] = (unsigned char *)(uintptr_t)at;
+        at += (walk(x, r, x->me, NULL, NULL) + 63) / 64 * 64;
     }
     uint64_t need = at + mine;
     if (need > front_of(c)->dev_buf_bytes) {
@@ -352,12 +374,9 @@ static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
         front_of(c)->dev_buf_bytes = (size_t)need;
     }
     unsigned char *base = front_of(c)->dev_buf;
-    for (int r = 0; r < x->world; r++) {
+    for (int r = 0; r < x->world; r++)
         x->rbuf[r] = base + (uintptr_t)x->rbuf[r];
-        x->rbuf2[r] = base + (uintptr_t)x->rbuf2[r];
-    }
     x->reduced = base + at;
-    x->phase = 1;
     return 0;
 }
 
@@ -472,48 +491,21 @@ static void local_moves(struct run *x, unsigned char *bounce)
     }
 }
 
-/* Phase 2's pieces: where group j's share is in rank r's transfer. */
-struct out_arg {
-    int j;
-    uint64_t at;
-};
-
-static void out_piece(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
-                      void *arg)
-{
-    struct out_arg *o = arg;
-    (void)x;
-    (void)i;
-    (void)t;
-    (void)len;
-    if (j == o->j)
-        o->at = at;
-}
-
-/* Every local device's output: each share from the rank owning it. */
-static void write_outputs(struct run *x)
+/* This rank's own shares' results into each of its devices in their
+ * groups (the other ranks' went there as they came: dr_recv). */
+static void write_own_shares(const struct run *x)
 {
     const struct dev_groups *g = x->g;
     for (int j = 0; j < g->ngroups; j++) {
-        if (slot(g, j, x->me) < 0)
+        int s = slot(g, j, x->me);
+        if (s < 0)
             continue;
-        for (int s = 0; s < g->nranks[j]; s++) {
-            int r = g->ranks[(size_t)j * (size_t)g->n + (size_t)s];
-            uint64_t lo, len = share(x, j, s, &lo) * x->out_esz;
-            const unsigned char *src;
-            if (r == x->me) {
-                src = x->reduced + x->red_off[j];
-            } else {
-                struct out_arg o = {j, 0};
-                walk(x, r, x->me, out_piece, &o);
-                src = x->rbuf[r] + o.at;
-            }
-            for (int i = 0; i < g->n; i++) {
-                int id = g->ids[j * g->n + i];
-                if (id / g->per == x->me)
-                    memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz, src,
-                           (size_t)len);
-            }
+        uint64_t lo, len = share(x, j, s, &lo) * x->out_esz;
+        for (int i = 0; i < g->n; i++) {
+            int id = g->ids[j * g->n + i];
+            if (id / g->per == x->me)
+                memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz,
+                       x->reduced + x->red_off[j], (size_t)len);
         }
     }
 }
@@ -552,7 +544,6 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
             }
     }
     x.rbuf = calloc((size_t)c->world, sizeof *x.rbuf);
-    x.rbuf2 = calloc((size_t)c->world, sizeof *x.rbuf2);
     x.red_off = calloc((size_t)g->ngroups, sizeof *x.red_off);
     const void **srcs = malloc(sizeof *srcs * (size_t)g->n);
     uint64_t mine = 0, lo;
@@ -569,7 +560,7 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
     if (g->move)
         mine = x.count * x.in_esz;
     int rc = 0;
-    if (!x.rbuf || !x.rbuf2 || !x.red_off || !srcs || lay_out(&x, c, mine))
+    if (!x.rbuf || !x.red_off || !srcs || lay_out(&x, c, mine))
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
     if (!rc)
@@ -581,15 +572,11 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
     } else if (!rc) {
         reduce_shares(&x, srcs);
         x.phase = 2;
-        unsigned char **t = x.rbuf; /* phase 2's buffers are where recv writes */
-        x.rbuf = x.rbuf2;
-        x.rbuf2 = t;
         rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
         if (!rc)
-            write_outputs(&x);
+            write_own_shares(&x);
     }
     free(x.rbuf);
-    free(x.rbuf2);
     free(x.red_off);
     free(srcs);
     return rc;
