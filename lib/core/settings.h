@@ -124,7 +124,9 @@ enum settings_debug {
     X(DEBUG, debug, DEBUG, 0, "empty", SETTINGS_LIBRARY, 0,                                    \
       "what to trace on stderr: paths, waits, calls or all")                                   \
     X(LIBRARY, library, TEXT, NULL, "unset", SETTINGS_PYTHON, 0,                               \
-      "the libshmesh file the Python package loads")
+      "the libshmesh file the Python package loads")                                           \
+    X(RUN, run, TEXT, NULL, "unset", SETTINGS_PYTHON, 0,                                       \
+      "the shmesh-run that python3 -m shmesh.run starts")
 
 #define SETTINGS_CTYPE_TEXT const char *
 #define SETTINGS_CTYPE_WORLD int

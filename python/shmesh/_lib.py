@@ -99,12 +99,22 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     paths = [os.path.join(here, "libshmesh.so.0")]
     root = os.path.dirname(os.path.dirname(here))
-    paths += sorted(glob.glob(os.path.join(root, "build*", "lib", "libshmesh.so.0")))
+    # build/ first (then build-*/ in name order: "build-sanitize" sorts
+    # before "build/", and a sanitized library does not load in a plain
+    # interpreter).
+    paths += sorted(glob.glob(os.path.join(root, "build*", "lib", "libshmesh.so.0")),
+                    key=lambda p: (os.path.basename(os.path.dirname(os.path.dirname(p))) != "build",
+                                   p))
     paths.append("libshmesh.so.0")
     return paths, False
 
 
+# The file the library was loaded from (None: found on the library path).
+lib_path = None
+
+
 def _load():
+    global lib_path
     paths, given = _candidates()
     errors = []
     for p in paths:
@@ -113,7 +123,9 @@ def _load():
                 errors.append("%s: no such file" % p)
             continue
         try:
-            return ctypes.CDLL(p)
+            loaded = ctypes.CDLL(p)
+            lib_path = os.path.abspath(p) if p != "libshmesh.so.0" else None
+            return loaded
         except OSError as e:
             errors.append(str(e))
     raise ImportError(
