@@ -498,9 +498,9 @@ static void write_own_shares(const struct run *x)
     const struct dev_groups *g = x->g;
     for (int j = 0; j < g->ngroups; j++) {
         int s = slot(g, j, x->me);
-        if (s < 0)
+        uint64_t lo, len = s < 0 ? 0 : share(x, j, s, &lo) * x->out_esz;
+        if (!len) /* an empty share: `reduced` may be NULL */
             continue;
-        uint64_t lo, len = share(x, j, s, &lo) * x->out_esz;
         for (int i = 0; i < g->n; i++) {
             int id = g->ids[j * g->n + i];
             if (id / g->per == x->me)
