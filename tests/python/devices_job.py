@@ -98,6 +98,18 @@ def main(outdir):
         case("tree_w", tree["w"])
         case("tree_b0", tree["b"][0])
         case("tree_b1", tree["b"][1])
+        # a tree in buckets of 64 bytes (several leaves each, one alone)
+        # and per leaf: the same bits, and the same on every layout
+        t2 = {"w": x, "v": stack(lambda d: x_of(d)[1:3] / 3), "s": stack(lambda d: np.float32(d / 7)),
+              "z": stack(lambda d: np.zeros((0, 2), np.float32))}
+        for b in (0, 64):
+            got = shmesh.pmean(t2, ("a", "b", "c"), bucket_bytes=b)
+            for key in t2:
+                case("bucket%d_%s" % (b, key), got[key])
+        for key in t2:
+            for d in per_device(got[key]):
+                if results[d]["bucket0_" + key].tobytes() != results[d]["bucket64_" + key].tobytes():
+                    raise AssertionError("bucketed pmean of %s differs from per leaf" % key)
         # ragged_all_to_all: each device's arguments depend on its index along "b"
         pos = {d: int(p) for d, p in per_device(pos_b).items()}
         rargs = [stack(lambda d, i=i: ragged_args(d, pos[d], 2)[i]) for i in range(6)]

@@ -363,3 +363,76 @@ def test_several_axes_other_collectives(mesh2, rank, world):
     check(shmesh.pargmax(xs[rank], "y", mesh=mesh2), np.argmax(row, axis=0).astype(np.int32))
     check(shmesh.pbroadcast(xs[rank], "y", 0, mesh=mesh2), row[0])
     check(shmesh.all_gather(xs[rank], "y", mesh=mesh2), np.stack(row))
+
+
+# ---- bucketed pytrees ---------------------------------------------------------------
+
+Pair = __import__("collections").namedtuple("Pair", "a b")
+
+
+def _grad_tree(rank, seed):
+    """A gradient-like pytree: many small leaves of several dtypes and shapes
+    (scalars, empty ones), a few larger, nested in dicts, lists, tuples and a
+    namedtuple; floats with fractions (float sums round differently in
+    another order, so equal bits mean the same order)."""
+    rng = np.random.default_rng(seed * 1000 + rank)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    return {
+        "conv": [{"w": f(8, 3, 3, 3), "b": f(8)} for _ in range(6)],
+        "bn": (f(8), f(8), np.float32(rng.standard_normal())),
+        "fc": Pair(f(64, 40), rng.standard_normal(40)),  # float64
+        "steps": np.int32(rank + 1),
+        "mask": rng.standard_normal(7) > 0,  # bool: psum gives int32
+        "empty": np.zeros((0, 3), np.float32),
+        "big": f(3000),
+    }
+
+
+def _same_tree(got, want):
+    """The same structure, and each leaf the same dtype, shape and bits."""
+    assert type(got) is type(want)
+    if isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            _same_tree(got[k], want[k])
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same_tree(g, w)
+    else:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("op", ["psum", "pmean", "pmax", "pmin"])
+def test_bucketed_tree_equals_per_leaf(mesh, rank, op):
+    tree = _grad_tree(rank, 1)
+    f = getattr(shmesh, op)
+    per_leaf = f(tree, "i", mesh=mesh, bucket_bytes=0)
+    for b in (64, 1000, shmesh.BUCKET_BYTES, None):
+        _same_tree(f(tree, "i", mesh=mesh, bucket_bytes=b), per_leaf)
+    # the async form: one Pending for the whole tree, the same bits
+    p = getattr(shmesh, op + "_async")(tree, "i", mesh=mesh, bucket_bytes=64)
+    _same_tree(p.block_until_ready(), per_leaf)
+
+
+def test_buckets_pack_leaves(mesh, rank):
+    """With the default bucket every float32 leaf is a view of one result;
+    with 1 KiB buckets, leaves share results only up to 1 KiB each, and a
+    leaf larger than a bucket has a call of its own."""
+    tree = _grad_tree(rank, 2)
+    out = shmesh.psum(tree, "i", mesh=mesh)
+    f32 = [out["conv"][0]["w"], out["conv"][5]["b"], out["bn"][2], out["fc"].a, out["big"]]
+    assert all(v.base is not None and v.base is f32[0].base for v in f32)
+    assert out["fc"].b.base is not f32[0].base  # float64: a bucket of its own dtype
+    small = shmesh.psum(tree, "i", mesh=mesh, bucket_bytes=1024)
+    assert small["conv"][0]["w"].base is not small["conv"][1]["w"].base  # 864 B each
+    assert small["conv"][0]["w"].base is small["conv"][0]["b"].base
+    assert small["big"].base is None  # 12000 B: alone, not packed
+
+
+def test_bucket_bytes_refused(mesh):
+    with pytest.raises(shmesh.InvalidArgument, match="bucket_bytes must be"):
+        shmesh.psum([np.float32(1)], "i", mesh=mesh, bucket_bytes=-1)
+    with pytest.raises(shmesh.InvalidArgument, match="bucket_bytes must be"):
+        shmesh.pmean_async([np.float32(1)], "i", mesh=mesh, bucket_bytes="25M")
