@@ -111,8 +111,8 @@ int main(int argc, char **argv)
     int bad = 0;
     if (me == 0)
         printf("# reshard of a %ld MiB float32 array [%d, %" PRId64 "] on Mesh('x': 2, 'y': 4), "
-               "%d ranks\n# from -> to: time (median of 7; the first call's), most received by a rank; an "
-               "all_to_all of as many bytes per rank\n",
+               "%d ranks\n# from -> to: time (median of 7; the first call's), most received by a "
+               "rank; an all_to_all of as many bytes per rank\n",
                mib, ROWS, cols, shmesh_world_size(ctx));
     for (int i = 0; i < npairs; i++) {
         shmesh_pspec ps[2];

@@ -246,7 +246,8 @@ static int rows_read_now(struct rows_reader *r, void *dst, uint64_t addr, uint64
 
 static int cma_rows(struct call *k, int q)
 {
-    struct cma_rows cr = {.r = {rows_read, rows_read_now}, .k = k, .pid = k->c->pids[k->g.ranks[q]]};
+    struct cma_rows cr = {
+        .r = {rows_read, rows_read_now}, .k = k, .pid = k->c->pids[k->g.ranks[q]]};
     int rc = flow_transfers(&k->f)->rows(k, q, k->s->cin[q], &cr.r);
     rows_flush(&cr);
     return rc ? rc : cr.rc;
