@@ -15,42 +15,68 @@
 #include "paths/peer.h"
 
 struct dev_groups {
-    int n;       /* devices per group */
+    int n;       /* devices in the largest group */
     int ngroups;
     int per;     /* devices per rank: device id / per is its rank */
-    int *ids;    /* ngroups * n: each group's device ids, in group order */
-    int *ranks;  /* ngroups * n: each group's ranks, first-device order */
+    int *first;  /* ngroups + 1: where each group starts in ids and ranks */
+    int *ids;    /* each group's device ids, in group order, group after group */
+    int *ranks;  /* each group's ranks, first-device order (at first[j]) */
     int *nranks; /* ngroups: how many */
     bool scatter; /* psum_scatter: member i keeps block i of the reduction */
     bool move;    /* FLOW_MOVE: the parts flow_part() names go where it says */
     bool shared;  /* a move whose receivers all get the same part of a sender */
 };
 
+/* Group j's size, and its member i's device id. */
+static int gsize(const struct dev_groups *g, int j) { return g->first[j + 1] - g->first[j]; }
+static int gid(const struct dev_groups *g, int j, int i) { return g->ids[g->first[j] + i]; }
+
+/* Subgroup s of gs: its size, and where its list starts in gs->indices. */
+static int sub_size(const shmesh_groups *gs, int s)
+{
+    return gs->group_sizes ? gs->group_sizes[s] : gs->group_size;
+}
+
 /* Whether every subgroup of gs has the same size. */
 static bool equal_subgroups(const shmesh_groups *gs)
 {
-    for (int s = 1; gs->group_sizes && s < gs->ngroups; s++)
-        if (gs->group_sizes[s] != gs->group_sizes[0])
+    for (int s = 1; s < gs->ngroups; s++)
+        if (sub_size(gs, s) != sub_size(gs, 0))
             return false;
-    return gs->ngroups > 0;
+    return true;
 }
 
-/* With axis_index_groups: each group of the axes (ids, of n) cut into its
- * subgroups, each in its list's order (a device's index in its subgroup
- * is its place in the list).  Returns the subgroups' size. */
-static int cut_subgroups(const shmesh_mesh *m, const shmesh_groups *gs, int n, int *ids)
+/* The groups over the call's axes (each n devices, ids), with
+ * axis_index_groups cut into their subgroups, each in its list's order (a
+ * device's index in its subgroup is its place in the list): g->first,
+ * g->ngroups and g->n.  0, or -1 when out of memory. */
+static int lay_groups(struct dev_groups *g, const shmesh_mesh *m, const shmesh_groups *gs, int n)
 {
-    int sub = gs->group_sizes ? gs->group_sizes[0] : gs->group_size;
-    int *whole = malloc(sizeof *whole * (size_t)m->size);
-    if (!whole)
-        return 0;
-    memcpy(whole, ids, sizeof *whole * (size_t)m->size);
-    for (int G = 0; G < m->size / n; G++)
-        for (int s = 0; s < gs->ngroups; s++)
-            for (int i = 0; i < sub; i++)
-                ids[(G * gs->ngroups + s) * sub + i] = whole[G * n + gs->indices[s * sub + i]];
+    int axis_groups = m->size / n, subs = gs ? gs->ngroups : 1;
+    g->ngroups = axis_groups * subs;
+    g->first = malloc(sizeof *g->first * (size_t)(g->ngroups + 1));
+    int *whole = gs ? malloc(sizeof *whole * (size_t)m->size) : NULL;
+    if (!g->first || (gs && !whole)) {
+        free(whole);
+        return -1;
+    }
+    if (gs)
+        memcpy(whole, g->ids, sizeof *whole * (size_t)m->size);
+    int at = 0;
+    g->n = 0;
+    for (int G = 0, j = 0; G < axis_groups; G++) {
+        for (int s = 0, from = 0; s < subs; s++, j++) {
+            int size = gs ? sub_size(gs, s) : n;
+            g->first[j] = at;
+            for (int i = 0; i < size; i++)
+                g->ids[at++] = gs ? whole[G * n + gs->indices[from + i]] : g->ids[G * n + i];
+            from += size;
+            g->n = size > g->n ? size : g->n;
+        }
+    }
+    g->first[g->ngroups] = at;
     free(whole);
-    return sub;
+    return 0;
 }
 
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
@@ -58,38 +84,35 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
 {
     const struct flow *f = &k0->f;
     shmesh_ctx *c = m->ctx;
+    /* Subgroups of different sizes: only whole-array reductions take them
+     * (the others refuse them before this). */
     if (m->process_local || !c || c->world < 2 || k0->local || k0->then ||
         (f->kind != FLOW_REDUCE && f->kind != FLOW_MOVE) || !f->in_bytes ||
-        (gs && !equal_subgroups(gs)) || call_on_device(k0) ||
-        mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
+        (gs && (gs->ngroups < 1 || (!equal_subgroups(gs) && !flow_allreduce(f)))) ||
+        call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
     struct dev_groups *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->ids = malloc(sizeof *g->ids * (size_t)m->size);
     g->ranks = malloc(sizeof *g->ranks * (size_t)m->size);
-    if (!g->ids || !g->ranks) {
-        dev_groups_free(g);
-        return NULL;
-    }
-    g->n = mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids);
-    if (gs && !(g->n = cut_subgroups(m, gs, g->n, g->ids))) {
+    if (!g->ids || !g->ranks ||
+        lay_groups(g, m, gs, mesh_groups_all(m, k0->d.naxes, k0->d.axis, g->ids))) {
         dev_groups_free(g);
         return NULL;
     }
     g->move = f->kind == FLOW_MOVE;
     g->scatter = !g->move && !flow_allreduce(f);
     g->shared = g->move && flow_shared(f);
-    g->ngroups = m->size / g->n;
     g->per = m->per;
     if (!(g->nranks = calloc((size_t)g->ngroups, sizeof *g->nranks))) {
         dev_groups_free(g);
         return NULL;
     }
     for (int j = 0; j < g->ngroups; j++) {
-        int *rs = g->ranks + (size_t)j * (size_t)g->n;
-        for (int i = 0; i < g->n; i++) {
-            int r = g->ids[j * g->n + i] / g->per, s = 0;
+        int *rs = g->ranks + g->first[j];
+        for (int i = 0; i < gsize(g, j); i++) {
+            int r = gid(g, j, i) / g->per, s = 0;
             while (s < g->nranks[j] && rs[s] != r)
                 s++;
             if (s == g->nranks[j])
@@ -103,6 +126,7 @@ void dev_groups_free(struct dev_groups *g)
 {
     if (!g)
         return;
+    free(g->first);
     free(g->ids);
     free(g->ranks);
     free(g->nranks);
@@ -134,7 +158,7 @@ struct run {
 /* Rank r's position among group j's ranks, or -1. */
 static int slot(const struct dev_groups *g, int j, int r)
 {
-    const int *rs = g->ranks + (size_t)j * (size_t)g->n;
+    const int *rs = g->ranks + g->first[j];
     for (int s = 0; s < g->nranks[j]; s++)
         if (rs[s] == r)
             return s;
@@ -161,7 +185,7 @@ static struct call *local_call(const struct run *x, int id)
 /* Member i of group j's rank. */
 static int rank_at(const struct dev_groups *g, int j, int i)
 {
-    return g->ids[j * g->n + i] / g->per;
+    return gid(g, j, i) / g->per;
 }
 
 typedef void piece_fn(const struct run *x, int j, int i, int t, uint64_t at, uint64_t len,
@@ -176,10 +200,10 @@ static uint64_t walk_moves(const struct run *x, int j, int from, int to, uint64_
 {
     const struct dev_groups *g = x->g;
     const struct call *k = &x->ks[0]; /* every local call has the same flow */
-    for (int i = 0; i < g->n; i++) {
+    for (int i = 0; i < gsize(g, j); i++) {
         if (rank_at(g, j, i) != from)
             continue;
-        for (int t = 0; t < g->n; t++) {
+        for (int t = 0; t < gsize(g, j); t++) {
             struct box bs, bd;
             if (rank_at(g, j, t) != to || !flow_part(k, i, t, &bs, &bd))
                 continue;
@@ -227,10 +251,10 @@ static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void
             continue;
         }
         uint64_t len = (g->scatter ? x->count : share(x, j, st, &lo)) * x->in_esz;
-        for (int i = 0; i < g->n; i++) {
+        for (int i = 0; i < gsize(g, j); i++) {
             if (rank_at(g, j, i) != from)
                 continue;
-            for (int t = 0; t < g->n; t++) {
+            for (int t = 0; t < gsize(g, j); t++) {
                 if (g->scatter ? rank_at(g, j, t) != to : t > 0)
                     continue;
                 if (each)
@@ -268,7 +292,7 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
     } else if (x->g->scatter || x->g->move) {
         /* Block t of member i's input (a move: the part it sends t): a box
          * of it (whole elements: the transfers' unit is the element). */
-        const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
+        const struct call *k = local_call(x, gid(x->g, j, i));
         struct box bs, bd;
         flow_part(k, i, t, &bs, &bd);
         box_read(&bs, k->f.in.data, (a - at) / x->in_esz, (b - a) / x->in_esz,
@@ -276,7 +300,7 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
         return;
     } else {
         share(x, j, slot(x->g, j, p->to), &lo);
-        const struct call *k = local_call(x, x->g->ids[j * x->g->n + i]);
+        const struct call *k = local_call(x, gid(x->g, j, i));
         src = (const unsigned char *)k->f.in.data + lo * x->in_esz;
     }
     memcpy(p->dst + (a - p->off), src + (a - at), (size_t)(b - a));
@@ -305,11 +329,11 @@ static void recv_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
     if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
         return;
     const struct dev_groups *g = x->g;
-    for (int u = g->shared ? 0 : t; u < (g->shared ? g->n : t + 1); u++) {
+    for (int u = g->shared ? 0 : t; u < (g->shared ? gsize(g, j) : t + 1); u++) {
         struct box bs, bd;
         if (rank_at(g, j, u) != x->me)
             continue;
-        const struct call *k = local_call(x, g->ids[j * g->n + u]);
+        const struct call *k = local_call(x, gid(g, j, u));
         if (!flow_part(k, i, u, &bs, &bd))
             continue;
         box_write(&bd, k->f.out.data, (a - at) / x->in_esz, (b - a) / x->in_esz,
@@ -330,8 +354,8 @@ static void result_piece(const struct run *x, int j, int i, int t, uint64_t at, 
     if (!xpiece_meet(at, len, r->off, r->len, &a, &b))
         return;
     share(x, j, t, &lo);
-    for (int u = 0; u < g->n; u++) {
-        int id = g->ids[j * g->n + u];
+    for (int u = 0; u < gsize(g, j); u++) {
+        int id = gid(g, j, u);
         if (id / g->per == x->me)
             memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz + (a - at),
                    r->src + (a - r->off), (size_t)(b - a));
@@ -411,13 +435,19 @@ static void reduce_shares(struct run *x, const void **srcs)
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
                 walk(x, r, x->me, src_piece, &a);
-        for (int i = 0; i < g->n; i++) {
-            int id = g->ids[j * g->n + i];
-            if (id / g->per == x->me)
-                srcs[i] = (const unsigned char *)local_call(x, id)->f.in.data + lo * x->in_esz;
+        /* pmean divides by the group's size: a call of a device here in
+         * group j knows it (subgroups may differ in size). */
+        int mean_n = f->mean_n;
+        for (int i = 0; i < gsize(g, j); i++) {
+            int id = gid(g, j, i);
+            if (id / g->per != x->me)
+                continue;
+            const struct call *k = local_call(x, id);
+            srcs[i] = (const unsigned char *)k->f.in.data + lo * x->in_esz;
+            mean_n = k->f.mean_n;
         }
-        reduce_run(f->red, f->in.dtype, f->out.dtype, x->reduced + x->red_off[j], srcs, g->n,
-                   (size_t)cnt, f->mean_n);
+        reduce_run(f->red, f->in.dtype, f->out.dtype, x->reduced + x->red_off[j], srcs,
+                   gsize(g, j), (size_t)cnt, mean_n);
     }
 }
 
@@ -427,8 +457,9 @@ static void place_of(const struct dev_groups *g, int id, int *j, int *t)
     int p = 0;
     while (g->ids[p] != id)
         p++;
-    *j = p / g->n;
-    *t = p % g->n;
+    for (*j = 0; g->first[*j + 1] <= p; (*j)++)
+        ;
+    *t = p - g->first[*j];
 }
 
 /* psum_scatter: each local device's block of every member's input (its
@@ -445,10 +476,10 @@ static void scatter_blocks(struct run *x, const void **srcs, unsigned char *boun
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
                 walk(x, r, x->me, src_piece, &a);
-        for (int i = 0; i < g->n; i++) {
+        for (int i = 0; i < gsize(g, j); i++) {
             if (rank_at(g, j, i) != x->me)
                 continue;
-            const struct call *k = local_call(x, g->ids[j * g->n + i]);
+            const struct call *k = local_call(x, gid(g, j, i));
             struct box bs, bd;
             uint64_t off;
             flow_part(k, i, t, &bs, &bd);
@@ -460,7 +491,7 @@ static void scatter_blocks(struct run *x, const void **srcs, unsigned char *boun
                 srcs[i] = b;
             }
         }
-        reduce_run(f->red, f->in.dtype, f->out.dtype, x->ks[l].f.out.data, srcs, g->n,
+        reduce_run(f->red, f->in.dtype, f->out.dtype, x->ks[l].f.out.data, srcs, gsize(g, j),
                    (size_t)x->count, f->mean_n);
     }
 }
@@ -474,11 +505,11 @@ static void local_moves(struct run *x, unsigned char *bounce)
         int j, t;
         place_of(g, x->ids[l], &j, &t);
         struct call *kt = &x->ks[l];
-        for (int i = 0; i < g->n; i++) {
+        for (int i = 0; i < gsize(g, j); i++) {
             struct box bs, bd;
             if (rank_at(g, j, i) != x->me || !flow_part(kt, i, t, &bs, &bd))
                 continue;
-            const struct call *ki = local_call(x, g->ids[j * g->n + i]);
+            const struct call *ki = local_call(x, gid(g, j, i));
             uint64_t n = box_elems(&bs), so, doff;
             if (box_contiguous(&bs, &so) && box_contiguous(&bd, &doff)) {
                 memcpy((unsigned char *)kt->f.out.data + doff * bd.esz,
@@ -501,8 +532,8 @@ static void write_own_shares(const struct run *x)
         uint64_t lo, len = s < 0 ? 0 : share(x, j, s, &lo) * x->out_esz;
         if (!len) /* an empty share: `reduced` may be NULL */
             continue;
-        for (int i = 0; i < g->n; i++) {
-            int id = g->ids[j * g->n + i];
+        for (int i = 0; i < gsize(g, j); i++) {
+            int id = gid(g, j, i);
             if (id / g->per == x->me)
                 memcpy((unsigned char *)local_call(x, id)->f.out.data + lo * x->out_esz,
                        x->reduced + x->red_off[j], (size_t)len);

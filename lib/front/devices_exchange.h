@@ -43,9 +43,10 @@ struct dev_groups;
  * move (not ragged) of host arrays with data, on a mesh of the whole job
  * with more than one rank (batched too: its positions count as devices),
  * over axes some of whose groups leave a rank; with axis_index_groups `gs`
- * (the call's, already checked), each subgroup of each group is a group,
- * when they all have the same size.  NULL otherwise, or when out of memory
- * (the gather serves it then). */
+ * (the call's, already checked), each subgroup of each group is a group
+ * (of any size for whole-array reductions, which alone accept different
+ * sizes).  NULL otherwise, or when out of memory (the gather serves it
+ * then). */
 struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
                                    const shmesh_groups *gs);
 void dev_groups_free(struct dev_groups *g);
