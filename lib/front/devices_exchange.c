@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/fail.h"
 #include "engine/exchange.h"
+#include "engine/window.h"
 #include "front/devices_exchange.h"
 #include "front/state.h"
 #include "kernels/reduce.h"
@@ -145,14 +146,26 @@ struct run {
     size_t in_esz, out_esz;
     struct transfers st; /* dr_transfers, with the input's element as unit */
     int phase;      /* 1: inputs' shares to their owners; 2: results back */
-    /* Per rank: what it sent this one in phase 1 (a reduction's phase 2
-     * goes straight into the outputs, a move's into its receivers'). */
+    /* Per rank: what it sent this one in phase 1: a psum_scatter's, copied
+     * here; a reduction's part, where it lies in the rank's window (its
+     * phase 2 goes straight into the outputs, a move into its receivers'). */
     unsigned char **rbuf;
     /* This rank's shares' results, group after group (a whole-array
      * reduction); scratch for blocks or parts that are not one run (psum_scatter,
      * a move). */
     unsigned char *reduced;
     uint64_t *red_off;      /* per group: where its result is in `reduced` */
+    /* A whole-array reduction's phase 1 runs part by part: part p is
+     * elements [p * part_elems, (p + 1) * part_elems) of every share (each
+     * rank reduces its own at once), few enough that every rank's transfer
+     * fits one window; each part is reduced straight out of the windows
+     * when the last rank sending this one something (last_sender, -1:
+     * none) has delivered (rbuf then points into the windows).  part_elems
+     * 0: the whole shares (psum_scatter, moves, phase 2). */
+    uint64_t part, part_elems;
+    int last_sender;
+    bool part_done;
+    const void **srcs; /* g->n: the sources of one reduction */
 };
 
 /* Rank r's position among group j's ranks, or -1. */
@@ -171,6 +184,18 @@ static uint64_t share(const struct run *x, int j, int s, uint64_t *lo)
     uint64_t hi;
     peer_share(x->count, x->g->nranks[j], s, lo, &hi);
     return hi - *lo;
+}
+
+/* The part of share s of group j that this phase-1 part covers. */
+static uint64_t share_part(const struct run *x, int j, int s, uint64_t *lo)
+{
+    uint64_t len = share(x, j, s, lo), a = x->part * x->part_elems;
+    if (!x->part_elems)
+        return len;
+    if (a >= len)
+        return 0;
+    *lo += a;
+    return len - a < x->part_elems ? len - a : x->part_elems;
 }
 
 /* Local device `id`'s call. */
@@ -250,7 +275,7 @@ static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void
             at = walk_moves(x, j, from, to, at, each, arg);
             continue;
         }
-        uint64_t len = (g->scatter ? x->count : share(x, j, st, &lo)) * x->in_esz;
+        uint64_t len = (g->scatter ? x->count : share_part(x, j, st, &lo)) * x->in_esz;
         for (int i = 0; i < gsize(g, j); i++) {
             if (rank_at(g, j, i) != from)
                 continue;
@@ -299,7 +324,7 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
                  p->dst + (a - p->off));
         return;
     } else {
-        share(x, j, slot(x->g, j, p->to), &lo);
+        share_part(x, j, slot(x->g, j, p->to), &lo);
         const struct call *k = local_call(x, gid(x->g, j, i));
         src = (const unsigned char *)k->f.in.data + lo * x->in_esz;
     }
@@ -362,16 +387,23 @@ static void result_piece(const struct run *x, int j, int i, int t, uint64_t at, 
     }
 }
 
+static void reduce_part(struct run *x);
+
 static void dr_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
 {
-    const struct run *x = k->op_state;
+    struct run *x = k->op_state; /* a reduction's part notes where pieces are */
     struct recv_arg r = {off, len, src};
     if (x->g->move)
         walk(x, from, x->me, recv_piece, &r);
     else if (x->phase == 2)
         walk(x, from, x->me, result_piece, &r);
-    else
+    else if (x->g->scatter)
         memcpy(x->rbuf[from] + off, src, (size_t)len);
+    else { /* the whole transfer is in this window (off 0): reduced from there */
+        x->rbuf[from] = (unsigned char *)(uintptr_t)src - off; /* only read */
+        if (from == x->last_sender)
+            reduce_part(x);
+    }
 }
 
 static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pack = dr_pack,
@@ -385,7 +417,8 @@ static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
 {
     uint64_t at = 0;
     x->phase = 1;
-    for (int r = 0; r < x->world && !x->g->move; r++) {
+    /* (A reduction's pieces are read in the windows.) */
+    for (int r = 0; r < x->world && x->g->scatter; r++) {
         x->rbuf[r] = (unsigned char *)(uintptr_t)at;
         at += (walk(x, r, x->me, NULL, NULL) + 63) / 64 * 64;
     }
@@ -420,17 +453,21 @@ static void src_piece(const struct run *x, int j, int i, int t, uint64_t at, uin
         s->srcs[i] = x->rbuf[rank_at(x->g, j, i)] + at;
 }
 
-/* This rank's share of each group it is in, over every member in group
- * order. */
-static void reduce_shares(struct run *x, const void **srcs)
+/* This rank's share of each group it is in, the part this exchange
+ * covered, over every member in group order: the others' pieces read
+ * where rbuf points (into the windows). */
+static void reduce_part(struct run *x)
 {
     const struct dev_groups *g = x->g;
     const struct flow *f = &x->ks[0].f;
+    const void **srcs = x->srcs;
+    x->part_done = true;
     for (int j = 0; j < g->ngroups; j++) {
         int s = slot(g, j, x->me);
-        if (s < 0)
+        uint64_t lo, share_lo, cnt = s < 0 ? 0 : share_part(x, j, s, &lo);
+        if (!cnt)
             continue;
-        uint64_t lo, cnt = share(x, j, s, &lo);
+        share(x, j, s, &share_lo);
         struct src_arg a = {srcs, j, -1};
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
@@ -446,8 +483,9 @@ static void reduce_shares(struct run *x, const void **srcs)
             srcs[i] = (const unsigned char *)k->f.in.data + lo * x->in_esz;
             mean_n = k->f.mean_n;
         }
-        reduce_run(f->red, f->in.dtype, f->out.dtype, x->reduced + x->red_off[j], srcs,
-                   gsize(g, j), (size_t)cnt, mean_n);
+        reduce_run(f->red, f->in.dtype, f->out.dtype,
+                   x->reduced + x->red_off[j] + (lo - share_lo) * x->out_esz, srcs, gsize(g, j),
+                   (size_t)cnt, mean_n);
     }
 }
 
@@ -551,6 +589,37 @@ bool dev_groups_apart(const struct call *ks, int nlocal)
     return true;
 }
 
+/* A whole-array reduction's phase 1, part after part: each part of E
+ * elements, where a rank's transfer (at most its `per` devices' pieces of
+ * the part) fits one window, so every piece of the part is in the windows
+ * at once when the last sender's arrives (dr_recv), and is reduced there:
+ * no copy out of the windows.  Every rank cuts the same parts. */
+static int reduce_by_parts(struct run *x, shmesh_ctx *c, const struct call *k0)
+{
+    const struct dev_groups *g = x->g;
+    uint64_t longest = 0, lo;
+    for (int j = 0; j < g->ngroups; j++)
+        for (int s = 0; s < g->nranks[j]; s++)
+            longest = share(x, j, s, &lo) > longest ? share(x, j, s, &lo) : longest;
+    /* A rank sends each of its devices' piece of every other rank's part. */
+    x->part_elems = win_capacity(c) / ((uint64_t)g->per * (uint64_t)(x->world - 1) * x->in_esz);
+    if (!x->part_elems)
+        x->part_elems = 1;
+    uint64_t parts = longest ? (longest + x->part_elems - 1) / x->part_elems : 1;
+    int rc = 0;
+    for (x->part = 0; !rc && x->part < parts; x->part++) {
+        x->last_sender = -1;
+        for (int r = 0; r < x->world; r++)
+            if (r != x->me && walk(x, r, x->me, NULL, NULL))
+                x->last_sender = r;
+        x->part_done = false;
+        rc = op_world_transfers(c, k0->name, &k0->d, &x->st, x, NULL, 0);
+        if (!rc && !x->part_done) /* nothing came: this rank's own devices only */
+            reduce_part(x);
+    }
+    return rc;
+}
+
 int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
                    const int *ids, int nlocal)
 {
@@ -577,6 +646,7 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
     x.rbuf = calloc((size_t)c->world, sizeof *x.rbuf);
     x.red_off = calloc((size_t)g->ngroups, sizeof *x.red_off);
     const void **srcs = malloc(sizeof *srcs * (size_t)g->n);
+    x.srcs = srcs;
     uint64_t mine = 0, lo;
     for (int j = 0; j < g->ngroups; j++) {
         int s = slot(g, j, x.me);
@@ -594,16 +664,18 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
     if (!x.rbuf || !x.red_off || !srcs || lay_out(&x, c, mine))
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
-    if (!rc)
+    if (!rc && (g->move || g->scatter)) /* one exchange */
         rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
     if (!rc && g->move) {
         local_moves(&x, x.reduced);
     } else if (!rc && g->scatter) {
         scatter_blocks(&x, srcs, x.reduced);
     } else if (!rc) {
-        reduce_shares(&x, srcs);
+        rc = reduce_by_parts(&x, c, k0);
+        x.part = x.part_elems = 0;
         x.phase = 2;
-        rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
+        if (!rc)
+            rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
         if (!rc)
             write_own_shares(&x);
     }

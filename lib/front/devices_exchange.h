@@ -10,9 +10,11 @@
  * that share of every member device's input held elsewhere, reads its own
  * devices' shares in place, and reduces the share over all the group's
  * members in group order with the same kernel as every other path: the bits
- * are those of one device per rank.  Then each rank receives the other
- * shares' results and writes the whole result into each of its devices in
- * the group.  Two world-wide exchanges (ops/ops.h: op_world_transfers)
+ * are those of one device per rank (part by part, each part of every share
+ * small enough that a rank's transfer fits one window, reduced straight out
+ * of the windows).  Then each rank receives the other shares' results and
+ * writes them straight from the windows into each of its devices in the
+ * group.  Two world-wide exchanges (ops/ops.h: op_world_transfers)
  * carry exactly that: with R ranks of K devices of S bytes each, a rank
  * receives (R - 1) / R (K + 1) S in a psum over every device, where the
  * gather received (R - 1) K S.
