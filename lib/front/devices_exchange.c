@@ -92,6 +92,11 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
         (gs && (gs->ngroups < 1 || (!equal_subgroups(gs) && !flow_allreduce(f)))) ||
         call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
+    /* A reduction's part (reduce_by_parts) must hold an element of every
+     * device's piece for every other rank in one window: else the gather. */
+    if (flow_allreduce(f) &&
+        (uint64_t)m->per * (uint64_t)(c->world - 1) * f->in_esz > win_capacity(c))
+        return NULL;
     struct dev_groups *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
@@ -603,8 +608,7 @@ static int reduce_by_parts(struct run *x, shmesh_ctx *c, const struct call *k0)
             longest = share(x, j, s, &lo) > longest ? share(x, j, s, &lo) : longest;
     /* A rank sends each of its devices' piece of every other rank's part. */
     x->part_elems = win_capacity(c) / ((uint64_t)g->per * (uint64_t)(x->world - 1) * x->in_esz);
-    if (!x->part_elems)
-        x->part_elems = 1;
+    /* (at least 1: dev_groups_make sends larger jobs to the gather) */
     uint64_t parts = longest ? (longest + x->part_elems - 1) / x->part_elems : 1;
     int rc = 0;
     for (x->part = 0; !rc && x->part < parts; x->part++) {
