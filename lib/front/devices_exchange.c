@@ -28,6 +28,15 @@ struct dev_groups {
     bool shared;  /* a move whose receivers all get the same part of a sender */
 };
 
+/* How many pieces of a reduction's part each device of a rank may send:
+ * one per other rank (a whole-array reduction) or per other device
+ * (psum_scatter). */
+static uint64_t part_fan(const struct dev_groups *g, int world)
+{
+    int fan = g->scatter ? g->n - 1 : world - 1;
+    return fan > 0 ? (uint64_t)fan : 1; /* (groups of one device send nothing) */
+}
+
 /* Group j's size, and its member i's device id. */
 static int gsize(const struct dev_groups *g, int j) { return g->first[j + 1] - g->first[j]; }
 static int gid(const struct dev_groups *g, int j, int i) { return g->ids[g->first[j] + i]; }
@@ -92,11 +101,7 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
         (gs && (gs->ngroups < 1 || (!equal_subgroups(gs) && !flow_allreduce(f)))) ||
         call_on_device(k0) || mesh_axes_in_rank((shmesh_mesh *)m, k0->d.naxes, k0->d.axis))
         return NULL;
-    /* A reduction's part (reduce_by_parts) must hold an element of every
-     * device's piece for every other rank in one window: else the gather. */
-    if (flow_allreduce(f) &&
-        (uint64_t)m->per * (uint64_t)(c->world - 1) * f->in_esz > win_capacity(c))
-        return NULL;
+
     struct dev_groups *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
@@ -111,6 +116,12 @@ struct dev_groups *dev_groups_make(const shmesh_mesh *m, const struct call *k0,
     g->scatter = !g->move && !flow_allreduce(f);
     g->shared = g->move && flow_shared(f);
     g->per = m->per;
+    /* A reduction's part (reduce_by_parts) must hold an element of each
+     * piece a rank sends in one window: else the gather serves it. */
+    if (!g->move && (uint64_t)g->per * part_fan(g, c->world) * f->in_esz > win_capacity(c)) {
+        dev_groups_free(g);
+        return NULL;
+    }
     if (!(g->nranks = calloc((size_t)g->ngroups, sizeof *g->nranks))) {
         dev_groups_free(g);
         return NULL;
@@ -151,9 +162,9 @@ struct run {
     size_t in_esz, out_esz;
     struct transfers st; /* dr_transfers, with the input's element as unit */
     int phase;      /* 1: inputs' shares to their owners; 2: results back */
-    /* Per rank: what it sent this one in phase 1: a psum_scatter's, copied
-     * here; a reduction's part, where it lies in the rank's window (its
-     * phase 2 goes straight into the outputs, a move into its receivers'). */
+    /* Per rank: where the part it sent this one in phase 1 lies, in its
+     * window (a whole-array reduction's phase 2 goes straight into the
+     * outputs, a move into its receivers'). */
     unsigned char **rbuf;
     /* This rank's shares' results, group after group (a whole-array
      * reduction); scratch for blocks or parts that are not one run (psum_scatter,
@@ -189,6 +200,17 @@ static uint64_t share(const struct run *x, int j, int s, uint64_t *lo)
     uint64_t hi;
     peer_share(x->count, x->g->nranks[j], s, lo, &hi);
     return hi - *lo;
+}
+
+/* psum_scatter: the elements of a block this part covers, from *first. */
+static uint64_t block_part(const struct run *x, uint64_t *first)
+{
+    *first = x->part * x->part_elems;
+    if (!x->part_elems)
+        return x->count;
+    if (*first >= x->count)
+        return 0;
+    return x->count - *first < x->part_elems ? x->count - *first : x->part_elems;
 }
 
 /* The part of share s of group j that this phase-1 part covers. */
@@ -280,7 +302,7 @@ static uint64_t walk(const struct run *x, int from, int to, piece_fn *each, void
             at = walk_moves(x, j, from, to, at, each, arg);
             continue;
         }
-        uint64_t len = (g->scatter ? x->count : share_part(x, j, st, &lo)) * x->in_esz;
+        uint64_t len = (g->scatter ? block_part(x, &lo) : share_part(x, j, st, &lo)) * x->in_esz;
         for (int i = 0; i < gsize(g, j); i++) {
             if (rank_at(g, j, i) != from)
                 continue;
@@ -324,8 +346,11 @@ static void pack_piece(const struct run *x, int j, int i, int t, uint64_t at, ui
          * of it (whole elements: the transfers' unit is the element). */
         const struct call *k = local_call(x, gid(x->g, j, i));
         struct box bs, bd;
+        uint64_t first = 0;
+        if (x->g->scatter) /* this part of the block */
+            block_part(x, &first);
         flow_part(k, i, t, &bs, &bd);
-        box_read(&bs, k->f.in.data, (a - at) / x->in_esz, (b - a) / x->in_esz,
+        box_read(&bs, k->f.in.data, first + (a - at) / x->in_esz, (b - a) / x->in_esz,
                  p->dst + (a - p->off));
         return;
     } else {
@@ -402,8 +427,6 @@ static void dr_recv(const struct call *k, int from, uint64_t off, const void *sr
         walk(x, from, x->me, recv_piece, &r);
     else if (x->phase == 2)
         walk(x, from, x->me, result_piece, &r);
-    else if (x->g->scatter)
-        memcpy(x->rbuf[from] + off, src, (size_t)len);
     else { /* the whole transfer is in this window (off 0): reduced from there */
         x->rbuf[from] = (unsigned char *)(uintptr_t)src - off; /* only read */
         if (from == x->last_sender)
@@ -414,31 +437,22 @@ static void dr_recv(const struct call *k, int from, uint64_t off, const void *sr
 static const struct transfers dr_transfers = {.unit = 1, .bytes = dr_bytes, .pack = dr_pack,
                                               .recv = dr_recv};
 
-/* Where each rank's phase-1 transfer to this one lands (not a move's),
- * and this rank's results: one buffer the context keeps (the
+/* This rank's results (a whole-array reduction's shares) or scratch (blocks
+ * or parts that are not one run): one buffer the context keeps (the
  * several-devices gather's, front/state.h), so that calls after the first
- * take no page faults for it.  0 or SHMESH_ERR_NOMEM. */
+ * take no page faults for it; the pieces other ranks send are read where
+ * they lie, in the windows.  0 or SHMESH_ERR_NOMEM. */
 static int lay_out(struct run *x, shmesh_ctx *c, uint64_t mine)
 {
-    uint64_t at = 0;
     x->phase = 1;
-    /* (A reduction's pieces are read in the windows.) */
-    for (int r = 0; r < x->world && x->g->scatter; r++) {
-        x->rbuf[r] = (unsigned char *)(uintptr_t)at;
-        at += (walk(x, r, x->me, NULL, NULL) + 63) / 64 * 64;
-    }
-    uint64_t need = at + mine;
-    if (need > front_of(c)->dev_buf_bytes) {
-        unsigned char *b = need <= SIZE_MAX ? realloc(front_of(c)->dev_buf, (size_t)need) : NULL;
+    if (mine > front_of(c)->dev_buf_bytes) {
+        unsigned char *b = mine <= SIZE_MAX ? realloc(front_of(c)->dev_buf, (size_t)mine) : NULL;
         if (!b)
             return SHMESH_ERR_NOMEM;
         front_of(c)->dev_buf = b;
-        front_of(c)->dev_buf_bytes = (size_t)need;
+        front_of(c)->dev_buf_bytes = (size_t)mine;
     }
-    unsigned char *base = front_of(c)->dev_buf;
-    for (int r = 0; r < x->world; r++)
-        x->rbuf[r] = base + (uintptr_t)x->rbuf[r];
-    x->reduced = base + at;
+    x->reduced = front_of(c)->dev_buf;
     return 0;
 }
 
@@ -461,12 +475,18 @@ static void src_piece(const struct run *x, int j, int i, int t, uint64_t at, uin
 /* This rank's share of each group it is in, the part this exchange
  * covered, over every member in group order: the others' pieces read
  * where rbuf points (into the windows). */
+static void scatter_part(struct run *x);
+
 static void reduce_part(struct run *x)
 {
     const struct dev_groups *g = x->g;
     const struct flow *f = &x->ks[0].f;
     const void **srcs = x->srcs;
     x->part_done = true;
+    if (g->scatter) { /* each local device's block */
+        scatter_part(x);
+        return;
+    }
     for (int j = 0; j < g->ngroups; j++) {
         int s = slot(g, j, x->me);
         uint64_t lo, share_lo, cnt = s < 0 ? 0 : share_part(x, j, s, &lo);
@@ -508,11 +528,14 @@ static void place_of(const struct dev_groups *g, int id, int *j, int *t)
 /* psum_scatter: each local device's block of every member's input (its
  * own rank's read in place, or packed into `bounce` where the block is not
  * one run), reduced in group order into its output. */
-static void scatter_blocks(struct run *x, const void **srcs, unsigned char *bounce)
+static void scatter_part(struct run *x)
 {
     const struct dev_groups *g = x->g;
     const struct flow *f = &x->ks[0].f;
-    for (int l = 0; l < x->nlocal; l++) {
+    const void **srcs = x->srcs;
+    unsigned char *bounce = x->reduced;
+    uint64_t first, cnt = block_part(x, &first);
+    for (int l = 0; l < x->nlocal && cnt; l++) {
         int j, t;
         place_of(g, x->ids[l], &j, &t);
         struct src_arg a = {srcs, j, t};
@@ -527,15 +550,16 @@ static void scatter_blocks(struct run *x, const void **srcs, unsigned char *boun
             uint64_t off;
             flow_part(k, i, t, &bs, &bd);
             if (box_contiguous(&bs, &off)) {
-                srcs[i] = (const unsigned char *)k->f.in.data + off * x->in_esz;
+                srcs[i] = (const unsigned char *)k->f.in.data + (off + first) * x->in_esz;
             } else {
                 unsigned char *b = bounce + (size_t)i * x->count * x->in_esz;
-                box_read(&bs, k->f.in.data, 0, x->count, b);
+                box_read(&bs, k->f.in.data, first, cnt, b);
                 srcs[i] = b;
             }
         }
-        reduce_run(f->red, f->in.dtype, f->out.dtype, x->ks[l].f.out.data, srcs, gsize(g, j),
-                   (size_t)x->count, f->mean_n);
+        reduce_run(f->red, f->in.dtype, f->out.dtype,
+                   (unsigned char *)x->ks[l].f.out.data + first * x->out_esz, srcs, gsize(g, j),
+                   (size_t)cnt, f->mean_n);
     }
 }
 
@@ -602,12 +626,13 @@ bool dev_groups_apart(const struct call *ks, int nlocal)
 static int reduce_by_parts(struct run *x, shmesh_ctx *c, const struct call *k0)
 {
     const struct dev_groups *g = x->g;
-    uint64_t longest = 0, lo;
-    for (int j = 0; j < g->ngroups; j++)
+    uint64_t longest = g->scatter ? x->count : 0, lo;
+    for (int j = 0; j < g->ngroups && !g->scatter; j++)
         for (int s = 0; s < g->nranks[j]; s++)
             longest = share(x, j, s, &lo) > longest ? share(x, j, s, &lo) : longest;
-    /* A rank sends each of its devices' piece of every other rank's part. */
-    x->part_elems = win_capacity(c) / ((uint64_t)g->per * (uint64_t)(x->world - 1) * x->in_esz);
+    /* A rank sends each of its devices' piece of every other rank's part
+     * (psum_scatter: of every other device's block). */
+    x->part_elems = win_capacity(c) / ((uint64_t)g->per * part_fan(g, x->world) * x->in_esz);
     /* (at least 1: dev_groups_make sends larger jobs to the gather) */
     uint64_t parts = longest ? (longest + x->part_elems - 1) / x->part_elems : 1;
     int rc = 0;
@@ -668,12 +693,12 @@ int dev_groups_run(shmesh_ctx *c, const struct dev_groups *g, struct call *ks,
     if (!x.rbuf || !x.red_off || !srcs || lay_out(&x, c, mine))
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory for %d local devices' shares",
                       k0->name, nlocal);
-    if (!rc && (g->move || g->scatter)) /* one exchange */
+    if (!rc && g->move) /* one exchange */
         rc = op_world_transfers(c, k0->name, &k0->d, &x.st, &x, NULL, 0);
     if (!rc && g->move) {
         local_moves(&x, x.reduced);
     } else if (!rc && g->scatter) {
-        scatter_blocks(&x, srcs, x.reduced);
+        rc = reduce_by_parts(&x, c, k0);
     } else if (!rc) {
         rc = reduce_by_parts(&x, c, k0);
         x.part = x.part_elems = 0;

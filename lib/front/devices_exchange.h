@@ -19,7 +19,8 @@
  * receives (R - 1) / R (K + 1) S in a psum over every device, where the
  * gather received (R - 1) K S.
  *
- * psum_scatter likewise, in one exchange: member i keeps block i of the
+ * psum_scatter likewise, in one exchange (part by part, out of the
+ * windows): member i keeps block i of the
  * reduction, so each rank receives, for each of its member devices, that
  * device's block of every member device's input held elsewhere (blocks
  * that are not one run of their array are packed as boxes), and reduces
