@@ -171,13 +171,14 @@ struct run {
      * a move). */
     unsigned char *reduced;
     uint64_t *red_off;      /* per group: where its result is in `reduced` */
-    /* A whole-array reduction's phase 1 runs part by part: part p is
-     * elements [p * part_elems, (p + 1) * part_elems) of every share (each
-     * rank reduces its own at once), few enough that every rank's transfer
-     * fits one window; each part is reduced straight out of the windows
-     * when the last rank sending this one something (last_sender, -1:
-     * none) has delivered (rbuf then points into the windows).  part_elems
-     * 0: the whole shares (psum_scatter, moves, phase 2). */
+    /* A whole-array reduction's phase 1 (and a psum_scatter's exchange)
+     * runs part by part: part p is elements [p * part_elems, (p + 1) *
+     * part_elems) of every share (of every block), so that each rank
+     * reduces its own at once, few enough that every rank's transfer fits
+     * one window; each part is reduced straight out of the windows when the
+     * last rank sending this one something (last_sender, -1: none) has
+     * delivered (rbuf then points into the windows).  part_elems 0: whole
+     * shares and blocks (moves, phase 2). */
     uint64_t part, part_elems;
     int last_sender;
     bool part_done;
@@ -618,11 +619,12 @@ bool dev_groups_apart(const struct call *ks, int nlocal)
     return true;
 }
 
-/* A whole-array reduction's phase 1, part after part: each part of E
- * elements, where a rank's transfer (at most its `per` devices' pieces of
- * the part) fits one window, so every piece of the part is in the windows
- * at once when the last sender's arrives (dr_recv), and is reduced there:
- * no copy out of the windows.  Every rank cuts the same parts. */
+/* A whole-array reduction's phase 1 (a psum_scatter's exchange), part
+ * after part: each part of E elements of every share (block), where a
+ * rank's transfer (its `per` devices' pieces, part_fan each) fits one
+ * window, so every piece of the part is in the windows at once when the
+ * last sender's arrives (dr_recv), and is reduced there: no copy out of the
+ * windows.  Every rank cuts the same parts. */
 static int reduce_by_parts(struct run *x, shmesh_ctx *c, const struct call *k0)
 {
     const struct dev_groups *g = x->g;
