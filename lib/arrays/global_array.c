@@ -1013,13 +1013,26 @@ static uint64_t reshard_bytes(const struct call *k, int from, int to)
     return reshard_walk(k->op_state, from, to, NULL, NULL);
 }
 
-/* This rank's shard of old block p0 (any replica held here). */
+/* Which of rank r's local shards (mesh order) holds its first replica of
+ * old block p0: -1 when r holds none. */
+static int local_index_of(const struct reshard_run *x, int p0, int r)
+{
+    int l = 0;
+    for (int p = 0; p < x->a->ndev; p++) {
+        if (x->a_owner[p] != r)
+            continue;
+        if (x->a->block_of[p] == p0)
+            return l;
+        l++;
+    }
+    return -1;
+}
+
+/* This rank's shard of old block p0 (its first replica here), or NULL. */
 static const shmesh_shard *old_here(const struct reshard_run *x, int p0, int me)
 {
-    for (int p = 0; p < x->a->ndev; p++)
-        if (x->a->block_of[p] == p0 && x->a_owner[p] == me)
-            return local_shard(x->a, p);
-    return NULL;
+    int l = local_index_of(x, p0, me);
+    return l < 0 ? NULL : &x->a->local[l];
 }
 
 static void reshard_pack_piece(const struct reshard_run *x, int p0, int q, const shmesh_index *m,
@@ -1076,21 +1089,6 @@ struct reshard_rows {
     uint64_t esz;
 };
 
-/* Which of rank r's local shards (mesh order) holds its first replica of
- * old block p0. */
-static int local_index_of(const struct reshard_run *x, int p0, int r)
-{
-    int l = 0;
-    for (int p = 0; p < x->a->ndev; p++) {
-        if (x->a_owner[p] != r)
-            continue;
-        if (x->a->block_of[p] == p0)
-            return l;
-        l++;
-    }
-    return 0; /* not reached: r sends only blocks it holds */
-}
-
 static void reshard_row_run(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len)
 {
     struct reshard_rows *rr = arg;
@@ -1110,7 +1108,7 @@ static void reshard_row_piece(const struct reshard_run *x, int p0, int q, const 
         return;
     shard_box(x->a, &x->a->global[p0].index, m, &from);
     shard_box(x->b, &x->b->global[q].index, m, &into);
-    rr->src = x->peer_dir[local_index_of(x, p0, rr->from)];
+    rr->src = x->peer_dir[local_index_of(x, p0, rr->from)]; /* (from holds p0) */
     rr->dst = local_shard(x->b, q)->data.data;
     box_pair_runs(&from, &into, reshard_row_run, rr);
 }

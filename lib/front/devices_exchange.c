@@ -490,10 +490,9 @@ static void reduce_part(struct run *x)
     }
     for (int j = 0; j < g->ngroups; j++) {
         int s = slot(g, j, x->me);
-        uint64_t lo, share_lo, cnt = s < 0 ? 0 : share_part(x, j, s, &lo);
+        uint64_t lo, cnt = s < 0 ? 0 : share_part(x, j, s, &lo);
         if (!cnt)
             continue;
-        share(x, j, s, &share_lo);
         struct src_arg a = {srcs, j, -1};
         for (int r = 0; r < x->world; r++)
             if (r != x->me)
@@ -510,7 +509,8 @@ static void reduce_part(struct run *x)
             mean_n = k->f.mean_n;
         }
         reduce_run(f->red, f->in.dtype, f->out.dtype,
-                   x->reduced + x->red_off[j] + (lo - share_lo) * x->out_esz, srcs, gsize(g, j),
+                   x->reduced + x->red_off[j] + x->part * x->part_elems * x->out_esz, srcs,
+                   gsize(g, j),
                    (size_t)cnt, mean_n);
     }
 }
@@ -630,8 +630,10 @@ static int reduce_by_parts(struct run *x, shmesh_ctx *c, const struct call *k0)
     const struct dev_groups *g = x->g;
     uint64_t longest = g->scatter ? x->count : 0, lo;
     for (int j = 0; j < g->ngroups && !g->scatter; j++)
-        for (int s = 0; s < g->nranks[j]; s++)
-            longest = share(x, j, s, &lo) > longest ? share(x, j, s, &lo) : longest;
+        for (int s = 0; s < g->nranks[j]; s++) {
+            uint64_t len = share(x, j, s, &lo);
+            longest = len > longest ? len : longest;
+        }
     /* A rank sends each of its devices' piece of every other rank's part
      * (psum_scatter: of every other device's block). */
     x->part_elems = win_capacity(c) / ((uint64_t)g->per * part_fan(g, x->world) * x->in_esz);
