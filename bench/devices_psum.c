@@ -9,8 +9,10 @@
  * A 1-D mesh "i" over every device; each device's input holds FLOATS
  * float32 (default 2), its id + 1.  OP (default psum): psum, psum_scatter
  * (tiled), all_to_all (tiled, split and concat along the only axis),
- * all_gather (tiled) or pbroadcast (from device 0); FLOATS must be a
- * multiple of the devices for psum_scatter and all_to_all.  Three
+ * all_gather (tiled), pbroadcast (from device 0) or ragged_all_to_all
+ * (rows of one float, each device's block i to device i, as all_to_all);
+ * FLOATS must be a multiple of the devices for psum_scatter, all_to_all
+ * and ragged_all_to_all.  Three
  * repetitions of 2000 calls (fewer for large arrays: about 256 MiB of input
  * per device and repetition, at least 5) after a twentieth as many warm-up
  * calls (at least 1); rank 0 prints the median repetition's time per call,
@@ -20,8 +22,8 @@
  * reduction in device order, its share of the other ranks' K inputs each,
  * then their reduced shares):
  *   psum                      (R - 1) / R (K + 1) S
- *   psum_scatter, all_to_all  (N - K) K S / N (each local device's block of
- *                             every device of the other ranks)
+ *   psum_scatter, all_to_all, (N - K) K S / N (each local device's block of
+ *   ragged_all_to_all         every device of the other ranks)
  *   all_gather                (N - K) S (every other rank's inputs, once)
  *   pbroadcast                S (device 0's input, once, on the other ranks)
  * and checks the last call's results.  With --check-traffic it fails (exit
@@ -45,11 +47,14 @@
 
 #define fail(ctx, what, rc) bench_fail("devices-psum", ctx, what, rc)
 
-enum op { PSUM, SCATTER, ALL_TO_ALL, ALL_GATHER, BROADCAST, NOPS };
+enum op { PSUM, SCATTER, ALL_TO_ALL, ALL_GATHER, BROADCAST, RAGGED, NOPS };
 static const char *const op_names[NOPS] = {"psum", "psum_scatter", "all_to_all", "all_gather",
-                                           "pbroadcast"};
+                                           "pbroadcast", "ragged_all_to_all"};
 
 static const shmesh_groups *groups; /* --groups */
+/* ragged_all_to_all: per local device, input_offsets, send_sizes,
+ * output_offsets and recv_sizes (int64, one entry per device). */
+static shmesh_array ragged_params[4][MAXLOCAL];
 
 static int call(enum op op, shmesh_mesh *m, const shmesh_array *in, shmesh_array *out)
 {
@@ -58,6 +63,9 @@ static int call(enum op op, shmesh_mesh *m, const shmesh_array *in, shmesh_array
     case SCATTER: return shmesh_psum_scatter(m, "i", NULL, 0, true, in, out);
     case ALL_TO_ALL: return shmesh_all_to_all(m, "i", NULL, 0, 0, true, in, out);
     case ALL_GATHER: return shmesh_all_gather(m, "i", NULL, 0, true, in, out);
+    case RAGGED:
+        return shmesh_ragged_all_to_all(m, "i", NULL, in, out, ragged_params[0], ragged_params[1],
+                                        ragged_params[2], ragged_params[3]);
     default: return shmesh_pbroadcast(m, "i", 0, in, out);
     }
 }
@@ -70,6 +78,7 @@ static float expected(enum op op, int devices, long out_count, long e)
     case PSUM:
     case SCATTER: return (float)devices * (float)(devices + 1) / 2;
     case ALL_TO_ALL:
+    case RAGGED:
     case ALL_GATHER: return (float)(e / (out_count / devices) + 1); /* block i from device i */
     default: return 1.0f;
     }
@@ -100,7 +109,7 @@ int main(int argc, char **argv)
     if (count < 1 || bad || shmesh_init(&ctx)) {
         fprintf(stderr,
                 "usage: shmesh-run ... -- %s [FLOATS >= 1] [--op psum|psum_scatter|all_to_all|"
-                "all_gather|pbroadcast] [--groups G >= 1 (psum)] [--check-traffic] (%s)\n",
+                "all_gather|pbroadcast|ragged_all_to_all] [--groups G >= 1 (psum)] [--check-traffic] (%s)\n",
                 argv[0], bad ? "bad argument" : shmesh_last_error(NULL));
         return 2;
     }
@@ -110,7 +119,7 @@ int main(int argc, char **argv)
     shmesh_mesh *mesh;
     if (k > MAXLOCAL || (rc = shmesh_mesh_create(ctx, 1, names, &devices, NULL, &mesh)))
         return fail(ctx, "shmesh_mesh_create", k > MAXLOCAL ? SHMESH_ERR_INVALID : rc);
-    if ((op == SCATTER || op == ALL_TO_ALL) && count % devices)
+    if ((op == SCATTER || op == ALL_TO_ALL || op == RAGGED) && count % devices)
         return fail(ctx, "FLOATS must be a multiple of the devices", SHMESH_ERR_INVALID);
     if (group && devices % group)
         return fail(ctx, "--groups G must divide the devices", SHMESH_ERR_INVALID);
@@ -126,8 +135,18 @@ int main(int argc, char **argv)
     shmesh_mesh_local_devices(mesh, ids, MAXLOCAL);
     float *in = malloc(sizeof *in * (size_t)count * (size_t)k);
     float *out = malloc(sizeof *out * (size_t)out_count * (size_t)k);
-    if (!in || !out)
+    int64_t *table = malloc(sizeof *table * 4 * (size_t)devices * (size_t)k);
+    if (!in || !out || !table)
         return fail(ctx, "malloc", SHMESH_ERR_NOMEM);
+    for (int l = 0; l < k; l++) /* device ids[l] sends block i to device i, at its own block */
+        for (int w = 0; w < 4; w++) {
+            int64_t *t = table + ((size_t)l * 4 + (size_t)w) * (size_t)devices;
+            for (int i = 0; i < devices; i++)
+                t[i] = w == 0 ? i * (count / devices) : w == 2 ? ids[l] * (count / devices)
+                                                             : count / devices;
+            ragged_params[w][l] = (shmesh_array){.data = t, .dtype = SHMESH_INT64, .ndim = 1,
+                                                 .shape = {devices}};
+        }
     shmesh_array a_in[MAXLOCAL], a_out[MAXLOCAL];
     for (int l = 0; l < k; l++) {
         for (long i = 0; i < count; i++)
@@ -171,11 +190,12 @@ int main(int argc, char **argv)
     int span = !group ? world : group % k == 0 ? group / k : k % group == 0 ? 1 : 0;
     double least = op == PSUM && !span                ? -1
                    : op == PSUM                       ? (double)(span - 1) / span * (k + 1) * S
-                   : op == SCATTER || op == ALL_TO_ALL ? (double)(devices - k) * k * S / devices
+                   : op == SCATTER || op == ALL_TO_ALL || op == RAGGED
+                       ? (double)(devices - k) * k * S / devices
                    : op == ALL_GATHER                  ? (double)(devices - k) * S
                                                        : (world > 1 ? S : 0);
     static const char *const least_text[NOPS] = {"(R-1)/R (K+1) S", "(N-K) K S/N", "(N-K) K S/N",
-                                                 "(N-K) S", "S"};
+                                                 "(N-K) S", "S", "(N-K) K S/N"};
     long wrong = 0;
     for (int l = 0; l < k; l++) {
         /* A subgroup of G from g0 = id / G * G sums g0 + 1 .. g0 + G. */
@@ -201,6 +221,7 @@ int main(int argc, char **argv)
     free(indices);
     free(in);
     free(out);
+    free(table);
     shmesh_mesh_destroy(mesh);
     return shmesh_finalize(ctx) || wrong || too_much ? 1 : 0;
 }

@@ -90,12 +90,16 @@ struct call {
     void *op_state;
     int (*then)(struct call *k);
     void (*op_free)(struct call *k);
-    /* Several devices per rank (front/local_devices.c), for an op whose data is
-     * more than its input (ragged: the offsets too): the bytes this device
-     * publishes to its group, and this member's part of the call computed
-     * from every member's publication (k->s->zin[q]): with `write` false it
-     * only checks, then with `write` true it writes the output.  NULL: the
-     * input is published and paths/peer.c computes (peer_local). */
+    /* Several devices per rank (front/local_devices.c,
+     * front/devices_transfers.c), for an op whose members publish
+     * parameters before data moves (ragged: the offsets and sizes): the
+     * bytes of parameters this device publishes to its group, and this
+     * member's part of the call.  With `write` false, local() checks the
+     * call from every member's parameters (k->s->zin[q]) and, when it
+     * passes, sets f.transfers to the data's member-to-member transfers;
+     * then with `write` true it writes the output from each member's input
+     * (k->s->zin[q]; NULL: a member whose data the transfers brought).
+     * NULL: the input is published and paths/peer.c computes (peer_local). */
     uint64_t pub_bytes;
     void (*pub_pack)(const struct call *k, void *dst);
     int (*local)(struct call *k, bool write);

@@ -8,6 +8,7 @@
 #include "core/fail.h"
 #include "engine/dispatch.h"
 #include "front/devices_exchange.h"
+#include "front/devices_transfers.h"
 #include "front/local_devices.h"
 #include "front/state.h"
 #include "mesh/device.h"
@@ -82,10 +83,13 @@ static int run(struct work *w)
                         k0->name, dw->nlocal, dw->process_local ? " (a local mesh)" : "");
     if (dw->groups && dev_groups_apart(ks, dw->nlocal))
         return dev_groups_run(c, dw->groups, ks, dw->ids, dw->nlocal);
+    if (k0->local && !dw->alone && dev_groups_apart(ks, dw->nlocal))
+        return dev_transfers_run(c, ks, dw->ids, dw->nlocal, dw->per);
     /* Every device's input, by slot: this rank's own at its devices' slots
      * (all of them on a local mesh, or with one rank), the others' from
-     * the gather, which puts rank r's devices at r * per. */
-    uint64_t each = k0->local ? k0->pub_bytes : k0->f.in_bytes;
+     * the gather, which puts rank r's devices at r * per.  An op that
+     * publishes parameters puts them before its input. */
+    uint64_t params = k0->local ? k0->pub_bytes : 0, each = params + k0->f.in_bytes;
     uint64_t per = (uint64_t)dw->per;
     bool alone = dw->alone;
     uint64_t slots = alone ? per : (uint64_t)c->world * per;
@@ -104,8 +108,8 @@ static int run(struct work *w)
         unsigned char *at = mine + (dw->ids[l] % per) * each;
         if (ks[l].local)
             ks[l].pub_pack(&ks[l], at);
-        else if (each)
-            memcpy(at, ks[l].f.in.data, each);
+        if (ks[l].f.in_bytes)
+            memcpy(at + params, ks[l].f.in.data, ks[l].f.in_bytes);
     }
     if (!alone && (rc = op_world_gather(c, k0->name, &k0->d, mine, per * each, all, -1)))
         return rc;
@@ -119,8 +123,16 @@ static int run(struct work *w)
     for (int l = 0; l < dw->nlocal && !rc; l++)
         if (ks[l].local)
             rc = ks[l].local(&ks[l], false);
-    for (int l = 0; l < dw->nlocal && !rc; l++)
-        rc = ks[l].local ? ks[l].local(&ks[l], true) : peer_local(&ks[l]);
+    for (int l = 0; l < dw->nlocal && !rc; l++) {
+        struct call *k = &ks[l];
+        if (!k->local) {
+            rc = peer_local(k);
+            continue;
+        }
+        for (int q = 0; q < k->g.n; q++) /* each member's input */
+            k->s->zin[q] += params;
+        rc = k->local(k, true);
+    }
     return rc;
 }
 

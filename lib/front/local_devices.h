@@ -18,8 +18,9 @@
  * Every rank receives every device's input: simple and exact, not fast (a
  * rank moves device_count inputs per call).  Reductions and moves whose
  * groups leave ranks move only what their devices need instead
- * (front/devices_exchange.h); ragged_all_to_all and calls with
- * axis_index_groups still gather (docs/arrays.md). */
+ * (front/devices_exchange.h), and so does ragged_all_to_all
+ * (front/devices_transfers.h); the gather serves calls where a device's
+ * output overlaps another's input. */
 #ifndef SHMESH_FRONT_LOCAL_DEVICES_H
 #define SHMESH_FRONT_LOCAL_DEVICES_H
 

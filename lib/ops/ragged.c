@@ -288,10 +288,12 @@ static int ragged_then(struct call *k)
     return 1;
 }
 
-/* Several devices per rank (front/local_devices.c): a device publishes its
- * row of the table, then its operand; every member's publication is mapped
- * here (k->s->zin), and this device checks every slice as the members do,
- * then takes its rows out of the senders' operands. */
+/* Several devices per rank (front/local_devices.c, front/devices_transfers.c):
+ * a device publishes its row of the table; with every member's row mapped
+ * here (k->s->zin[q]) it checks every slice as the members do, and takes
+ * the rows exchange's transfers.  Then, with each member's operand at
+ * k->s->zin[q] (NULL: one whose rows the exchange brought), it takes its
+ * rows out of the senders' operands. */
 static uint64_t table_row_bytes(const struct ragged *r)
 {
     return (uint64_t)NPARAM * (uint64_t)r->k * sizeof(int64_t);
@@ -300,26 +302,30 @@ static uint64_t table_row_bytes(const struct ragged *r)
 static void ragged_pub_pack(const struct call *k, void *dst)
 {
     const struct ragged *r = k->op_state;
-    uint64_t t = table_row_bytes(r);
-    memcpy(dst, entry(r, k->g.me, 0), (size_t)t);
-    if (k->f.in_bytes)
-        memcpy((unsigned char *)dst + t, k->f.in.data, (size_t)k->f.in_bytes);
+    memcpy(dst, entry(r, k->g.me, 0), (size_t)table_row_bytes(r));
 }
 
 static int ragged_local(struct call *k, bool write)
 {
     struct ragged *r = k->op_state;
-    uint64_t t = table_row_bytes(r);
     if (!write) {
+        uint64_t t = table_row_bytes(r);
         for (int q = 0; q < k->g.n; q++)
             memcpy(entry(r, q, 0), k->s->zin[q], (size_t)t);
-        return check_slices(k, r);
+        int rc = check_slices(k, r);
+        if (!rc) {
+            r->rows = true;
+            k->f.transfers = &row_transfers;
+        }
+        return rc;
     }
     /* The pieces read the sender's operand through r->operand: point it at
-     * each sender's publication in turn (the table is shared). */
+     * each sender's in turn (the table is shared). */
     void *own = r->operand.data;
     for (int q = 0; q < k->g.n; q++) {
-        r->operand.data = k->s->zin[q] + t;
+        if (!k->s->zin[q])
+            continue;
+        r->operand.data = k->s->zin[q];
         walk_slices(r, q, k->g.me, 0, row_bytes(k, q, k->g.me), pack_piece_to_output, NULL);
     }
     r->operand.data = own;
@@ -417,7 +423,7 @@ OP_PREPARE_INLINE int op_ragged_all_to_all_prepare(struct call *k, const struct 
     k->rebind = ragged_rebind;
     k->dev_rows = ragged_dev_rows;
     k->then = ragged_then;
-    k->pub_bytes = table_row_bytes(r) + k->f.in_bytes;
+    k->pub_bytes = table_row_bytes(r);
     k->pub_pack = ragged_pub_pack;
     k->local = ragged_local;
     k->d.param[0] = r->k;
