@@ -4,15 +4,21 @@
     /usr/bin/python3 bench/python_overhead.py [-n RANKS] [-r ROUNDS] [-s SIZE,...]
 
 For each size (default 8 B and 16 MiB of float32), runs shmesh-bench
-(`-o psum -b SIZE -e SIZE -c 0 --csv`) and this file's worker (the same
-psum from Python: `shmesh.psum(x, "i")` over a mesh of one axis i spanning
-the ranks), each launched by shmesh-run with the same ranks, warm-up and
-iterations, alternating which goes first every round.  Both time their loop
+(`-o psum -b SIZE -e SIZE -c 0 --csv`), this file's worker (the same
+psum from Python: `shmesh.psum(x, "i", mesh=mesh)` over a mesh of one axis
+i spanning the ranks) and, where mpi4py imports, its mpi4py worker
+(`comm.Allreduce(x, out)` into a preallocated array, under Open MPI's
+mpirun), each launched with the same ranks, warm-up and iterations,
+alternating which goes first every round.  The shmesh worker times the
+compiled path (shmesh.psum: python/shmesh/_ext.c, where it was built) and
+the ctypes path (shmesh.psum.__wrapped__, the package's Python function)
+in the same process, one loop after the other.  Every side times its loop
 the same way: a barrier, then the mean per call over the iterations, the
-largest over ranks.  It prints the median of the rounds for each, their
-ratio and the microseconds Python adds per call; then the fastest round of
-each ("fastest rounds"), since this machine's slow phases (seen to double
-a loop's time for seconds at a time) hit both sides unevenly.
+largest over ranks.  It prints the median of the rounds for each, the
+microseconds Python adds per call (py - C) and Python's time over
+mpi4py's; then the fastest round of each ("fastest rounds"), since this
+machine's slow phases (seen to double a loop's time for seconds at a
+time) hit the sides unevenly.
 
 The worker also times the same psum on a non-contiguous view of as many
 elements (x2[::2]), which the binding must copy before the call, and checks
@@ -68,22 +74,44 @@ def worker(size, iters, warm):
     ok = bool(np.array_equal(shmesh.psum(x, "i", mesh=mesh), x * n)
               and np.array_equal(shmesh.psum(view, "i", mesh=mesh), view * n))
 
-    def timed(a):
+    psum_py = getattr(shmesh.psum, "__wrapped__", shmesh.psum)  # the ctypes path
+    ok = ok and np.array_equal(psum_py(x, "i", mesh=mesh), x * n)
+
+    def timed(a, psum=shmesh.psum):
         for _ in range(warm):
-            shmesh.psum(a, "i", mesh=mesh)
+            psum(a, "i", mesh=mesh)
         shmesh.barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
-            shmesh.psum(a, "i", mesh=mesh)
+            psum(a, "i", mesh=mesh)
         us = (time.perf_counter() - t0) / iters * 1e6
         return float(shmesh.pmax(np.float64(us), "i", mesh=mesh))  # the slowest rank's
 
     t_contig = timed(x)
+    t_ctypes = timed(x, psum_py)
     t_view = timed(view)
     if shmesh.rank() == 0:
-        print("py,%d,%.3f,%.3f,%d,%d,%d" % (size, t_contig, t_view, same, copied, ok))
+        print("py,%d,%.3f,%.3f,%d,%d,%d,%.3f,%d" % (size, t_contig, t_view, same, copied, ok,
+                                                   t_ctypes, shmesh.compiled))
     mesh.close()
     shmesh.finalize()
+
+
+def mpi_worker(size, iters, warm):
+    import numpy as np
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    x = np.arange(max(size // 4, 1), dtype=np.float32)
+    out = np.empty_like(x)
+    for _ in range(warm):
+        comm.Allreduce(x, out, op=MPI.SUM)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        comm.Allreduce(x, out, op=MPI.SUM)
+    us = comm.allreduce((time.perf_counter() - t0) / iters * 1e6, op=MPI.MAX)
+    if comm.Get_rank() == 0:
+        print("mpi,%.3f,%d" % (us, np.array_equal(out, x * comm.Get_size())))
 
 
 # ---- the driver -------------------------------------------------------------
@@ -103,7 +131,19 @@ def run_py(ranks, size, iters, warm):
          os.path.abspath(__file__), "--worker", str(size), str(iters), str(warm)],
         check=True, stdout=subprocess.PIPE, text=True).stdout
     f = [line for line in out.splitlines() if line.startswith("py,")][0].split(",")
-    return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1"
+    return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1", float(f[7]), f[8] == "1"
+
+
+def run_mpi(ranks, size, iters, warm):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run(
+        ["mpirun", "--oversubscribe", "-np", str(ranks), sys.executable,
+         os.path.abspath(__file__), "--mpi-worker", str(size), str(iters), str(warm)],
+        check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
+    f = [line for line in out.splitlines() if line.startswith("mpi,")][0].split(",")
+    if f[2] != "1":
+        sys.exit("python_overhead.py: mpi4py's Allreduce gave a wrong sum")
+    return float(f[1])
 
 
 def main():
@@ -112,10 +152,21 @@ def main():
     ap.add_argument("-r", type=int, default=7, help="rounds (default 7)")
     ap.add_argument("-s", default="8,16M", help="sizes in bytes, K/M suffixes (default 8,16M)")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--mpi-worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(*a.worker)
         return 0
+    if a.mpi_worker:
+        mpi_worker(*a.mpi_worker)
+        return 0
+    try:
+        import mpi4py  # noqa: F401
+        have_mpi = True
+    except ImportError:
+        have_mpi = False
+        print("# mpi4py: not importable by %s (Debian: python3-mpi4py): left out"
+              % sys.executable)
     os.environ.setdefault("SHMESH_LIBRARY", os.path.join(ROOT, "build/lib/libshmesh.so.0"))
     os.environ.setdefault("PYTHONPATH", os.path.join(ROOT, "python"))
     for p in ("build/launcher/shmesh-run", "build/tools/shmesh-bench"):
@@ -123,33 +174,43 @@ def main():
             sys.exit("python_overhead.py: build first (./run.sh --build-only): no %s" % p)
     print("# psum of float32, %d ranks, %d rounds (medians of the rounds; each round's time is "
           "the mean per call, the slowest rank's)" % (a.n, a.r))
-    print("%10s %8s %10s %10s %7s %10s %12s %10s" % ("bytes", "iters", "C_us", "py_us", "ratio",
-                                                    "added_us", "py_strided", "copy_us"))
+    print("%10s %8s %9s %9s %9s %9s %9s %8s %10s %9s" % (
+        "bytes", "iters", "C_us", "py_us", "ctypes_us", "mpi4py_us", "added_us", "py/mpi4py",
+        "py_strided", "copy_us"))
     for size in (parse_size(s) for s in a.s.split(",")):
         iters, warm = iters_for(size)
-        cs, ps, vs, checks = [], [], [], []
+        cs, ps, ts, ms, vs, checks = [], [], [], [], [], []
+        sides = [run_c, run_py] + ([run_mpi] if have_mpi else [])
         for r in range(a.r):
-            order = (run_c, run_py) if r % 2 == 0 else (run_py, run_c)
-            for f in order:
+            for f in sides[r % len(sides):] + sides[:r % len(sides)]:
                 if f is run_c:
                     cs.append(run_c(a.n, size, iters, warm))
+                elif f is run_mpi:
+                    ms.append(run_mpi(a.n, size, iters, warm))
                 else:
-                    t, v, same, copied, ok = run_py(a.n, size, iters, warm)
+                    t, v, same, copied, ok, tc, compiled = run_py(a.n, size, iters, warm)
                     ps.append(t)
+                    ts.append(tc)
                     vs.append(v)
                     checks.append((same, copied, ok))
-            print("#   round %d, %d B: C %.3f us, Python %.3f us, strided %.3f us"
-                  % (r + 1, size, cs[-1], ps[-1], vs[-1]), file=sys.stderr)
-        c, p, v = statistics.median(cs), statistics.median(ps), statistics.median(vs)
-        print("%10d %8d %10.3f %10.3f %7.2f %10.3f %12.3f %10.3f"
-              % (size, iters, c, p, p / c, p - c, v, v - p))
-        c, p = min(cs), min(ps)
-        print("#   fastest rounds: C %.3f us, Python %.3f us, ratio %.2f, added %.3f us"
-              % (c, p, p / c, p - c))
+            print("#   round %d, %d B: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %s, "
+                  "strided %.3f us" % (r + 1, size, cs[-1], ps[-1], ts[-1],
+                                       "%.3f us" % ms[-1] if ms else "-", vs[-1]),
+                  file=sys.stderr)
+        med = statistics.median
+        c, p, t, v = med(cs), med(ps), med(ts), med(vs)
+        m = med(ms) if ms else float("nan")
+        print("%10d %8d %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %10.3f %9.3f"
+              % (size, iters, c, p, t, m, p - c, p / m, v, v - p))
+        c, p, t = min(cs), min(ps), min(ts)
+        m = min(ms) if ms else float("nan")
+        print("#   fastest rounds: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %.3f us, "
+              "added %.3f us, py/mpi4py %.2f" % (c, p, t, m, p - c, p / m))
         same, copied, ok = (all(x[k] for x in checks) for k in range(3))
-        print("#   contiguous input passed in place (np.shares_memory): %s; strided view copied: "
-              "%s; results right: %s" % ("yes" if same else "NO", "yes" if copied else "NO",
-                                         "yes" if ok else "NO"))
+        print("#   compiled path (shmesh/_ext.c): %s; contiguous input passed in place "
+              "(np.shares_memory): %s; strided view copied: %s; results right: %s"
+              % ("yes" if compiled else "NO (ctypes alone)", "yes" if same else "NO",
+                 "yes" if copied else "NO", "yes" if ok else "NO"))
     return 0
 
 

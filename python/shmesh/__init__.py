@@ -764,6 +764,7 @@ class Mesh:
         if rc:
             _raise(rc, ctx)
         self._p = p
+        self._addr = p.value  # for the compiled path (_ext.c)
         self._pushed = 0
         self._shardings = weakref.WeakSet()  # freed before the mesh
         _meshes.add(self)
@@ -808,7 +809,7 @@ class Mesh:
                 lib.shmesh_mesh_pop(self._p)
                 self._pushed -= 1
             lib.shmesh_mesh_destroy(self._p)
-            self._p = None
+            self._p = self._addr = None
 
     def close(self):
         """Frees the mesh now (else at garbage collection or finalize()), and
@@ -906,17 +907,22 @@ def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_byte
         _shape_of(a, name)  # the device axis checked first, as per leaf
         by_dtype.setdefault(a.dtype, []).append(i)
 
+    def call(a, shape, dt):
+        fast = _COMPILED.get(name) if w is None else None
+        if fast is not None:  # the compiled path (a blocking call)
+            return fast(a, axis_name, mesh=mesh, axis_index_groups=groups)
+        return _call(fn, name, mesh, axis_name, groups, a, shape, result_dtype(dt), w)
+
     def flush(dt, members):
         if len(members) == 1:
             a = leaves[members[0]]
-            results[members[0]] = _call(fn, name, mesh, axis_name, groups, a,
-                                        _shape_of(a, name), result_dtype(dt), w)
+            results[members[0]] = call(a, _shape_of(a, name), dt)
             return
         parts = [leaves[i].reshape((k, leaves[i].size // k) if k > 1 else leaves[i].size)
                  for i in members]
         flat = np.concatenate(parts, axis=-1)
         total = flat.shape[-1]
-        out = _call(fn, name, mesh, axis_name, groups, flat, (total,), result_dtype(dt), w)
+        out = call(flat, (total,), dt)
         off = 0
         for i, part in zip(members, parts):
             n = part.shape[-1]
@@ -945,8 +951,12 @@ def _reduce(name, result_dtype):
             return _bucketed(fn, name, result_dtype, x, axis_name, axis_index_groups, mesh, w,
                              bucket_bytes)
 
+        fast = _COMPILED.get(name) if w is None else None
+
         def leaf(v):
             a = _prepare(v, name)
+            if fast is not None:  # the compiled path (a blocking call)
+                return fast(a, axis_name, mesh=mesh, axis_index_groups=axis_index_groups)
             return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
                          result_dtype(a.dtype), w)
         return _tree_map(leaf, x)
@@ -1040,6 +1050,32 @@ pargmax, pargmax_async = _argreduce("pargmax")
 pargmax.__doc__ = "The axis index holding the maximum, element-wise (int32; one axis)."
 pargmin, pargmin_async = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
+
+# The compiled per-call path (shmesh/_ext.c): each of these functions
+# becomes a callable that takes the common case in C (one contiguous numpy
+# array, one axis name, no groups, one device per rank) and hands anything
+# else to the Python function above, unchanged.  None: the ctypes path alone.
+_ext = _lib.load_ext()
+compiled = _ext is not None
+_COMPILED = {}  # name -> the compiled callable, for pytrees' leaves and buckets
+
+
+def _compiled(op, rule, kws):
+    if _ext is None:
+        return op
+    addr = ctypes.cast(getattr(_raw, "shmesh_" + op.__name__), ctypes.c_void_p).value
+    c = _COMPILED[op.__name__] = _ext.Collective(addr, rule, kws, op, _raise_on, globals())
+    return c
+
+
+_SAME, _SUM, _MEAN, _INDEX = range(4)  # _ext.c's enum rule
+_KW_GROUPS, _KW_BUCKET = 1, 2        # and its keywords
+psum = _compiled(psum, _SUM, _KW_GROUPS | _KW_BUCKET)
+pmax = _compiled(pmax, _SAME, _KW_GROUPS | _KW_BUCKET)
+pmin = _compiled(pmin, _SAME, _KW_GROUPS | _KW_BUCKET)
+pmean = _compiled(pmean, _MEAN, _KW_GROUPS | _KW_BUCKET)
+pargmax = _compiled(pargmax, _INDEX, 0)
+pargmin = _compiled(pargmin, _INDEX, 0)
 
 # Every blocking function of the table with an _async form, paired with it
 # (the rest of the wrappers use _lib.raw's functions directly).

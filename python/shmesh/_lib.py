@@ -3,9 +3,15 @@
 The library is looked for, in order: the file SHMESH_LIBRARY names; a
 libshmesh.so.0 next to this package (a copy placed there); the build tree
 this package sits in (python/ beside build*/lib/); the system's search path
-(LD_LIBRARY_PATH, the installed library)."""
+(LD_LIBRARY_PATH, the installed library).
+
+The compiled per-call path (shmesh._ext, shmesh/_ext.c) is looked for
+installed beside the package, then in the build tree the library came from
+(build/python/); load_ext() says which."""
 import ctypes
 import glob
+import importlib.machinery
+import importlib.util
 import os
 
 MAX_NDIM = 8  # SHMESH_MAX_NDIM
@@ -264,3 +270,31 @@ def _ops():
 
 
 OPS = _ops()
+
+
+def load_ext():
+    """The compiled module shmesh._ext for this interpreter: the installed
+    one, else the one built beside the library loaded (build/python/).
+    None where there is neither, or SHMESH_PYTHON_EXT=0 asks for the
+    ctypes path alone (for comparing them)."""
+    if os.environ.get("SHMESH_PYTHON_EXT", "") == "0":
+        return None
+    try:
+        from . import _ext
+        return _ext
+    except ImportError:
+        pass
+    if lib_path is None:
+        return None
+    # Only this interpreter's build of it (the first suffix names its ABI).
+    p = os.path.join(os.path.dirname(os.path.dirname(lib_path)), "python",
+                     "_ext" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    if not os.path.exists(p):
+        return None
+    spec = importlib.util.spec_from_file_location(__package__ + "._ext", p)
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except ImportError:
+        return None
+    return mod

@@ -436,3 +436,69 @@ def test_bucket_bytes_refused(mesh):
         shmesh.psum([np.float32(1)], "i", mesh=mesh, bucket_bytes=-1)
     with pytest.raises(shmesh.InvalidArgument, match="bucket_bytes must be"):
         shmesh.pmean_async([np.float32(1)], "i", mesh=mesh, bucket_bytes="25M")
+
+
+# ---- the compiled per-call path (python/shmesh/_ext.c) ----------------------------
+
+def test_compiled_path_is_used_where_built():
+    """The build says whether it made shmesh._ext (SHMESH_EXPECT_COMPILED,
+    set by tests/python/meson.build): the package must then use it, unless
+    SHMESH_PYTHON_EXT=0 asks for the ctypes path alone."""
+    want = os.environ.get("SHMESH_EXPECT_COMPILED") == "1" and \
+        os.environ.get("SHMESH_PYTHON_EXT") != "0"
+    assert shmesh.compiled == want
+    for op in (shmesh.psum, shmesh.pmax, shmesh.pmin, shmesh.pmean, shmesh.pargmax,
+               shmesh.pargmin):
+        assert (type(op).__name__ == "Collective") == want
+        assert op.__name__ in ("psum", "pmax", "pmin", "pmean", "pargmax", "pargmin")
+        assert op.__doc__
+
+
+_ODD_INPUTS = [
+    np.float32(3.5),                                  # 0-d
+    np.arange(12, dtype=np.float32).reshape(3, 4),
+    np.array([True, False, True]),                    # psum: int32
+    np.arange(6, dtype=np.int64),                     # pmean: float64
+    np.arange(6, dtype=np.int16),                     # pmean: float32
+    np.arange(5, dtype=np.float16),
+    np.arange(4, dtype=np.uint64),
+    np.zeros((0, 3), np.float64),                     # empty
+    np.arange(24.0).reshape(2, 3, 4)[:, ::2],          # not contiguous: copied
+    np.arange(6, dtype=">i4"),                        # foreign byte order: converted
+    np.ones((1,) * 8, np.float32),                    # the most dimensions
+]
+
+
+@pytest.mark.parametrize("op", ["psum", "pmax", "pmin", "pmean"])
+@pytest.mark.parametrize("case", range(len(_ODD_INPUTS)))
+def test_compiled_equals_python(mesh, rank, op, case):
+    """Every input gives the same dtype, shape and bits through the
+    compiled callable (shmesh.psum, ...) as through the package's Python
+    function it stands for (__wrapped__), with and without mesh=."""
+    fn = getattr(shmesh, op)
+    py = getattr(fn, "__wrapped__", fn)
+    x = _ODD_INPUTS[case] * (rank + 1) if _ODD_INPUTS[case].dtype != bool else _ODD_INPUTS[case]
+    if op == "pmean" and x.dtype == bool:
+        pytest.skip("pmean of bool is refused alike (test_errors)")
+    with mesh:
+        a, b = fn(x, "i"), py(x, "i")
+    c = fn(x, "i", mesh=mesh, axis_index_groups=None)
+    for got in (a, c):
+        assert type(got) is np.ndarray and got.dtype == b.dtype and got.shape == b.shape
+        assert got.tobytes() == b.tobytes()
+
+
+def test_compiled_refuses_alike(mesh):
+    """Refusals through the compiled path: the same exception and sentence
+    as the Python path's."""
+    for bad in [lambda f: f(np.ones(3, np.float32), "nope", mesh=mesh),
+                lambda f: f(np.ones(3, np.float32), "i,i", mesh=mesh),
+                lambda f: f(np.ones(3, np.float32), "i", mesh=mesh, bogus=1),
+                lambda f: f(np.ones(3, np.float32), "i", mesh="not a mesh"),
+                lambda f: f(np.ones(3, np.complex64), "i", mesh=mesh)]:
+        got = []
+        for f in (shmesh.psum, getattr(shmesh.psum, "__wrapped__", shmesh.psum)):
+            with pytest.raises(Exception) as e:
+                bad(f)
+            got.append((type(e.value), str(e.value)))
+        assert got[0] == got[1]

@@ -1,0 +1,363 @@
+/* shmesh._ext: the compiled per-call path of the Python binding.
+ *
+ * A Collective is a callable that stands for one of the package's public
+ * collectives (shmesh.psum, ...).  Its call takes the common case itself,
+ * in C: one C-contiguous native-order numpy array of a dtype shmesh has, an
+ * axis name that is one plain str, no axis_index_groups, one device per
+ * rank, the context's own thread, and a live mesh (or none: the entered
+ * one).  It allocates the result (PyArray_Empty), calls the library's
+ * function with the GIL released (as ctypes did), and raises through the
+ * package's own error function.  Anything else goes, unchanged, to the
+ * package's Python function for the op (`slow`), which accepts, converts
+ * or refuses it exactly as before: the C path only ever does what the
+ * Python one would, faster.
+ *
+ * The library's functions come as addresses from the package's ctypes
+ * handle (_lib.raw), so this module links nothing of libshmesh: one
+ * library, however it was found (docs/python.md).  The package's state
+ * (_ctx, _owner, _local_devices) is read from its globals at each call,
+ * so nothing here needs to be told when it changes. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include "shmesh.h"
+
+typedef int (*reduce_fn)(shmesh_mesh *, const char *, const shmesh_groups *, const shmesh_array *,
+                         shmesh_array *);
+
+/* How a reduction's result dtype follows its input's (the package's
+ * _same_dtype, _sum_dtype, _mean_dtype; pargmax and pargmin: int32). */
+enum rule { SAME, SUM, MEAN, INDEX };
+
+/* Keywords a Collective's fast path accepts (others go to `slow`). */
+enum { KW_GROUPS = 1, KW_BUCKET = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    reduce_fn fn;
+    int rule;
+    int kws;         /* KW_*: keywords the op has besides mesh */
+    PyObject *slow;  /* the package's function for the op */
+    PyObject *raise_on; /* the package's _raise_on(rc, mesh pointer) */
+    PyObject *globals;  /* the package's globals */
+    PyObject *name, *qualname, *doc, *module, *dict;
+} Collective;
+
+static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
+    *s_Mesh;
+
+/* shmesh's dtype for a numpy dtype it has, or -1 (bfloat16 and others:
+ * the Python path's). */
+static int code_of(const PyArray_Descr *d)
+{
+    static const int ints[] = {-1, SHMESH_INT8, SHMESH_INT16, -1, SHMESH_INT32,
+                               -1, -1, -1, SHMESH_INT64};
+    static const int uints[] = {-1, SHMESH_UINT8, SHMESH_UINT16, -1, SHMESH_UINT32,
+                                -1, -1, -1, SHMESH_UINT64};
+    int n = (int)d->elsize;
+    if (n < 1 || n > 8 || d->type_num >= NPY_NTYPES) /* user types: ml_dtypes' bfloat16 */
+        return -1;
+    switch (d->kind) {
+    case 'b': return n == 1 ? SHMESH_BOOL : -1;
+    case 'i': return ints[n];
+    case 'u': return uints[n];
+    case 'f': return n == 2 ? SHMESH_FLOAT16 : n == 4 ? SHMESH_FLOAT32 : n == 8 ? SHMESH_FLOAT64 : -1;
+    default: return -1;
+    }
+}
+
+/* The result's numpy dtype (a new reference) and shmesh dtype. */
+static PyArray_Descr *result_of(const Collective *o, PyArray_Descr *in, int code, int *out_code)
+{
+    int t = -1;
+    switch (o->rule) {
+    case SUM: t = code == SHMESH_BOOL ? NPY_INT32 : -1; break;
+    case MEAN:
+        if (in->kind != 'f')
+            t = in->elsize == 8 ? NPY_FLOAT64 : NPY_FLOAT32;
+        break;
+    case INDEX: t = NPY_INT32; break;
+    default: break;
+    }
+    if (t < 0) {
+        *out_code = code;
+        Py_INCREF(in);
+        return in;
+    }
+    *out_code = t == NPY_INT32 ? SHMESH_INT32 : t == NPY_FLOAT64 ? SHMESH_FLOAT64 : SHMESH_FLOAT32;
+    return PyArray_DescrFromType(t);
+}
+
+/* Whether s is one axis name the library reads as it is: not empty, and no
+ * NUL, ',', '(', ')' or whitespace (non-ASCII text: the Python path's
+ * check). */
+static const char *plain_name(PyObject *s)
+{
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s))
+        return NULL;
+    Py_ssize_t n;
+    const char *t = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!t || n == 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)t[i];
+        if (ch <= ' ' || ch == ',' || ch == '(' || ch == ')' || ch == 0x7f)
+            return NULL;
+    }
+    return t;
+}
+
+/* The package's global `key` (borrowed), or NULL. */
+static PyObject *global(const Collective *o, PyObject *key)
+{
+    return PyDict_GetItemWithError(o->globals, key);
+}
+
+/* Whether this call is the package's: a context, this thread its owner,
+ * one device per rank. */
+static int context_ready(const Collective *o)
+{
+    PyObject *ctx = global(o, s_ctx), *owner = global(o, s_owner), *local = global(o, s_local);
+    if (!ctx || ctx == Py_None || !owner || !PyLong_CheckExact(owner) || !local ||
+        !PyLong_CheckExact(local))
+        return 0;
+    unsigned long who = PyLong_AsUnsignedLong(owner);
+    long k = PyLong_AsLong(local);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return who == PyThread_get_thread_ident() && k == 1;
+}
+
+static PyObject *slow_path(Collective *o, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(o->slow, args, nargsf, kwnames);
+}
+
+static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames)
+{
+    Collective *o = (Collective *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2)
+        return slow_path(o, args, nargsf, kwnames);
+    PyObject *mesh = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+        /* Keyword names are interned: compare pointers first. */
+        if (k == s_mesh || PyUnicode_Compare(k, s_mesh) == 0)
+            mesh = v;
+        else if ((o->kws & KW_GROUPS) && (k == s_groups || PyUnicode_Compare(k, s_groups) == 0)) {
+            if (v != Py_None)
+                return slow_path(o, args, nargsf, kwnames);
+        } else if ((o->kws & KW_BUCKET) &&
+                   (k == s_bucket || PyUnicode_Compare(k, s_bucket) == 0)) {
+            /* one array: no buckets */
+        } else {
+            return slow_path(o, args, nargsf, kwnames);
+        }
+    }
+    PyObject *x = args[0];
+    const char *axes = plain_name(args[1]);
+    if (!axes || !PyArray_CheckExact(x) || !context_ready(o))
+        goto slow;
+    PyArrayObject *a = (PyArrayObject *)x;
+    int ndim = PyArray_NDIM(a), code = code_of(PyArray_DESCR(a));
+    if (code < 0 || ndim > SHMESH_MAX_NDIM || !PyArray_IS_C_CONTIGUOUS(a) ||
+        !PyArray_ISNOTSWAPPED(a))
+        goto slow;
+    shmesh_mesh *mp = NULL;
+    if (mesh != Py_None) {
+        PyObject *cls = global(o, s_Mesh); /* a shmesh.Mesh, not a look-alike */
+        if (!cls || (PyObject *)Py_TYPE(mesh) != cls)
+            goto slow;
+        PyObject *addr = PyObject_GetAttr(mesh, s_addr);
+        if (!addr) {
+            PyErr_Clear();
+            goto slow;
+        }
+        mp = PyLong_CheckExact(addr) ? PyLong_AsVoidPtr(addr) : NULL;
+        Py_DECREF(addr);
+        if (!mp) { /* not a Mesh, or a destroyed one: the Python path says so */
+            PyErr_Clear();
+            goto slow;
+        }
+    }
+    int out_code;
+    PyArray_Descr *rd = result_of(o, PyArray_DESCR(a), code, &out_code);
+    if (!rd)
+        return NULL;
+    PyObject *out = PyArray_Empty(ndim, PyArray_DIMS(a), rd, 0); /* steals rd */
+    if (!out)
+        return NULL;
+    shmesh_array in = {.data = PyArray_DATA(a), .dtype = (shmesh_dtype)code, .ndim = ndim};
+    shmesh_array res = {.data = PyArray_DATA((PyArrayObject *)out),
+                        .dtype = (shmesh_dtype)out_code, .ndim = ndim};
+    for (int d = 0; d < ndim; d++)
+        in.shape[d] = res.shape[d] = PyArray_DIMS(a)[d];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = o->fn(mp, axes, NULL, &in, &res);
+    Py_END_ALLOW_THREADS
+    if (!rc)
+        return out;
+    Py_DECREF(out);
+    /* _raise_on(rc, the mesh's pointer object, or None) raises. */
+    PyObject *mesh_p = mesh == Py_None ? Py_NewRef(Py_None) : PyObject_GetAttr(mesh, s_p);
+    if (mesh_p) {
+        PyObject *r = PyObject_CallFunction(o->raise_on, "iO", rc, mesh_p);
+        Py_DECREF(mesh_p);
+        Py_XDECREF(r);
+    }
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "shmesh: error %d was not raised", rc);
+    return NULL;
+slow:
+    if (PyErr_Occurred())
+        return NULL;
+    return slow_path(o, args, nargsf, kwnames);
+}
+
+/* Collective(fn_address, rule, kws, slow, raise_on, globals) */
+static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    unsigned long long fn;
+    int rule, kws;
+    PyObject *slow, *raise_on, *globals;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Collective takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "KiiOOO!", &fn, &rule, &kws, &slow, &raise_on, &PyDict_Type,
+                          &globals))
+        return NULL;
+    if (!fn || rule < SAME || rule > INDEX || !PyCallable_Check(slow) ||
+        !PyCallable_Check(raise_on)) {
+        PyErr_SetString(PyExc_ValueError, "Collective: a function address, a rule (0..3), "
+                                          "keywords, and two callables");
+        return NULL;
+    }
+    Collective *o = (Collective *)type->tp_alloc(type, 0);
+    if (!o)
+        return NULL;
+    o->vectorcall = collective_call;
+    o->fn = (reduce_fn)(uintptr_t)fn;
+    o->rule = rule;
+    o->kws = kws;
+    Py_INCREF(slow);
+    Py_INCREF(raise_on);
+    Py_INCREF(globals);
+    o->slow = slow;
+    o->raise_on = raise_on;
+    o->globals = globals;
+    o->name = PyObject_GetAttrString(slow, "__name__");
+    o->qualname = PyObject_GetAttrString(slow, "__qualname__");
+    o->doc = PyObject_GetAttrString(slow, "__doc__");
+    o->module = PyObject_GetAttrString(slow, "__module__");
+    if (!o->name || !o->qualname || !o->doc || !o->module) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return (PyObject *)o;
+}
+
+static int collective_traverse(Collective *o, visitproc visit, void *arg)
+{
+    Py_VISIT(o->slow);
+    Py_VISIT(o->raise_on);
+    Py_VISIT(o->globals);
+    Py_VISIT(o->dict);
+    return 0;
+}
+
+static int collective_clear(Collective *o)
+{
+    Py_CLEAR(o->slow);
+    Py_CLEAR(o->raise_on);
+    Py_CLEAR(o->globals);
+    Py_CLEAR(o->name);
+    Py_CLEAR(o->qualname);
+    Py_CLEAR(o->doc);
+    Py_CLEAR(o->module);
+    Py_CLEAR(o->dict);
+    return 0;
+}
+
+static void collective_dealloc(Collective *o)
+{
+    PyObject_GC_UnTrack(o);
+    collective_clear(o);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *collective_repr(Collective *o)
+{
+    return PyUnicode_FromFormat("<shmesh function %U>", o->name);
+}
+
+static PyMemberDef collective_members[] = {
+    {"__name__", T_OBJECT, offsetof(Collective, name), 0, NULL},
+    {"__qualname__", T_OBJECT, offsetof(Collective, qualname), 0, NULL},
+    {"__doc__", T_OBJECT, offsetof(Collective, doc), 0, NULL},
+    {"__module__", T_OBJECT, offsetof(Collective, module), 0, NULL},
+    {"__wrapped__", T_OBJECT, offsetof(Collective, slow), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject CollectiveType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmesh._ext.Collective",
+    .tp_basicsize = sizeof(Collective),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "One of shmesh's collectives, its common case in C (shmesh/_ext.c).",
+    .tp_new = collective_new,
+    .tp_dealloc = (destructor)collective_dealloc,
+    .tp_traverse = (traverseproc)collective_traverse,
+    .tp_clear = (inquiry)collective_clear,
+    .tp_repr = (reprfunc)collective_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Collective, vectorcall),
+    .tp_members = collective_members,
+    .tp_dictoffset = offsetof(Collective, dict),
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "shmesh._ext",
+    "The compiled per-call path of shmesh's Python binding (see _ext.c).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__ext(void);
+PyMODINIT_FUNC PyInit__ext(void)
+{
+    import_array();
+    if (PyType_Ready(&CollectiveType) < 0)
+        return NULL;
+    s_ctx = PyUnicode_InternFromString("_ctx");
+    s_owner = PyUnicode_InternFromString("_owner");
+    s_local = PyUnicode_InternFromString("_local_devices");
+    s_addr = PyUnicode_InternFromString("_addr");
+    s_p = PyUnicode_InternFromString("_p");
+    s_mesh = PyUnicode_InternFromString("mesh");
+    s_groups = PyUnicode_InternFromString("axis_index_groups");
+    s_bucket = PyUnicode_InternFromString("bucket_bytes");
+    s_Mesh = PyUnicode_InternFromString("Mesh");
+    if (!s_ctx || !s_owner || !s_local || !s_addr || !s_p || !s_mesh || !s_groups || !s_bucket ||
+        !s_Mesh)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&CollectiveType);
+    if (PyModule_AddObject(m, "Collective", (PyObject *)&CollectiveType) < 0) {
+        Py_DECREF(&CollectiveType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
