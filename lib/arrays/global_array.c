@@ -920,6 +920,9 @@ struct reshard_run {
     /* Single copy (the transfers' rows): this rank's old shards' addresses
      * (a->nlocal), which the others read, and room for a sender's. */
     uint64_t *dir, *peer_dir;
+    /* A donated array's own shards (else NULL): per local shard, whether
+     * its pages went into a new shard (shard_move). */
+    bool *spent;
 };
 
 /* The ranks holding each old block, in mesh order, once each. */
@@ -1127,6 +1130,44 @@ static int reshard_rows(const struct call *k, int from, uint64_t base, struct ro
     return rr.rc;
 }
 
+/* One run of elements (box_pair_runs), counted. */
+struct one_run {
+    int runs;
+    uint64_t from_off, to_off, len;
+};
+
+static void count_run(void *arg, uint64_t from_off, uint64_t to_off, uint64_t len)
+{
+    struct one_run *r = arg;
+    if (!r->runs++)
+        *r = (struct one_run){1, from_off, to_off, len};
+}
+
+/* A donated array's old shard `l` (holding box `from`, all of it) into box
+ * `into` of new shard dst: its pages moved where the box is one run of
+ * dst at a page boundary and both shards are mappings of their own (then
+ * the old shard is spent), the rest copied.  Whether it was moved. */
+static bool move_shard(const struct reshard_run *x, int l, const struct box *from,
+                       const struct box *into, void *dst)
+{
+    const shmesh_global_array *a = x->a;
+    size_t esz = dtype_size(a->dtype);
+    struct one_run r = {0};
+    if (!x->spent || x->spent[l] || box_elems(from) * esz != a->shard_bytes ||
+        a->shard_bytes < SHARD_LARGE || x->b->shard_bytes < SHARD_LARGE)
+        return false;
+    box_pair_runs(from, into, count_run, &r);
+    if (r.runs != 1 || r.from_off || r.len * esz != a->shard_bytes)
+        return false;
+    unsigned char *to = (unsigned char *)dst + r.to_off * esz, *src = a->local[l].data.data;
+    size_t moved = shard_move(to, src, (size_t)a->shard_bytes);
+    if (!moved)
+        return false;
+    x->spent[l] = true;
+    memcpy(to + moved, src + moved, (size_t)a->shard_bytes - moved);
+    return true;
+}
+
 /* The new blocks' parts that this rank holds in the old layout, and the
  * replicas of each new block here, from its first. */
 static void reshard_local(const struct reshard_run *x, int me)
@@ -1143,15 +1184,17 @@ static void reshard_local(const struct reshard_run *x, int me)
             struct box from, into;
             shard_box(x->a, &x->a->global[p0].index, &m, &from);
             shard_box(x->b, &x->b->global[q].index, &m, &into);
-            box_copy(&from, src->data.data, &into, dst->data.data);
+            if (!move_shard(x, local_index_of(x, p0, me), &from, &into, dst->data.data))
+                box_copy(&from, src->data.data, &into, dst->data.data);
         }
     }
     copy_replicas(x->b, x->b_owner, me);
 }
 
-/* b's shards from a's, as above: 0 or an error. */
+/* b's shards from a's, as above: 0 or an error.  spent: a donated array's
+ * (nlocal, false), else NULL. */
 static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b,
-                            const shmesh_sharding *to, const char *fn)
+                            const shmesh_sharding *to, const char *fn, bool *spent)
 {
     shmesh_ctx *c = a->ctx;
     struct reshard_run x = {a,
@@ -1161,7 +1204,8 @@ static int reshard_exchange(const shmesh_global_array *a, shmesh_global_array *b
                             calloc((size_t)a->ndev * (size_t)a->ndev, sizeof(int)),
                             calloc((size_t)a->ndev, sizeof(int)),
                             calloc((size_t)a->nlocal + 1, sizeof(uint64_t)),
-                            calloc((size_t)a->ndev + 1, sizeof(uint64_t))};
+                            calloc((size_t)a->ndev + 1, sizeof(uint64_t)),
+                            spent};
     int rc = 0;
     if (!x.a_owner || !x.b_owner || !x.a_holders || !x.a_nholders || !x.dir || !x.peer_dir) {
         rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
@@ -1194,11 +1238,13 @@ out:
     return rc;
 }
 
-int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_sharding *to,
-                                shmesh_global_array **out)
+/* The reshard of a (donated: its shards' pages may be moved into the new
+ * ones, and it is destroyed once the new array is made). */
+static int reshard(shmesh_global_array *a, const shmesh_sharding *to, shmesh_global_array **out,
+                   bool donated, const char *fn)
 {
-    static const char fn[] = "shmesh_global_array_reshard";
     shmesh_global_array *b;
+    bool *spent = NULL;
     int rc = check_out(fn, out);
     if (rc)
         return rc;
@@ -1223,13 +1269,41 @@ int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_shard
                       b->local_only ? "process-local" : "of the whole job");
         goto fail;
     }
+    if (donated && a->owned && a->nlocal &&
+        !(spent = calloc((size_t)a->nlocal, sizeof *spent))) {
+        rc = ctx_fail(a->ctx, SHMESH_ERR_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
     /* Every byte of the new shards is written: by the exchange, from the
      * old shards here, or from a replica here. */
-    if ((rc = alloc_shards(b, fn, false)) || (rc = reshard_exchange(a, b, to, fn)))
+    if ((rc = alloc_shards(b, fn, false)) || (rc = reshard_exchange(a, b, to, fn, spent)))
         goto fail;
     *out = b;
+    if (donated) {
+        for (int l = 0; spent && l < a->nlocal; l++)
+            if (spent[l]) { /* its pages are b's now */
+                shard_discard(a->local[l].data.data, shard_alloc_bytes(a));
+                a->local[l].data.data = NULL;
+            }
+        shmesh_global_array_destroy(a);
+    }
+    free(spent);
     return 0;
 fail:
+    /* Nothing was moved: moves are the last step, which cannot fail. */
+    free(spent);
     shmesh_global_array_destroy(b);
     return rc;
+}
+
+int shmesh_global_array_reshard(const shmesh_global_array *a, const shmesh_sharding *to,
+                                shmesh_global_array **out)
+{
+    return reshard((shmesh_global_array *)a, to, out, false, "shmesh_global_array_reshard");
+}
+
+int shmesh_global_array_reshard_donate(shmesh_global_array *a, const shmesh_sharding *to,
+                                       shmesh_global_array **out)
+{
+    return reshard(a, to, out, true, "shmesh_global_array_reshard_donate");
 }

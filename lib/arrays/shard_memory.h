@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-/* Shards from this size on are aligned to a huge page (2 MiB), asked for
- * in huge pages (MADV_HUGEPAGE, where transparent huge pages allow it) and
- * kept when freed. */
+/* Shards from this size on are mappings of their own (mmap), aligned to a
+ * huge page (2 MiB), asked for in huge pages (MADV_HUGEPAGE, where
+ * transparent huge pages allow it) and kept when freed. */
 #define SHARD_LARGE ((size_t)4 << 20)
 /* What the cache keeps at most, in the whole process: buffers, and bytes
  * (SHMESH_ARRAY_CACHE, set by shmesh_init: the last context's). */
@@ -22,6 +22,15 @@ void shard_memory_budget(size_t bytes);
 void *shard_alloc(size_t bytes);
 /* p (from shard_alloc(bytes), or NULL) freed, or kept for the next. */
 void shard_free(void *p, size_t bytes);
+/* Large shards are mappings of their own: shard_move gives the whole pages
+ * of src's first `bytes` to the range at dst, inside another large shard,
+ * without copying them (mremap; both page-aligned).  The bytes moved (a
+ * whole number of pages, at most `bytes`; 0: none, when the kernel refused
+ * or an address is not page-aligned): the caller copies the rest.  src's
+ * moved range is then unmapped, and its shard must go to shard_discard. */
+size_t shard_move(void *dst, void *src, size_t bytes);
+/* p (from shard_alloc(bytes)) freed, never kept. */
+void shard_discard(void *p, size_t bytes);
 /* Frees every kept shard (shmesh_finalize). */
 void shard_memory_release(void);
 /* The bytes kept now (for tests). */

@@ -794,6 +794,15 @@ SHMESH_API int shmesh_global_array_scatter(const shmesh_sharding *sharding, shme
  * be used (docs/arrays.md).  Over a process-local mesh it is local. */
 SHMESH_API int shmesh_global_array_reshard(const shmesh_global_array *array,
                                            const shmesh_sharding *to, shmesh_global_array **out);
+/* The same, donating `array` (jax.device_put(x, new_sharding,
+ * donate=True)): on success it is destroyed (it and its shards' memory
+ * must not be used again), and the pages of an owned shard that lies whole
+ * in one new shard as one run of it, at a page boundary, both of 4 MiB or
+ * more, become the new shard's there instead of being copied
+ * (P('x') -> P(), say); on failure it is left as it was. */
+SHMESH_API int shmesh_global_array_reshard_donate(shmesh_global_array *array,
+                                                  const shmesh_sharding *to,
+                                                  shmesh_global_array **out);
 
 /* ---------------------------------------------------------------------------
  * Asynchronous dispatch, tokens and effects (docs/effects.md; JAX's async

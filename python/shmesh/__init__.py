@@ -2002,6 +2002,7 @@ class GlobalArray:
         cshape = (ctypes.c_int64 * _lib.MAX_NDIM)()
         nd = lib.shmesh_global_array_shape(p, cshape)
         self.shape = tuple(int(cshape[d]) for d in range(nd))
+        self._views = []  # weak references to the shards' buffers numpy arrays hold
         sharding._arrays.add(self)
 
     @property
@@ -2051,6 +2052,9 @@ class GlobalArray:
                 buf = (ctypes.c_char * (count * self.dtype.itemsize)).from_address(
                     sh.data.data)
                 buf._owner = self  # the view keeps the array alive
+                # and a donation waits for it (device_put)
+                self._views = [r for r in self._views if r() is not None]
+                self._views.append(weakref.ref(buf))
                 data = np.frombuffer(buf, dtype=self.dtype).reshape(sshape)
                 data.flags.writeable = False
             else:
@@ -2205,14 +2209,30 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     return a
 
 
-def device_put(x, sharding, *, root=0):
+def device_put(x, sharding, *, root=0, donate=False):
     """jax.device_put onto a NamedSharding, collective: a GlobalArray x
     resharded (shmesh_global_array_reshard), or a host array whose data is
-    rank root's (read there only; shmesh_global_array_scatter)."""
+    rank root's (read there only; shmesh_global_array_scatter).  donate=True
+    (a GlobalArray): x is used up (shmesh_global_array_reshard_donate), and
+    the pages of a shard that lies whole in a new one may move there
+    instead of being copied; refused while numpy arrays still view x's
+    shards."""
     if not isinstance(sharding, NamedSharding):
         _invalid("device_put: sharding must be a shmesh.NamedSharding, got %r" % (sharding,))
     _own("device_put")
     p = ctypes.c_void_p()
+    if isinstance(x, GlobalArray) and donate:
+        x._ptr()
+        live = sum(r() is not None for r in x._views)
+        if live:
+            _invalid("device_put(donate=True): %d buffer(s) of the array's shards are still "
+                     "viewed by numpy arrays (addressable_shards' data, or views of it); "
+                     "expected none: drop them first, or pass donate=False" % live)
+        _checked(lib.shmesh_global_array_reshard_donate, x._p, sharding._ptr(),
+                 ctypes.byref(p))
+        x._p = None  # the library destroyed it
+        x.sharding._arrays.discard(x)
+        return GlobalArray(p, sharding, x.dtype)
     if isinstance(x, GlobalArray):
         _checked(lib.shmesh_global_array_reshard, x._ptr(), sharding._ptr(), ctypes.byref(p))
         return GlobalArray(p, sharding, x.dtype)

@@ -188,6 +188,7 @@ _PROTOS = {
     "shmesh_global_array_scatter": (I, [P, I, I, ctypes.POINTER(ctypes.c_int64), I, P,
                                         ctypes.POINTER(P)]),
     "shmesh_global_array_reshard": (I, [P, P, ctypes.POINTER(P)]),
+    "shmesh_global_array_reshard_donate": (I, [P, P, ctypes.POINTER(P)]),
     "shmesh_global_array_destroy": (None, [P]),
     "shmesh_global_array_shape": (I, [P, ctypes.POINTER(ctypes.c_int64)]),
     "shmesh_global_array_is_fully_replicated": (ctypes.c_bool, [P]),

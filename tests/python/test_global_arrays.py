@@ -245,6 +245,28 @@ def test_device_put_scatter_and_reshard(mesh, mesh2, rank, world):
     np.testing.assert_array_equal(np.asarray(c), g)
 
 
+def test_device_put_donate(mesh, mesh2, rank, world):
+    """A donated array is used up; its successor holds the same values; a
+    donation is refused while a numpy array still views the shards."""
+    g = np.arange(48, dtype=np.float32).reshape(8, 6)
+    a = shmesh.make_array_from_callback(g.shape, NamedSharding(mesh2, P("x")),
+                                        lambda index: g[index])
+    view = a.addressable_shards[0].data[1:]  # a view of a view: still a view
+    with pytest.raises(shmesh.InvalidArgument) as e:
+        shmesh.device_put(a, NamedSharding(mesh, P(None, None)), donate=True)
+    assert "viewed by numpy arrays" in str(e.value)
+    np.testing.assert_array_equal(view, a.addressable_shards[0].data[1:])  # untouched
+    del view
+    b = shmesh.device_put(a, NamedSharding(mesh, P(None, None)), donate=True)
+    np.testing.assert_array_equal(b.addressable_shards[0].data, g)
+    with pytest.raises(shmesh.InvalidArgument) as e:
+        a.addressable_shards
+    assert "destroyed" in str(e.value)
+    c = shmesh.device_put(b, NamedSharding(mesh2, P("y", "x")), donate=True)
+    for sh in c.addressable_shards:
+        np.testing.assert_array_equal(sh.data, g[sh.index])
+
+
 def invalid(f, *words):
     with pytest.raises(shmesh.InvalidArgument) as e:
         f()
