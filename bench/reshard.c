@@ -14,10 +14,11 @@
  * the median of the 7 and the first's time (its new shards' memory may be
  * fresh: SHMESH_ARRAY_CACHE=0 makes every reshard's so), the most any
  * rank received, and the all_to_all's median.  --donate: each pair also
- * times shmesh_global_array_reshard_donate of a fresh copy of the array
- * per call (made before the clock starts), median of 7, whose local part
- * moves its pages where it can instead of copying them.  Exit 1 when a
- * reshard gives wrong data. */
+ * times, on a fresh copy of the array per call (made before the clock
+ * starts), shmesh_global_array_reshard_donate, whose local part moves its
+ * pages where it can instead of copying them, and beside it (alternating)
+ * shmesh_global_array_reshard then the copy's destroy: medians of 7.
+ * Exit 1 when a reshard gives wrong data. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -173,25 +174,30 @@ int main(int argc, char **argv)
             free(in);
             free(out);
         }
-        double td[ROUNDS] = {0};
-        for (int r = 0; donate && r < ROUNDS; r++) {
+        double td[ROUNDS] = {0}, tc[ROUNDS] = {0};
+        for (int r = 0; donate && r < 2 * ROUNDS; r++) {
+            bool give = (r % 2) == ((r / 2) % 2); /* alternating which goes first */
             shmesh_global_array *c;
             if ((rc = shmesh_global_array_from_callback(s[0], SHMESH_FLOAT32, 2, shape, fill,
                                                         NULL, &c)))
                 return fail(ctx, "shmesh_global_array_from_callback", rc);
             shmesh_barrier(ctx);
             double u = bench_now_us();
-            if ((rc = shmesh_global_array_reshard_donate(c, s[1], &b)))
-                return fail(ctx, "shmesh_global_array_reshard_donate", rc);
-            td[r] = bench_now_us() - u;
+            if (give)
+                rc = shmesh_global_array_reshard_donate(c, s[1], &b);
+            else if (!(rc = shmesh_global_array_reshard(c, s[1], &b)))
+                shmesh_global_array_destroy(c);
+            if (rc)
+                return fail(ctx, "a reshard of a fresh copy", rc);
+            (give ? td : tc)[r / 2] = bench_now_us() - u;
             bad |= !right(b);
             shmesh_global_array_destroy(b);
         }
         double mt = median(t, ROUNDS), ma = median(ta, ROUNDS), md = median(td, ROUNDS);
-        char donated[96] = "";
+        char donated[128] = "";
         if (donate)
-            snprintf(donated, sizeof donated, "; donated %.1f ms (%.2fx)", md / 1e3,
-                     ma > 0 ? md / ma : 0.0);
+            snprintf(donated, sizeof donated, "; fresh copy: donated %.1f ms (%.2fx), kept %.1f ms",
+                     md / 1e3, ma > 0 ? md / ma : 0.0, median(tc, ROUNDS) / 1e3);
         if (me == 0)
             printf("P(%s) -> P(%s): %.1f ms (first %.1f), most received %" PRId64
                    " B (%.1f MiB); all_to_all %.1f ms (%.2fx)%s%s\n",
