@@ -20,6 +20,11 @@ mpi4py's; then the fastest round of each ("fastest rounds"), since this
 machine's slow phases (seen to double a loop's time for seconds at a
 time) hit the sides unevenly.
 
+With --moves, each shmesh worker also times all_gather, psum_scatter and
+all_to_all (tiled, along dimension 0, of an input of SIZE bytes times the
+ranks, so that it splits) through the compiled path and the ctypes path,
+and a line per op gives the medians of both.
+
 The worker also times the same psum on a non-contiguous view of as many
 elements (x2[::2]), which the binding must copy before the call, and checks
 with np.shares_memory that the array handed to the library for a
@@ -90,6 +95,25 @@ def worker(size, iters, warm):
     t_contig = timed(x)
     t_ctypes = timed(x, psum_py)
     t_view = timed(view)
+    if os.environ.get("PYTHON_OVERHEAD_MOVES") == "1":
+        xm = np.arange(max(size // 4, 1) * n, dtype=np.float32)
+        calls = {"all_gather": lambda f: f(xm, "i", mesh=mesh, tiled=True),
+                 "psum_scatter": lambda f: f(xm, "i", mesh=mesh, tiled=True),
+                 "all_to_all": lambda f: f(xm, "i", 0, 0, mesh=mesh, tiled=True)}
+        for name, call in calls.items():
+            f = getattr(shmesh, name)
+            ts = []
+            for g in (f, getattr(f, "__wrapped__", f)):
+                for _ in range(warm):
+                    call(g)
+                shmesh.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    call(g)
+                us = (time.perf_counter() - t0) / iters * 1e6
+                ts.append(float(shmesh.pmax(np.float64(us), "i", mesh=mesh)))
+            if shmesh.rank() == 0:
+                print("move,%s,%.3f,%.3f" % (name, ts[0], ts[1]))
     if shmesh.rank() == 0:
         print("py,%d,%.3f,%.3f,%d,%d,%d,%.3f,%d" % (size, t_contig, t_view, same, copied, ok,
                                                    t_ctypes, shmesh.compiled))
@@ -130,8 +154,15 @@ def run_py(ranks, size, iters, warm):
         [os.path.join(ROOT, "build/launcher/shmesh-run"), "-n", str(ranks), "--", sys.executable,
          os.path.abspath(__file__), "--worker", str(size), str(iters), str(warm)],
         check=True, stdout=subprocess.PIPE, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("move,"):
+            _, name, tc, tp = line.split(",")
+            MOVES.setdefault((size, name), []).append((float(tc), float(tp)))
     f = [line for line in out.splitlines() if line.startswith("py,")][0].split(",")
     return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1", float(f[7]), f[8] == "1"
+
+
+MOVES = {}  # (size, op) -> [(compiled us, ctypes us)] per round (--moves)
 
 
 def run_mpi(ranks, size, iters, warm):
@@ -151,6 +182,8 @@ def main():
     ap.add_argument("-n", type=int, default=2, help="ranks (default 2)")
     ap.add_argument("-r", type=int, default=7, help="rounds (default 7)")
     ap.add_argument("-s", default="8,16M", help="sizes in bytes, K/M suffixes (default 8,16M)")
+    ap.add_argument("--moves", action="store_true",
+                    help="also time all_gather, psum_scatter and all_to_all from Python")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
     ap.add_argument("--mpi-worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -167,6 +200,8 @@ def main():
         have_mpi = False
         print("# mpi4py: not importable by %s (Debian: python3-mpi4py): left out"
               % sys.executable)
+    if a.moves:
+        os.environ["PYTHON_OVERHEAD_MOVES"] = "1"
     os.environ.setdefault("SHMESH_LIBRARY", os.path.join(ROOT, "build/lib/libshmesh.so.0"))
     os.environ.setdefault("PYTHONPATH", os.path.join(ROOT, "python"))
     for p in ("build/launcher/shmesh-run", "build/tools/shmesh-bench"):
@@ -206,6 +241,10 @@ def main():
         m = min(ms) if ms else float("nan")
         print("#   fastest rounds: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %.3f us, "
               "added %.3f us, py/mpi4py %.2f" % (c, p, t, m, p - c, p / m))
+        for (sz, name), ts in sorted(MOVES.items()):
+            if sz == size:
+                print("#   %s, tiled, %d B per rank: compiled %.3f us, ctypes %.3f us (medians)"
+                      % (name, size * a.n, med([t[0] for t in ts]), med([t[1] for t in ts])))
         same, copied, ok = (all(x[k] for x in checks) for k in range(3))
         print("#   compiled path (shmesh/_ext.c): %s; contiguous input passed in place "
               "(np.shares_memory): %s; strided view copied: %s; results right: %s"

@@ -1060,22 +1060,28 @@ compiled = _ext is not None
 _COMPILED = {}  # name -> the compiled callable, for pytrees' leaves and buckets
 
 
-def _compiled(op, rule, kws):
+def _address(name):
+    return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
+
+
+def _compiled(op, kind, rule, kws):
     if _ext is None:
         return op
-    addr = ctypes.cast(getattr(_raw, "shmesh_" + op.__name__), ctypes.c_void_p).value
-    c = _COMPILED[op.__name__] = _ext.Collective(addr, rule, kws, op, _raise_on, globals())
+    c = _COMPILED[op.__name__] = _ext.Collective(
+        _address("shmesh_" + op.__name__), kind, rule, kws, op, _raise_on, globals(),
+        _address("shmesh_axis_size"))
     return c
 
 
-_SAME, _SUM, _MEAN, _INDEX = range(4)  # _ext.c's enum rule
+_REDUCE, _ALL_GATHER, _PSUM_SCATTER, _ALL_TO_ALL = range(4)  # _ext.c's enum kind
+_SAME, _SUM, _MEAN, _INDEX = range(4)  # its enum rule
 _KW_GROUPS, _KW_BUCKET = 1, 2        # and its keywords
-psum = _compiled(psum, _SUM, _KW_GROUPS | _KW_BUCKET)
-pmax = _compiled(pmax, _SAME, _KW_GROUPS | _KW_BUCKET)
-pmin = _compiled(pmin, _SAME, _KW_GROUPS | _KW_BUCKET)
-pmean = _compiled(pmean, _MEAN, _KW_GROUPS | _KW_BUCKET)
-pargmax = _compiled(pargmax, _INDEX, 0)
-pargmin = _compiled(pargmin, _INDEX, 0)
+psum = _compiled(psum, _REDUCE, _SUM, _KW_GROUPS | _KW_BUCKET)
+pmax = _compiled(pmax, _REDUCE, _SAME, _KW_GROUPS | _KW_BUCKET)
+pmin = _compiled(pmin, _REDUCE, _SAME, _KW_GROUPS | _KW_BUCKET)
+pmean = _compiled(pmean, _REDUCE, _MEAN, _KW_GROUPS | _KW_BUCKET)
+pargmax = _compiled(pargmax, _REDUCE, _INDEX, 0)
+pargmin = _compiled(pargmin, _REDUCE, _INDEX, 0)
 
 # Every blocking function of the table with an _async form, paired with it
 # (the rest of the wrappers use _lib.raw's functions directly).
@@ -1165,6 +1171,11 @@ def all_to_all_async(x, axis_name, split_axis, concat_axis, *, axis_index_groups
                      tiled=False, mesh=None):
     return _pending(_all_to_all, x, axis_name, split_axis, concat_axis, axis_index_groups,
                     tiled, mesh)
+
+
+all_gather = _compiled(all_gather, _ALL_GATHER, _SAME, _KW_GROUPS)
+psum_scatter = _compiled(psum_scatter, _PSUM_SCATTER, _SUM, _KW_GROUPS)
+all_to_all = _compiled(all_to_all, _ALL_TO_ALL, _SAME, _KW_GROUPS)
 
 
 def _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, w):

@@ -1,13 +1,16 @@
 /* shmesh._ext: the compiled per-call path of the Python binding.
  *
  * A Collective is a callable that stands for one of the package's public
- * collectives (shmesh.psum, ...).  Its call takes the common case itself,
- * in C: one C-contiguous native-order numpy array of a dtype shmesh has, an
- * axis name that is one plain str, no axis_index_groups, one device per
- * rank, the context's own thread, and a live mesh (or none: the entered
- * one).  It allocates the result (PyArray_Empty), calls the library's
- * function with the GIL released (as ctypes did), and raises through the
- * package's own error function.  Anything else goes, unchanged, to the
+ * collectives (shmesh.psum, all_gather, psum_scatter, all_to_all, ...).
+ * Its call takes the common case itself, in C: one C-contiguous
+ * native-order numpy array of a dtype shmesh has, an axis name that is one
+ * plain str, no axis_index_groups, one device per rank, the context's own
+ * thread, a live mesh (or none: the entered one), and the op's other
+ * arguments as plain ints and bools in range.  It works out the result's
+ * shape as the package does (the group size from shmesh_axis_size),
+ * allocates it (PyArray_Empty), calls the library's function with the GIL
+ * released (as ctypes did), and raises through the package's own error
+ * function.  Anything else goes, unchanged, to the
  * package's Python function for the op (`slow`), which accepts, converts
  * or refuses it exactly as before: the C path only ever does what the
  * Python one would, faster.
@@ -19,6 +22,8 @@
  * so nothing here needs to be told when it changes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdbool.h>
+#include <string.h>
 #include <structmember.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -28,10 +33,20 @@
 
 typedef int (*reduce_fn)(shmesh_mesh *, const char *, const shmesh_groups *, const shmesh_array *,
                          shmesh_array *);
+typedef int (*gather_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, bool,
+                         const shmesh_array *, shmesh_array *);
+typedef int (*all_to_all_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, int, bool,
+                             const shmesh_array *, shmesh_array *);
+typedef int (*axis_size_fn)(const shmesh_mesh *, const char *, int *);
 
 /* How a reduction's result dtype follows its input's (the package's
  * _same_dtype, _sum_dtype, _mean_dtype; pargmax and pargmin: int32). */
 enum rule { SAME, SUM, MEAN, INDEX };
+
+/* The op's shape of call: a reduction (psum ...: the input's shape),
+ * all_gather (axis=, tiled=), psum_scatter (scatter_dimension=, tiled=;
+ * the SUM rule), all_to_all (split_axis, concat_axis positional, tiled=). */
+enum kind { REDUCE, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL };
 
 /* Keywords a Collective's fast path accepts (others go to `slow`). */
 enum { KW_GROUPS = 1, KW_BUCKET = 2 };
@@ -39,7 +54,9 @@ enum { KW_GROUPS = 1, KW_BUCKET = 2 };
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    reduce_fn fn;
+    void *fn;        /* the library's function, of the kind's type */
+    axis_size_fn axis_size;
+    int kind;
     int rule;
     int kws;         /* KW_*: keywords the op has besides mesh */
     PyObject *slow;  /* the package's function for the op */
@@ -49,7 +66,7 @@ typedef struct {
 } Collective;
 
 static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
-    *s_Mesh;
+    *s_Mesh, *s_axis, *s_tiled, *s_scatter_dimension;
 
 /* shmesh's dtype for a numpy dtype it has, or -1 (bfloat16 and others:
  * the Python path's). */
@@ -140,33 +157,60 @@ static PyObject *slow_path(Collective *o, PyObject *const *args, size_t nargsf, 
     return PyObject_Vectorcall(o->slow, args, nargsf, kwnames);
 }
 
+/* A keyword's name is k (interned names compare by pointer first). */
+static int is_kw(PyObject *k, PyObject *name)
+{
+    return k == name || PyUnicode_Compare(k, name) == 0;
+}
+
+/* An int argument in [lo, hi) (a negative one counts from hi, as the
+ * package's _axis does), or -1 for anything else (the Python path's to
+ * take or refuse). */
+static int axis_arg(PyObject *v, int lo, int hi)
+{
+    if (!PyLong_CheckExact(v))
+        return -1;
+    long a = PyLong_AsLong(v);
+    if (a == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (a < 0)
+        a += hi;
+    return a >= lo && a < hi ? (int)a : -1;
+}
+
 static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames)
 {
     Collective *o = (Collective *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 2)
+    if (nargs != (o->kind == ALL_TO_ALL ? 4 : 2))
         return slow_path(o, args, nargsf, kwnames);
-    PyObject *mesh = Py_None;
+    PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-        /* Keyword names are interned: compare pointers first. */
-        if (k == s_mesh || PyUnicode_Compare(k, s_mesh) == 0)
+        if (is_kw(k, s_mesh))
             mesh = v;
-        else if ((o->kws & KW_GROUPS) && (k == s_groups || PyUnicode_Compare(k, s_groups) == 0)) {
+        else if ((o->kws & KW_GROUPS) && is_kw(k, s_groups)) {
             if (v != Py_None)
                 return slow_path(o, args, nargsf, kwnames);
-        } else if ((o->kws & KW_BUCKET) &&
-                   (k == s_bucket || PyUnicode_Compare(k, s_bucket) == 0)) {
+        } else if ((o->kws & KW_BUCKET) && is_kw(k, s_bucket)) {
             /* one array: no buckets */
+        } else if (o->kind != REDUCE && is_kw(k, s_tiled)) {
+            tiled_v = v;
+        } else if ((o->kind == ALL_GATHER && is_kw(k, s_axis)) ||
+                   (o->kind == PSUM_SCATTER && is_kw(k, s_scatter_dimension))) {
+            axis_v = v;
         } else {
             return slow_path(o, args, nargsf, kwnames);
         }
     }
     PyObject *x = args[0];
     const char *axes = plain_name(args[1]);
-    if (!axes || !PyArray_CheckExact(x) || !context_ready(o))
+    if (!axes || !PyArray_CheckExact(x) || (tiled_v != Py_True && tiled_v != Py_False) ||
+        !context_ready(o))
         goto slow;
     PyArrayObject *a = (PyArrayObject *)x;
     int ndim = PyArray_NDIM(a), code = code_of(PyArray_DESCR(a));
@@ -190,21 +234,90 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
             goto slow;
         }
     }
+    /* The result's shape, as the package's _all_gather, _psum_scatter and
+     * _all_to_all work it out (the library checks the rest). */
+    bool tiled = tiled_v == Py_True;
+    npy_intp shape[SHMESH_MAX_NDIM + 1];
+    int out_ndim = ndim, p0 = 0, p1 = 0, n = 0;
+    memcpy(shape, PyArray_DIMS(a), sizeof *shape * (size_t)ndim);
+    if (o->kind != REDUCE) {
+        Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
+        n = o->axis_size(mp, axes, &n) ? -1 : n;
+        Py_END_ALLOW_THREADS
+        if (n < 0) /* the Python path raises it, naming the op */
+            goto slow;
+    }
+    switch (o->kind) {
+    case ALL_GATHER:
+        p0 = axis_v ? axis_arg(axis_v, 0, tiled ? ndim : ndim + 1) : tiled && !ndim ? -1 : 0;
+        if (p0 < 0)
+            goto slow;
+        if (tiled) {
+            shape[p0] *= n;
+        } else {
+            memmove(shape + p0 + 1, shape + p0, sizeof *shape * (size_t)(ndim - p0));
+            shape[p0] = n;
+            out_ndim++;
+        }
+        break;
+    case PSUM_SCATTER:
+        p0 = axis_v ? axis_arg(axis_v, 0, ndim) : ndim ? 0 : -1;
+        if (p0 < 0)
+            goto slow;
+        if (tiled) {
+            shape[p0] = n ? shape[p0] / n : 0;
+        } else {
+            memmove(shape + p0, shape + p0 + 1, sizeof *shape * (size_t)(ndim - p0 - 1));
+            out_ndim--;
+        }
+        break;
+    case ALL_TO_ALL:
+        p0 = axis_arg(args[2], 0, ndim);
+        p1 = axis_arg(args[3], 0, ndim);
+        if (p0 < 0 || p1 < 0)
+            goto slow;
+        if (tiled) {
+            shape[p0] = n ? shape[p0] / n : 0;
+            shape[p1] *= n;
+        } else {
+            memmove(shape + p0, shape + p0 + 1, sizeof *shape * (size_t)(ndim - p0 - 1));
+            memmove(shape + p1 + 1, shape + p1, sizeof *shape * (size_t)(ndim - 1 - p1));
+            shape[p1] = n;
+        }
+        break;
+    default:
+        break;
+    }
+    if (out_ndim > SHMESH_MAX_NDIM)
+        goto slow;
     int out_code;
     PyArray_Descr *rd = result_of(o, PyArray_DESCR(a), code, &out_code);
     if (!rd)
         return NULL;
-    PyObject *out = PyArray_Empty(ndim, PyArray_DIMS(a), rd, 0); /* steals rd */
+    PyObject *out = PyArray_Empty(out_ndim, shape, rd, 0); /* steals rd */
     if (!out)
         return NULL;
     shmesh_array in = {.data = PyArray_DATA(a), .dtype = (shmesh_dtype)code, .ndim = ndim};
     shmesh_array res = {.data = PyArray_DATA((PyArrayObject *)out),
-                        .dtype = (shmesh_dtype)out_code, .ndim = ndim};
+                        .dtype = (shmesh_dtype)out_code, .ndim = out_ndim};
     for (int d = 0; d < ndim; d++)
-        in.shape[d] = res.shape[d] = PyArray_DIMS(a)[d];
+        in.shape[d] = PyArray_DIMS(a)[d];
+    for (int d = 0; d < out_ndim; d++)
+        res.shape[d] = shape[d];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = o->fn(mp, axes, NULL, &in, &res);
+    switch (o->kind) {
+    case ALL_GATHER:
+    case PSUM_SCATTER:
+        rc = ((gather_fn)o->fn)(mp, axes, NULL, p0, tiled, &in, &res);
+        break;
+    case ALL_TO_ALL:
+        rc = ((all_to_all_fn)o->fn)(mp, axes, NULL, p0, p1, tiled, &in, &res);
+        break;
+    default:
+        rc = ((reduce_fn)o->fn)(mp, axes, NULL, &in, &res);
+        break;
+    }
     Py_END_ALLOW_THREADS
     if (!rc)
         return out;
@@ -225,30 +338,35 @@ slow:
     return slow_path(o, args, nargsf, kwnames);
 }
 
-/* Collective(fn_address, rule, kws, slow, raise_on, globals) */
+/* Collective(fn_address, kind, rule, kws, slow, raise_on, globals,
+ * axis_size_address) */
 static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    unsigned long long fn;
-    int rule, kws;
+    unsigned long long fn, axis_size = 0;
+    int kind, rule, kws;
     PyObject *slow, *raise_on, *globals;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Collective takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KiiOOO!", &fn, &rule, &kws, &slow, &raise_on, &PyDict_Type,
-                          &globals))
+    if (!PyArg_ParseTuple(args, "KiiiOOO!|K", &fn, &kind, &rule, &kws, &slow, &raise_on,
+                          &PyDict_Type, &globals, &axis_size))
         return NULL;
-    if (!fn || rule < SAME || rule > INDEX || !PyCallable_Check(slow) ||
-        !PyCallable_Check(raise_on)) {
-        PyErr_SetString(PyExc_ValueError, "Collective: a function address, a rule (0..3), "
-                                          "keywords, and two callables");
+    if (!fn || kind < REDUCE || kind > ALL_TO_ALL || (kind != REDUCE && !axis_size) ||
+        rule < SAME || rule > INDEX || !PyCallable_Check(slow) || !PyCallable_Check(raise_on)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "Collective: a function address, a kind (0..3), a rule (0..3), "
+                        "keywords, two callables, the globals and (but for reductions) "
+                        "shmesh_axis_size's address");
         return NULL;
     }
     Collective *o = (Collective *)type->tp_alloc(type, 0);
     if (!o)
         return NULL;
     o->vectorcall = collective_call;
-    o->fn = (reduce_fn)(uintptr_t)fn;
+    o->fn = (void *)(uintptr_t)fn;
+    o->axis_size = (axis_size_fn)(uintptr_t)axis_size;
+    o->kind = kind;
     o->rule = rule;
     o->kws = kws;
     Py_INCREF(slow);
@@ -347,8 +465,11 @@ PyMODINIT_FUNC PyInit__ext(void)
     s_groups = PyUnicode_InternFromString("axis_index_groups");
     s_bucket = PyUnicode_InternFromString("bucket_bytes");
     s_Mesh = PyUnicode_InternFromString("Mesh");
+    s_axis = PyUnicode_InternFromString("axis");
+    s_tiled = PyUnicode_InternFromString("tiled");
+    s_scatter_dimension = PyUnicode_InternFromString("scatter_dimension");
     if (!s_ctx || !s_owner || !s_local || !s_addr || !s_p || !s_mesh || !s_groups || !s_bucket ||
-        !s_Mesh)
+        !s_Mesh || !s_axis || !s_tiled || !s_scatter_dimension)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

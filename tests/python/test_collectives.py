@@ -502,3 +502,43 @@ def test_compiled_refuses_alike(mesh):
                 bad(f)
             got.append((type(e.value), str(e.value)))
         assert got[0] == got[1]
+
+
+def _calls_of_moves(world):
+    """(op, args, kwargs) of all_gather, psum_scatter and all_to_all, valid
+    and not, for test_compiled_moves_equal_python."""
+    x = np.arange(2 * world * 3 * world, dtype=np.float32).reshape(2 * world, 3 * world)
+    b = np.array([True, False] * world)
+    calls = []
+    for axis in (0, 1, -1, -2, 2, -3):
+        for tiled in (False, True):
+            calls.append(("all_gather", (x, "i"), {"axis": axis, "tiled": tiled}))
+            calls.append(("psum_scatter", (x, "i"), {"scatter_dimension": axis, "tiled": tiled}))
+            calls.append(("all_to_all", (x, "i", axis, 0), {"tiled": tiled}))
+            calls.append(("all_to_all", (x, "i", 1, axis), {"tiled": tiled}))
+    calls += [("all_gather", (np.float64(2.5), "i"), {}),                # 0-d
+              ("all_gather", (np.float64(2.5), "i"), {"tiled": True}),   # refused alike
+              ("psum_scatter", (b, "i"), {"tiled": True}),               # bool: int32
+              ("psum_scatter", (np.ones(world + 1, np.int32), "i"), {"tiled": True}),
+              ("psum_scatter", (np.ones(3, np.int32), "i"), {}),         # dim != group size
+              ("all_to_all", (np.ones((world, 2)), "i", 0, 1), {}),
+              ("all_gather", (x, "i"), {"axis": 1.0}),                   # not an int
+              ("all_gather", (x, "i"), {"tiled": 1}),                    # a truthy int
+              ("all_gather", (x[:, ::2], "i"), {"axis": 1})]             # a view
+    return calls
+
+
+def test_compiled_moves_equal_python(mesh, world):
+    """all_gather, psum_scatter and all_to_all through the compiled
+    callables and through the package's Python functions (__wrapped__):
+    the same result (dtype, shape, bits) or the same refusal."""
+    for name, args, kw in _calls_of_moves(world):
+        fn = getattr(shmesh, name)
+        got = []
+        for f in (fn, getattr(fn, "__wrapped__", fn)):
+            try:
+                r = f(*args, mesh=mesh, **kw)
+                got.append(("ok", r.dtype, r.shape, r.tobytes()))
+            except shmesh.Error as e:
+                got.append((type(e), str(e)))
+        assert got[0] == got[1], (name, kw, got)
