@@ -1073,7 +1073,9 @@ def _compiled(op, kind, rule, kws):
     return c
 
 
-_REDUCE, _ALL_GATHER, _PSUM_SCATTER, _ALL_TO_ALL = range(4)  # _ext.c's enum kind
+# _ext.c's enum kind
+_REDUCE, _ALL_GATHER, _PSUM_SCATTER, _ALL_TO_ALL, _PSWAPAXES, _PPERMUTE, _PSHUFFLE, \
+    _PBROADCAST = range(8)
 _SAME, _SUM, _MEAN, _INDEX = range(4)  # its enum rule
 _KW_GROUPS, _KW_BUCKET = 1, 2        # and its keywords
 psum = _compiled(psum, _REDUCE, _SUM, _KW_GROUPS | _KW_BUCKET)
@@ -1272,6 +1274,12 @@ def pbroadcast(x, axis_name, source, *, mesh=None):
 
 def pbroadcast_async(x, axis_name, source, *, mesh=None):
     return _pending(_pbroadcast, x, axis_name, source, mesh)
+
+
+pswapaxes = _compiled(pswapaxes, _PSWAPAXES, _SAME, _KW_GROUPS)
+ppermute = _compiled(ppermute, _PPERMUTE, _SAME, 0)
+pshuffle = _compiled(pshuffle, _PSHUFFLE, _SAME, 0)
+pbroadcast = _compiled(pbroadcast, _PBROADCAST, _SAME, 0)
 
 
 def _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,

@@ -22,6 +22,7 @@
  * so nothing here needs to be told when it changes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 #include <structmember.h>
@@ -38,6 +39,14 @@ typedef int (*gather_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int
 typedef int (*all_to_all_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, int, bool,
                              const shmesh_array *, shmesh_array *);
 typedef int (*axis_size_fn)(const shmesh_mesh *, const char *, int *);
+typedef int (*swap_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int,
+                       const shmesh_array *, shmesh_array *);
+typedef int (*ppermute_fn)(shmesh_mesh *, const char *, const int (*)[2], int, const shmesh_array *,
+                           shmesh_array *);
+typedef int (*pshuffle_fn)(shmesh_mesh *, const char *, const int *, const shmesh_array *,
+                           shmesh_array *);
+typedef int (*pbroadcast_fn)(shmesh_mesh *, const char *, int, const shmesh_array *,
+                             shmesh_array *);
 
 /* How a reduction's result dtype follows its input's (the package's
  * _same_dtype, _sum_dtype, _mean_dtype; pargmax and pargmin: int32). */
@@ -45,8 +54,15 @@ enum rule { SAME, SUM, MEAN, INDEX };
 
 /* The op's shape of call: a reduction (psum ...: the input's shape),
  * all_gather (axis=, tiled=), psum_scatter (scatter_dimension=, tiled=;
- * the SUM rule), all_to_all (split_axis, concat_axis positional, tiled=). */
-enum kind { REDUCE, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL };
+ * the SUM rule), all_to_all (split_axis, concat_axis positional, tiled=),
+ * and with a third positional argument and the input's shape: pswapaxes
+ * (axis), ppermute (perm: pairs), pshuffle (perm: one index per group
+ * member), pbroadcast (source). */
+enum kind { REDUCE, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PSWAPAXES, PPERMUTE, PSHUFFLE,
+            PBROADCAST, NKINDS };
+
+/* The most pairs (ppermute) or entries (pshuffle) the compiled path takes. */
+#define PERM_MAX 1024
 
 /* Keywords a Collective's fast path accepts (others go to `slow`). */
 enum { KW_GROUPS = 1, KW_BUCKET = 2 };
@@ -180,12 +196,50 @@ static int axis_arg(PyObject *v, int lo, int hi)
     return a >= lo && a < hi ? (int)a : -1;
 }
 
+/* An exact int in C int range into *out: 0, or -1 (the Python path's). */
+static int int_arg(PyObject *v, int *out)
+{
+    if (!PyLong_CheckExact(v))
+        return -1;
+    long a = PyLong_AsLong(v);
+    if ((a == -1 && PyErr_Occurred()) || a < INT_MIN || a > INT_MAX) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = (int)a;
+    return 0;
+}
+
+/* A list or tuple of at most PERM_MAX entries (each `width` ints: 1, or a
+ * pair as a list or tuple of 2) into ints: their count, or -1. */
+static int int_list(PyObject *v, int width, int *ints)
+{
+    if (!PyList_CheckExact(v) && !PyTuple_CheckExact(v))
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (n > PERM_MAX)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(v, i);
+        if (width == 1) {
+            if (int_arg(e, ints + i))
+                return -1;
+            continue;
+        }
+        if ((!PyList_CheckExact(e) && !PyTuple_CheckExact(e)) || PySequence_Fast_GET_SIZE(e) != 2 ||
+            int_arg(PySequence_Fast_GET_ITEM(e, 0), ints + 2 * i) ||
+            int_arg(PySequence_Fast_GET_ITEM(e, 1), ints + 2 * i + 1))
+            return -1;
+    }
+    return (int)n;
+}
+
 static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames)
 {
     Collective *o = (Collective *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != (o->kind == ALL_TO_ALL ? 4 : 2))
+    if (nargs != (o->kind == ALL_TO_ALL ? 4 : o->kind >= PSWAPAXES ? 3 : 2))
         return slow_path(o, args, nargsf, kwnames);
     PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -198,7 +252,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
                 return slow_path(o, args, nargsf, kwnames);
         } else if ((o->kws & KW_BUCKET) && is_kw(k, s_bucket)) {
             /* one array: no buckets */
-        } else if (o->kind != REDUCE && is_kw(k, s_tiled)) {
+        } else if (o->kind >= ALL_GATHER && o->kind <= ALL_TO_ALL && is_kw(k, s_tiled)) {
             tiled_v = v;
         } else if ((o->kind == ALL_GATHER && is_kw(k, s_axis)) ||
                    (o->kind == PSUM_SCATTER && is_kw(k, s_scatter_dimension))) {
@@ -238,9 +292,17 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
      * _all_to_all work it out (the library checks the rest). */
     bool tiled = tiled_v == Py_True;
     npy_intp shape[SHMESH_MAX_NDIM + 1];
-    int out_ndim = ndim, p0 = 0, p1 = 0, n = 0;
+    int out_ndim = ndim, p0 = 0, p1 = 0, n = 0, perm[2 * PERM_MAX];
     memcpy(shape, PyArray_DIMS(a), sizeof *shape * (size_t)ndim);
-    if (o->kind != REDUCE) {
+    if (o->kind == PSWAPAXES || o->kind == PBROADCAST) {
+        if (int_arg(args[2], &p0))
+            goto slow;
+    } else if (o->kind == PPERMUTE || o->kind == PSHUFFLE) {
+        if ((p0 = int_list(args[2], o->kind == PPERMUTE ? 2 : 1, perm)) < 0)
+            goto slow;
+    }
+    if (o->kind != REDUCE && o->kind != PSWAPAXES && o->kind != PPERMUTE &&
+        o->kind != PBROADCAST) {
         Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
         n = o->axis_size(mp, axes, &n) ? -1 : n;
         Py_END_ALLOW_THREADS
@@ -285,6 +347,10 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
             shape[p1] = n;
         }
         break;
+    case PSHUFFLE: /* the C call reads one entry per group member */
+        if (p0 != n)
+            goto slow;
+        break;
     default:
         break;
     }
@@ -313,6 +379,18 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         break;
     case ALL_TO_ALL:
         rc = ((all_to_all_fn)o->fn)(mp, axes, NULL, p0, p1, tiled, &in, &res);
+        break;
+    case PSWAPAXES:
+        rc = ((swap_fn)o->fn)(mp, axes, NULL, p0, &in, &res);
+        break;
+    case PPERMUTE:
+        rc = ((ppermute_fn)o->fn)(mp, axes, (const int(*)[2])perm, p0, &in, &res);
+        break;
+    case PSHUFFLE:
+        rc = ((pshuffle_fn)o->fn)(mp, axes, perm, &in, &res);
+        break;
+    case PBROADCAST:
+        rc = ((pbroadcast_fn)o->fn)(mp, axes, p0, &in, &res);
         break;
     default:
         rc = ((reduce_fn)o->fn)(mp, axes, NULL, &in, &res);
@@ -352,12 +430,11 @@ static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw
     if (!PyArg_ParseTuple(args, "KiiiOOO!|K", &fn, &kind, &rule, &kws, &slow, &raise_on,
                           &PyDict_Type, &globals, &axis_size))
         return NULL;
-    if (!fn || kind < REDUCE || kind > ALL_TO_ALL || (kind != REDUCE && !axis_size) ||
+    if (!fn || kind < REDUCE || kind >= NKINDS || !axis_size ||
         rule < SAME || rule > INDEX || !PyCallable_Check(slow) || !PyCallable_Check(raise_on)) {
         PyErr_SetString(PyExc_ValueError,
-                        "Collective: a function address, a kind (0..3), a rule (0..3), "
-                        "keywords, two callables, the globals and (but for reductions) "
-                        "shmesh_axis_size's address");
+                        "Collective: a function address, a kind (0..7), a rule (0..3), "
+                        "keywords, two callables, the globals and shmesh_axis_size's address");
         return NULL;
     }
     Collective *o = (Collective *)type->tp_alloc(type, 0);

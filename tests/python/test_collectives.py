@@ -525,13 +525,23 @@ def _calls_of_moves(world):
               ("all_gather", (x, "i"), {"axis": 1.0}),                   # not an int
               ("all_gather", (x, "i"), {"tiled": 1}),                    # a truthy int
               ("all_gather", (x[:, ::2], "i"), {"axis": 1})]             # a view
+    ring = [(i, (i + 1) % world) for i in range(world)]
+    calls += [("pswapaxes", (x, "i", a), {}) for a in (0, 1, -1, 5)]
+    calls += [("ppermute", (x, "i", p), {}) for p in (ring, tuple(ring), [list(q) for q in ring],
+                                                      ring[:1], [], [(0, world)], [(0, 0, 0)],
+                                                      [(0.0, 1)], np.array(ring))]
+    calls += [("pshuffle", (x, "i", p), {}) for p in (list(range(world))[::-1],
+                                                      tuple(range(world)), [0] * world,
+                                                      list(range(world + 1)), [1.5] * world)]
+    calls += [("pbroadcast", (b, "i", src), {}) for src in (0, world - 1, world, -1, 2 ** 40)]
     return calls
 
 
 def test_compiled_moves_equal_python(mesh, world):
-    """all_gather, psum_scatter and all_to_all through the compiled
-    callables and through the package's Python functions (__wrapped__):
-    the same result (dtype, shape, bits) or the same refusal."""
+    """all_gather, psum_scatter, all_to_all, pswapaxes, ppermute, pshuffle
+    and pbroadcast through the compiled callables and through the
+    package's Python functions (__wrapped__): the same result (dtype,
+    shape, bits) or the same refusal."""
     for name, args, kw in _calls_of_moves(world):
         fn = getattr(shmesh, name)
         got = []
