@@ -20,6 +20,10 @@ mpi4py's; then the fastest round of each ("fastest rounds"), since this
 machine's slow phases (seen to double a loop's time for seconds at a
 time) hit the sides unevenly.
 
+Where torch imports, the worker also times the psum of a torch tensor of
+the same values (the input handed over without a copy, the result a tensor
+on the result's memory), and checks both.
+
 With --moves, each shmesh worker also times all_gather, psum_scatter and
 all_to_all (tiled, along dimension 0, of an input of SIZE bytes times the
 ranks, so that it splits) through the compiled path and the ctypes path,
@@ -95,6 +99,15 @@ def worker(size, iters, warm):
     t_contig = timed(x)
     t_ctypes = timed(x, psum_py)
     t_view = timed(view)
+    try:
+        import torch
+        tx = torch.from_numpy(x.copy())
+        t_torch = timed(tx)
+        ok = ok and bool(np.array_equal(shmesh.psum(tx, "i", mesh=mesh).numpy(), x * n))
+        if shmesh.rank() == 0:
+            print("torch,%.3f" % t_torch)
+    except ImportError:
+        pass
     if os.environ.get("PYTHON_OVERHEAD_MOVES") == "1":
         xm = np.arange(max(size // 4, 1) * n, dtype=np.float32)
         calls = {"all_gather": lambda f: f(xm, "i", mesh=mesh, tiled=True),
@@ -155,6 +168,8 @@ def run_py(ranks, size, iters, warm):
          os.path.abspath(__file__), "--worker", str(size), str(iters), str(warm)],
         check=True, stdout=subprocess.PIPE, text=True).stdout
     for line in out.splitlines():
+        if line.startswith("torch,"):
+            MOVES.setdefault((size, "torch"), []).append((float(line.split(",")[1]), 0.0))
         if line.startswith("move,"):
             _, name, tc, tp = line.split(",")
             MOVES.setdefault((size, name), []).append((float(tc), float(tp)))
@@ -242,7 +257,9 @@ def main():
         print("#   fastest rounds: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %.3f us, "
               "added %.3f us, py/mpi4py %.2f" % (c, p, t, m, p - c, p / m))
         for (sz, name), ts in sorted(MOVES.items()):
-            if sz == size:
+            if sz == size and name == "torch":
+                print("#   psum of a torch tensor: %.3f us (median)" % med([t[0] for t in ts]))
+            elif sz == size:
                 print("#   %s, tiled, %d B per rank: compiled %.3f us, ctypes %.3f us (medians)"
                       % (name, size * a.n, med([t[0] for t in ts]), med([t[1] for t in ts])))
         same, copied, ok = (all(x[k] for x in checks) for k in range(3))

@@ -24,6 +24,7 @@ docs/python.md.
 import atexit
 import collections
 import ctypes
+import functools
 import itertools
 import math
 import operator
@@ -1064,7 +1065,100 @@ def _address(name):
     return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
 
 
+# ---- arrays of other libraries: DLPack, PyTorch ------------------------------
+
+_KDL_CPU = 1  # DLPack's kDLCPU
+
+
+_BACKS = {}  # type -> _back_to's answer
+
+
+def _back_to(v):
+    """How a result goes back to v's kind of array: torch.from_numpy for a
+    torch tensor (no copy; it takes bool, which DLPack does not), else the
+    producer's package's from_dlpack where it has one, else nothing (the
+    result stays a numpy array)."""
+    tp = type(v)
+    try:
+        return _BACKS[tp]
+    except KeyError:
+        pass
+    top = tp.__module__.split(".")[0]
+    mod = sys.modules.get(top)
+    back = getattr(mod, "from_dlpack", None)
+    if top == "torch" and mod is not None:
+        back = mod.from_numpy
+    if len(_BACKS) < 64:
+        _BACKS[tp] = back
+    return back
+
+
+def _from_foreign(v, what):
+    """A leaf that is not a numpy array as one, without a copy where it can
+    be: DLPack (__dlpack__, numpy's from_dlpack) for CPU tensors, else
+    numpy's own conversion (the buffer protocol, __array_interface__,
+    __array__: torch's bool tensors, which DLPack does not carry).  With the
+    function that turns a result back into v's kind, or None.  A torch
+    tensor is asked the same through its own attributes, which cost less
+    than its __dlpack_device__ (1.7 us)."""
+    if type(v).__module__ == "torch":
+        if not v.is_cpu:
+            _invalid("%s: a torch tensor on %s: only CPU tensors are taken so far (x.cpu())"
+                     % (what, v.device))
+        if v.requires_grad:
+            _invalid("%s: a tensor that requires grad; pass x.detach() (gradients do not flow "
+                     "through shmesh's collectives)" % what)
+        return v.numpy(), _back_to(v)  # its memory, as numpy (bool too)
+    dev = getattr(v, "__dlpack_device__", None)
+    if dev is not None and hasattr(v, "__dlpack__"):
+        kind = int(dev()[0])
+        if kind != _KDL_CPU:
+            _invalid("%s: a DLPack tensor on device type %d: only CPU memory is taken from "
+                     "DLPack so far (move it to the CPU: x.cpu() in PyTorch)" % (what, kind))
+        if getattr(v, "requires_grad", False):
+            _invalid("%s: a tensor that requires grad; pass x.detach() (gradients do not flow "
+                     "through shmesh's collectives)" % what)
+        try:
+            return np.from_dlpack(v), _back_to(v)
+        except (RuntimeError, BufferError, TypeError):
+            pass  # a dtype DLPack does not carry: numpy's own conversion below
+    return np.asarray(v), _back_to(v) if dev is not None else None
+
+
+def _interop(fn):
+    """fn (a collective's Python function, x its first argument) taking
+    pytrees whose leaves are other libraries' arrays too: each such leaf
+    goes in as a numpy array sharing its memory (_from_foreign), and its
+    result comes back as its kind (a torch tensor for a torch tensor,
+    sharing the result's memory)."""
+    @functools.wraps(fn)
+    def op(x, *args, **kw):
+        if type(x) is np.ndarray:
+            return fn(x, *args, **kw)
+        if hasattr(x, "__dlpack__"):  # one tensor: no tree to walk
+            a, back = _from_foreign(x, fn.__name__)
+            r = _COMPILED.get(fn.__name__, fn)(a, *args, **kw)
+            return r if back is None else back(r)
+        backs = []
+
+        def take(v):
+            if isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)):
+                backs.append(None)
+                return v
+            a, back = _from_foreign(v, fn.__name__)
+            backs.append(back)
+            return a
+        x2 = _tree_map(take, x)
+        if not any(backs):
+            return fn(x2, *args, **kw)
+        r = _COMPILED.get(fn.__name__, fn)(x2, *args, **kw)
+        it = iter(backs)
+        return _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)), r)
+    return op
+
+
 def _compiled(op, kind, rule, kws):
+    op = _interop(op)
     if _ext is None:
         return op
     c = _COMPILED[op.__name__] = _ext.Collective(
