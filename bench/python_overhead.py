@@ -20,6 +20,8 @@ mpi4py's; then the fastest round of each ("fastest rounds"), since this
 machine's slow phases (seen to double a loop's time for seconds at a
 time) hit the sides unevenly.
 
+The worker also times the compiled psum with out= (the result written
+into a preallocated array, as mpi4py's loop does): the "py_out" column.
 Where torch imports, the worker also times the psum of a torch tensor of
 the same values (the input handed over without a copy, the result a tensor
 on the result's memory), and checks both.
@@ -86,19 +88,22 @@ def worker(size, iters, warm):
     psum_py = getattr(shmesh.psum, "__wrapped__", shmesh.psum)  # the ctypes path
     ok = ok and np.array_equal(psum_py(x, "i", mesh=mesh), x * n)
 
-    def timed(a, psum=shmesh.psum):
+    def timed(a, psum=shmesh.psum, **kw):
         for _ in range(warm):
-            psum(a, "i", mesh=mesh)
+            psum(a, "i", mesh=mesh, **kw)
         shmesh.barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
-            psum(a, "i", mesh=mesh)
+            psum(a, "i", mesh=mesh, **kw)
         us = (time.perf_counter() - t0) / iters * 1e6
         return float(shmesh.pmax(np.float64(us), "i", mesh=mesh))  # the slowest rank's
 
     t_contig = timed(x)
     t_ctypes = timed(x, psum_py)
     t_view = timed(view)
+    into = np.empty_like(x)
+    t_out = timed(x, out=into)
+    ok = ok and bool(np.array_equal(into, x * n))
     try:
         import torch
         tx = torch.from_numpy(x.copy())
@@ -128,8 +133,8 @@ def worker(size, iters, warm):
             if shmesh.rank() == 0:
                 print("move,%s,%.3f,%.3f" % (name, ts[0], ts[1]))
     if shmesh.rank() == 0:
-        print("py,%d,%.3f,%.3f,%d,%d,%d,%.3f,%d" % (size, t_contig, t_view, same, copied, ok,
-                                                   t_ctypes, shmesh.compiled))
+        print("py,%d,%.3f,%.3f,%d,%d,%d,%.3f,%d,%.3f" % (size, t_contig, t_view, same, copied,
+                                                        ok, t_ctypes, shmesh.compiled, t_out))
     mesh.close()
     shmesh.finalize()
 
@@ -174,10 +179,12 @@ def run_py(ranks, size, iters, warm):
             _, name, tc, tp = line.split(",")
             MOVES.setdefault((size, name), []).append((float(tc), float(tp)))
     f = [line for line in out.splitlines() if line.startswith("py,")][0].split(",")
+    OUTS.setdefault(size, []).append(float(f[9]))
     return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1", float(f[7]), f[8] == "1"
 
 
 MOVES = {}  # (size, op) -> [(compiled us, ctypes us)] per round (--moves)
+OUTS = {}   # size -> the compiled psum with out=, us per round
 
 
 def run_mpi(ranks, size, iters, warm):
@@ -256,6 +263,10 @@ def main():
         m = min(ms) if ms else float("nan")
         print("#   fastest rounds: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %.3f us, "
               "added %.3f us, py/mpi4py %.2f" % (c, p, t, m, p - c, p / m))
+        if ms:
+            print("#   with out= (preallocated, as mpi4py's): %.3f us, added %.3f us, "
+                  "py/mpi4py %.2f (medians)" % (med(OUTS[size]), med(OUTS[size]) - med(cs),
+                                                med(OUTS[size]) / med(ms)))
         for (sz, name), ts in sorted(MOVES.items()):
             if sz == size and name == "torch":
                 print("#   psum of a torch tensor: %.3f us (median)" % med([t[0] for t in ts]))

@@ -711,10 +711,34 @@ def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, w, *pa
     return _run(fn, (mp, axes, gref), a, out_shape, out_dtype, w, params)
 
 
+# The out= array of the blocking call in progress on this thread (set by
+# _interop's wrapper around the call, for one array), which _new_out hands
+# out instead of a new one.
+_out_slot = threading.local()
+
+
+def _new_out(shape, dtype, what):
+    """The result's array of `shape` and `dtype`: a new one, or the call's
+    out= array, checked: exactly that shape and dtype, C-contiguous and
+    writable (it is written in place)."""
+    o = getattr(_out_slot, "a", None)
+    if o is None:
+        return np.empty(shape, dtype)
+    _out_slot.a = None
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    if o.shape != shape or o.dtype != dtype:
+        _invalid("%s: out= must be the result's shape and dtype, %s %s; got %s %s"
+                 % (what, dtype, shape, o.dtype, o.shape))
+    if not o.flags.c_contiguous or not o.flags.writeable:
+        _invalid("%s: out= must be C-contiguous and writable (it is written in place)" % what)
+    return o
+
+
 def _run(fn, where, a, out_shape, out_dtype, w, params):
     """_call's work once `where`, the call's (mesh pointer, axes text,
     groups reference), is resolved."""
-    out = np.empty(out_shape if _local_devices == 1 else (_local_devices, *out_shape), out_dtype)
+    out = _new_out(out_shape if _local_devices == 1 else (_local_devices, *out_shape), out_dtype,
+                   "shmesh")
     if w is None:
         rc = fn(*where, *params, *_in_out(a, out))
         if rc:
@@ -972,7 +996,7 @@ def _reduce(name, result_dtype):
                 and _ctx is not None and _get_ident() == _owner
                 and (mesh is None or (type(mesh) is Mesh and mesh._p))
                 and x.dtype in _CODES and x.flags.c_contiguous and x.ndim <= _MAX_NDIM):
-            out = np.empty(x.shape, result_dtype(x.dtype))
+            out = _new_out(x.shape, result_dtype(x.dtype), name)
             mp = None if mesh is None else mesh._p
             rc = fn(mp, _axes(axis_name, name), None, *_in_out(x, out))
             if rc:
@@ -1132,7 +1156,9 @@ def _interop(fn):
     result comes back as its kind (a torch tensor for a torch tensor,
     sharing the result's memory)."""
     @functools.wraps(fn)
-    def op(x, *args, **kw):
+    def op(x, *args, out=None, **kw):
+        if out is not None:
+            return _into(fn, out, x, args, kw)
         if type(x) is np.ndarray:
             return fn(x, *args, **kw)
         if hasattr(x, "__dlpack__"):  # one tensor: no tree to walk
@@ -1155,6 +1181,29 @@ def _interop(fn):
         it = iter(backs)
         return _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)), r)
     return op
+
+
+def _into(fn, out, x, args, kw):
+    """fn's call with out=: the result written into `out` (a numpy array, or
+    a tensor whose memory a numpy array shares), which is returned."""
+    name = fn.__name__
+    if isinstance(x, (dict, list, tuple)):
+        _invalid("%s: out= takes the result of one array, not of a pytree" % name)
+    o = out
+    if type(out) is not np.ndarray:
+        if not hasattr(out, "__dlpack__") and not hasattr(out, "__array_interface__"):
+            _invalid("%s: out= must be an array (numpy, or a tensor on the CPU), got %s"
+                     % (name, type(out).__name__))
+        o = _from_foreign(out, name)[0]
+    if type(x) is not np.ndarray and (hasattr(x, "__dlpack__") or
+                                      hasattr(x, "__array_interface__")):
+        x = _from_foreign(x, name)[0]
+    _out_slot.a = o
+    try:
+        fn(x, *args, **kw)
+    finally:
+        _out_slot.a = None
+    return out
 
 
 def _compiled(op, kind, rule, kws):
@@ -1300,7 +1349,7 @@ def _perm_call(fn, what, x, axis_name, mesh, params, w):
         a = _prepare(v, what)
         mp = _mesh_ptr(mesh, what)
         _shape_of(a, what)
-        out = np.empty(a.shape, a.dtype)
+        out = _new_out(a.shape, a.dtype, what)
         if w is None:
             rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
             if rc:

@@ -82,7 +82,7 @@ typedef struct {
 } Collective;
 
 static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
-    *s_Mesh, *s_axis, *s_tiled, *s_scatter_dimension;
+    *s_Mesh, *s_axis, *s_tiled, *s_scatter_dimension, *s_out;
 
 /* shmesh's dtype for a numpy dtype it has, or -1 (bfloat16 and others:
  * the Python path's). */
@@ -241,12 +241,14 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != (o->kind == ALL_TO_ALL ? 4 : o->kind >= PSWAPAXES ? 3 : 2))
         return slow_path(o, args, nargsf, kwnames);
-    PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False;
+    PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False, *into = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
         if (is_kw(k, s_mesh))
             mesh = v;
+        else if (is_kw(k, s_out))
+            into = v == Py_None ? NULL : v;
         else if ((o->kws & KW_GROUPS) && is_kw(k, s_groups)) {
             if (v != Py_None)
                 return slow_path(o, args, nargsf, kwnames);
@@ -360,9 +362,21 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     PyArray_Descr *rd = result_of(o, PyArray_DESCR(a), code, &out_code);
     if (!rd)
         return NULL;
-    PyObject *out = PyArray_Empty(out_ndim, shape, rd, 0); /* steals rd */
-    if (!out)
+    PyObject *out;
+    if (into) { /* out=: exactly the result's array, else the Python path says why */
+        PyArrayObject *o_ = (PyArrayObject *)into;
+        bool fits = PyArray_CheckExact(into) && PyArray_NDIM(o_) == out_ndim &&
+                    PyArray_IS_C_CONTIGUOUS(o_) && PyArray_ISWRITEABLE(o_) &&
+                    PyArray_ISNOTSWAPPED(o_) && PyArray_EquivTypes(PyArray_DESCR(o_), rd);
+        for (int d = 0; fits && d < out_ndim; d++)
+            fits = PyArray_DIMS(o_)[d] == shape[d];
+        Py_DECREF(rd);
+        if (!fits)
+            goto slow;
+        out = Py_NewRef(into);
+    } else if (!(out = PyArray_Empty(out_ndim, shape, rd, 0))) { /* steals rd */
         return NULL;
+    }
     shmesh_array in = {.data = PyArray_DATA(a), .dtype = (shmesh_dtype)code, .ndim = ndim};
     shmesh_array res = {.data = PyArray_DATA((PyArrayObject *)out),
                         .dtype = (shmesh_dtype)out_code, .ndim = out_ndim};
@@ -545,8 +559,9 @@ PyMODINIT_FUNC PyInit__ext(void)
     s_axis = PyUnicode_InternFromString("axis");
     s_tiled = PyUnicode_InternFromString("tiled");
     s_scatter_dimension = PyUnicode_InternFromString("scatter_dimension");
+    s_out = PyUnicode_InternFromString("out");
     if (!s_ctx || !s_owner || !s_local || !s_addr || !s_p || !s_mesh || !s_groups || !s_bucket ||
-        !s_Mesh || !s_axis || !s_tiled || !s_scatter_dimension)
+        !s_Mesh || !s_axis || !s_tiled || !s_scatter_dimension || !s_out)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

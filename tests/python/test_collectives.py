@@ -440,6 +440,12 @@ def test_bucket_bytes_refused(mesh):
 
 # ---- the compiled per-call path (python/shmesh/_ext.c) ----------------------------
 
+def python_path(fn):
+    """The package's Python function a compiled callable stands for (fn
+    itself on the ctypes path)."""
+    return fn.__wrapped__ if type(fn).__name__ == "Collective" else fn
+
+
 def test_compiled_path_is_used_where_built():
     """The build says whether it made shmesh._ext (SHMESH_EXPECT_COMPILED,
     set by tests/python/meson.build): the package must then use it, unless
@@ -476,7 +482,7 @@ def test_compiled_equals_python(mesh, rank, op, case):
     compiled callable (shmesh.psum, ...) as through the package's Python
     function it stands for (__wrapped__), with and without mesh=."""
     fn = getattr(shmesh, op)
-    py = getattr(fn, "__wrapped__", fn)
+    py = python_path(fn)
     x = _ODD_INPUTS[case] * (rank + 1) if _ODD_INPUTS[case].dtype != bool else _ODD_INPUTS[case]
     if op == "pmean" and x.dtype == bool:
         pytest.skip("pmean of bool is refused alike (test_errors)")
@@ -497,7 +503,7 @@ def test_compiled_refuses_alike(mesh):
                 lambda f: f(np.ones(3, np.float32), "i", mesh="not a mesh"),
                 lambda f: f(np.ones(3, np.complex64), "i", mesh=mesh)]:
         got = []
-        for f in (shmesh.psum, getattr(shmesh.psum, "__wrapped__", shmesh.psum)):
+        for f in (shmesh.psum, python_path(shmesh.psum)):
             with pytest.raises(Exception) as e:
                 bad(f)
             got.append((type(e.value), str(e.value)))
@@ -545,10 +551,40 @@ def test_compiled_moves_equal_python(mesh, world):
     for name, args, kw in _calls_of_moves(world):
         fn = getattr(shmesh, name)
         got = []
-        for f in (fn, getattr(fn, "__wrapped__", fn)):
+        for f in (fn, python_path(fn)):
             try:
                 r = f(*args, mesh=mesh, **kw)
                 got.append(("ok", r.dtype, r.shape, r.tobytes()))
             except shmesh.Error as e:
                 got.append((type(e), str(e)))
         assert got[0] == got[1], (name, kw, got)
+
+
+def test_out_in_place(mesh, rank, world):
+    """out=: the result written into the array given, which is returned,
+    through the compiled path and the Python one alike; a wrong one is
+    refused the same way by both."""
+    xs = inputs(world, x_of)
+    for fn in (shmesh.psum, python_path(shmesh.psum)):
+        o = np.full((2, 3), -1, np.float32)
+        assert fn(xs[rank], "i", mesh=mesh, out=o) is o
+        check(o, np.sum(xs, axis=0).astype(np.float32))
+    g = np.zeros((world * 2, 3), np.float32)
+    assert shmesh.all_gather(xs[rank], "i", mesh=mesh, tiled=True, out=g) is g
+    check(g, np.concatenate(xs))
+    p = np.zeros((2, 3), np.float32)
+    assert shmesh.pbroadcast(xs[rank], "i", 0, mesh=mesh, out=p) is p
+    check(p, xs[0])
+    bad = [np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float64),
+           np.zeros((3, 2), np.float32).T, "not an array"]
+    ro = np.zeros((2, 3), np.float32)
+    ro.flags.writeable = False
+    for o in bad + [ro]:
+        got = []
+        for fn in (shmesh.psum, python_path(shmesh.psum)):
+            with pytest.raises(shmesh.InvalidArgument) as e:
+                fn(xs[rank], "i", mesh=mesh, out=o)
+            got.append(str(e.value))
+        assert got[0] == got[1]
+    with pytest.raises(shmesh.InvalidArgument):
+        shmesh.psum([xs[rank]], "i", mesh=mesh, out=p)  # one array only

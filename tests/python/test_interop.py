@@ -84,3 +84,10 @@ def test_any_dlpack_producer(mesh, world):
     with pytest.raises(shmesh.InvalidArgument) as e:
         shmesh.psum(_Producer(src, device=2), "i", mesh=mesh)  # kDLCUDA
     assert "device type 2" in str(e.value)
+
+
+def test_out_tensor(mesh, world):
+    """out= a tensor: written in place, and returned."""
+    o = torch.zeros(4)
+    r = shmesh.psum(torch.ones(4), "i", mesh=mesh, out=o)
+    assert r is o and o.tolist() == [float(world)] * 4
