@@ -32,6 +32,14 @@
 
 #include "shmesh.h"
 
+#if PY_VERSION_HEX < 0x030a0000 /* Python 3.10's */
+static inline PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#endif
+
 typedef int (*reduce_fn)(shmesh_mesh *, const char *, const shmesh_groups *, const shmesh_array *,
                          shmesh_array *);
 typedef int (*gather_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, bool,
