@@ -44,6 +44,7 @@ __all__ = [
     "PeerDead", "Aborted", "Timeout", "Mismatch", "OutOfMemory", "SystemFailure",
     "BadSegment", "PartitionSpec", "P", "NamedSharding", "GlobalArray", "Shard",
     "make_array_from_callback", "make_array_from_single_device_arrays", "device_put",
+    "device_array", "DeviceArray",
     "barrier_async", "Pending", "Token", "wait_all", "wait_any", "runtime_token", "Effect",
     "callback", "effects_barrier", "CallbackError", "hand_over", "ops",
 ]  # and the collectives, from the library's op table (OPS, below the wrappers)
@@ -722,6 +723,13 @@ def _new_out(shape, dtype, what):
     out= array, checked: exactly that shape and dtype, C-contiguous and
     writable (it is written in place)."""
     o = getattr(_out_slot, "a", None)
+    dev = getattr(_out_slot, "device", None)
+    if dev is not None:  # a device call (_on_device): the result in device memory
+        _out_slot.device = None
+        device, kind, made = dev
+        r = _device_alloc(shape, dtype, device, kind)
+        made.append(r)
+        return _header(r._ptr, r.shape, r.dtype)
     if o is None:
         return np.empty(shape, dtype)
     _out_slot.a = None
@@ -1117,6 +1125,184 @@ def _back_to(v):
     return back
 
 
+# ---- device memory through DLPack ---------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", _DL_DELETER)]
+
+
+_KDL_DEVICES = {2: "CUDA", 10: "ROCm"}  # DLPack's kDLCUDA, kDLROCM: the device path's
+# DLPack's (type code, bits) of the dtypes shmesh has (kDLInt 0, kDLUInt 1,
+# kDLFloat 2, kDLBool 6), and back.
+_DL_TYPES = {(0, 8): np.int8, (0, 16): np.int16, (0, 32): np.int32, (0, 64): np.int64,
+             (1, 8): np.uint8, (1, 16): np.uint16, (1, 32): np.uint32, (1, 64): np.uint64,
+             (2, 16): np.float16, (2, 32): np.float32, (2, 64): np.float64, (6, 8): np.bool_}
+_DL_CODES = {np.dtype(t): k for k, t in _DL_TYPES.items()}
+_DLTENSOR = b"dltensor"  # the capsules' name (kept: a capsule keeps only its pointer)
+_pyapi = ctypes.pythonapi
+_pyapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_pyapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_pyapi.PyCapsule_IsValid.restype = ctypes.c_int
+_pyapi.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# The same function on a capsule's address: in a capsule's destructor, where
+# the capsule (at no references) must not be made a Python object again.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pyapi))
+_pyapi.PyCapsule_New.restype = ctypes.py_object
+_pyapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
+
+
+def _header(ptr, shape, dtype):
+    """A numpy array over `ptr` (device memory: never read here, only its
+    address and shape handed to the library)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if n == 0 or not ptr:
+        return np.empty(shape, dtype)
+    return np.frombuffer((ctypes.c_char * n).from_address(ptr), dtype).reshape(shape)
+
+
+def _device_view(v, what):
+    """A DLPack tensor in device memory as a numpy header over it (_header)
+    and its device id; the capsule is held (its producer keeps the memory)
+    for as long as the header lives."""
+    cap = v.__dlpack__()
+    m = _DLManagedTensor.from_address(_pyapi.PyCapsule_GetPointer(cap, _DLTENSOR))
+    t = m.dl_tensor
+    dt = _DL_TYPES.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
+    if dt is None:
+        _invalid("%s: a device tensor of DLPack type code %d, %d bits, %d lanes: not a dtype "
+                 "shmesh has (bool, int8..int64, uint8..uint64, float16, float32, float64)"
+                 % (what, t.dtype.code, t.dtype.bits, t.dtype.lanes))
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    if t.strides:
+        want, size = [], 1
+        for n in reversed(shape):
+            want.insert(0, size)
+            size *= n
+        if any(t.strides[i] != want[i] for i in range(t.ndim) if shape[i] > 1):
+            _invalid("%s: a device tensor that is not contiguous (strides %s, shape %s): pass "
+                     "x.contiguous()" % (what, [t.strides[i] for i in range(t.ndim)],
+                                          list(shape)))
+    a = _header((t.data or 0) + t.byte_offset, shape, dt)
+    _device_keep[id(a)] = (cap, v)
+    weakref.finalize(a, _device_keep.pop, id(a), None)
+    return a, int(t.device.device_id)
+
+
+_device_keep = {}  # id(header) -> (capsule, producer), while the header lives
+_exports = {}      # address of an exported DLManagedTensor -> what it holds
+
+
+@_DL_DELETER
+def _dl_deleter(p):
+    """The consumer is done with an exported tensor."""
+    _exports.pop(p, None)
+
+
+@_CAPSULE_DESTRUCTOR
+def _dl_capsule_gone(cap):
+    """An exported capsule freed: not consumed (still named "dltensor"),
+    its tensor is released here."""
+    if _pyapi.PyCapsule_IsValid(cap, _DLTENSOR):
+        _exports.pop(_capsule_pointer(cap, _DLTENSOR), None)
+
+
+class DeviceArray:
+    """An array in a GPU runtime's device memory (a result of a collective
+    on a DLPack device tensor, or device_array()): DLPack exports it
+    (torch.from_dlpack and the like take it without a copy), numpy() copies
+    it to the host.  Freed with its last reference (and at finalize)."""
+
+    __slots__ = ("_ptr", "shape", "dtype", "_device", "_gen", "__weakref__")
+
+    def __init__(self, ptr, shape, dtype, device):
+        self._ptr, self.shape, self.dtype = ptr, tuple(shape), np.dtype(dtype)
+        self._device = device  # (DLPack device type, this process's device number)
+        self._gen = _gen
+
+    @property
+    def nbytes(self):
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __dlpack_device__(self):
+        return self._device
+
+    def __dlpack__(self, stream=None):
+        self._live("__dlpack__")
+        shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
+        code, bits = _DL_CODES[self.dtype]
+        m = _DLManagedTensor(_DLTensor(self._ptr, _DLDevice(*self._device), len(self.shape),
+                                       _DLDataType(code, bits, 1), shape, None, 0),
+                             None, _dl_deleter)
+        p = ctypes.addressof(m)
+        _exports[p] = (m, shape, self)  # until the consumer calls the deleter
+        return _pyapi.PyCapsule_New(p, _DLTENSOR, _dl_capsule_gone)
+
+    def _live(self, what):
+        if self._gen != _gen or not self._ptr and self.nbytes:
+            _invalid("DeviceArray.%s: its memory went with the context (finalize)" % what)
+
+    def numpy(self):
+        """A host copy (shmesh_device_copy)."""
+        self._live("numpy")
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            _checked(lib.shmesh_device_copy, _c(), out.ctypes.data, self._ptr, self.nbytes)
+        return out
+
+    def __repr__(self):
+        return "DeviceArray(shape=%r, dtype=%s, device=%r)" % (self.shape, self.dtype,
+                                                              self._device)
+
+    def __del__(self):
+        try:
+            if self._ptr and _ctx is not None and self._gen == _gen:
+                lib.shmesh_device_free(_ctx, self._ptr)
+        except Exception:  # at interpreter exit, the module may be half gone
+            pass
+
+
+def device_array(x, device=0, *, kind=2):
+    """x (a numpy array) copied into device memory of this process's GPU
+    `device` (shmesh_device_alloc: the runtime's own allocator), as a
+    DeviceArray; kind: its DLPack device type (2, CUDA; 10, ROCm)."""
+    a = np.ascontiguousarray(x)
+    if a.dtype not in _DL_CODES:
+        _invalid("device_array: dtype %s is not one the device path takes" % a.dtype)
+    r = _device_alloc(a.shape, a.dtype, _cint(device, "device_array", "device"), kind)
+    if a.nbytes:
+        _checked(lib.shmesh_device_copy, _c(), r._ptr, a.ctypes.data, a.nbytes)
+    return r
+
+
+def _device_alloc(shape, dtype, device, kind):
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    p = ctypes.c_void_p()
+    if n:
+        _checked(lib.shmesh_device_alloc, _c(), device, n, ctypes.byref(p))
+    return DeviceArray(p.value, shape, dtype, (kind, device))
+
+
 def _from_foreign(v, what):
     """A leaf that is not a numpy array as one, without a copy where it can
     be: DLPack (__dlpack__, numpy's from_dlpack) for CPU tensors, else
@@ -1137,8 +1323,9 @@ def _from_foreign(v, what):
     if dev is not None and hasattr(v, "__dlpack__"):
         kind = int(dev()[0])
         if kind != _KDL_CPU:
-            _invalid("%s: a DLPack tensor on device type %d: only CPU memory is taken from "
-                     "DLPack so far (move it to the CPU: x.cpu() in PyTorch)" % (what, kind))
+            _invalid("%s: a DLPack tensor on device type %d (%s): pass device tensors alone, "
+                     "not in a pytree nor with out=" % (what, kind,
+                                                        _KDL_DEVICES.get(kind, "not a GPU")))
         if getattr(v, "requires_grad", False):
             _invalid("%s: a tensor that requires grad; pass x.detach() (gradients do not flow "
                      "through shmesh's collectives)" % what)
@@ -1161,6 +1348,8 @@ def _interop(fn):
             return _into(fn, out, x, args, kw)
         if type(x) is np.ndarray:
             return fn(x, *args, **kw)
+        if hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) in _KDL_DEVICES:
+            return _on_device(fn, x, args, kw)
         if hasattr(x, "__dlpack__"):  # one tensor: no tree to walk
             a, back = _from_foreign(x, fn.__name__)
             r = _COMPILED.get(fn.__name__, fn)(a, *args, **kw)
@@ -1181,6 +1370,28 @@ def _interop(fn):
         it = iter(backs)
         return _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)), r)
     return op
+
+
+def _on_device(fn, x, args, kw):
+    """fn's call on a DLPack tensor in GPU memory: the device path, its
+    result a DeviceArray on the same device (given back to x's kind through
+    its package's from_dlpack where it has one)."""
+    name = fn.__name__
+    kind = int(x.__dlpack_device__()[0])
+    if getattr(x, "requires_grad", False):
+        _invalid("%s: a tensor that requires grad; pass x.detach() (gradients do not flow "
+                 "through shmesh's collectives)" % name)
+    a, device = _device_view(x, name)
+    made = []
+    _out_slot.device = (device, kind, made)
+    try:
+        fn(a, *args, **kw)
+    finally:
+        _out_slot.device = None
+    r = made[0]
+    # (for torch too: torch.from_dlpack, as torch.from_numpy takes host memory only)
+    back = getattr(sys.modules.get(type(x).__module__.split(".")[0]), "from_dlpack", None)
+    return r if back is None else back(r)
 
 
 def _into(fn, out, x, args, kw):

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the Python binding's pytest suite under shmesh-run on N ranks:
 #
-#   run_python_tests.sh PYTHON LAUNCHER LIBRARY PYTHON_SRC TESTS_DIR N
+#   run_python_tests.sh PYTHON LAUNCHER LIBRARY PYTHON_SRC TESTS_DIR N [TEST_FILE]
 #
 # PYTHON: an interpreter with numpy ('' when meson found none); LIBRARY:
 # the built libshmesh.so.0; PYTHON_SRC: the directory holding the shmesh
@@ -9,7 +9,7 @@
 # numpy and pytest, or when the library is sanitized (ctypes cannot load an
 # ASan library into an interpreter built without it).
 # Each line of output is prefixed with its rank ([R]).
-py=$1 launcher=$2 lib=$3 src=$4 tests=$5 n=$6
+py=$1 launcher=$2 lib=$3 src=$4 tests=$5 n=$6 only=${7:-}
 if [ -z "$py" ]; then
   echo "skipped: no python3 that imports numpy (python_with_numpy is empty)"
   exit 77
@@ -34,5 +34,5 @@ export SHMESH_TEST_GATE
 trap 'rm -rf "$SHMESH_TEST_GATE"' EXIT
 trap 'exit 143' TERM INT
 "$launcher" --tag-output -n "$n" --timeout 300 -- "$py" -m pytest -q -p no:cacheprovider \
-  --rootdir "$tests" "$tests"
+  --rootdir "$tests" "${only:-$tests}"
 exit $?

@@ -81,9 +81,12 @@ def test_any_dlpack_producer(mesh, world):
     r = shmesh.psum(_Producer(src), "i", mesh=mesh)  # its package has no from_dlpack
     assert type(r) is np.ndarray
     np.testing.assert_array_equal(r, src * world)
-    with pytest.raises(shmesh.InvalidArgument) as e:
-        shmesh.psum(_Producer(src, device=2), "i", mesh=mesh)  # kDLCUDA
-    assert "device type 2" in str(e.value)
+    with pytest.raises(shmesh.InvalidArgument) as e:  # kDLCUDA, with no GPU runtime here
+        shmesh.psum(_Producer(src, device=2), "i", mesh=mesh)
+    assert "no GPU runtime" in str(e.value)
+    with pytest.raises(shmesh.InvalidArgument) as e:  # kDLCUDA in a pytree
+        shmesh.psum([_Producer(src, device=2)], "i", mesh=mesh)
+    assert "device type 2 (CUDA)" in str(e.value)
 
 
 def test_out_tensor(mesh, world):
