@@ -15,7 +15,9 @@
 #                                      with SHMESH_TEST_DEVICE=cuda (the real
 #                                      backend, not the fake) and then
 #                                      shmesh-bench --device (psum, all_gather)
-#                                      on 2 ranks
+#                                      on 2 ranks, then the Python package's
+#                                      DLPack device tensors
+#                                      (tools/gpu_dlpack_check.py)
 #
 # --build-only stops after the build (to check the recipe on any machine);
 # --keep-going runs every step after the build even when one fails, and
@@ -143,6 +145,17 @@ if [ -x "$bench" ] && "$bench" -h 2>/dev/null | grep -q -- '--device'; then
     say "benchmark tables in build-gpu/gpu-check-bench.txt"
 else
     say "skipped shmesh-bench --device: $bench has no --device option"
+fi
+# The Python package's device path: DLPack device tensors (its own, and
+# torch's or JAX's where they import with a GPU), on 2 ranks.
+py=$(command -v python3 || true)
+if [ -n "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
+    step "Python: DLPack device tensors, 2 ranks" env SHMESH_DEVICE=cuda PYTHONPATH=python \
+        SHMESH_LIBRARY=build-gpu/lib/libshmesh.so.0 \
+        build-gpu/launcher/shmesh-run -n 2 --gpus none --timeout "${GPU_CHECK_TIMEOUT:-300}" -- \
+        "$py" tools/gpu_dlpack_check.py
+else
+    say "skipped the Python device check: no python3 that imports numpy"
 fi
 if ((${#failed[@]})); then
     say "${#failed[@]} step(s) failed:"
