@@ -18,8 +18,9 @@
  * The library's functions come as addresses from the package's ctypes
  * handle (_lib.raw), so this module links nothing of libshmesh: one
  * library, however it was found (docs/python.md).  The package's state
- * (_ctx, _owner, _local_devices) is read from its globals at each call,
- * so nothing here needs to be told when it changes. */
+ * (_ctx, _owner, _local_devices) is read at each call from the dict of
+ * the module that holds it (shmesh._context), so nothing here needs to be
+ * told when it changes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
@@ -85,12 +86,13 @@ typedef struct {
     int kws;         /* KW_*: keywords the op has besides mesh */
     PyObject *slow;  /* the package's function for the op */
     PyObject *raise_on; /* the package's _raise_on(rc, mesh pointer) */
-    PyObject *globals;  /* the package's globals */
+    PyObject *state;    /* the dict of the package's state (shmesh._context) */
+    PyObject *mesh_type; /* shmesh.Mesh: a mesh argument must be one, not a look-alike */
     PyObject *name, *qualname, *doc, *module, *dict;
 } Collective;
 
 static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
-    *s_Mesh, *s_axis, *s_tiled, *s_scatter_dimension, *s_out;
+    *s_axis, *s_tiled, *s_scatter_dimension, *s_out;
 
 /* shmesh's dtype for a numpy dtype it has, or -1 (bfloat16 and others:
  * the Python path's). */
@@ -153,17 +155,18 @@ static const char *plain_name(PyObject *s)
     return t;
 }
 
-/* The package's global `key` (borrowed), or NULL. */
-static PyObject *global(const Collective *o, PyObject *key)
+/* The package's state `key` (borrowed), or NULL. */
+static PyObject *state_item(const Collective *o, PyObject *key)
 {
-    return PyDict_GetItemWithError(o->globals, key);
+    return PyDict_GetItemWithError(o->state, key);
 }
 
 /* Whether this call is the package's: a context, this thread its owner,
  * one device per rank. */
 static int context_ready(const Collective *o)
 {
-    PyObject *ctx = global(o, s_ctx), *owner = global(o, s_owner), *local = global(o, s_local);
+    PyObject *ctx = state_item(o, s_ctx), *owner = state_item(o, s_owner),
+             *local = state_item(o, s_local);
     if (!ctx || ctx == Py_None || !owner || !PyLong_CheckExact(owner) || !local ||
         !PyLong_CheckExact(local))
         return 0;
@@ -283,8 +286,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         goto slow;
     shmesh_mesh *mp = NULL;
     if (mesh != Py_None) {
-        PyObject *cls = global(o, s_Mesh); /* a shmesh.Mesh, not a look-alike */
-        if (!cls || (PyObject *)Py_TYPE(mesh) != cls)
+        if ((PyObject *)Py_TYPE(mesh) != o->mesh_type)
             goto slow;
         PyObject *addr = PyObject_GetAttr(mesh, s_addr);
         if (!addr) {
@@ -438,25 +440,28 @@ slow:
     return slow_path(o, args, nargsf, kwnames);
 }
 
-/* Collective(fn_address, kind, rule, kws, slow, raise_on, globals,
- * axis_size_address) */
+/* Collective(fn_address, kind, rule, kws, slow, raise_on, state, mesh_type,
+ * axis_size_address): state the dict of the module that holds _ctx, _owner
+ * and _local_devices, mesh_type the class Mesh.  The class is given, not
+ * looked up in state: the package's modules each hold their own names. */
 static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     unsigned long long fn, axis_size = 0;
     int kind, rule, kws;
-    PyObject *slow, *raise_on, *globals;
+    PyObject *slow, *raise_on, *state, *mesh_type;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Collective takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KiiiOOO!|K", &fn, &kind, &rule, &kws, &slow, &raise_on,
-                          &PyDict_Type, &globals, &axis_size))
+    if (!PyArg_ParseTuple(args, "KiiiOOO!O!|K", &fn, &kind, &rule, &kws, &slow, &raise_on,
+                          &PyDict_Type, &state, &PyType_Type, &mesh_type, &axis_size))
         return NULL;
     if (!fn || kind < REDUCE || kind >= NKINDS || !axis_size ||
         rule < SAME || rule > INDEX || !PyCallable_Check(slow) || !PyCallable_Check(raise_on)) {
         PyErr_SetString(PyExc_ValueError,
                         "Collective: a function address, a kind (0..7), a rule (0..3), "
-                        "keywords, two callables, the globals and shmesh_axis_size's address");
+                        "keywords, two callables, the state's dict, the Mesh class and "
+                        "shmesh_axis_size's address");
         return NULL;
     }
     Collective *o = (Collective *)type->tp_alloc(type, 0);
@@ -470,10 +475,12 @@ static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw
     o->kws = kws;
     Py_INCREF(slow);
     Py_INCREF(raise_on);
-    Py_INCREF(globals);
+    Py_INCREF(state);
+    Py_INCREF(mesh_type);
     o->slow = slow;
     o->raise_on = raise_on;
-    o->globals = globals;
+    o->state = state;
+    o->mesh_type = mesh_type;
     o->name = PyObject_GetAttrString(slow, "__name__");
     o->qualname = PyObject_GetAttrString(slow, "__qualname__");
     o->doc = PyObject_GetAttrString(slow, "__doc__");
@@ -489,7 +496,8 @@ static int collective_traverse(Collective *o, visitproc visit, void *arg)
 {
     Py_VISIT(o->slow);
     Py_VISIT(o->raise_on);
-    Py_VISIT(o->globals);
+    Py_VISIT(o->state);
+    Py_VISIT(o->mesh_type);
     Py_VISIT(o->dict);
     return 0;
 }
@@ -498,7 +506,8 @@ static int collective_clear(Collective *o)
 {
     Py_CLEAR(o->slow);
     Py_CLEAR(o->raise_on);
-    Py_CLEAR(o->globals);
+    Py_CLEAR(o->state);
+    Py_CLEAR(o->mesh_type);
     Py_CLEAR(o->name);
     Py_CLEAR(o->qualname);
     Py_CLEAR(o->doc);
@@ -563,13 +572,12 @@ PyMODINIT_FUNC PyInit__ext(void)
     s_mesh = PyUnicode_InternFromString("mesh");
     s_groups = PyUnicode_InternFromString("axis_index_groups");
     s_bucket = PyUnicode_InternFromString("bucket_bytes");
-    s_Mesh = PyUnicode_InternFromString("Mesh");
     s_axis = PyUnicode_InternFromString("axis");
     s_tiled = PyUnicode_InternFromString("tiled");
     s_scatter_dimension = PyUnicode_InternFromString("scatter_dimension");
     s_out = PyUnicode_InternFromString("out");
     if (!s_ctx || !s_owner || !s_local || !s_addr || !s_p || !s_mesh || !s_groups || !s_bucket ||
-        !s_Mesh || !s_axis || !s_tiled || !s_scatter_dimension || !s_out)
+        !s_axis || !s_tiled || !s_scatter_dimension || !s_out)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -49,7 +49,7 @@ def ragged_args(d, pos_b, n):
 
 def main(outdir):
     shmesh.init()
-    k = shmesh._local_devices
+    k = shmesh._context._local_devices
     mesh = shmesh.Mesh(np.arange(8).reshape(2, 2, 2), ("a", "b", "c"))
     ids = mesh.local_devices
     assert len(ids) == k, (ids, k)

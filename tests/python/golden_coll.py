@@ -38,19 +38,20 @@ OPS = ("psum", "pmean", "pmax", "pmin", "pargmax", "pargmin", "all_gather", "psu
        "all_to_all", "pswapaxes", "ppermute", "pshuffle", "pbroadcast", "axis_index")
 
 BF16_MODE = "ml_dtypes"
-if shmesh._BF16 is None:
+if shmesh._arrays._BF16 is None:
     # No ml_dtypes: bfloat16 elements as opaque 2-byte values, the binding's
-    # table told they are bfloat16 (code 10), psum keeping them, pmean too.
+    # table told they are bfloat16 (code 10), psum keeping them, pmean too
+    # (set in shmesh._arrays, the one module the package reads _BF16 from).
     BF16_MODE = "2-byte opaque values (no ml_dtypes)"
-    shmesh._BF16 = np.dtype("V2")
-    shmesh._CODES[shmesh._BF16] = 10
+    shmesh._arrays._BF16 = np.dtype("V2")
+    shmesh._CODES[shmesh._arrays._BF16] = 10
 
 DTYPES = {
     "bool": np.dtype(np.bool_), "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32), "int64": np.dtype(np.int64), "uint8": np.dtype(np.uint8),
     "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64), "float16": np.dtype(np.float16),
-    "bfloat16": shmesh._BF16, "float32": np.dtype(np.float32),
+    "bfloat16": shmesh._arrays._BF16, "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
 }
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -207,7 +208,7 @@ def group_of(c, rank):
 
 def is_nan_bits(dt, bits):
     """Element-wise: is the element (its bits, unsigned) a NaN of dt?"""
-    name = "bfloat16" if dt == shmesh._BF16 else dt.name
+    name = "bfloat16" if dt == shmesh._arrays._BF16 else dt.name
     b = bits.astype(np.uint64)
     if name == "float16":
         return ((b & 0x7c00) == 0x7c00) & ((b & 0x3ff) != 0)

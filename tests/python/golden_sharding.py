@@ -81,8 +81,8 @@ def check(c, rank):
         g = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
         a = shmesh.make_array_from_callback(shape, s, lambda index: g[index])
         shards = a.addressable_shards
-        if len(shards) != shmesh._local_devices:
-            return "%d local shards, not %d" % (len(shards), shmesh._local_devices)
+        if len(shards) != shmesh._context._local_devices:
+            return "%d local shards, not %d" % (len(shards), shmesh._context._local_devices)
         for sh in shards:
             if sh.index != imap[sh.device] or not np.array_equal(sh.data, g[sh.index]):
                 return "device %d's shard %r, not g%r" % (sh.device, sh.data, sh.index)

@@ -52,7 +52,7 @@ def drained(r, n):
 
 
 def devices(r, n):
-    k = shmesh._local_devices
+    k = shmesh._context._local_devices
     mesh = shmesh.Mesh(np.arange(shmesh.device_count()), "i")
     x = np.arange(k * 6, dtype=np.float32).reshape(k, 2, 3) + 10 * r
     for name, args in (("psum", ()), ("all_gather", ()), ("pbroadcast", (1,)),

@@ -239,7 +239,7 @@ def test_alloc_sizes_are_checked_before_the_library_is_asked(rank, monkeypatch):
             if name == "shmesh_alloc":
                 return lambda ctx, n: asked.append(n) or real.shmesh_alloc(ctx, n)
             return getattr(real, name)
-    monkeypatch.setattr(shmesh, "lib", Spy())
+    monkeypatch.setattr(shmesh._memory, "lib", Spy())  # alloc's module
     for shape, dtype, nbytes in (((2 ** 32 + 1, 2 ** 32), np.uint8, 2 ** 64 + 2 ** 32),
                                  ((2 ** 61 + 1,), np.float64, 2 ** 64 + 8),
                                  ((2 ** 62 + 1,), np.uint8, 2 ** 62 + 1)):

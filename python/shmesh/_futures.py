@@ -1,0 +1,241 @@
+"""Async dispatch and tokens: the _async forms' dispatch (_dispatch),
+Token (JAX's RuntimeToken), Pending, barrier_async, wait_all, wait_any and
+runtime_token.  Above _context; the collectives and callbacks dispatch
+through it."""
+import ctypes
+
+from . import _context, _lib
+from ._lib import lib
+from ._errors import CallbackError, Error, _ERRORS, _last_error, _raise
+from ._context import _c, _invalid, _own, _raise_on, _release
+
+# The library owns an async call's buffers until its token is done, so
+# Python must not free them before, even when the caller drops the Pending:
+# each dispatch's Token holds what the call uses (input, output, groups,
+# parameters; a callback's function and arguments) and stays in
+# _context._registry until it is seen done (_register tests the oldest at
+# each dispatch: work finishes in dispatch order) or finalize() waited for
+# it (_context._drain).  The descriptors themselves (shmesh_array,
+# shmesh_groups, perm arrays) are copied by the library at dispatch
+# (flow_init in lib/engine/flow.c, the call's scratch in lib/ops/permute.c,
+# struct ragged in lib/ops/ragged.c), so the per-thread structs of _in_out
+# and _desc may be reused by the next call at once.
+
+_raw = _lib.raw
+_ASYNC = {}  # id(a blocking function of _lib.raw) -> its _async form (not hashable)
+
+
+def _raw_pair(name):
+    """The blocking function of the table's op `name` (_lib.raw), its _async
+    form recorded for _dispatch."""
+    fn = getattr(_raw, "shmesh_" + name)
+    _ASYNC[id(fn)] = getattr(_raw, "shmesh_" + name + "_async")
+    return fn
+
+
+def _callback_error(fn, exc, device, more=0):
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    err = CallbackError("callback %s raised on rank %d (device %d): %s: %s%s"
+                        % (name, _context._rank, device, type(exc).__name__, exc,
+                           " (and %d more callbacks failed)" % more if more else ""),
+                        exc, device)
+    err.__cause__ = exc
+    return err
+
+
+class Token:
+    """A position in this process's dispatch queue (shmesh_token, JAX's
+    RuntimeToken): done once that work and everything dispatched before it
+    finished.  A value: copy it, wait on it twice, drop it."""
+
+    __slots__ = ("_t", "_gen", "_keep", "_cb", "_failed", "_exc")
+
+    def __init__(self, t=None, keep=None):
+        self._t = _lib.Token() if t is None else t
+        self._gen = _context._gen
+        self._keep = keep      # what the library uses until done (_registry)
+        self._cb = 0           # its callback's key in _cb_records (0: none)
+        self._failed = None    # (code, sentence), once seen failed by _register or _drain
+        self._exc = None       # (fn, exception, device): the callback raised
+
+    def _live(self):
+        """Whether the library still knows the token (not done with no work,
+        nor of a finalized context)."""
+        return self._t.ctx is not None and self._gen == _context._gen
+
+    def _check(self):
+        """Raises what the token's work failed with, seen earlier."""
+        if self._failed is not None:
+            rc, text = self._failed
+            raise _ERRORS.get(rc, Error)(text, rc)
+        if self._exc is not None:
+            raise _callback_error(*self._exc)
+
+    def wait(self):
+        """Blocks until done; raises the work's failure (a shmesh.Error
+        subclass with the library's sentence, or CallbackError for a
+        callback that raised)."""
+        if self._live():
+            rc = lib.shmesh_token_wait(self._t)
+            if rc:
+                _raise(rc, self._t.ctx)
+        self._check()
+
+    def is_ready(self):
+        """Never blocks: True once done, False before; raises as wait()."""
+        if self._live():
+            rc = lib.shmesh_token_test(self._t)
+            if rc == 0:
+                return False
+            if rc < 0:
+                _raise(rc, self._t.ctx)
+        self._check()
+        return True
+
+    def __copy__(self):
+        return self  # a value that never changes once dispatched
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        if not self._live():
+            state = "failed" if self._failed or self._exc else "done"
+        else:
+            rc = lib.shmesh_token_test(self._t)
+            state = ("pending" if rc == 0 else "done" if rc > 0 and not self._exc else
+                     "failed: %s" % (_ERRORS.get(rc, Error).__name__ if rc < 0 else
+                                     "callback raised"))
+        return "Token(seq=%d, %s)" % (self._t.seq, state)
+
+
+def _register(tok):
+    """Keeps tok's work alive in _context._registry; releases what done work held."""
+    with _context._registry_lock:
+        _context._registry.append(tok)
+        while _context._registry:
+            old = _context._registry[0]
+            rc = lib.shmesh_token_test(old._t) if old._live() else 1
+            if rc == 0:
+                break  # the oldest is not done: neither are the later ones (dispatch order)
+            if rc < 0:
+                old._failed = (rc, _last_error(old._t.ctx) or
+                               (lib.shmesh_strerror(rc) or b"").decode())
+            _release(old)
+            _context._registry.popleft()
+
+
+def _dispatch(w, fn, args, keep):
+    """The _async form of fn (a blocking function of _lib.raw) on args and a
+    new token, which keeps `keep` alive until done and is appended to w."""
+    tok = Token(None, keep)
+    rc = _ASYNC[id(fn)](*args, ctypes.byref(tok._t))
+    if rc:
+        _raise_on(rc, args[0])  # nothing was dispatched
+    _register(tok)
+    w.append(tok)
+
+
+
+
+class Pending:
+    """The result of an async collective (JAX's async dispatch):
+    block_until_ready() waits and returns what the blocking function
+    returns; `token` is its Token (of its last array, for a pytree: the
+    earlier ones are done before it)."""
+
+    __slots__ = ("_result", "_tokens")
+
+    def __init__(self, result, tokens):
+        self._result = result
+        self._tokens = tokens
+
+    @property
+    def token(self):
+        return self._tokens[-1] if self._tokens else Token()
+
+    def block_until_ready(self):
+        """Waits for the work (raising its failure) and returns the result."""
+        if len(self._tokens) == 1:
+            self._tokens[0].wait()
+        else:
+            wait_all(self._tokens)
+        return self._result
+
+    def is_ready(self):
+        """Never blocks: whether the work is done (raises its failure)."""
+        return all(t.is_ready() for t in self._tokens)
+
+    def __repr__(self):
+        return "Pending(%r)" % (self.token,)
+
+
+def _pending(body, *args):
+    """body(*args, w) with a list w: the Pending of the tokens it dispatched."""
+    w = []
+    return Pending(body(*args, w), w)
+
+
+def barrier_async():
+    """barrier's async form: a Pending whose result is None."""
+    w = []
+    _dispatch(w, _raw.shmesh_barrier, (_own("barrier_async"),), None)
+    return Pending(None, w)
+
+
+def _tokens_of(items, what):
+    toks = []
+    for x in items:
+        if isinstance(x, Token):
+            toks.append(x)
+        elif isinstance(x, Pending):
+            toks.extend(x._tokens)
+        else:
+            _invalid("%s: expected Tokens or Pendings, got %r" % (what, x))
+    return toks
+
+
+def wait_all(tokens):
+    """Waits for every Token (or Pending) of the list: raises the failure of
+    the first failed one in dispatch order (shmesh_token_wait_all)."""
+    toks = _tokens_of(tokens, "wait_all")
+    live = [t for t in toks if t._live()]
+    if live:
+        arr = (_lib.Token * len(live))(*[t._t for t in live])
+        rc = lib.shmesh_token_wait_all(len(live), arr)
+        if rc:
+            _raise(rc, live[0]._t.ctx)
+    for t in toks:
+        t._check()
+
+
+def wait_any(tokens):
+    """Waits until one of the Tokens (or Pendings, by their last token) is
+    done: its index in the list (the earliest in dispatch order); raises its
+    failure (shmesh_token_wait_any)."""
+    toks = []
+    for x in tokens:
+        if isinstance(x, Pending):
+            x = x.token
+        elif not isinstance(x, Token):
+            _invalid("wait_any: expected Tokens or Pendings, got %r" % (x,))
+        toks.append(x)
+    if not toks:
+        _invalid("wait_any: no tokens to wait for")
+    for i, t in enumerate(toks):
+        if not t._live():
+            t._check()
+            return i
+    arr = (_lib.Token * len(toks))(*[t._t for t in toks])
+    index = ctypes.c_int(-1)
+    rc = lib.shmesh_token_wait_any(len(toks), arr, ctypes.byref(index))
+    if rc:
+        _raise(rc, toks[0]._t.ctx)
+    toks[index.value]._check()
+    return index.value
+
+
+def runtime_token():
+    """The Token of everything this thread dispatched so far (JAX's
+    RuntimeToken; shmesh_runtime_token): done when it dispatched nothing."""
+    return Token(lib.shmesh_runtime_token(_c()))
