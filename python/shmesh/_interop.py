@@ -30,6 +30,17 @@ _KDL_CPU = 1  # DLPack's kDLCPU
 _BACKS = {}  # type -> _back_to's answer
 
 
+# Packages whose arrays' module has no from_dlpack of its own: where it is.
+_FROM_DLPACK = {"jaxlib": "jax.numpy", "jax": "jax.numpy"}
+
+
+def _dlpack_consumer(v):
+    """The from_dlpack of v's package (torch.from_dlpack, jax.numpy's for a
+    jaxlib array, ...), or None."""
+    top = type(v).__module__.split(".")[0]
+    return getattr(sys.modules.get(_FROM_DLPACK.get(top, top)), "from_dlpack", None)
+
+
 def _back_to(v):
     """How a result goes back to v's kind of array: torch.from_numpy for a
     torch tensor (no copy; it takes bool, which DLPack does not), else the
@@ -42,7 +53,7 @@ def _back_to(v):
         pass
     top = tp.__module__.split(".")[0]
     mod = sys.modules.get(top)
-    back = getattr(mod, "from_dlpack", None)
+    back = _dlpack_consumer(v)
     if top == "torch" and mod is not None:
         back = mod.from_numpy
     if len(_BACKS) < 64:
@@ -315,7 +326,7 @@ def _on_device(fn, x, args, kw):
         _out_slot.device = None
     r = made[0]
     # (for torch too: torch.from_dlpack, as torch.from_numpy takes host memory only)
-    back = getattr(sys.modules.get(type(x).__module__.split(".")[0]), "from_dlpack", None)
+    back = _dlpack_consumer(x)
     return r if back is None else back(r)
 
 
