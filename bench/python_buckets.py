@@ -16,7 +16,9 @@ the same ranks, in an order that turns every round:
              saying so, when it cannot be imported: a baseline only)
 
 -b B1,B2,... times buckets of those sizes too; --small takes 100 leaves of
-256 float32 instead.  Each worker times ITERS steps after 2 untimed ones: a barrier, then the
+256 float32 instead; --all-gather times all_gather (untiled, axis 0) of the
+tree instead of pmean (mpi4py: comm.Allgather of each leaf into a
+preallocated array).  Each worker times ITERS steps after 2 untimed ones: a barrier, then the
 mean per step, the largest over ranks.  Prints each side's median over the
 rounds and the ratios to bucketed.  The bucketed result is checked against
 the per-leaf one bit for bit on every rank.  The library and package are
@@ -49,6 +51,7 @@ def resnet18_shapes():
 
 
 SMALL = os.environ.get("PYTHON_BUCKETS_SMALL") == "1"  # --small, for the workers
+GATHER = os.environ.get("PYTHON_BUCKETS_GATHER") == "1"  # --all-gather
 
 
 def shapes():
@@ -70,12 +73,16 @@ def worker(side, iters):
         comm = MPI.COMM_WORLD
         rank, size = comm.Get_rank(), comm.Get_size()
         tree = tree_of(np, rank)
-        outs = {k: np.empty_like(v) for k, v in tree.items()}
+        outs = {k: np.empty((size,) + v.shape if GATHER else v.shape, v.dtype)
+                for k, v in tree.items()}
 
         def step():
             for k, v in tree.items():
-                comm.Allreduce(v, outs[k], op=MPI.SUM)
-                outs[k] /= size
+                if GATHER:
+                    comm.Allgather(v, outs[k])
+                else:
+                    comm.Allreduce(v, outs[k], op=MPI.SUM)
+                    outs[k] /= size
         barrier = comm.Barrier
 
         def largest(t):
@@ -89,14 +96,16 @@ def worker(side, iters):
         bucket = (shmesh.BUCKET_BYTES if side == "bucketed" else 0 if side == "per-leaf"
                   else int(side.split("=")[1]))
 
-        def step():
-            return shmesh.pmean(tree, "i", mesh=mesh, bucket_bytes=bucket)
+        op = shmesh.all_gather if GATHER else shmesh.pmean
+
+        def step(bucket=bucket):
+            return op(tree, "i", mesh=mesh, bucket_bytes=bucket)
         barrier = shmesh.barrier
 
         def largest(t):
             return float(shmesh.pmax(np.float64(t), "i", mesh=mesh))
         if side == "bucketed":
-            a, b = step(), shmesh.pmean(tree, "i", mesh=mesh, bucket_bytes=0)
+            a, b = step(), step(0)
             for k in tree:
                 if a[k].tobytes() != b[k].tobytes():
                     sys.exit("rank %d: bucketed %s differs from per leaf" % (rank, k))
@@ -141,12 +150,18 @@ def main():
     ap.add_argument("-b", default="", help="more bucket sizes to time, comma-separated bytes")
     ap.add_argument("--small", action="store_true",
                     help="100 leaves of 256 float32 instead (1 KiB each)")
+    ap.add_argument("--all-gather", action="store_true",
+                    help="all_gather the tree (untiled, axis 0) instead of pmean")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.small:
         global SMALL
         SMALL = True
         os.environ["PYTHON_BUCKETS_SMALL"] = "1"
+    if a.all_gather:
+        global GATHER
+        GATHER = True
+        os.environ["PYTHON_BUCKETS_GATHER"] = "1"
     if a.worker:
         return worker(a.worker, a.i)
     sides = ["bucketed", "per-leaf", "mpi4py"] + ["bucket=%d" % int(b) for b in a.b.split(",") if b]
@@ -157,7 +172,7 @@ def main():
         sides.remove("mpi4py")
     leaves = shapes()
     elems = sum(int(__import__("math").prod(s)) for s in leaves)
-    print("# pmean of %d float32 leaves (%.1f MB), %d ranks, %d steps per launch, %d rounds"
+    print("# " + ("all_gather" if GATHER else "pmean") + " of %d float32 leaves (%.1f MB), %d ranks, %d steps per launch, %d rounds"
           % (len(leaves), elems * 4 / 1e6, a.n, a.i, a.r))
     times = {s: [] for s in sides}
     for r in range(a.r):

@@ -322,10 +322,81 @@ def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
     return _tree_map(leaf, x)
 
 
-def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
+def _by_leaf(name, x, impl, **kw):
+    """A blocking collective of pytree x, leaf by leaf: each numpy leaf
+    through the op's compiled callable (with the call's arguments kw), the
+    others through impl(leaf), the op's Python path (which is where the
+    compiled callable sends what it does not take: x itself never goes
+    back to it, so nothing loops)."""
+    fast = _COMPILED.get(name)
+    if fast is None or type(x) is np.ndarray:
+        return impl(x)
+    args = kw.pop("args", ())
+    return _tree_map(lambda v: fast(v, *args, **kw) if type(v) is np.ndarray else impl(v), x)
+
+
+def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
+    """A blocking all_gather of pytree x in buckets: the leaves of one
+    dtype, in tree order, flattened into buckets of at most bucket_bytes (a
+    larger leaf alone), each bucket gathered along a new axis 0 in one call
+    ((n, bucket elements)), and each leaf's result cut out of its bucket's:
+    its column block, stacked (n, *shape), moved to `axis` (with tiled,
+    merged into it), copied into its own array.  Pure data movement: the
+    bytes of one call per leaf.  Every leaf's axis is checked first."""
+    name = "all_gather"
+    leaves = []
+    index_tree = _tree_map(lambda v: leaves.append(_prepare(v, name)) or len(leaves) - 1, x)
+    axes = [_axis(axis, a.ndim if tiled else a.ndim + 1, name) for a in leaves]
+    results = [None] * len(leaves)
+    by_dtype = {}
+    for i, a in enumerate(leaves):
+        by_dtype.setdefault(a.dtype, []).append(i)
+    gather = _COMPILED.get(name, all_gather)
+
+    def flush(members):
+        if len(members) == 1:
+            i = members[0]
+            results[i] = gather(leaves[i], axis_name, axis_index_groups=groups, axis=axis,
+                                tiled=tiled, mesh=mesh, bucket_bytes=0)
+            return
+        out = gather(np.concatenate([leaves[i].reshape(-1) for i in members]), axis_name,
+                     axis_index_groups=groups, mesh=mesh, bucket_bytes=0)
+        n, off = out.shape[0], 0
+        for i in members:
+            a = leaves[i]
+            r = np.moveaxis(out[:, off:off + a.size].reshape((n,) + a.shape), 0, axes[i])
+            if tiled:
+                ax = axes[i]
+                r = r.reshape(a.shape[:ax] + (n * a.shape[ax],) + a.shape[ax + 1:])
+            results[i] = np.ascontiguousarray(r)
+            off += a.size
+
+    for idx in by_dtype.values():
+        members, size = [], 0
+        for i in idx:
+            if members and size + leaves[i].nbytes > bucket_bytes:
+                flush(members)
+                members, size = [], 0
+            members.append(i)
+            size += leaves[i].nbytes
+        if members:
+            flush(members)
+    return _tree_map(lambda i: results[i], index_tree)
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None,
+               bucket_bytes=BUCKET_BYTES):
     """The group's inputs stacked along a new dimension `axis` (or
-    concatenated along it with tiled=True), as jax.lax.all_gather."""
-    return _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, None)
+    concatenated along it with tiled=True), as jax.lax.all_gather.  A
+    pytree's leaves go in buckets of at most bucket_bytes (0 or None: a call
+    per leaf), one device per rank."""
+    b = _bucket_bytes(bucket_bytes, "all_gather")
+    if b and type(x) is not np.ndarray and _context._local_devices == 1:
+        return _gather_bucketed(x, axis_name, axis_index_groups, axis, tiled, mesh, b)
+    return _by_leaf("all_gather", x,
+                    lambda v: _all_gather(v, axis_name, axis_index_groups, axis, tiled, mesh, None),
+                    args=(axis_name,), axis_index_groups=axis_index_groups, axis=axis,
+                    tiled=tiled, mesh=mesh)
 
 
 def all_gather_async(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None):
@@ -350,7 +421,11 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
                  mesh=None):
     """The psum, block p of it (along scatter_dimension) to group index p
     (jax.lax.psum_scatter)."""
-    return _psum_scatter(x, axis_name, scatter_dimension, axis_index_groups, tiled, mesh, None)
+    return _by_leaf("psum_scatter", x,
+                    lambda v: _psum_scatter(v, axis_name, scatter_dimension, axis_index_groups,
+                                            tiled, mesh, None),
+                    args=(axis_name,), scatter_dimension=scatter_dimension,
+                    axis_index_groups=axis_index_groups, tiled=tiled, mesh=mesh)
 
 
 def psum_scatter_async(x, axis_name, *, scatter_dimension=0, axis_index_groups=None,
@@ -380,8 +455,11 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
                mesh=None):
     """Block j along split_axis to group index j, received blocks placed along
     concat_axis (jax.lax.all_to_all)."""
-    return _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled, mesh,
-                       None)
+    return _by_leaf("all_to_all", x,
+                    lambda v: _all_to_all(v, axis_name, split_axis, concat_axis,
+                                          axis_index_groups, tiled, mesh, None),
+                    args=(axis_name, split_axis, concat_axis),
+                    axis_index_groups=axis_index_groups, tiled=tiled, mesh=mesh)
 
 
 def all_to_all_async(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
@@ -390,7 +468,7 @@ def all_to_all_async(x, axis_name, split_axis, concat_axis, *, axis_index_groups
                     tiled, mesh)
 
 
-all_gather = _compiled(all_gather, _ALL_GATHER, _SAME, _KW_GROUPS)
+all_gather = _compiled(all_gather, _ALL_GATHER, _SAME, _KW_GROUPS | _KW_BUCKET)
 psum_scatter = _compiled(psum_scatter, _PSUM_SCATTER, _SUM, _KW_GROUPS)
 all_to_all = _compiled(all_to_all, _ALL_TO_ALL, _SAME, _KW_GROUPS)
 
@@ -407,7 +485,9 @@ def _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, w):
 
 def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
     """Swaps the named axis with dimension `axis` (jax.lax.pswapaxes)."""
-    return _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, None)
+    return _by_leaf("pswapaxes", x,
+                    lambda v: _pswapaxes(v, axis_name, axis, axis_index_groups, mesh, None),
+                    args=(axis_name, axis), axis_index_groups=axis_index_groups, mesh=mesh)
 
 
 def pswapaxes_async(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
@@ -447,7 +527,8 @@ def _ppermute(x, axis_name, perm, mesh, w):
 def ppermute(x, axis_name, perm, *, mesh=None):
     """Sends each (source, destination) pair's input along (jax.lax.ppermute);
     a device that is no destination gets zeros."""
-    return _ppermute(x, axis_name, perm, mesh, None)
+    return _by_leaf("ppermute", x, lambda v: _ppermute(v, axis_name, perm, mesh, None),
+                    args=(axis_name, perm), mesh=mesh)
 
 
 def ppermute_async(x, axis_name, perm, *, mesh=None):
@@ -470,7 +551,8 @@ def _pshuffle(x, axis_name, perm, mesh, w):
 
 def pshuffle(x, axis_name, perm, *, mesh=None):
     """Group index i receives the input of group index perm[i] (jax.lax.pshuffle)."""
-    return _pshuffle(x, axis_name, perm, mesh, None)
+    return _by_leaf("pshuffle", x, lambda v: _pshuffle(v, axis_name, perm, mesh, None),
+                    args=(axis_name, perm), mesh=mesh)
 
 
 def pshuffle_async(x, axis_name, perm, *, mesh=None):
@@ -484,7 +566,8 @@ def _pbroadcast(x, axis_name, source, mesh, w):
 
 def pbroadcast(x, axis_name, source, *, mesh=None):
     """Every device of the group gets the input of group index `source`."""
-    return _pbroadcast(x, axis_name, source, mesh, None)
+    return _by_leaf("pbroadcast", x, lambda v: _pbroadcast(v, axis_name, source, mesh, None),
+                    args=(axis_name, source), mesh=mesh)
 
 
 def pbroadcast_async(x, axis_name, source, *, mesh=None):

@@ -588,3 +588,20 @@ def test_out_in_place(mesh, rank, world):
         assert got[0] == got[1]
     with pytest.raises(shmesh.InvalidArgument):
         shmesh.psum([xs[rank]], "i", mesh=mesh, out=p)  # one array only
+
+
+@pytest.mark.parametrize("axis,tiled", [(0, False), (1, False), (-1, False), (0, True),
+                                        (1, True), (-1, True)])
+def test_bucketed_all_gather_equals_per_leaf(mesh, rank, axis, tiled):
+    """all_gather of a pytree in buckets gives each leaf the bytes, shape
+    and dtype of one call per leaf (bucket_bytes=0), along any axis, tiled
+    or not, with leaves of several dtypes and one larger than a bucket."""
+    tree = {"a": x_of(rank, (2, 3)), "b": [x_of(rank, (4, 1), np.int64), x_of(rank, (3, 2))],
+            "c": (x_of(rank, (5, 2), np.float64), x_of(rank, (64, 4)))}
+    kw = dict(mesh=mesh, axis=axis, tiled=tiled)
+    got = shmesh.all_gather(tree, "i", bucket_bytes=256, **kw)
+    want = shmesh.all_gather(tree, "i", bucket_bytes=0, **kw)
+    flat_got, flat_want = [got["a"], *got["b"], *got["c"]], [want["a"], *want["b"], *want["c"]]
+    for g, w in zip(flat_got, flat_want):
+        check(g, w)
+        assert g.flags.c_contiguous
