@@ -335,6 +335,9 @@ def _by_leaf(name, x, impl, **kw):
     return _tree_map(lambda v: fast(v, *args, **kw) if type(v) is np.ndarray else impl(v), x)
 
 
+_unbucket_index = {}  # (group size, leaf sizes) -> the index that unpacks a gathered bucket
+
+
 def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
     """A blocking all_gather of pytree x in buckets: the leaves of one
     dtype, in tree order, flattened into buckets of at most bucket_bytes (a
@@ -362,6 +365,27 @@ def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
         out = gather(np.concatenate([leaves[i].reshape(-1) for i in members]), axis_name,
                      axis_index_groups=groups, mesh=mesh, bucket_bytes=0)
         n, off = out.shape[0], 0
+        if all(axes[i] == 0 for i in members):
+            # Along axis 0 each leaf's result is its column block of the
+            # bucket's, row after row: one gather by index (kept per layout)
+            # makes them all, each a contiguous slice of it.
+            sizes = tuple(leaves[i].size for i in members)
+            key = (n, sizes)
+            idx = _unbucket_index.get(key)
+            if idx is None:
+                idx = np.concatenate([(np.arange(n)[:, None] * out.shape[1] + o +
+                                       np.arange(sz)[None, :]).ravel()
+                                      for o, sz in zip(np.cumsum((0,) + sizes[:-1]), sizes)])
+                if len(_unbucket_index) >= 64:
+                    _unbucket_index.clear()
+                _unbucket_index[key] = idx
+            flat = out.reshape(-1).take(idx)
+            for i in members:
+                a = leaves[i]
+                shape = ((n * a.shape[0],) + a.shape[1:]) if tiled else (n,) + a.shape
+                results[i] = flat[n * off:n * (off + a.size)].reshape(shape)
+                off += a.size
+            return
         for i in members:
             a = leaves[i]
             r = np.moveaxis(out[:, off:off + a.size].reshape((n,) + a.shape), 0, axes[i])
@@ -385,11 +409,12 @@ def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, mesh=None,
-               bucket_bytes=BUCKET_BYTES):
+               bucket_bytes=0):
     """The group's inputs stacked along a new dimension `axis` (or
-    concatenated along it with tiled=True), as jax.lax.all_gather.  A
-    pytree's leaves go in buckets of at most bucket_bytes (0 or None: a call
-    per leaf), one device per rank."""
+    concatenated along it with tiled=True), as jax.lax.all_gather.  With
+    bucket_bytes, a pytree's leaves go in buckets of at most that many bytes
+    (one device per rank); by default a call per leaf, which measured
+    faster here (docs/python.md)."""
     b = _bucket_bytes(bucket_bytes, "all_gather")
     if b and type(x) is not np.ndarray and _context._local_devices == 1:
         return _gather_bucketed(x, axis_name, axis_index_groups, axis, tiled, mesh, b)
