@@ -116,8 +116,15 @@ size_t shard_move(void *dst, void *src, size_t bytes)
         return 0;
     /* The pages of src's range take dst's place (what dst held there is
      * unmapped first); src's range is left unmapped. */
-    void *got = mremap(src, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-    return got == dst ? n : 0;
+    if (mremap(src, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst)
+        return n;
+    /* A shard not a whole number of huge pages is two mappings (its huge
+     * pages asked for MADV_HUGEPAGE, its tail not), which one mremap does
+     * not span: the first alone, then. */
+    size_t h = bytes & ~(HUGE_PAGE - 1);
+    if (h && h < n && mremap(src, h, h, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst)
+        return h;
+    return 0;
 }
 
 void shard_memory_budget(size_t bytes)

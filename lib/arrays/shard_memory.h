@@ -25,8 +25,10 @@ void shard_free(void *p, size_t bytes);
 /* Large shards are mappings of their own: shard_move gives the whole pages
  * of src's first `bytes` to the range at dst, inside another large shard,
  * without copying them (mremap; both page-aligned).  The bytes moved (a
- * whole number of pages, at most `bytes`; 0: none, when the kernel refused
- * or an address is not page-aligned): the caller copies the rest.  src's
+ * whole number of pages, at most `bytes`: all its whole pages, or those of
+ * its whole huge pages where the rest is another mapping; 0: none, when
+ * the kernel refused or an address is not page-aligned): the caller copies
+ * the rest.  src's
  * moved range is then unmapped, and its shard must go to shard_discard. */
 size_t shard_move(void *dst, void *src, size_t bytes);
 /* p (from shard_alloc(bytes)) freed, never kept. */
