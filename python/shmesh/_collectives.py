@@ -14,7 +14,7 @@ from ._arrays import (_CODES, _axes, _axis, _cint, _desc, _groups, _in_out, _out
                       _shape_of, _tree_map)
 from ._mesh import Mesh, _group_size, _mesh_ptr
 from ._futures import _dispatch, _pending, _raw_pair
-from ._interop import _COMPILED, _device_alloc, _header, _interop
+from ._interop import _COMPILED, _device_alloc, _header, _interop, _interop_async
 
 # Every one goes through _call or _perm_call with a function of _lib.raw
 # (no declared argument types: arrays and groups by reference, ints
@@ -671,3 +671,5 @@ _WORLD_OPS = {
 for _name in _ASYNC_FORMS:
     if _name in globals() and _name[:-6] in globals():
         globals()[_name].__doc__ = _async_doc(_name[:-6])
+        if _name != "ragged_all_to_all_async":  # (its blocking form takes numpy alone too)
+            globals()[_name] = _interop_async(globals()[_name])

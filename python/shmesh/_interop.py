@@ -308,6 +308,37 @@ def _interop(fn):
     return op
 
 
+def _interop_async(fn):
+    """fn, an _async form, taking other libraries' host arrays as _interop's
+    functions do: each such leaf goes in as a numpy array sharing its
+    memory, and the Pending's result gives each leaf's result back as its
+    kind, sharing the result's memory (written once the work is done: read
+    it after block_until_ready, as any async result)."""
+    @functools.wraps(fn)
+    def op(x, *args, **kw):
+        if type(x) is np.ndarray:
+            return fn(x, *args, **kw)
+        if hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) in _KDL_DEVICES:
+            _invalid("%s: a DLPack tensor in GPU memory: the _async forms take host arrays so "
+                     "far (the blocking form takes it)" % fn.__name__)
+        backs = []
+
+        def take(v):
+            if isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)):
+                backs.append(None)
+                return v
+            a, back = _from_foreign(v, fn.__name__)
+            backs.append(back)
+            return a
+        p = fn(_tree_map(take, x), *args, **kw)
+        if any(backs):
+            it = iter(backs)
+            p._result = _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)),
+                                  p._result)
+        return p
+    return op
+
+
 def _on_device(fn, x, args, kw):
     """fn's call on a DLPack tensor in GPU memory: the device path, its
     result a DeviceArray on the same device (given back to x's kind through

@@ -94,3 +94,14 @@ def test_out_tensor(mesh, world):
     o = torch.zeros(4)
     r = shmesh.psum(torch.ones(4), "i", mesh=mesh, out=o)
     assert r is o and o.tolist() == [float(world)] * 4
+
+
+def test_async_forms(mesh, rank, world):
+    """The _async forms take tensors too; the Pending's result is a tensor
+    on the result's memory, right once the work is done."""
+    p = shmesh.psum_async({"t": torch.ones(3) * rank, "n": np.ones(2)}, "i", mesh=mesh)
+    r = p.block_until_ready()
+    assert isinstance(r["t"], torch.Tensor) and type(r["n"]) is np.ndarray
+    assert r["t"].tolist() == [float(world * (world - 1) / 2)] * 3
+    g = shmesh.all_gather_async(torch.full((2,), rank), "i", mesh=mesh, tiled=True)
+    assert g.block_until_ready().tolist() == [r_ for r_ in range(world) for _ in range(2)]
