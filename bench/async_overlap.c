@@ -283,7 +283,7 @@ int main(int argc, char **argv)
                     {"sleep", T_SLEEP, T_BLOCK_SLEEP, T_ASYNC_SLEEP}};
         for (int r = 0; r < 2; r++) {
             double p = med[T_PSUM], c = med[rows[r].c], b = med[rows[r].b], a = med[rows[r].a];
-            printf("  %7s %12zu %9.2f %9.2f %9.2f %9.2f %15.2f %7.2f %7.0f\n", rows[r].name,
+            printf("  %7s %12zu %9.4f %9.4f %9.4f %9.4f %15.2f %7.2f %7.0f\n", rows[r].name,
                    count * sizeof(float), p, c, b, a, a / b, (p > c ? p : c) / b, wrong[r]);
         }
         free(col);
