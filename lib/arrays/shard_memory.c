@@ -84,11 +84,7 @@ void *shard_alloc(size_t bytes)
 
 void shard_free(void *p, size_t bytes)
 {
-    if (bytes < SHARD_LARGE) {
-        free(p);
-        return;
-    }
-    if (p && pthread_mutex_trylock(&lock) == 0) {
+    if (p && bytes >= SHARD_LARGE && pthread_mutex_trylock(&lock) == 0) {
         for (int i = 0; i < SHARD_CACHE_BUFFERS && p; i++)
             if (!kept[i].p && kept_bytes + bytes <= budget) {
                 kept[i].p = p;
@@ -98,7 +94,7 @@ void shard_free(void *p, size_t bytes)
             }
         pthread_mutex_unlock(&lock);
     }
-    unmap(p, bytes);
+    shard_discard(p, bytes); /* not kept (NULL if it was) */
 }
 
 void shard_discard(void *p, size_t bytes)

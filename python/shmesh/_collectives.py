@@ -102,6 +102,32 @@ def _bucket_bytes(b, what):
     return int(b)
 
 
+def _leaves(x, name):
+    """Pytree x's leaves, prepared (_prepare), and the tree of their indices."""
+    leaves = []
+    index_tree = _tree_map(lambda v: leaves.append(_prepare(v, name)) or len(leaves) - 1, x)
+    return leaves, index_tree
+
+
+def _buckets(leaves, bucket_bytes):
+    """The leaves' indices in buckets, (dtype, indices) after one another: one
+    dtype each, in tree order, at most bucket_bytes (a larger leaf alone),
+    dtype after dtype in the order of their first leaves."""
+    by_dtype = {}
+    for i, a in enumerate(leaves):
+        by_dtype.setdefault(a.dtype, []).append(i)
+    for dt, idx in by_dtype.items():
+        members, size = [], 0
+        for i in idx:
+            if members and size + leaves[i].nbytes > bucket_bytes:
+                yield dt, members
+                members, size = [], 0
+            members.append(i)
+            size += leaves[i].nbytes
+        if members:
+            yield dt, members
+
+
 def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_bytes):
     """An element-wise reduction of pytree x: its leaves of one dtype packed,
     in tree order, into buckets of at most bucket_bytes (a larger leaf goes
@@ -109,14 +135,11 @@ def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_byte
     its bucket's.  Every element is reduced as in its own call (the library
     combines every element in group order whatever the array's size), so
     the bits are those of one call per leaf."""
-    leaves = []
-    index_tree = _tree_map(lambda v: leaves.append(_prepare(v, name)) or len(leaves) - 1, x)
+    leaves, index_tree = _leaves(x, name)
     k = _context._local_devices
     results = [None] * len(leaves)
-    by_dtype = {}
-    for i, a in enumerate(leaves):
+    for a in leaves:
         _shape_of(a, name)  # the device axis checked first, as per leaf
-        by_dtype.setdefault(a.dtype, []).append(i)
 
     def call(a, shape, dt):
         fast = _COMPILED.get(name) if w is None else None
@@ -140,17 +163,8 @@ def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_byte
             results[i] = out[..., off:off + n].reshape(leaves[i].shape)
             off += n
 
-    for dt, idx in by_dtype.items():
-        members, size = [], 0
-        for i in idx:
-            nbytes = leaves[i].nbytes
-            if members and size + nbytes > bucket_bytes:
-                flush(dt, members)
-                members, size = [], 0
-            members.append(i)
-            size += nbytes
-        if members:
-            flush(dt, members)
+    for dt, members in _buckets(leaves, bucket_bytes):
+        flush(dt, members)
     return _tree_map(lambda i: results[i], index_tree)
 
 
@@ -347,13 +361,9 @@ def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
     merged into it), copied into its own array.  Pure data movement: the
     bytes of one call per leaf.  Every leaf's axis is checked first."""
     name = "all_gather"
-    leaves = []
-    index_tree = _tree_map(lambda v: leaves.append(_prepare(v, name)) or len(leaves) - 1, x)
+    leaves, index_tree = _leaves(x, name)
     axes = [_axis(axis, a.ndim if tiled else a.ndim + 1, name) for a in leaves]
     results = [None] * len(leaves)
-    by_dtype = {}
-    for i, a in enumerate(leaves):
-        by_dtype.setdefault(a.dtype, []).append(i)
     gather = _COMPILED.get(name, all_gather)
 
     def flush(members):
@@ -395,16 +405,8 @@ def _gather_bucketed(x, axis_name, groups, axis, tiled, mesh, bucket_bytes):
             results[i] = np.ascontiguousarray(r)
             off += a.size
 
-    for idx in by_dtype.values():
-        members, size = [], 0
-        for i in idx:
-            if members and size + leaves[i].nbytes > bucket_bytes:
-                flush(members)
-                members, size = [], 0
-            members.append(i)
-            size += leaves[i].nbytes
-        if members:
-            flush(members)
+    for _, members in _buckets(leaves, bucket_bytes):
+        flush(members)
     return _tree_map(lambda i: results[i], index_tree)
 
 

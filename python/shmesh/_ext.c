@@ -190,23 +190,6 @@ static int is_kw(PyObject *k, PyObject *name)
     return k == name || PyUnicode_Compare(k, name) == 0;
 }
 
-/* An int argument in [lo, hi) (a negative one counts from hi, as the
- * package's _axis does), or -1 for anything else (the Python path's to
- * take or refuse). */
-static int axis_arg(PyObject *v, int lo, int hi)
-{
-    if (!PyLong_CheckExact(v))
-        return -1;
-    long a = PyLong_AsLong(v);
-    if (a == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
-    if (a < 0)
-        a += hi;
-    return a >= lo && a < hi ? (int)a : -1;
-}
-
 /* An exact int in C int range into *out: 0, or -1 (the Python path's). */
 static int int_arg(PyObject *v, int *out)
 {
@@ -219,6 +202,19 @@ static int int_arg(PyObject *v, int *out)
     }
     *out = (int)a;
     return 0;
+}
+
+/* An int argument in [lo, hi) (a negative one counts from hi, as the
+ * package's _axis does), or -1 for anything else (the Python path's to
+ * take or refuse). */
+static int axis_arg(PyObject *v, int lo, int hi)
+{
+    int a;
+    if (int_arg(v, &a))
+        return -1;
+    if (a < 0)
+        a += hi;
+    return a >= lo && a < hi ? a : -1;
 }
 
 /* A list or tuple of at most PERM_MAX entries (each `width` ints: 1, or a

@@ -272,6 +272,33 @@ def _from_foreign(v, what):
     return np.asarray(v), _back_to(v) if dev is not None else None
 
 
+def _on_gpu(x):
+    """Whether x is a DLPack tensor in GPU memory (the device path's)."""
+    return hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) in _KDL_DEVICES
+
+
+def _numpy_leaves(x, name):
+    """Pytree x with its other libraries' leaves as numpy arrays on their
+    memory (_from_foreign), and per leaf, in tree order, the function that
+    turns its result back into its kind (None: keep it as it is)."""
+    backs = []
+
+    def take(v):
+        if isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)):
+            backs.append(None)
+            return v
+        a, back = _from_foreign(v, name)
+        backs.append(back)
+        return a
+    return _tree_map(take, x), backs
+
+
+def _give_back(r, backs):
+    """Result tree r with each leaf turned back into its input's kind."""
+    it = iter(backs)
+    return _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)), r)
+
+
 def _interop(fn):
     """fn (a collective's Python function, x its first argument) taking
     pytrees whose leaves are other libraries' arrays too: each such leaf
@@ -284,27 +311,16 @@ def _interop(fn):
             return _into(fn, out, x, args, kw)
         if type(x) is np.ndarray:
             return fn(x, *args, **kw)
-        if hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) in _KDL_DEVICES:
+        if _on_gpu(x):
             return _on_device(fn, x, args, kw)
         if hasattr(x, "__dlpack__"):  # one tensor: no tree to walk
             a, back = _from_foreign(x, fn.__name__)
             r = _COMPILED.get(fn.__name__, fn)(a, *args, **kw)
             return r if back is None else back(r)
-        backs = []
-
-        def take(v):
-            if isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)):
-                backs.append(None)
-                return v
-            a, back = _from_foreign(v, fn.__name__)
-            backs.append(back)
-            return a
-        x2 = _tree_map(take, x)
+        x2, backs = _numpy_leaves(x, fn.__name__)
         if not any(backs):
             return fn(x2, *args, **kw)
-        r = _COMPILED.get(fn.__name__, fn)(x2, *args, **kw)
-        it = iter(backs)
-        return _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)), r)
+        return _give_back(_COMPILED.get(fn.__name__, fn)(x2, *args, **kw), backs)
     return op
 
 
@@ -318,23 +334,13 @@ def _interop_async(fn):
     def op(x, *args, **kw):
         if type(x) is np.ndarray:
             return fn(x, *args, **kw)
-        if hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) in _KDL_DEVICES:
+        if _on_gpu(x):
             _invalid("%s: a DLPack tensor in GPU memory: the _async forms take host arrays so "
                      "far (the blocking form takes it)" % fn.__name__)
-        backs = []
-
-        def take(v):
-            if isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)):
-                backs.append(None)
-                return v
-            a, back = _from_foreign(v, fn.__name__)
-            backs.append(back)
-            return a
-        p = fn(_tree_map(take, x), *args, **kw)
+        x2, backs = _numpy_leaves(x, fn.__name__)
+        p = fn(x2, *args, **kw)
         if any(backs):
-            it = iter(backs)
-            p._result = _tree_map(lambda out: (lambda b: out if b is None else b(out))(next(it)),
-                                  p._result)
+            p._result = _give_back(p._result, backs)
         return p
     return op
 

@@ -304,6 +304,17 @@ class GlobalArray:
             self._destroy()
 
 
+def _array_call(sharding, shape, what):
+    """The checks a global array's constructor `what` makes first, in
+    order: a NamedSharding, the shape (_shape_arg), this thread's context;
+    then its (shape, C shape, sharding pointer)."""
+    if not isinstance(sharding, NamedSharding):
+        _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
+    shape, cshape = _shape_arg(shape, what)
+    _own(what)
+    return shape, cshape, sharding._ptr()
+
+
 def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     """jax.make_array_from_callback: a GlobalArray of `shape` whose shard on
     each local device is data_callback(index), index that device's block as
@@ -311,11 +322,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     Local (not collective): every rank should make the same arrays.  With
     dtype None, the dtype is that of the first block the callback returns."""
     what = "make_array_from_callback"
-    if not isinstance(sharding, NamedSharding):
-        _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
-    shape, cshape = _shape_arg(shape, what)
-    _own(what)
-    sp = sharding._ptr()
+    shape, cshape, sp = _array_call(sharding, shape, what)
     first = {}
     if dtype is None:
         imap = sharding.devices_indices_map(shape)  # the refusals of a bad shape, first
@@ -374,11 +381,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     (not collective).  dtype: the arrays' (needed when this rank holds no
     device of the mesh)."""
     what = "make_array_from_single_device_arrays"
-    if not isinstance(sharding, NamedSharding):
-        _invalid("%s: sharding must be a shmesh.NamedSharding, got %r" % (what, sharding))
-    shape, cshape = _shape_arg(shape, what)
-    _own(what)
-    sp = sharding._ptr()
+    shape, cshape, sp = _array_call(sharding, shape, what)
     sshape = sharding.shard_shape(shape)  # the sharding's refusals of a bad shape, first
     local = _local_devices_of(sharding.mesh._p)
     bufs = [_prepare(a, what) for a in arrays]
