@@ -10,9 +10,12 @@ i spanning the ranks) and, where mpi4py imports, its mpi4py worker
 (`comm.Allreduce(x, out)` into a preallocated array, under Open MPI's
 mpirun), each launched with the same ranks, warm-up and iterations,
 alternating which goes first every round.  The shmesh worker times the
-compiled path (shmesh.psum: python/shmesh/_ext.c, where it was built) and
-the ctypes path (shmesh.psum.__wrapped__, the package's Python function)
-in the same process, one loop after the other.  Every side times its loop
+compiled callable (shmesh.psum: python/shmesh/_ext.c, its fast path in C)
+and the general path (shmesh.psum.__wrapped__: the package's Python
+function, where groups, several axes, several devices per rank, pytrees
+and tensors go, which asks the library for the result's shape and calls
+it through the compiled module's generic entry) in the same process, one
+loop after the other.  Every side times its loop
 the same way: a barrier, then the mean per call over the iterations, the
 largest over ranks.  It prints the median of the rounds for each, the
 microseconds Python adds per call (py - C) and Python's time over
@@ -28,7 +31,7 @@ on the result's memory), and checks both.
 
 With --moves, each shmesh worker also times all_gather, psum_scatter and
 all_to_all (tiled, along dimension 0, of an input of SIZE bytes times the
-ranks, so that it splits) through the compiled path and the ctypes path,
+ranks, so that it splits) through the compiled callable and the general path,
 and a line per op gives the medians of both.
 
 The worker also times the same psum on a non-contiguous view of as many
@@ -85,7 +88,7 @@ def worker(size, iters, warm):
     ok = bool(np.array_equal(shmesh.psum(x, "i", mesh=mesh), x * n)
               and np.array_equal(shmesh.psum(view, "i", mesh=mesh), view * n))
 
-    psum_py = getattr(shmesh.psum, "__wrapped__", shmesh.psum)  # the ctypes path
+    psum_py = shmesh.psum.__wrapped__  # the general path
     ok = ok and np.array_equal(psum_py(x, "i", mesh=mesh), x * n)
 
     def timed(a, psum=shmesh.psum):
@@ -109,7 +112,7 @@ def worker(size, iters, warm):
         return float(shmesh.pmax(np.float64(us), "i", mesh=mesh))
 
     t_contig = timed(x)
-    t_ctypes = timed(x, psum_py)
+    t_general = timed(x, psum_py)
     t_view = timed(view)
     into = np.empty_like(x)
     t_out = timed_out(x, into)
@@ -144,7 +147,7 @@ def worker(size, iters, warm):
                 print("move,%s,%.3f,%.3f" % (name, ts[0], ts[1]))
     if shmesh.rank() == 0:
         print("py,%d,%.3f,%.3f,%d,%d,%d,%.3f,%d,%.3f" % (size, t_contig, t_view, same, copied,
-                                                        ok, t_ctypes, shmesh.compiled, t_out))
+                                                        ok, t_general, 1, t_out))
     mesh.close()
     shmesh.finalize()
 
@@ -193,7 +196,7 @@ def run_py(ranks, size, iters, warm):
     return float(f[2]), float(f[3]), f[4] == "1", f[5] == "1", f[6] == "1", float(f[7]), f[8] == "1"
 
 
-MOVES = {}  # (size, op) -> [(compiled us, ctypes us)] per round (--moves)
+MOVES = {}  # (size, op) -> [(compiled us, general path us)] per round (--moves)
 OUTS = {}   # size -> the compiled psum with out=, us per round
 
 
@@ -242,7 +245,7 @@ def main():
     print("# psum of float32, %d ranks, %d rounds (medians of the rounds; each round's time is "
           "the mean per call, the slowest rank's)" % (a.n, a.r))
     print("%10s %8s %9s %9s %9s %9s %9s %8s %10s %9s" % (
-        "bytes", "iters", "C_us", "py_us", "ctypes_us", "mpi4py_us", "added_us", "py/mpi4py",
+        "bytes", "iters", "C_us", "py_us", "general_us", "mpi4py_us", "added_us", "py/mpi4py",
         "py_strided", "copy_us"))
     for size in (parse_size(s) for s in a.s.split(",")):
         iters, warm = iters_for(size)
@@ -255,12 +258,12 @@ def main():
                 elif f is run_mpi:
                     ms.append(run_mpi(a.n, size, iters, warm))
                 else:
-                    t, v, same, copied, ok, tc, compiled = run_py(a.n, size, iters, warm)
+                    t, v, same, copied, ok, tc, _ = run_py(a.n, size, iters, warm)
                     ps.append(t)
                     ts.append(tc)
                     vs.append(v)
                     checks.append((same, copied, ok))
-            print("#   round %d, %d B: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %s, "
+            print("#   round %d, %d B: C %.3f us, Python %.3f us (general %.3f), mpi4py %s, "
                   "strided %.3f us" % (r + 1, size, cs[-1], ps[-1], ts[-1],
                                        "%.3f us" % ms[-1] if ms else "-", vs[-1]),
                   file=sys.stderr)
@@ -271,7 +274,7 @@ def main():
               % (size, iters, c, p, t, m, p - c, p / m, v, v - p))
         c, p, t = min(cs), min(ps), min(ts)
         m = min(ms) if ms else float("nan")
-        print("#   fastest rounds: C %.3f us, Python %.3f us (ctypes %.3f), mpi4py %.3f us, "
+        print("#   fastest rounds: C %.3f us, Python %.3f us (general %.3f), mpi4py %.3f us, "
               "added %.3f us, py/mpi4py %.2f" % (c, p, t, m, p - c, p / m))
         if ms:
             print("#   with out= (preallocated, as mpi4py's): %.3f us, added %.3f us, "
@@ -281,12 +284,12 @@ def main():
             if sz == size and name == "torch":
                 print("#   psum of a torch tensor: %.3f us (median)" % med([t[0] for t in ts]))
             elif sz == size:
-                print("#   %s, tiled, %d B per rank: compiled %.3f us, ctypes %.3f us (medians)"
+                print("#   %s, tiled, %d B per rank: compiled %.3f us, general path %.3f us (medians)"
                       % (name, size * a.n, med([t[0] for t in ts]), med([t[1] for t in ts])))
         same, copied, ok = (all(x[k] for x in checks) for k in range(3))
-        print("#   compiled path (shmesh/_ext.c): %s; contiguous input passed in place "
+        print("#   contiguous input passed in place "
               "(np.shares_memory): %s; strided view copied: %s; results right: %s"
-              % ("yes" if compiled else "NO (ctypes alone)", "yes" if same else "NO",
+              % ("yes" if same else "NO",
                  "yes" if copied else "NO", "yes" if ok else "NO"))
     return 0
 

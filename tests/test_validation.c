@@ -116,6 +116,12 @@ static const struct {
     {"mesh-dup-names", "axis name 'a' is given twice"},
     {"mesh-order", "device 1 appears at positions 1 and 2"},
     {"mesh-name-comma", "without ',', '(', ')' or spaces, got 'a,b'"},
+    {"op-code", "shmesh_op_call: op 0 is not the code of a collective over a mesh"},
+    {"op-world", "shmesh_op_result: op 1 is not the code of a collective over a mesh"},
+    {"op-groups", "shmesh_op_call: shmesh_ppermute takes no axis_index_groups"},
+    {"op-shuffle-length", "shmesh_pshuffle: perm has 3 entries, the axes \"i\" have 4 devices"},
+    {"op-result-null", "shmesh_op_result: result must not be NULL"},
+    {"op-result-axis", "shmesh_pshuffle: "},
 };
 
 static void local_errors_on_every_rank(void **state)

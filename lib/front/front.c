@@ -15,6 +15,7 @@
  * `_async` (engine/dispatch.h). */
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "batch/batch.h"
 #include "core/context.h"
@@ -22,6 +23,7 @@
 #include "front/local_devices.h"
 #include "front/plan.h"
 #include "mesh/mesh.h"
+#include "ops/args.h"
 #include "ops/ops.h"
 #include "shmesh.h"
 
@@ -341,7 +343,11 @@ int shmesh_ppermute_async(shmesh_mesh *m, const char *axes, const int (*perm)[2]
 }
 
 #define PSHUFFLE_ARGS                                                                          \
-    (struct op_args) { .op = OP_PSHUFFLE, .m = m, .axes = axes, .shuffle = perm, .in = in, .out = out }
+    (struct op_args)                                                                           \
+    {                                                                                          \
+        .op = OP_PSHUFFLE, .m = m, .axes = axes, .shuffle = perm, .nshuffle = -1, .in = in,    \
+        .out = out                                                                             \
+    }
 
 int shmesh_pshuffle(shmesh_mesh *m, const char *axes, const int *perm, const shmesh_array *in,
                     shmesh_array *out)
@@ -368,4 +374,124 @@ int shmesh_pbroadcast_async(shmesh_mesh *m, const char *axes, int source,
                             const shmesh_array *in, shmesh_array *out, shmesh_token *t)
 {
     return op_call_async(&PBROADCAST_ARGS, t);
+}
+
+/* ---- any mesh op through one function (bindings) ---- */
+
+/* The mesh ops with a public function, by code: the op table's mesh scope
+ * less its internal rows. */
+#define SIG_PUBLIC_INTERNAL 0
+#define SIG_PUBLIC_WORLD 0
+#define SIG_PUBLIC_REDUCTION 1
+#define SIG_PUBLIC_AXIS_TILED 1
+#define SIG_PUBLIC_ALL_TO_ALL 1
+#define SIG_PUBLIC_AXIS 1
+#define SIG_PUBLIC_RAGGED 1
+#define SIG_PUBLIC_PPERMUTE 1
+#define SIG_PUBLIC_PSHUFFLE 1
+#define SIG_PUBLIC_PBROADCAST 1
+static const bool mesh_public[OP_COUNT] = {
+#define MESH_PUBLIC(ID, name, scope, bus, bool_in, params, prepare, batch, async, sig)         \
+    [OP_##ID] = SCOPE_##scope == SCOPE_MESH && SIG_PUBLIC_##sig,
+    SHMESH_OPS(MESH_PUBLIC)
+#undef MESH_PUBLIC
+};
+
+/* The front door's record of p, or SHMESH_ERR_INVALID explained (naming fn)
+ * for an op that is no public mesh op, or groups an op does not take. */
+static int args_of(const shmesh_op_args *p, struct op_args *a, const char *fn)
+{
+    if (!p) {
+        init_error("%s: args must not be NULL", fn);
+        return SHMESH_ERR_INVALID;
+    }
+    int op = p->op;
+    bool known = op > 0 && op < OP_COUNT && mesh_public[op];
+    /* No mesh is explained as the op's own function would. */
+    shmesh_mesh *m = mesh_or_current(p->mesh, known ? op_name((enum call_op)op) : fn);
+    if (!m)
+        return SHMESH_ERR_INVALID; /* explained */
+    if (!known)
+        return mesh_fail(m, "%s: op %d is not the code of a collective over a mesh (the op "
+                            "table's mesh ops: shmesh_op_get)", fn, op);
+    *a = (struct op_args){.op = (enum call_op)op, .m = m, .axes = p->axes, .gs = p->groups,
+                          .axis = p->axis, .axis2 = p->axis2, .tiled = p->tiled, .in = p->in,
+                          .out = p->out};
+    switch (a->op) {
+    case OP_PSWAPAXES: /* all_to_all with split = concat = axis, untiled */
+        a->axis2 = p->axis;
+        a->tiled = false;
+        break;
+    case OP_PPERMUTE:
+        a->perm = (const int(*)[2])p->perm;
+        a->npairs = p->nperm;
+        break;
+    case OP_PSHUFFLE:
+        a->shuffle = p->perm;
+        a->nshuffle = p->nperm;
+        break;
+    case OP_PBROADCAST:
+        a->source = p->source;
+        break;
+    case OP_RAGGED_ALL_TO_ALL:
+        for (int i = 0; i < 4; i++)
+            a->offsets[i] = p->offsets[i];
+        break;
+    default:
+        break;
+    }
+    if (p->groups && (a->op == OP_PPERMUTE || a->op == OP_PSHUFFLE || a->op == OP_PBROADCAST))
+        return mesh_fail(m, "%s: %s takes no axis_index_groups (JAX's has none): pass NULL", fn,
+                         op_name(a->op));
+    return 0;
+}
+
+int shmesh_op_call(const shmesh_op_args *p, shmesh_token *token)
+{
+    struct op_args a;
+    int rc = args_of(p, &a, "shmesh_op_call");
+    if (token)
+        *token = (shmesh_token){NULL, 0};
+    if (rc)
+        return rc;
+    return token ? op_call_async(&a, token) : op_call(&a, NULL);
+}
+
+int shmesh_op_result(const shmesh_op_args *p, shmesh_array *result)
+{
+    struct op_args a;
+    int rc = args_of(p, &a, "shmesh_op_result");
+    if (rc)
+        return rc;
+    shmesh_mesh *m = a.m;
+    if (!result)
+        return mesh_fail(m, "shmesh_op_result: result must not be NULL");
+    if ((rc = mesh_unbatched(m, "shmesh_op_result", "the result's shape")))
+        return rc;
+    if (a.op == OP_RAGGED_ALL_TO_ALL) { /* the output, rows written into it */
+        if (!a.out)
+            return mesh_fail(m, "shmesh_op_result: ragged_all_to_all's output must not be NULL");
+        result->dtype = a.out->dtype;
+        result->ndim = a.out->ndim;
+        memcpy(result->shape, a.out->shape, sizeof result->shape);
+        return 0;
+    }
+    /* The call's preparation for the first local device, up to the check of
+     * its output, which answers instead (op_query, ops/args.h). */
+    shmesh_array q = {.data = NULL};
+    a.out = &q;
+    if (mesh_calls_per_device(m))
+        mesh_select(m, 0);
+    struct call k;
+    op_query = &q;
+    rc = prepare(&k, &a, 0);
+    op_query = NULL;
+    call_finish(&k, rc ? rc : SHMESH_ERR_INVALID); /* released: nothing run */
+    if (rc != OP_QUERIED)
+        return rc ? rc : mesh_fail(m, "shmesh_op_result: %s's preparation never asked for its "
+                                      "output", op_name(a.op));
+    result->dtype = q.dtype;
+    result->ndim = q.ndim;
+    memcpy(result->shape, q.shape, sizeof *q.shape * (size_t)q.ndim);
+    return 0;
 }

@@ -1135,6 +1135,45 @@ SHMESH_API int shmesh_op_count(void);
  * other i. */
 SHMESH_API const shmesh_op_info *shmesh_op_get(int i);
 
+/* Any mesh collective of the table through one function, for bindings
+ * that would otherwise restate every op's signature and shape rules (the
+ * Python package's compiled module does this).  The fields are the
+ * arguments of the op's public function; those the op does not take are
+ * left zero (or NULL).  Zero-initialize the struct: later versions may add
+ * fields at the end, meaning nothing when zero. */
+typedef struct {
+    int op;                      /* the op's code (shmesh_op_info.code), a mesh op */
+    shmesh_mesh *mesh;           /* NULL: the innermost pushed mesh */
+    const char *axes;
+    const shmesh_groups *groups; /* NULL: none (the only choice for ppermute, pshuffle,
+                                    pbroadcast, pargmax and pargmin) */
+    int axis;   /* all_gather: axis; psum_scatter: scatter_dimension;
+                   all_to_all: split_axis; pswapaxes: axis */
+    int axis2;  /* all_to_all: concat_axis */
+    bool tiled; /* all_gather, psum_scatter, all_to_all */
+    int source; /* pbroadcast */
+    const int *perm; /* ppermute: nperm (source, destination) pairs, 2 * nperm ints;
+                        pshuffle: nperm entries, which must be the group's size */
+    int nperm;
+    const shmesh_array *in; /* ragged_all_to_all: the operand */
+    shmesh_array *out;      /* ragged_all_to_all: the output */
+    const shmesh_array *offsets[4]; /* ragged_all_to_all: input_offsets, send_sizes,
+                                       output_offsets, recv_sizes */
+} shmesh_op_args;
+
+/* The op's call, exactly as its public function (shmesh_<name>) with
+ * token NULL, or as its `_async` form with a token. */
+SHMESH_API int shmesh_op_call(const shmesh_op_args *args, shmesh_token *token);
+/* What the op's call would write into args->out, for one device: its dtype,
+ * ndim and shape into *result (its data and bdim untouched), from the same
+ * checks of the mesh, axes, groups, parameters and args->in (whose data is
+ * not read) as the call makes, with the same errors; args->out is not
+ * read (ragged_all_to_all: it is the result, and is copied).  Nothing is
+ * shared with other ranks: this is not a collective, and may be asked
+ * on one rank alone.  Integer pmean gives float32, or float64 for 64-bit
+ * integers (the call accepts either).  Not on a batched mesh. */
+SHMESH_API int shmesh_op_result(const shmesh_op_args *args, shmesh_array *result);
+
 /* Bytes per element; 0 for an unknown dtype. */
 SHMESH_API size_t shmesh_dtype_size(shmesh_dtype dtype);
 /* "float32", … ; "?" for an unknown dtype. */

@@ -27,7 +27,15 @@ bool shape_scale(shmesh_dtype dt, int ndim, int64_t *shape, int dim, int64_t tim
 int shape_refuse(shmesh_ctx *c, const char *op, const char *what, shmesh_dtype dt, int ndim,
                  const int64_t *shape, int dim, int64_t times, const char *in_name,
                  const shmesh_array *in, const char *how);
-/* `a` must have exactly this dtype and shape; the message gives both. */
+/* shmesh_op_result's question (front/front.c): while it prepares a call,
+ * this thread's op_query is the result array it asks about.  array_expect
+ * on that array writes the dtype and shape there and returns OP_QUERIED
+ * (the preparation stops, nothing shared), and coll_arrays does not check
+ * it; NULL at any other time. */
+extern _Thread_local shmesh_array *op_query __attribute__((tls_model("initial-exec")));
+#define OP_QUERIED 1
+/* `a` must have exactly this dtype and shape; the message gives both (or,
+ * when `a` is op_query, receives them). */
 int array_expect(shmesh_ctx *c, const char *op, const char *what, const shmesh_array *a,
                  shmesh_dtype dt, int ndim, const int64_t *shape);
 /* Python-style axis: -ndim..ndim-1 becomes 0..ndim-1. */

@@ -32,7 +32,10 @@ struct op_args {
             const int (*perm)[2];
             int npairs;
         };
-        const int *shuffle; /* pshuffle */
+        struct { /* pshuffle: nshuffle entries, -1 when not known (shmesh_pshuffle's) */
+            const int *shuffle;
+            int nshuffle;
+        };
         int source;         /* pbroadcast */
         /* ragged_all_to_all: input_offsets, send_sizes, output_offsets, recv_sizes */
         const shmesh_array *offsets[4];

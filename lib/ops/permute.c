@@ -95,6 +95,11 @@ OP_PREPARE_INLINE int op_pshuffle_prepare(struct call *k, const struct op_args *
     int n = k->g.n;
     if (!perm)
         return ctx_fail(k->c, SHMESH_ERR_INVALID, "%s: perm must not be NULL", k->name);
+    if (args->nshuffle >= 0 && args->nshuffle != n)
+        return ctx_fail(k->c, SHMESH_ERR_INVALID,
+                        "%s: perm has %d entries, the axes \"%s\" have %d devices: it must be a "
+                        "permutation of 0..%d",
+                        k->name, args->nshuffle, k->d.axes, n, n - 1);
     int *dest = k->s->dest;
     for (int q = 0; q < n; q++)
         dest[q] = -1;

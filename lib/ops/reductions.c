@@ -42,7 +42,10 @@ OP_PREPARE_INLINE int op_reduce_prepare(struct call *k, const struct op_args *ar
         want = SHMESH_INT32; /* JAX sums booleans as int32 */
     else if (arg)
         want = SHMESH_INT32;
-    else if (rop == RED_MEAN && !dtype_is_float(in->dtype)) {
+    else if (rop == RED_MEAN && !dtype_is_float(in->dtype) && out == op_query) {
+        /* The package's choice (and JAX's with 64-bit types enabled). */
+        want = shmesh_dtype_size(in->dtype) == 8 ? SHMESH_FLOAT64 : SHMESH_FLOAT32;
+    } else if (rop == RED_MEAN && !dtype_is_float(in->dtype)) {
         if (out->dtype != SHMESH_FLOAT32 && out->dtype != SHMESH_FLOAT64)
             return ctx_fail(c, SHMESH_ERR_INVALID,
                             "%s: the mean of %s is floating: out must be float32 (as JAX gives) "

@@ -65,7 +65,6 @@ for _name in _collectives._MESH_OPS + _collectives._ASYNC_FORMS:
 # Names outside __all__ that programs, tests and benchmarks use.
 lib, OPS, Op = _lib.lib, _lib.OPS, _lib.Op
 BUCKET_BYTES = _collectives.BUCKET_BYTES  # the default bucket_bytes of psum, pmean, ...
-compiled = _collectives.compiled          # whether the compiled path (_ext) was loaded
 _ext = _collectives._ext
 _WORLD_OPS = _collectives._WORLD_OPS
 _CODES, _prepare = _arrays._CODES, _arrays._prepare

@@ -1,7 +1,6 @@
 """Arrays as the library takes them: shmesh's dtypes, the checks and
-conversions of an argument (_prepare, _shape_of), the shmesh_array structs
-of a call (_desc, _in_out), integer arguments, axis names, axis_index_groups
-and pytrees.  Above _context; knows no mesh."""
+conversions of an argument (_prepare, _shape_of), integer arguments, axis
+names, axis_index_groups and pytrees.  Above _context; knows no mesh."""
 import ctypes
 import operator
 import threading
@@ -111,79 +110,6 @@ def _fast_ptr_agrees():
 
 
 _ptr = _ptr_fast if _fast_ptr_agrees() else _ptr_checked
-
-_descs = threading.local()
-
-
-def _seen():
-    try:
-        return _descs.seen
-    except AttributeError:
-        _descs.seen = {}
-        return _descs.seen
-
-
-def _new_desc(a):
-    """(a's first struct, a reference to its structs, the structs, the
-    bytes of one device's array)."""
-    k = _context._local_devices
-    shape = a.shape[1:] if k > 1 else a.shape
-    arr = (_lib.Array * k)()
-    for d in arr:
-        d.dtype = _CODES[a.dtype]
-        d.ndim = len(shape)
-        for i, n in enumerate(shape):
-            d.shape[i] = n
-        d.bdim = 0
-    return (arr[0], ctypes.byref(arr), arr, a.nbytes // k)
-
-
-def _set_data(e, a):
-    p = _ptr(a)
-    if _context._local_devices == 1:
-        e[0].data = p
-    else:
-        for i, d in enumerate(e[2]):
-            d.data = p + i * e[3] if p is not None else None
-
-
-def _desc(a, role):
-    """What a call takes for array a as its argument `role` (0, 1, ...): a
-    reference to its shmesh_array, or to one per local device when the rank
-    holds several (a's leading axis, see _shape_of).  Calls mostly repeat
-    their dtypes and shapes, and a call's structs are not kept after it
-    returns: each thread keeps the structs per role, dtype, shape and
-    device count, and only the data addresses change (building them costs
-    a microsecond, more than the C psum of a few bytes)."""
-    seen = _seen()
-    key = (role, a.dtype.num, a.shape, _context._local_devices)
-    e = seen.get(key)
-    if e is None:
-        if len(seen) >= 512:
-            seen.clear()
-        e = seen[key] = _new_desc(a)
-    _set_data(e, a)
-    return e[1]
-
-
-def _in_out(a, out):
-    """_desc(a, 0) and _desc(out, 1) with one lookup: the pair every op but
-    ragged_all_to_all passes (0.3 us less than two)."""
-    seen = _seen()
-    key = (a.dtype.num, a.shape, out.dtype.num, out.shape, _context._local_devices)
-    e = seen.get(key)
-    if e is None:
-        if len(seen) >= 512:
-            seen.clear()
-        e = seen[key] = (_new_desc(a), _new_desc(out))
-    if _context._local_devices == 1:  # _set_data, inline
-        e[0][0].data = _ptr(a)
-        e[1][0].data = _ptr(out)
-    else:
-        _set_data(e[0], a)
-        _set_data(e[1], out)
-    return e[0][1], e[1][1]
-
 
 def _index(v, what, name):
     """v as a Python int when it is an integer (an int or a numpy integer,

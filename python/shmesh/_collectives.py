@@ -1,49 +1,75 @@
 """The collectives (jax.lax's psum, all_gather, ppermute, ...) and their
-_async forms: output shapes and dtypes, pytrees and buckets, the compiled
-per-call path (_ext.c), and the op table's lists (_MESH_OPS, _WORLD_OPS).
+_async forms: pytrees and buckets, and the compiled module (_ext.c) that
+makes every call: its Collective callables take the common case whole,
+and _leaf every other array (groups, several axes, several devices per
+rank, _async forms, tensors), both through the library's one entry for
+every op (shmesh_op_call) with the result's dtype and shape asked from it
+(shmesh_op_result).  Also the op table's lists (_MESH_OPS, _WORLD_OPS).
 The top of the array layers: above _arrays, _mesh, _futures and _interop."""
 import ctypes
 
 import numpy as np
 
-from . import _arrays, _context, _lib
+from . import _context, _lib
 from ._lib import OPS
 from ._errors import InvalidArgument
-from ._context import _get_ident, _invalid, _raise_on
-from ._arrays import (_CODES, _axes, _axis, _cint, _desc, _groups, _in_out, _out_slot, _prepare,
-                      _shape_of, _tree_map)
-from ._mesh import Mesh, _group_size, _mesh_ptr
-from ._futures import _dispatch, _pending, _raw_pair
+from ._context import _invalid, _raise_on
+from ._arrays import (_CODES, _axes, _axis, _cint, _groups, _out_slot, _prepare, _shape_of,
+                      _tree_map)
+from ._mesh import Mesh, _mesh_ptr
+from ._futures import _dispatch, _pending
 from ._interop import _COMPILED, _device_alloc, _header, _interop, _interop_async
 
-# Every one goes through _call or _perm_call with a function of _lib.raw
-# (no declared argument types: arrays and groups by reference, ints
-# checked by _cint), one leaf of a pytree at a time.  Each op's body takes
-# w: None for the blocking call, a list for its `_async` twin (the same
-# checks and output shapes; the tokens of its leaves are appended to w).
-
 _raw = _lib.raw
+_ext = _lib.load_ext()  # raises ImportError, saying what to install, where it was not built
 
 
-def _call(fn, what, mesh, axis_name, groups_arg, a, out_shape, out_dtype, w, *params):
-    """fn (a blocking function of _lib.raw) on a prepared input a, into a new
-    array of one device's shape out_shape (a leading axis of K added with K
-    devices per rank).  With a list w, its _async form is dispatched
-    instead (_dispatch) and the token appended to w."""
-    mp = _mesh_ptr(mesh, what)
-    axes = _axes(axis_name, what)
-    gref = None if groups_arg is None else _groups(groups_arg, what)[1]
-    return _run(fn, (mp, axes, gref), a, out_shape, out_dtype, w, params)
+def _address(name):
+    return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
 
 
-def _with_group_size(v, what, mesh, axis_name, axis_index_groups):
-    """For an op whose output shape depends on the group size: the input,
-    one device's shape of it, that size, and the call's (mesh pointer, axes
-    text, groups reference) for _run, resolved once."""
-    a = _prepare(v, what)
-    g, gref = _groups(axis_index_groups, what)
-    mp, axes = _mesh_ptr(mesh, what), _axes(axis_name, what)
-    return a, _shape_of(a, what), _group_size(mp, axes, g, what), (mp, axes, gref)
+_ext.bind(_address("shmesh_op_call"), _address("shmesh_op_result"))
+_CODE = {o.name: o.code for o in OPS}
+
+
+def _leaf(name, v, axis_name, groups, mesh, w, axis=0, axis2=0, tiled=False, source=0,
+          perm=None, nperm=0):
+    """One array's call of op `name` (the op's keywords as shmesh_op_args
+    has them), as _ext's callables make the common case: its result's shape
+    and dtype asked from the library, the result made (_new_out: new, out=,
+    or device memory), the call made.  With a list w, its _async form is
+    dispatched instead (_dispatch) and the token appended to w."""
+    a = _prepare(v, name)
+    _shape_of(a, name)
+    mp = _mesh_ptr(mesh, name)
+    axes = _axes(axis_name, name)
+    g = _groups(groups, name)[0]
+    k = _context._local_devices
+    call = (_CODE[name], mp.value if mp is not None else 0, axes,
+            ctypes.addressof(g) if g is not None else 0, axis, axis2, tiled, source, perm, nperm,
+            a, _CODES[a.dtype], k)
+    r = _ext.result(*call)
+    if type(r) is int:
+        _raise_on(r, mp)
+    shape, code = r
+    out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)
+    if w is None:
+        rc = _ext.call(*call, out, code, 0, None)
+        if rc:
+            _raise_on(rc, mp)
+    else:
+        _dispatch(w, lambda t: _ext.call(*call, out, code, t, None), (a, out, g), mp)
+    return out
+
+
+def _dtype(code):
+    """numpy's dtype of shmesh's dtype code: _arrays' table's (which a
+    program may extend: _CODES, _BF16)."""
+    for dt, c in _CODES.items():
+        if c == code:
+            return dt
+    _invalid("shmesh: the result's dtype (code %d) has no numpy dtype here (bfloat16 needs "
+             "the ml_dtypes package)" % code)
 
 
 def _new_out(shape, dtype, what):
@@ -68,20 +94,6 @@ def _new_out(shape, dtype, what):
     if not o.flags.c_contiguous or not o.flags.writeable:
         _invalid("%s: out= must be C-contiguous and writable (it is written in place)" % what)
     return o
-
-
-def _run(fn, where, a, out_shape, out_dtype, w, params):
-    """_call's work once `where`, the call's (mesh pointer, axes text,
-    groups reference), is resolved."""
-    k = _context._local_devices
-    out = _new_out(out_shape if k == 1 else (k, *out_shape), out_dtype, "shmesh")
-    if w is None:
-        rc = fn(*where, *params, *_in_out(a, out))
-        if rc:
-            _raise_on(rc, where[0])
-    else:
-        _dispatch(w, fn, (*where, *params, *_in_out(a, out)), (a, out, where[2], params))
-    return out
 
 
 # A pytree's leaves are reduced in buckets of at most this many bytes of one
@@ -128,7 +140,7 @@ def _buckets(leaves, bucket_bytes):
             yield dt, members
 
 
-def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_bytes):
+def _bucketed(name, x, axis_name, groups, mesh, w, bucket_bytes):
     """An element-wise reduction of pytree x: its leaves of one dtype packed,
     in tree order, into buckets of at most bucket_bytes (a larger leaf goes
     alone, unpacked), one call per bucket; each leaf's result is a view of
@@ -140,75 +152,46 @@ def _bucketed(fn, name, result_dtype, x, axis_name, groups, mesh, w, bucket_byte
     results = [None] * len(leaves)
     for a in leaves:
         _shape_of(a, name)  # the device axis checked first, as per leaf
+    fast = _COMPILED.get(name) if w is None else None
 
-    def call(a, shape, dt):
-        fast = _COMPILED.get(name) if w is None else None
-        if fast is not None:  # the compiled path (a blocking call)
+    def call(a):
+        if fast is not None:  # the compiled callable (a blocking call)
             return fast(a, axis_name, mesh=mesh, axis_index_groups=groups)
-        return _call(fn, name, mesh, axis_name, groups, a, shape, result_dtype(dt), w)
+        return _leaf(name, a, axis_name, groups, mesh, w)
 
-    def flush(dt, members):
+    def flush(members):
         if len(members) == 1:
-            a = leaves[members[0]]
-            results[members[0]] = call(a, _shape_of(a, name), dt)
+            results[members[0]] = call(leaves[members[0]])
             return
         parts = [leaves[i].reshape((k, leaves[i].size // k) if k > 1 else leaves[i].size)
                  for i in members]
-        flat = np.concatenate(parts, axis=-1)
-        total = flat.shape[-1]
-        out = call(flat, (total,), dt)
+        out = call(np.concatenate(parts, axis=-1))
         off = 0
         for i, part in zip(members, parts):
             n = part.shape[-1]
             results[i] = out[..., off:off + n].reshape(leaves[i].shape)
             off += n
 
-    for dt, members in _buckets(leaves, bucket_bytes):
-        flush(dt, members)
+    for _, members in _buckets(leaves, bucket_bytes):
+        flush(members)
     return _tree_map(lambda i: results[i], index_tree)
 
 
-def _reduce(name, result_dtype):
-    fn = _raw_pair(name)
-
+def _reduce(name):
     def body(x, axis_name, axis_index_groups, mesh, bucket_bytes, w):
         if bucket_bytes and type(x) is not np.ndarray:
-            return _bucketed(fn, name, result_dtype, x, axis_name, axis_index_groups, mesh, w,
-                             bucket_bytes)
-
-        fast = _COMPILED.get(name) if w is None else None
-
-        def leaf(v):
-            a = _prepare(v, name)
-            if fast is not None:  # the compiled path (a blocking call)
-                return fast(a, axis_name, mesh=mesh, axis_index_groups=axis_index_groups)
-            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
-                         result_dtype(a.dtype), w)
-        return _tree_map(leaf, x)
+            return _bucketed(name, x, axis_name, axis_index_groups, mesh, w, bucket_bytes)
+        return _tree_map(lambda v: _leaf(name, v, axis_name, axis_index_groups, mesh, w), x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None, bucket_bytes=BUCKET_BYTES):
-        # The hot path of a training loop: one C-contiguous array of a
-        # dtype shmesh has, no groups, one device per rank, a live mesh (or
-        # none: the entered one).  These are the checks _prepare, _shape_of
-        # and _mesh_ptr make, inline: 0.6 us less per call (min), 1 us
-        # (median) on this machine.
-        if (type(x) is np.ndarray and axis_index_groups is None
-                and _context._local_devices == 1 and _context._ctx is not None
-                and _get_ident() == _context._owner
-                and (mesh is None or (type(mesh) is Mesh and mesh._p))
-                and x.dtype in _CODES and x.flags.c_contiguous and x.ndim <= _context._MAX_NDIM):
-            out = _new_out(x.shape, result_dtype(x.dtype), name)
-            mp = None if mesh is None else mesh._p
-            rc = fn(mp, _axes(axis_name, name), None, *_in_out(x, out))
-            if rc:
-                _raise_on(rc, mp)
-            return out
-        if type(x) is np.ndarray:  # one array: no tree to walk
-            a = _prepare(x, name)
-            return _call(fn, name, mesh, axis_name, axis_index_groups, a, _shape_of(a, name),
-                         result_dtype(a.dtype), None)
-        return body(x, axis_name, axis_index_groups, mesh, _bucket_bytes(bucket_bytes, name),
-                    None)
+        # What the compiled callable (below) did not take: a pytree's leaves
+        # through it one by one (or in buckets), anything else through _leaf.
+        b = _bucket_bytes(bucket_bytes, name)
+        if b and type(x) is not np.ndarray:
+            return _bucketed(name, x, axis_name, axis_index_groups, mesh, None, b)
+        return _by_leaf(name, x, lambda v: _leaf(name, v, axis_name, axis_index_groups, mesh,
+                                                 None),
+                        args=(axis_name,), axis_index_groups=axis_index_groups, mesh=mesh)
 
     def op_async(x, axis_name, *, axis_index_groups=None, mesh=None,
                  bucket_bytes=BUCKET_BYTES):
@@ -219,51 +202,30 @@ def _reduce(name, result_dtype):
     return op, op_async
 
 
-_INT32 = np.dtype(np.int32)
-
-
-def _sum_dtype(dt):
-    return _INT32 if dt.kind == "b" else dt
-
-
-def _mean_dtype(dt):
-    if np.issubdtype(dt, np.floating) or dt == _arrays._BF16:
-        return dt
-    return np.dtype(np.float64) if dt.itemsize == 8 else np.dtype(np.float32)
-
-
-def _same_dtype(dt):
-    return dt
-
-
 def _async_doc(blocking):
     return ("%s's async form: the same arguments and checks (an error raises here, and nothing "
             "is dispatched); returns a Pending whose block_until_ready() gives %s's result. "
             "The input must not be modified until the work is done." % (blocking, blocking))
 
 
-psum, psum_async = _reduce("psum", _sum_dtype)
+psum, psum_async = _reduce("psum")
 psum.__doc__ = "Sum over the named axes (jax.lax.psum); bool sums to int32."
-pmax, pmax_async = _reduce("pmax", _same_dtype)
+pmax, pmax_async = _reduce("pmax")
 pmax.__doc__ = "Element-wise maximum over the named axes (jax.lax.pmax)."
-pmin, pmin_async = _reduce("pmin", _same_dtype)
+pmin, pmin_async = _reduce("pmin")
 pmin.__doc__ = "Element-wise minimum over the named axes (jax.lax.pmin)."
-pmean, pmean_async = _reduce("pmean", _mean_dtype)
+pmean, pmean_async = _reduce("pmean")
 pmean.__doc__ = ("Mean over the named axes (jax.lax.pmean); integer inputs give float32 "
                  "(float64 for 64-bit ones).")
 
 
 def _argreduce(name):
-    fn = _raw_pair(name)
-
     def body(x, axis_name, mesh, w):
-        def leaf(v):
-            a = _prepare(v, name)
-            return _call(fn, name, mesh, axis_name, None, a, _shape_of(a, name), _INT32, w)
-        return _tree_map(leaf, x)
+        return _tree_map(lambda v: _leaf(name, v, axis_name, None, mesh, w), x)
 
     def op(x, axis_name, *, mesh=None):
-        return body(x, axis_name, mesh, None)
+        return _by_leaf(name, x, lambda v: _leaf(name, v, axis_name, None, mesh, None),
+                        args=(axis_name,), mesh=mesh)
 
     def op_async(x, axis_name, *, mesh=None):
         return _pending(body, x, axis_name, mesh)
@@ -278,62 +240,34 @@ pargmin, pargmin_async = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
 
 
-# The compiled per-call path (shmesh/_ext.c): each of these functions
-# becomes a callable that takes the common case in C (one contiguous numpy
-# array, one axis name, no groups, one device per rank) and hands anything
-# else to the Python function above, unchanged.  None: the ctypes path alone.
-_ext = _lib.load_ext()
-compiled = _ext is not None
-
-
-def _address(name):
-    return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
-
-
-def _compiled(op, kind, rule, kws):
+def _compiled(op, kind, kws):
+    """op's compiled callable: the common case in C (one contiguous numpy
+    array, one axis name, no groups, one device per rank, the context's
+    thread), anything else to op (through _interop's tensors first)."""
     op = _interop(op)
-    if _ext is None:
-        return op
     # The state it reads at each call (_ctx, _owner, _local_devices) is
     # _context's, and a mesh argument must be exactly a Mesh.
-    c = _COMPILED[op.__name__] = _ext.Collective(
-        _address("shmesh_" + op.__name__), kind, rule, kws, op, _raise_on, _context.__dict__,
-        Mesh, _address("shmesh_axis_size"))
+    c = _COMPILED[op.__name__] = _ext.Collective(_CODE[op.__name__], kind, kws, op, _raise_on,
+                                                 _context.__dict__, Mesh)
     return c
 
 
-# _ext.c's enum kind
+# _ext.c's enum kind and its keywords
 _REDUCE, _ALL_GATHER, _PSUM_SCATTER, _ALL_TO_ALL, _PSWAPAXES, _PPERMUTE, _PSHUFFLE, \
     _PBROADCAST = range(8)
-_SAME, _SUM, _MEAN, _INDEX = range(4)  # its enum rule
-_KW_GROUPS, _KW_BUCKET = 1, 2        # and its keywords
-psum = _compiled(psum, _REDUCE, _SUM, _KW_GROUPS | _KW_BUCKET)
-pmax = _compiled(pmax, _REDUCE, _SAME, _KW_GROUPS | _KW_BUCKET)
-pmin = _compiled(pmin, _REDUCE, _SAME, _KW_GROUPS | _KW_BUCKET)
-pmean = _compiled(pmean, _REDUCE, _MEAN, _KW_GROUPS | _KW_BUCKET)
-pargmax = _compiled(pargmax, _REDUCE, _INDEX, 0)
-pargmin = _compiled(pargmin, _REDUCE, _INDEX, 0)
-
-# Every blocking function of the table with an _async form, paired with it
-# (the rest of the wrappers use _lib.raw's functions directly).
-for _o in OPS:
-    if _o.has_async and _o.sig != "internal":
-        _raw_pair(_o.name)
+_KW_GROUPS, _KW_BUCKET = 1, 2
+psum = _compiled(psum, _REDUCE, _KW_GROUPS | _KW_BUCKET)
+pmax = _compiled(pmax, _REDUCE, _KW_GROUPS | _KW_BUCKET)
+pmin = _compiled(pmin, _REDUCE, _KW_GROUPS | _KW_BUCKET)
+pmean = _compiled(pmean, _REDUCE, _KW_GROUPS | _KW_BUCKET)
+pargmax = _compiled(pargmax, _REDUCE, 0)
+pargmin = _compiled(pargmin, _REDUCE, 0)
 
 
 def _all_gather(x, axis_name, axis_index_groups, axis, tiled, mesh, w):
-    def leaf(v):
-        a, sh, n, where = _with_group_size(v, "all_gather", mesh, axis_name, axis_index_groups)
-        shape = list(sh)
-        if tiled:
-            ax = _axis(axis, len(sh), "all_gather")
-            shape[ax] *= n
-        else:
-            ax = _axis(axis, len(sh) + 1, "all_gather")
-            shape.insert(ax, n)
-        return _run(_raw.shmesh_all_gather, where, a, shape, a.dtype, w,
-                    (ax, ctypes.c_bool(tiled)))
-    return _tree_map(leaf, x)
+    ax = _cint(axis, "all_gather", "axis")
+    return _tree_map(lambda v: _leaf("all_gather", v, axis_name, axis_index_groups, mesh, w,
+                                     axis=ax, tiled=bool(tiled)), x)
 
 
 def _by_leaf(name, x, impl, **kw):
@@ -431,17 +365,9 @@ def all_gather_async(x, axis_name, *, axis_index_groups=None, axis=0, tiled=Fals
 
 
 def _psum_scatter(x, axis_name, scatter_dimension, axis_index_groups, tiled, mesh, w):
-    def leaf(v):
-        a, sh, n, where = _with_group_size(v, "psum_scatter", mesh, axis_name, axis_index_groups)
-        d = _axis(scatter_dimension, len(sh), "psum_scatter", "scatter_dimension")
-        shape = list(sh)
-        if tiled:
-            shape[d] = shape[d] // n if n else 0
-        else:
-            del shape[d]
-        return _run(_raw.shmesh_psum_scatter, where, a, shape, _sum_dtype(a.dtype), w,
-                    (d, ctypes.c_bool(tiled)))
-    return _tree_map(leaf, x)
+    d = _cint(scatter_dimension, "psum_scatter", "scatter_dimension")
+    return _tree_map(lambda v: _leaf("psum_scatter", v, axis_name, axis_index_groups, mesh, w,
+                                     axis=d, tiled=bool(tiled)), x)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False,
@@ -462,20 +388,10 @@ def psum_scatter_async(x, axis_name, *, scatter_dimension=0, axis_index_groups=N
 
 
 def _all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups, tiled, mesh, w):
-    def leaf(v):
-        a, sh, n, where = _with_group_size(v, "all_to_all", mesh, axis_name, axis_index_groups)
-        s = _axis(split_axis, len(sh), "all_to_all", "split_axis")
-        c = _axis(concat_axis, len(sh), "all_to_all", "concat_axis")
-        shape = list(sh)
-        if tiled:
-            shape[s] = shape[s] // n if n else 0
-            shape[c] *= n
-        else:
-            del shape[s]
-            shape.insert(c, n)
-        return _run(_raw.shmesh_all_to_all, where, a, shape, a.dtype, w,
-                    (s, c, ctypes.c_bool(tiled)))
-    return _tree_map(leaf, x)
+    s = _cint(split_axis, "all_to_all", "split_axis")
+    c = _cint(concat_axis, "all_to_all", "concat_axis")
+    return _tree_map(lambda v: _leaf("all_to_all", v, axis_name, axis_index_groups, mesh, w,
+                                     axis=s, axis2=c, tiled=bool(tiled)), x)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False,
@@ -495,19 +411,15 @@ def all_to_all_async(x, axis_name, split_axis, concat_axis, *, axis_index_groups
                     tiled, mesh)
 
 
-all_gather = _compiled(all_gather, _ALL_GATHER, _SAME, _KW_GROUPS | _KW_BUCKET)
-psum_scatter = _compiled(psum_scatter, _PSUM_SCATTER, _SUM, _KW_GROUPS)
-all_to_all = _compiled(all_to_all, _ALL_TO_ALL, _SAME, _KW_GROUPS)
+all_gather = _compiled(all_gather, _ALL_GATHER, _KW_GROUPS | _KW_BUCKET)
+psum_scatter = _compiled(psum_scatter, _PSUM_SCATTER, _KW_GROUPS)
+all_to_all = _compiled(all_to_all, _ALL_TO_ALL, _KW_GROUPS)
 
 
 def _pswapaxes(x, axis_name, axis, axis_index_groups, mesh, w):
     ax = _cint(axis, "pswapaxes", "axis")
-
-    def leaf(v):
-        a = _prepare(v, "pswapaxes")
-        return _call(_raw.shmesh_pswapaxes, "pswapaxes", mesh, axis_name, axis_index_groups, a,
-                     _shape_of(a, "pswapaxes"), a.dtype, w, ax)
-    return _tree_map(leaf, x)
+    return _tree_map(lambda v: _leaf("pswapaxes", v, axis_name, axis_index_groups, mesh, w,
+                                     axis=ax), x)
 
 
 def pswapaxes(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
@@ -521,25 +433,6 @@ def pswapaxes_async(x, axis_name, axis, *, axis_index_groups=None, mesh=None):
     return _pending(_pswapaxes, x, axis_name, axis, axis_index_groups, mesh)
 
 
-def _perm_call(fn, what, x, axis_name, mesh, params, w):
-    """fn(mesh, axes, *params, in, out) on every leaf: out the input's shape
-    (its _async form with a list w, as _call)."""
-    def leaf(v):
-        a = _prepare(v, what)
-        mp = _mesh_ptr(mesh, what)
-        _shape_of(a, what)
-        out = _new_out(a.shape, a.dtype, what)
-        if w is None:
-            rc = fn(mp, _axes(axis_name, what), *params, *_in_out(a, out))
-            if rc:
-                _raise_on(rc, mp)
-        else:
-            _dispatch(w, fn, (mp, _axes(axis_name, what), *params, *_in_out(a, out)),
-                      (a, out, params))
-        return out
-    return _tree_map(leaf, x)
-
-
 def _ppermute(x, axis_name, perm, mesh, w):
     try:
         pairs = [(_cint(s, "ppermute", "perm"), _cint(d, "ppermute", "perm")) for s, d in perm]
@@ -547,8 +440,9 @@ def _ppermute(x, axis_name, perm, mesh, w):
         raise  # _cint's: an entry out of range
     except (TypeError, ValueError):
         _invalid("ppermute: perm must be a list of (source, destination) pairs, got %r" % (perm,))
-    flat = (ctypes.c_int * max(2 * len(pairs), 2))(*[i for p in pairs for i in p])
-    return _perm_call(_raw.shmesh_ppermute, "ppermute", x, axis_name, mesh, (flat, len(pairs)), w)
+    flat = [i for p in pairs for i in p]
+    return _tree_map(lambda v: _leaf("ppermute", v, axis_name, None, mesh, w, perm=flat,
+                                     nperm=len(pairs)), x)
 
 
 def ppermute(x, axis_name, perm, *, mesh=None):
@@ -567,13 +461,9 @@ def _pshuffle(x, axis_name, perm, mesh, w):
         p = [_cint(i, "pshuffle", "perm") for i in perm]
     except TypeError:
         _invalid("pshuffle: perm must be a list of axis indices, got %r" % (perm,))
-    # the C call reads as many entries as the axis has: check the length here
-    n = _group_size(_mesh_ptr(mesh, "pshuffle"), _axes(axis_name, "pshuffle"), None, "pshuffle")
-    if len(p) != n:
-        _invalid("pshuffle: perm has %d entries, the axes %r have %d devices: it must be a "
-                 "permutation of 0..%d" % (len(p), axis_name, n, n - 1))
-    arr = (ctypes.c_int * max(len(p), 1))(*p)
-    return _perm_call(_raw.shmesh_pshuffle, "pshuffle", x, axis_name, mesh, (arr,), w)
+    # (the library checks that it has one entry per member of the axes' groups)
+    return _tree_map(lambda v: _leaf("pshuffle", v, axis_name, None, mesh, w, perm=p,
+                                     nperm=len(p)), x)
 
 
 def pshuffle(x, axis_name, perm, *, mesh=None):
@@ -587,8 +477,8 @@ def pshuffle_async(x, axis_name, perm, *, mesh=None):
 
 
 def _pbroadcast(x, axis_name, source, mesh, w):
-    return _perm_call(_raw.shmesh_pbroadcast, "pbroadcast", x, axis_name, mesh,
-                      (_cint(source, "pbroadcast", "source"),), w)
+    src = _cint(source, "pbroadcast", "source")
+    return _tree_map(lambda v: _leaf("pbroadcast", v, axis_name, None, mesh, w, source=src), x)
 
 
 def pbroadcast(x, axis_name, source, *, mesh=None):
@@ -601,10 +491,10 @@ def pbroadcast_async(x, axis_name, source, *, mesh=None):
     return _pending(_pbroadcast, x, axis_name, source, mesh)
 
 
-pswapaxes = _compiled(pswapaxes, _PSWAPAXES, _SAME, _KW_GROUPS)
-ppermute = _compiled(ppermute, _PPERMUTE, _SAME, 0)
-pshuffle = _compiled(pshuffle, _PSHUFFLE, _SAME, 0)
-pbroadcast = _compiled(pbroadcast, _PBROADCAST, _SAME, 0)
+pswapaxes = _compiled(pswapaxes, _PSWAPAXES, _KW_GROUPS)
+ppermute = _compiled(ppermute, _PPERMUTE, 0)
+pshuffle = _compiled(pshuffle, _PSHUFFLE, 0)
+pbroadcast = _compiled(pbroadcast, _PBROADCAST, 0)
 
 
 def _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
@@ -612,19 +502,21 @@ def _ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offset
     what = "ragged_all_to_all"
     a = _prepare(operand, what)
     out = np.array(_prepare(output, what), copy=True)
-    ints = [_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets, recv_sizes)]
-    for v in [a, out] + ints:
+    ints = tuple(_prepare(v, what) for v in (input_offsets, send_sizes, output_offsets,
+                                             recv_sizes))
+    for v in (a, out) + ints:
         _shape_of(v, what)
     mp = _mesh_ptr(mesh, what)
-    gref = None if axis_index_groups is None else _groups(axis_index_groups, what)[1]
-    refs = [_desc(a, 0), _desc(out, 1)] + [_desc(v, 2 + i) for i, v in enumerate(ints)]
+    g = _groups(axis_index_groups, what)[0]
+    call = (_CODE[what], mp.value if mp is not None else 0, _axes(axis_name, what),
+            ctypes.addressof(g) if g is not None else 0, 0, 0, False, 0, None, 0, a,
+            _CODES[a.dtype], _context._local_devices, out, _CODES[out.dtype])
     if w is None:
-        rc = _raw.shmesh_ragged_all_to_all(mp, _axes(axis_name, what), gref, *refs)
+        rc = _ext.call(*call, 0, ints)
         if rc:
             _raise_on(rc, mp)
     else:
-        _dispatch(w, _raw.shmesh_ragged_all_to_all, (mp, _axes(axis_name, what), gref, *refs),
-                  (a, out, ints, gref))
+        _dispatch(w, lambda t: _ext.call(*call, t, ints), (a, out, ints, g), mp)
     return out
 
 

@@ -1,26 +1,30 @@
-/* shmesh._ext: the compiled per-call path of the Python binding.
+/* shmesh._ext: the compiled module that makes every collective call of the
+ * Python binding, through the library's one entry for every mesh op
+ * (shmesh_op_call) with the result's dtype and shape asked from it
+ * (shmesh_op_result): no op's signature or shape rule is restated here or
+ * in the package.
  *
  * A Collective is a callable that stands for one of the package's public
  * collectives (shmesh.psum, all_gather, psum_scatter, all_to_all, ...).
- * Its call takes the common case itself, in C: one C-contiguous
+ * Its call takes the common case whole, in C: one C-contiguous
  * native-order numpy array of a dtype shmesh has, an axis name that is one
  * plain str, no axis_index_groups, one device per rank, the context's own
  * thread, a live mesh (or none: the entered one), and the op's other
- * arguments as plain ints and bools in range.  It works out the result's
- * shape as the package does (the group size from shmesh_axis_size),
- * allocates it (PyArray_Empty), calls the library's function with the GIL
- * released (as ctypes did), and raises through the package's own error
- * function.  Anything else goes, unchanged, to the
- * package's Python function for the op (`slow`), which accepts, converts
- * or refuses it exactly as before: the C path only ever does what the
- * Python one would, faster.
+ * arguments as plain ints and bools.  It asks the result's shape (a
+ * reduction's dtype once per input dtype: its shape is the input's),
+ * allocates it (PyArray_Empty), calls the library with the GIL released,
+ * and raises through the package's own error function.  Anything else
+ * goes, unchanged, to the package's Python function for the op (`slow`),
+ * which converts pytrees, tensors and views, resolves groups, several axes
+ * and several devices per rank, and makes each array's call through
+ * result() and call() below (_collectives._leaf), blocking or _async.
  *
  * The library's functions come as addresses from the package's ctypes
- * handle (_lib.raw), so this module links nothing of libshmesh: one
- * library, however it was found (docs/python.md).  The package's state
- * (_ctx, _owner, _local_devices) is read at each call from the dict of
- * the module that holds it (shmesh._context), so nothing here needs to be
- * told when it changes. */
+ * handle (bind), so this module links nothing of libshmesh: one library,
+ * however it was found (docs/python.md).  The package's state (_ctx,
+ * _owner, _local_devices) is read at each call from the dict of the module
+ * that holds it (shmesh._context), so nothing here needs to be told when
+ * it changes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
@@ -41,37 +45,28 @@ static inline PyObject *Py_NewRef(PyObject *o)
 }
 #endif
 
-typedef int (*reduce_fn)(shmesh_mesh *, const char *, const shmesh_groups *, const shmesh_array *,
-                         shmesh_array *);
-typedef int (*gather_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, bool,
-                         const shmesh_array *, shmesh_array *);
-typedef int (*all_to_all_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int, int, bool,
-                             const shmesh_array *, shmesh_array *);
-typedef int (*axis_size_fn)(const shmesh_mesh *, const char *, int *);
-typedef int (*swap_fn)(shmesh_mesh *, const char *, const shmesh_groups *, int,
-                       const shmesh_array *, shmesh_array *);
-typedef int (*ppermute_fn)(shmesh_mesh *, const char *, const int (*)[2], int, const shmesh_array *,
-                           shmesh_array *);
-typedef int (*pshuffle_fn)(shmesh_mesh *, const char *, const int *, const shmesh_array *,
-                           shmesh_array *);
-typedef int (*pbroadcast_fn)(shmesh_mesh *, const char *, int, const shmesh_array *,
-                             shmesh_array *);
+typedef int (*op_call_fn)(const shmesh_op_args *, shmesh_token *);
+typedef int (*op_result_fn)(const shmesh_op_args *, shmesh_array *);
 
-/* How a reduction's result dtype follows its input's (the package's
- * _same_dtype, _sum_dtype, _mean_dtype; pargmax and pargmin: int32). */
-enum rule { SAME, SUM, MEAN, INDEX };
+/* The library's one entry for every mesh op and its result's shape
+ * (shmesh_op_call, shmesh_op_result: lib/include/shmesh.h), given once by
+ * the package (bind). */
+static op_call_fn op_call;
+static op_result_fn op_result;
 
-/* The op's shape of call: a reduction (psum ...: the input's shape),
- * all_gather (axis=, tiled=), psum_scatter (scatter_dimension=, tiled=;
- * the SUM rule), all_to_all (split_axis, concat_axis positional, tiled=),
- * and with a third positional argument and the input's shape: pswapaxes
+/* The op's shape of call: a reduction (psum ...: the input's shape, the
+ * dtype the library says), all_gather (axis=, tiled=), psum_scatter
+ * (scatter_dimension=, tiled=), all_to_all (split_axis, concat_axis
+ * positional, tiled=), and with a third positional argument: pswapaxes
  * (axis), ppermute (perm: pairs), pshuffle (perm: one index per group
  * member), pbroadcast (source). */
 enum kind { REDUCE, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PSWAPAXES, PPERMUTE, PSHUFFLE,
             PBROADCAST, NKINDS };
 
-/* The most pairs (ppermute) or entries (pshuffle) the compiled path takes. */
+/* The most pairs (ppermute) or entries (pshuffle) a call takes here. */
 #define PERM_MAX 1024
+/* The most devices per rank a call takes here. */
+#define LOCAL_MAX 1024
 
 /* Keywords a Collective's fast path accepts (others go to `slow`). */
 enum { KW_GROUPS = 1, KW_BUCKET = 2 };
@@ -79,11 +74,11 @@ enum { KW_GROUPS = 1, KW_BUCKET = 2 };
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    void *fn;        /* the library's function, of the kind's type */
-    axis_size_fn axis_size;
+    int code;        /* the op's code in the library's table */
     int kind;
-    int rule;
     int kws;         /* KW_*: keywords the op has besides mesh */
+    signed char dtype_of[SHMESH_DTYPE_COUNT]; /* a reduction's result dtype by input dtype,
+                                                 asked once (-1: not yet) */
     PyObject *slow;  /* the package's function for the op */
     PyObject *raise_on; /* the package's _raise_on(rc, mesh pointer) */
     PyObject *state;    /* the dict of the package's state (shmesh._context) */
@@ -93,6 +88,15 @@ typedef struct {
 
 static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
     *s_axis, *s_tiled, *s_scatter_dimension, *s_out;
+
+/* numpy's type of each shmesh dtype (bfloat16: none here, -1). */
+static const int npy_of[SHMESH_DTYPE_COUNT] = {
+    [SHMESH_BOOL] = NPY_BOOL,       [SHMESH_INT8] = NPY_INT8,     [SHMESH_INT16] = NPY_INT16,
+    [SHMESH_INT32] = NPY_INT32,     [SHMESH_INT64] = NPY_INT64,   [SHMESH_UINT8] = NPY_UINT8,
+    [SHMESH_UINT16] = NPY_UINT16,   [SHMESH_UINT32] = NPY_UINT32, [SHMESH_UINT64] = NPY_UINT64,
+    [SHMESH_FLOAT16] = NPY_HALF,    [SHMESH_BFLOAT16] = -1,       [SHMESH_FLOAT32] = NPY_FLOAT32,
+    [SHMESH_FLOAT64] = NPY_FLOAT64,
+};
 
 /* shmesh's dtype for a numpy dtype it has, or -1 (bfloat16 and others:
  * the Python path's). */
@@ -112,28 +116,6 @@ static int code_of(const PyArray_Descr *d)
     case 'f': return n == 2 ? SHMESH_FLOAT16 : n == 4 ? SHMESH_FLOAT32 : n == 8 ? SHMESH_FLOAT64 : -1;
     default: return -1;
     }
-}
-
-/* The result's numpy dtype (a new reference) and shmesh dtype. */
-static PyArray_Descr *result_of(const Collective *o, PyArray_Descr *in, int code, int *out_code)
-{
-    int t = -1;
-    switch (o->rule) {
-    case SUM: t = code == SHMESH_BOOL ? NPY_INT32 : -1; break;
-    case MEAN:
-        if (in->kind != 'f')
-            t = in->elsize == 8 ? NPY_FLOAT64 : NPY_FLOAT32;
-        break;
-    case INDEX: t = NPY_INT32; break;
-    default: break;
-    }
-    if (t < 0) {
-        *out_code = code;
-        Py_INCREF(in);
-        return in;
-    }
-    *out_code = t == NPY_INT32 ? SHMESH_INT32 : t == NPY_FLOAT64 ? SHMESH_FLOAT64 : SHMESH_FLOAT32;
-    return PyArray_DescrFromType(t);
 }
 
 /* Whether s is one axis name the library reads as it is: not empty, and no
@@ -204,19 +186,6 @@ static int int_arg(PyObject *v, int *out)
     return 0;
 }
 
-/* An int argument in [lo, hi) (a negative one counts from hi, as the
- * package's _axis does), or -1 for anything else (the Python path's to
- * take or refuse). */
-static int axis_arg(PyObject *v, int lo, int hi)
-{
-    int a;
-    if (int_arg(v, &a))
-        return -1;
-    if (a < 0)
-        a += hi;
-    return a >= lo && a < hi ? a : -1;
-}
-
 /* A list or tuple of at most PERM_MAX entries (each `width` ints: 1, or a
  * pair as a list or tuple of 2) into ints: their count, or -1. */
 static int int_list(PyObject *v, int width, int *ints)
@@ -239,6 +208,34 @@ static int int_list(PyObject *v, int width, int *ints)
             return -1;
     }
     return (int)n;
+}
+
+/* One device's shmesh_array of numpy array a (its data, dtype `code`,
+ * shape), with k devices per rank the k arrays along its leading axis into
+ * d[0..k-1] (the package's _shape_of checked that axis). */
+static void describe(PyArrayObject *a, int code, int k, shmesh_array *d)
+{
+    int nd = PyArray_NDIM(a) - (k > 1);
+    const npy_intp *dims = PyArray_DIMS(a) + (k > 1);
+    char *data = PyArray_DATA(a);
+    size_t step = k > 1 ? (size_t)PyArray_NBYTES(a) / (size_t)k : 0;
+    for (int l = 0; l < k; l++) {
+        d[l] = (shmesh_array){.data = data + step * (size_t)l, .dtype = (shmesh_dtype)code,
+                              .ndim = nd};
+        for (int i = 0; i < nd; i++)
+            d[l].shape[i] = dims[i];
+    }
+}
+
+/* The error of a failed library call, raised as the package does:
+ * _raise_on(rc, the mesh's pointer object or None). */
+static PyObject *raise_rc(PyObject *raise_on, int rc, PyObject *mesh_p)
+{
+    PyObject *r = PyObject_CallFunction(raise_on, "iO", rc, mesh_p ? mesh_p : Py_None);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "shmesh: error %d was not raised", rc);
+    return NULL;
 }
 
 static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -296,139 +293,93 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
             goto slow;
         }
     }
-    /* The result's shape, as the package's _all_gather, _psum_scatter and
-     * _all_to_all work it out (the library checks the rest). */
-    bool tiled = tiled_v == Py_True;
-    npy_intp shape[SHMESH_MAX_NDIM + 1];
-    int out_ndim = ndim, p0 = 0, p1 = 0, n = 0, perm[2 * PERM_MAX];
-    memcpy(shape, PyArray_DIMS(a), sizeof *shape * (size_t)ndim);
-    if (o->kind == PSWAPAXES || o->kind == PBROADCAST) {
-        if (int_arg(args[2], &p0))
-            goto slow;
-    } else if (o->kind == PPERMUTE || o->kind == PSHUFFLE) {
-        if ((p0 = int_list(args[2], o->kind == PPERMUTE ? 2 : 1, perm)) < 0)
-            goto slow;
-    }
-    if (o->kind != REDUCE && o->kind != PSWAPAXES && o->kind != PPERMUTE &&
-        o->kind != PBROADCAST) {
-        Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
-        n = o->axis_size(mp, axes, &n) ? -1 : n;
-        Py_END_ALLOW_THREADS
-        if (n < 0) /* the Python path raises it, naming the op */
-            goto slow;
-    }
+    shmesh_array in, res = {.data = NULL};
+    describe(a, code, 1, &in);
+    int perm[2 * PERM_MAX];
+    shmesh_op_args op = {.op = o->code, .mesh = mp, .axes = axes, .in = &in,
+                         .tiled = tiled_v == Py_True};
     switch (o->kind) {
     case ALL_GATHER:
-        p0 = axis_v ? axis_arg(axis_v, 0, tiled ? ndim : ndim + 1) : tiled && !ndim ? -1 : 0;
-        if (p0 < 0)
-            goto slow;
-        if (tiled) {
-            shape[p0] *= n;
-        } else {
-            memmove(shape + p0 + 1, shape + p0, sizeof *shape * (size_t)(ndim - p0));
-            shape[p0] = n;
-            out_ndim++;
-        }
-        break;
     case PSUM_SCATTER:
-        p0 = axis_v ? axis_arg(axis_v, 0, ndim) : ndim ? 0 : -1;
-        if (p0 < 0)
+        if (axis_v && int_arg(axis_v, &op.axis))
             goto slow;
-        if (tiled) {
-            shape[p0] = n ? shape[p0] / n : 0;
-        } else {
-            memmove(shape + p0, shape + p0 + 1, sizeof *shape * (size_t)(ndim - p0 - 1));
-            out_ndim--;
-        }
         break;
     case ALL_TO_ALL:
-        p0 = axis_arg(args[2], 0, ndim);
-        p1 = axis_arg(args[3], 0, ndim);
-        if (p0 < 0 || p1 < 0)
+        if (int_arg(args[2], &op.axis) || int_arg(args[3], &op.axis2))
             goto slow;
-        if (tiled) {
-            shape[p0] = n ? shape[p0] / n : 0;
-            shape[p1] *= n;
-        } else {
-            memmove(shape + p0, shape + p0 + 1, sizeof *shape * (size_t)(ndim - p0 - 1));
-            memmove(shape + p1 + 1, shape + p1, sizeof *shape * (size_t)(ndim - 1 - p1));
-            shape[p1] = n;
-        }
         break;
-    case PSHUFFLE: /* the C call reads one entry per group member */
-        if (p0 != n)
+    case PSWAPAXES:
+        if (int_arg(args[2], &op.axis))
             goto slow;
+        break;
+    case PBROADCAST:
+        if (int_arg(args[2], &op.source))
+            goto slow;
+        break;
+    case PPERMUTE:
+    case PSHUFFLE:
+        if ((op.nperm = int_list(args[2], o->kind == PPERMUTE ? 2 : 1, perm)) < 0)
+            goto slow;
+        op.perm = perm;
         break;
     default:
         break;
     }
-    if (out_ndim > SHMESH_MAX_NDIM)
+    /* The result's dtype and shape, as the library says: a reduction's is
+     * the input's shape and a dtype asked once per input dtype, the
+     * others' asked at each call (shmesh_op_result).  A refusal is the
+     * Python path's to raise, naming the op. */
+    int rc = 0;
+    if (o->kind == REDUCE && o->dtype_of[code] >= 0) {
+        res.dtype = (shmesh_dtype)o->dtype_of[code];
+        res.ndim = ndim;
+        memcpy(res.shape, in.shape, sizeof *in.shape * (size_t)ndim);
+    } else {
+        Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
+        rc = op_result(&op, &res);
+        Py_END_ALLOW_THREADS
+        if (rc)
+            goto slow;
+        if (o->kind == REDUCE)
+            o->dtype_of[code] = (signed char)res.dtype;
+    }
+    int t = npy_of[res.dtype];
+    if (t < 0)
         goto slow;
-    int out_code;
-    PyArray_Descr *rd = result_of(o, PyArray_DESCR(a), code, &out_code);
+    npy_intp shape[SHMESH_MAX_NDIM];
+    for (int d = 0; d < res.ndim; d++)
+        shape[d] = (npy_intp)res.shape[d];
+    PyArray_Descr *rd = PyArray_DescrFromType(t);
     if (!rd)
         return NULL;
     PyObject *out;
     if (into) { /* out=: exactly the result's array, else the Python path says why */
         PyArrayObject *o_ = (PyArrayObject *)into;
-        bool fits = PyArray_CheckExact(into) && PyArray_NDIM(o_) == out_ndim &&
+        bool fits = PyArray_CheckExact(into) && PyArray_NDIM(o_) == res.ndim &&
                     PyArray_IS_C_CONTIGUOUS(o_) && PyArray_ISWRITEABLE(o_) &&
                     PyArray_ISNOTSWAPPED(o_) && PyArray_EquivTypes(PyArray_DESCR(o_), rd);
-        for (int d = 0; fits && d < out_ndim; d++)
+        for (int d = 0; fits && d < res.ndim; d++)
             fits = PyArray_DIMS(o_)[d] == shape[d];
         Py_DECREF(rd);
         if (!fits)
             goto slow;
         out = Py_NewRef(into);
-    } else if (!(out = PyArray_Empty(out_ndim, shape, rd, 0))) { /* steals rd */
+    } else if (!(out = PyArray_Empty(res.ndim, shape, rd, 0))) { /* steals rd */
         return NULL;
     }
-    shmesh_array in = {.data = PyArray_DATA(a), .dtype = (shmesh_dtype)code, .ndim = ndim};
-    shmesh_array res = {.data = PyArray_DATA((PyArrayObject *)out),
-                        .dtype = (shmesh_dtype)out_code, .ndim = out_ndim};
-    for (int d = 0; d < ndim; d++)
-        in.shape[d] = PyArray_DIMS(a)[d];
-    for (int d = 0; d < out_ndim; d++)
-        res.shape[d] = shape[d];
-    int rc;
+    res.data = PyArray_DATA((PyArrayObject *)out);
+    op.out = &res;
     Py_BEGIN_ALLOW_THREADS
-    switch (o->kind) {
-    case ALL_GATHER:
-    case PSUM_SCATTER:
-        rc = ((gather_fn)o->fn)(mp, axes, NULL, p0, tiled, &in, &res);
-        break;
-    case ALL_TO_ALL:
-        rc = ((all_to_all_fn)o->fn)(mp, axes, NULL, p0, p1, tiled, &in, &res);
-        break;
-    case PSWAPAXES:
-        rc = ((swap_fn)o->fn)(mp, axes, NULL, p0, &in, &res);
-        break;
-    case PPERMUTE:
-        rc = ((ppermute_fn)o->fn)(mp, axes, (const int(*)[2])perm, p0, &in, &res);
-        break;
-    case PSHUFFLE:
-        rc = ((pshuffle_fn)o->fn)(mp, axes, perm, &in, &res);
-        break;
-    case PBROADCAST:
-        rc = ((pbroadcast_fn)o->fn)(mp, axes, p0, &in, &res);
-        break;
-    default:
-        rc = ((reduce_fn)o->fn)(mp, axes, NULL, &in, &res);
-        break;
-    }
+    rc = op_call(&op, NULL);
     Py_END_ALLOW_THREADS
     if (!rc)
         return out;
     Py_DECREF(out);
-    /* _raise_on(rc, the mesh's pointer object, or None) raises. */
-    PyObject *mesh_p = mesh == Py_None ? Py_NewRef(Py_None) : PyObject_GetAttr(mesh, s_p);
-    if (mesh_p) {
-        PyObject *r = PyObject_CallFunction(o->raise_on, "iO", rc, mesh_p);
-        Py_DECREF(mesh_p);
-        Py_XDECREF(r);
-    }
-    if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "shmesh: error %d was not raised", rc);
+    PyObject *mesh_p = mesh == Py_None ? NULL : PyObject_GetAttr(mesh, s_p);
+    if (mesh != Py_None && !mesh_p)
+        return NULL;
+    raise_rc(o->raise_on, rc, mesh_p);
+    Py_XDECREF(mesh_p);
     return NULL;
 slow:
     if (PyErr_Occurred())
@@ -436,39 +387,37 @@ slow:
     return slow_path(o, args, nargsf, kwnames);
 }
 
-/* Collective(fn_address, kind, rule, kws, slow, raise_on, state, mesh_type,
- * axis_size_address): state the dict of the module that holds _ctx, _owner
- * and _local_devices, mesh_type the class Mesh.  The class is given, not
- * looked up in state: the package's modules each hold their own names. */
+/* Collective(code, kind, kws, slow, raise_on, state, mesh_type): code the
+ * op's in the library's table, state the dict of the module that holds
+ * _ctx, _owner and _local_devices, mesh_type the class Mesh.  The class is
+ * given, not looked up in state: the package's modules each hold their
+ * own names.  bind() first. */
 static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    unsigned long long fn, axis_size = 0;
-    int kind, rule, kws;
+    int code, kind, kws;
     PyObject *slow, *raise_on, *state, *mesh_type;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Collective takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KiiiOOO!O!|K", &fn, &kind, &rule, &kws, &slow, &raise_on,
-                          &PyDict_Type, &state, &PyType_Type, &mesh_type, &axis_size))
+    if (!PyArg_ParseTuple(args, "iiiOOO!O!", &code, &kind, &kws, &slow, &raise_on,
+                          &PyDict_Type, &state, &PyType_Type, &mesh_type))
         return NULL;
-    if (!fn || kind < REDUCE || kind >= NKINDS || !axis_size ||
-        rule < SAME || rule > INDEX || !PyCallable_Check(slow) || !PyCallable_Check(raise_on)) {
+    if (!op_call || code <= 0 || kind < REDUCE || kind >= NKINDS || !PyCallable_Check(slow) ||
+        !PyCallable_Check(raise_on)) {
         PyErr_SetString(PyExc_ValueError,
-                        "Collective: a function address, a kind (0..7), a rule (0..3), "
-                        "keywords, two callables, the state's dict, the Mesh class and "
-                        "shmesh_axis_size's address");
+                        "Collective: bind() first; then an op code, a kind (0..7), keywords, "
+                        "two callables, the state's dict and the Mesh class");
         return NULL;
     }
     Collective *o = (Collective *)type->tp_alloc(type, 0);
     if (!o)
         return NULL;
     o->vectorcall = collective_call;
-    o->fn = (void *)(uintptr_t)fn;
-    o->axis_size = (axis_size_fn)(uintptr_t)axis_size;
+    o->code = code;
     o->kind = kind;
-    o->rule = rule;
     o->kws = kws;
+    memset(o->dtype_of, -1, sizeof o->dtype_of);
     Py_INCREF(slow);
     Py_INCREF(raise_on);
     Py_INCREF(state);
@@ -549,9 +498,204 @@ static PyTypeObject CollectiveType = {
     .tp_dictoffset = offsetof(Collective, dict),
 };
 
+/* ---- every call the fast path does not take: the package's leaf calls ---- */
+
+/* A numpy array of `code`, shmesh's dtype the package's table gives its
+ * dtype (-1: the array's own, as code_of reads it), C-contiguous in native
+ * order (the package's _prepare made it so), with k > 1 its leading axis k
+ * entries. */
+static int array_arg(PyObject *v, int code, const char *what, int k, shmesh_array *d)
+{
+    PyArrayObject *a = (PyArrayObject *)v;
+    if (!PyArray_Check(v) || !PyArray_IS_C_CONTIGUOUS(a) ||
+        (code < 0 && (code = code_of(PyArray_DESCR(a))) < 0) || code >= SHMESH_DTYPE_COUNT ||
+        PyArray_NDIM(a) - (k > 1) > SHMESH_MAX_NDIM ||
+        (k > 1 && (PyArray_NDIM(a) == 0 || PyArray_DIMS(a)[0] != k))) {
+        PyErr_Format(PyExc_TypeError, "shmesh._ext: %s must be a prepared numpy array (%d "
+                     "devices per rank), got %R", what, k, v);
+        return -1;
+    }
+    describe(a, code, k, d);
+    return 0;
+}
+
+/* The arguments result() and call() share: (code, mesh address, axes,
+ * groups address, axis, axis2, tiled, source, perm, nperm, in, in's dtype
+ * code, k), perm None or a list of ints (ppermute's pairs flattened), into
+ * p->op, its in arrays (k of them) in p->descs. */
+struct parsed {
+    shmesh_op_args op;
+    int k;
+    int perm[2 * PERM_MAX];
+    shmesh_array *descs; /* 6 * k: in, out, 4 offsets' */
+    shmesh_array one[6];
+};
+
+static int parse_common(PyObject *const *args, struct parsed *p)
+{
+    unsigned long long mesh, groups;
+    int tiled, k, in_code;
+    const char *axes;
+    PyObject *perm = args[8];
+    shmesh_op_args *op = &p->op;
+    *op = (shmesh_op_args){.op = 0};
+    p->descs = NULL;
+    if (!PyArg_Parse(args[0], "i", &op->op) || !PyArg_Parse(args[1], "K", &mesh) ||
+        !PyArg_Parse(args[2], "y", &axes) || !PyArg_Parse(args[3], "K", &groups) ||
+        !PyArg_Parse(args[4], "i", &op->axis) || !PyArg_Parse(args[5], "i", &op->axis2) ||
+        !PyArg_Parse(args[6], "p", &tiled) || !PyArg_Parse(args[7], "i", &op->source) ||
+        !PyArg_Parse(args[9], "i", &op->nperm) || !PyArg_Parse(args[11], "i", &in_code) ||
+        !PyArg_Parse(args[12], "i", &k))
+        return -1;
+    if (k < 1 || k > LOCAL_MAX) {
+        PyErr_Format(PyExc_ValueError, "shmesh._ext: %d devices per rank", k);
+        return -1;
+    }
+    op->mesh = (shmesh_mesh *)(uintptr_t)mesh;
+    op->axes = axes;
+    op->groups = (const shmesh_groups *)(uintptr_t)groups;
+    op->tiled = tiled;
+    if (perm != Py_None) {
+        if (!PyList_CheckExact(perm) && !PyTuple_CheckExact(perm)) {
+            PyErr_SetString(PyExc_TypeError, "shmesh._ext: perm must be a list of ints");
+            return -1;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(perm);
+        if (n > 2 * PERM_MAX) {
+            PyErr_Format(PyExc_ValueError, "shmesh: a permutation of %zd entries is longer than "
+                         "the %d this module takes", n, 2 * PERM_MAX);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!PyArg_Parse(PySequence_Fast_GET_ITEM(perm, i), "i", p->perm + i))
+                return -1;
+        op->perm = p->perm;
+    }
+    p->k = k;
+    p->descs = k == 1 ? p->one : PyMem_Calloc(6 * (size_t)k, sizeof *p->descs);
+    if (!p->descs) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    op->in = p->descs;
+    return array_arg(args[10], in_code, "in", k, p->descs);
+}
+
+static void parsed_free(struct parsed *p)
+{
+    if (p->descs != p->one)
+        PyMem_Free(p->descs);
+    p->descs = NULL;
+}
+
+/* result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm,
+ * in, in_code, k): (shape, dtype code) of one device's result
+ * (shmesh_op_result), or the library's error code (an int) for the
+ * package to raise. */
+static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "result() takes 13 arguments");
+        return NULL;
+    }
+    struct parsed p;
+    if (parse_common(args, &p)) {
+        if (p.descs)
+            parsed_free(&p);
+        return NULL;
+    }
+    shmesh_array res = {.data = NULL};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = op_result(&p.op, &res);
+    Py_END_ALLOW_THREADS
+    parsed_free(&p);
+    if (rc)
+        return PyLong_FromLong(rc);
+    PyObject *shape = PyTuple_New(res.ndim);
+    if (!shape)
+        return NULL;
+    for (int d = 0; d < res.ndim; d++)
+        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(res.shape[d]));
+    return Py_BuildValue("Ni", shape, (int)res.dtype);
+}
+
+/* call(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm,
+ * in, in_code, k, out, out_code, token, offsets): the op's call
+ * (shmesh_op_call) with the GIL released, into out (ragged_all_to_all: the
+ * output; offsets its four integer arrays, else None); token 0 for the
+ * blocking call, else the address of the shmesh_token its _async form
+ * writes.  The library's code: 0, or the error for the package to raise. */
+static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "call() takes 17 arguments");
+        return NULL;
+    }
+    struct parsed p;
+    unsigned long long token;
+    int out_code, rc;
+    if (parse_common(args, &p) || !PyArg_Parse(args[14], "i", &out_code) ||
+        !PyArg_Parse(args[15], "K", &token) ||
+        array_arg(args[13], out_code, "out", p.k, p.descs + p.k))
+        goto fail;
+    p.op.out = p.descs + p.k;
+    PyObject *offsets = args[16];
+    if (offsets != Py_None) {
+        if (!PyTuple_CheckExact(offsets) || PyTuple_GET_SIZE(offsets) != 4) {
+            PyErr_SetString(PyExc_TypeError, "shmesh._ext: offsets must be a tuple of 4 arrays");
+            goto fail;
+        }
+        for (int w = 0; w < 4; w++) {
+            shmesh_array *d = p.descs + (2 + w) * p.k;
+            if (array_arg(PyTuple_GET_ITEM(offsets, w), -1, "an offsets array", p.k, d))
+                goto fail;
+            p.op.offsets[w] = d;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = op_call(&p.op, token ? (shmesh_token *)(uintptr_t)token : NULL);
+    Py_END_ALLOW_THREADS
+    parsed_free(&p);
+    return PyLong_FromLong(rc);
+fail:
+    if (p.descs)
+        parsed_free(&p);
+    return NULL;
+}
+
+/* bind(shmesh_op_call's address, shmesh_op_result's): the library this
+ * module calls, the package's (found through ctypes: one library). */
+static PyObject *ext_bind(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long c, r;
+    if (!PyArg_ParseTuple(args, "KK", &c, &r))
+        return NULL;
+    if (!c || !r) {
+        PyErr_SetString(PyExc_ValueError, "bind: two function addresses");
+        return NULL;
+    }
+    op_call = (op_call_fn)(uintptr_t)c;
+    op_result = (op_result_fn)(uintptr_t)r;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", ext_bind, METH_VARARGS, "bind(op_call_address, op_result_address)"},
+    {"result", (PyCFunction)(void (*)(void))ext_result, METH_FASTCALL,
+     "result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm, in, in_code, k)"},
+    {"call", (PyCFunction)(void (*)(void))ext_call, METH_FASTCALL,
+     "call(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm, in, in_code, k, "
+     "out, out_code, token, offsets)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "shmesh._ext",
-    "The compiled per-call path of shmesh's Python binding (see _ext.c).", -1, NULL,
+    "The compiled per-call path of shmesh's Python binding (see _ext.c).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__ext(void);

@@ -16,21 +16,12 @@ from ._context import _c, _invalid, _own, _raise_on, _release
 # _context._registry until it is seen done (_register tests the oldest at
 # each dispatch: work finishes in dispatch order) or finalize() waited for
 # it (_context._drain).  The descriptors themselves (shmesh_array,
-# shmesh_groups, perm arrays) are copied by the library at dispatch
-# (flow_init in lib/engine/flow.c, the call's scratch in lib/ops/permute.c,
-# struct ragged in lib/ops/ragged.c), so the per-thread structs of _in_out
-# and _desc may be reused by the next call at once.
+# perm arrays) are copied by the library at dispatch (flow_init in
+# lib/engine/flow.c, the call's scratch in lib/ops/permute.c, struct ragged
+# in lib/ops/ragged.c), so those _ext.call builds on its stack may go when
+# it returns; the groups' struct is the Token's to keep.
 
 _raw = _lib.raw
-_ASYNC = {}  # id(a blocking function of _lib.raw) -> its _async form (not hashable)
-
-
-def _raw_pair(name):
-    """The blocking function of the table's op `name` (_lib.raw), its _async
-    form recorded for _dispatch."""
-    fn = getattr(_raw, "shmesh_" + name)
-    _ASYNC[id(fn)] = getattr(_raw, "shmesh_" + name + "_async")
-    return fn
 
 
 def _callback_error(fn, exc, device, more=0):
@@ -125,17 +116,17 @@ def _register(tok):
             _context._registry.popleft()
 
 
-def _dispatch(w, fn, args, keep):
-    """The _async form of fn (a blocking function of _lib.raw) on args and a
-    new token, which keeps `keep` alive until done and is appended to w."""
+def _dispatch(w, start, keep, mp):
+    """start(the address of a new token's shmesh_token) dispatches an
+    _async call and returns the library's code; the token, which keeps
+    `keep` alive until done, is appended to w.  A refusal (nothing
+    dispatched) raises, explained on mesh pointer mp (_raise_on)."""
     tok = Token(None, keep)
-    rc = _ASYNC[id(fn)](*args, ctypes.byref(tok._t))
+    rc = start(ctypes.addressof(tok._t))
     if rc:
-        _raise_on(rc, args[0])  # nothing was dispatched
+        _raise_on(rc, mp)
     _register(tok)
     w.append(tok)
-
-
 
 
 class Pending:
@@ -179,7 +170,8 @@ def _pending(body, *args):
 def barrier_async():
     """barrier's async form: a Pending whose result is None."""
     w = []
-    _dispatch(w, _raw.shmesh_barrier, (_own("barrier_async"),), None)
+    ctx = _own("barrier_async")
+    _dispatch(w, lambda t: _raw.shmesh_barrier_async(ctx, ctypes.c_void_p(t)), None, None)
     return Pending(None, w)
 
 

@@ -13,6 +13,7 @@ import glob
 import importlib.machinery
 import importlib.util
 import os
+import sys
 
 MAX_NDIM = 8  # SHMESH_MAX_NDIM
 NOT_MAPPED = -(2 ** 31)  # SHMESH_NOT_MAPPED
@@ -277,28 +278,27 @@ OPS = _ops()
 
 
 def load_ext():
-    """The compiled module shmesh._ext for this interpreter: the installed
-    one, else the one built beside the library loaded (build/python/).
-    None where there is neither, or SHMESH_PYTHON_EXT=0 asks for the
-    ctypes path alone (for comparing them)."""
-    if os.environ.get("SHMESH_PYTHON_EXT", "") == "0":
-        return None
+    """The compiled module shmesh._ext for this interpreter, which makes
+    every collective call: the installed one, else the one built beside the
+    library loaded (build/python/).  ImportError, saying what to install,
+    where there is neither."""
     try:
         from . import _ext
         return _ext
     except ImportError:
         pass
-    if lib_path is None:
-        return None
     # Only this interpreter's build of it (the first suffix names its ABI).
-    p = os.path.join(os.path.dirname(os.path.dirname(lib_path)), "python",
-                     "_ext" + importlib.machinery.EXTENSION_SUFFIXES[0])
-    if not os.path.exists(p):
-        return None
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    p = None
+    if lib_path is not None:
+        p = os.path.join(os.path.dirname(os.path.dirname(lib_path)), "python", "_ext" + suffix)
+    if p is None or not os.path.exists(p):
+        raise ImportError(
+            "shmesh: the compiled module shmesh._ext (python/shmesh/_ext.c) is not built for "
+            "this interpreter (%s, %s): it is built with the library where this interpreter's "
+            "headers are (Debian: python3-dev; ./run.sh installs it) and numpy's; looked for %s"
+            % (sys.executable, suffix, p or "it beside the library, which was not found"))
     spec = importlib.util.spec_from_file_location(__package__ + "._ext", p)
-    try:
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    except ImportError:
-        return None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod

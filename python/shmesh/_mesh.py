@@ -158,17 +158,6 @@ def _mesh_ptr(mesh, what, local=False):
     return mesh._p
 
 
-def _group_size(mp, axes, groups, what):
-    """n: the size of the groups the call runs in."""
-    if groups is not None:
-        return groups.group_size
-    n = ctypes.c_int()
-    rc = lib.shmesh_axis_size(mp, axes, ctypes.byref(n))
-    if rc:
-        _raise_on(rc, mp, what)
-    return n.value
-
-
 def _local_devices_of(mp):
     """This rank's device ids in the mesh mp (a pointer), in mesh order."""
     n = lib.shmesh_mesh_size(mp)

@@ -185,6 +185,32 @@ static int mode_local(void)
                                   &(shmesh_array){.data = NULL, .dtype = SHMESH_INT8, .ndim = 3, .shape = {0, two40, two40}}, i4,
                                   i4, i4, i4));
 
+    /* The one entry for every op (shmesh_op_call, shmesh_op_result). */
+    shmesh_array res;
+    CASE("op-code", shmesh_op_call(&(shmesh_op_args){.op = 0, .mesh = line, .axes = "i",
+                                                     .in = sc, .out = sco}, NULL));
+    CASE("op-world", shmesh_op_result(&(shmesh_op_args){.op = 1, .mesh = line, .axes = "i",
+                                                       .in = sc}, &res));
+    int code_ppermute = 0, code_pshuffle = 0;
+    for (int i = 0; i < shmesh_op_count(); i++) {
+        if (!strcmp(shmesh_op_get(i)->name, "ppermute"))
+            code_ppermute = shmesh_op_get(i)->code;
+        if (!strcmp(shmesh_op_get(i)->name, "pshuffle"))
+            code_pshuffle = shmesh_op_get(i)->code;
+    }
+    CASE("op-groups", shmesh_op_call(&(shmesh_op_args){.op = code_ppermute, .mesh = line,
+                                                       .axes = "i", .groups = &g_pairs,
+                                                       .in = sc, .out = sco}, NULL));
+    int shuffle3[] = {2, 0, 1};
+    CASE("op-shuffle-length",
+         shmesh_op_call(&(shmesh_op_args){.op = code_pshuffle, .mesh = line, .axes = "i",
+                                          .perm = shuffle3, .nperm = 3, .in = sc, .out = sco},
+                        NULL));
+    CASE("op-result-null", shmesh_op_result(&(shmesh_op_args){.op = code_pshuffle, .mesh = line,
+                                                              .axes = "i", .in = sc}, NULL));
+    CASE("op-result-axis", shmesh_op_result(&(shmesh_op_args){.op = code_pshuffle, .mesh = line,
+                                                              .axes = "q", .in = sc}, &res));
+
     const char *names2[] = {"a", "b"}, *dupnames[] = {"a", "a"};
     int wrong[] = {3, 2}, ok[] = {2, 2}, order[] = {0, 1, 1, 3};
     shmesh_mesh *m;

@@ -6,12 +6,16 @@
 # PYTHON: an interpreter with numpy ('' when meson found none); LIBRARY:
 # the built libshmesh.so.0; PYTHON_SRC: the directory holding the shmesh
 # package.  Exits 77 (meson's "skipped"), saying why, without a Python with
-# numpy and pytest, or when the library is sanitized (ctypes cannot load an
+# numpy and pytest or the compiled module, or when the library is sanitized (ctypes cannot load an
 # ASan library into an interpreter built without it).
 # Each line of output is prefixed with its rank ([R]).
 py=$1 launcher=$2 lib=$3 src=$4 tests=$5 n=$6 only=${7:-}
 if [ -z "$py" ]; then
   echo "skipped: no python3 that imports numpy (python_with_numpy is empty)"
+  exit 77
+fi
+if [ "${SHMESH_PYTHON_EXT_BUILT:-1}" = 0 ]; then
+  echo "skipped: the compiled module shmesh._ext was not built (Debian: python3-dev)"
   exit 77
 fi
 if ! "$py" -c 'import pytest' 2>/dev/null; then
