@@ -28,7 +28,8 @@ def _address(name):
     return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
 
 
-_ext.bind(_address("shmesh_op_call"), _address("shmesh_op_result"))
+_ext.bind(_address("shmesh_op_call"), _address("shmesh_op_result"),
+          _address("shmesh_mesh_current"), _address("shmesh_mesh_hash"))
 _CODE = {o.name: o.code for o in OPS}
 
 
@@ -36,9 +37,11 @@ def _leaf(name, v, axis_name, groups, mesh, w, axis=0, axis2=0, tiled=False, sou
           perm=None, nperm=0):
     """One array's call of op `name` (the op's keywords as shmesh_op_args
     has them), as _ext's callables make the common case: its result's shape
-    and dtype asked from the library, the result made (_new_out: new, out=,
-    or device memory), the call made.  With a list w, its _async form is
-    dispatched instead (_dispatch) and the token appended to w."""
+    and dtype asked from the library, the result made, the call made, in
+    one _ext.call where the result is a new host array, else (out=, device
+    memory: _new_out; a dtype numpy lacks) asked first.  With a list w, its
+    _async form is dispatched instead (_dispatch) and the token appended to
+    w."""
     a = _prepare(v, name)
     _shape_of(a, name)
     mp = _mesh_ptr(mesh, name)
@@ -48,18 +51,27 @@ def _leaf(name, v, axis_name, groups, mesh, w, axis=0, axis2=0, tiled=False, sou
     call = (_CODE[name], mp.value if mp is not None else 0, axes,
             ctypes.addressof(g) if g is not None else 0, axis, axis2, tiled, source, perm, nperm,
             a, _CODES[a.dtype], k)
-    r = _ext.result(*call)
-    if type(r) is int:
-        _raise_on(r, mp)
-    shape, code = r
-    out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)
-    if w is None:
-        rc = _ext.call(*call, out, code, 0, None)
-        if rc:
-            _raise_on(rc, mp)
-    else:
-        _dispatch(w, lambda t: _ext.call(*call, out, code, t, None), (a, out, g), mp)
-    return out
+    out, code = None, -1
+    if _out_slot.a is not None or _out_slot.device is not None:
+        r = _ext.result(*call)
+        if type(r) is int:
+            _raise_on(r, mp)
+        shape, code = r
+        out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)
+    for _ in range(2):
+        if w is None:
+            r = _ext.call(*call, out, code, 0, None)
+        else:
+            r = _dispatch(w, lambda t: _ext.call(*call, out, code, t, None), (a, g, out), mp)
+        if type(r) is tuple:  # a dtype numpy has only through the package's table: made here
+            shape, code = r
+            out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)
+            continue
+        if type(r) is int:
+            if r:
+                _raise_on(r, mp)
+            return out
+        return r
 
 
 def _dtype(code):
@@ -76,8 +88,8 @@ def _new_out(shape, dtype, what):
     """The result's array of `shape` and `dtype`: a new one, or the call's
     out= array, checked: exactly that shape and dtype, C-contiguous and
     writable (it is written in place)."""
-    o = getattr(_out_slot, "a", None)
-    dev = getattr(_out_slot, "device", None)
+    o = _out_slot.a
+    dev = _out_slot.device
     if dev is not None:  # a device call (_on_device): the result in device memory
         _out_slot.device = None
         device, kind, made = dev
@@ -184,8 +196,11 @@ def _reduce(name):
         return _tree_map(lambda v: _leaf(name, v, axis_name, axis_index_groups, mesh, w), x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None, bucket_bytes=BUCKET_BYTES):
-        # What the compiled callable (below) did not take: a pytree's leaves
-        # through it one by one (or in buckets), anything else through _leaf.
+        # What the compiled callable (below) did not take: one array through
+        # _leaf, a pytree's leaves through the callable one by one (or in
+        # buckets).
+        if type(x) is np.ndarray:
+            return _leaf(name, x, axis_name, axis_index_groups, mesh, None)
         b = _bucket_bytes(bucket_bytes, name)
         if b and type(x) is not np.ndarray:
             return _bucketed(name, x, axis_name, axis_index_groups, mesh, None, b)

@@ -47,12 +47,16 @@ static inline PyObject *Py_NewRef(PyObject *o)
 
 typedef int (*op_call_fn)(const shmesh_op_args *, shmesh_token *);
 typedef int (*op_result_fn)(const shmesh_op_args *, shmesh_array *);
+typedef shmesh_mesh *(*mesh_current_fn)(void);
+typedef uint64_t (*mesh_hash_fn)(const shmesh_mesh *);
 
 /* The library's one entry for every mesh op and its result's shape
  * (shmesh_op_call, shmesh_op_result: lib/include/shmesh.h), given once by
  * the package (bind). */
 static op_call_fn op_call;
 static op_result_fn op_result;
+static mesh_current_fn mesh_current;
+static mesh_hash_fn mesh_hash;
 
 /* The op's shape of call: a reduction (psum ...: the input's shape, the
  * dtype the library says), all_gather (axis=, tiled=), psum_scatter
@@ -71,6 +75,25 @@ enum kind { REDUCE, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PSWAPAXES, PPERMUTE, P
 /* Keywords a Collective's fast path accepts (others go to `slow`). */
 enum { KW_GROUPS = 1, KW_BUCKET = 2 };
 
+/* The longest axes text whose result a Collective keeps. */
+#define LAST_AXES 64
+
+/* The result the library gave a Collective's last call that asked: it
+ * holds for a call of the same mesh (by address and value: shmesh_mesh_hash
+ * covers its names, sizes and devices), axes, input dtype and shape, and
+ * axis arguments; a permutation or source does not change the shape, and
+ * the call checks them itself. */
+struct last {
+    bool valid;
+    const shmesh_mesh *mesh;
+    uint64_t mesh_hash;
+    char axes[LAST_AXES];
+    int code, ndim, axis, axis2;
+    bool tiled;
+    int64_t shape[SHMESH_MAX_NDIM];
+    shmesh_array res; /* its data NULL */
+};
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -79,6 +102,7 @@ typedef struct {
     int kws;         /* KW_*: keywords the op has besides mesh */
     signed char dtype_of[SHMESH_DTYPE_COUNT]; /* a reduction's result dtype by input dtype,
                                                  asked once (-1: not yet) */
+    struct last last; /* the others' */
     PyObject *slow;  /* the package's function for the op */
     PyObject *raise_on; /* the package's _raise_on(rc, mesh pointer) */
     PyObject *state;    /* the dict of the package's state (shmesh._context) */
@@ -330,18 +354,34 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
      * others' asked at each call (shmesh_op_result).  A refusal is the
      * Python path's to raise, naming the op. */
     int rc = 0;
+    struct last *l = &o->last;
+    const shmesh_mesh *km = NULL;
+    uint64_t kh = 0;
     if (o->kind == REDUCE && o->dtype_of[code] >= 0) {
         res.dtype = (shmesh_dtype)o->dtype_of[code];
         res.ndim = ndim;
         memcpy(res.shape, in.shape, sizeof *in.shape * (size_t)ndim);
+    } else if (o->kind != REDUCE && l->valid && (km = mp ? mp : mesh_current()) == l->mesh &&
+               km && (kh = mesh_hash(km)) == l->mesh_hash && l->code == code &&
+               l->ndim == ndim && l->axis == op.axis && l->axis2 == op.axis2 &&
+               l->tiled == op.tiled && !memcmp(l->shape, in.shape, sizeof *in.shape * (size_t)ndim) &&
+               !strcmp(l->axes, axes)) {
+        res = l->res;
     } else {
         Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
         rc = op_result(&op, &res);
         Py_END_ALLOW_THREADS
         if (rc)
             goto slow;
-        if (o->kind == REDUCE)
+        if (o->kind == REDUCE) {
             o->dtype_of[code] = (signed char)res.dtype;
+        } else if (strlen(axes) < LAST_AXES && (km = mp ? mp : mesh_current())) {
+            *l = (struct last){.valid = true, .mesh = km, .mesh_hash = mesh_hash(km),
+                               .code = code, .ndim = ndim, .axis = op.axis, .axis2 = op.axis2,
+                               .tiled = op.tiled, .res = res};
+            memcpy(l->shape, in.shape, sizeof *in.shape * (size_t)ndim);
+            strcpy(l->axes, axes);
+        }
     }
     int t = npy_of[res.dtype];
     if (t < 0)
@@ -531,30 +571,42 @@ struct parsed {
     shmesh_array one[6];
 };
 
+/* An int argument (the package passes ints): *out, or -1 with the error set. */
+static int int_of(PyObject *v, int *out)
+{
+    long a = PyLong_AsLong(v);
+    if (a == -1 && PyErr_Occurred())
+        return -1;
+    if (a < INT_MIN || a > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "shmesh._ext: an int argument out of range");
+        return -1;
+    }
+    *out = (int)a;
+    return 0;
+}
+
 static int parse_common(PyObject *const *args, struct parsed *p)
 {
-    unsigned long long mesh, groups;
-    int tiled, k, in_code;
-    const char *axes;
+    int k, in_code;
     PyObject *perm = args[8];
     shmesh_op_args *op = &p->op;
     *op = (shmesh_op_args){.op = 0};
     p->descs = NULL;
-    if (!PyArg_Parse(args[0], "i", &op->op) || !PyArg_Parse(args[1], "K", &mesh) ||
-        !PyArg_Parse(args[2], "y", &axes) || !PyArg_Parse(args[3], "K", &groups) ||
-        !PyArg_Parse(args[4], "i", &op->axis) || !PyArg_Parse(args[5], "i", &op->axis2) ||
-        !PyArg_Parse(args[6], "p", &tiled) || !PyArg_Parse(args[7], "i", &op->source) ||
-        !PyArg_Parse(args[9], "i", &op->nperm) || !PyArg_Parse(args[11], "i", &in_code) ||
-        !PyArg_Parse(args[12], "i", &k))
+    if (int_of(args[0], &op->op) || int_of(args[4], &op->axis) || int_of(args[5], &op->axis2) ||
+        int_of(args[7], &op->source) || int_of(args[9], &op->nperm) ||
+        int_of(args[11], &in_code) || int_of(args[12], &k))
         return -1;
+    op->mesh = PyLong_AsVoidPtr(args[1]);
+    op->groups = PyLong_AsVoidPtr(args[3]);
+    op->axes = PyBytes_AsString(args[2]);
+    int tiled = PyObject_IsTrue(args[6]);
+    if (PyErr_Occurred() || tiled < 0)
+        return -1;
+    op->tiled = tiled;
     if (k < 1 || k > LOCAL_MAX) {
         PyErr_Format(PyExc_ValueError, "shmesh._ext: %d devices per rank", k);
         return -1;
     }
-    op->mesh = (shmesh_mesh *)(uintptr_t)mesh;
-    op->axes = axes;
-    op->groups = (const shmesh_groups *)(uintptr_t)groups;
-    op->tiled = tiled;
     if (perm != Py_None) {
         if (!PyList_CheckExact(perm) && !PyTuple_CheckExact(perm)) {
             PyErr_SetString(PyExc_TypeError, "shmesh._ext: perm must be a list of ints");
@@ -567,7 +619,7 @@ static int parse_common(PyObject *const *args, struct parsed *p)
             return -1;
         }
         for (Py_ssize_t i = 0; i < n; i++)
-            if (!PyArg_Parse(PySequence_Fast_GET_ITEM(perm, i), "i", p->perm + i))
+            if (int_of(PySequence_Fast_GET_ITEM(perm, i), p->perm + i))
                 return -1;
         op->perm = p->perm;
     }
@@ -586,6 +638,17 @@ static void parsed_free(struct parsed *p)
     if (p->descs != p->one)
         PyMem_Free(p->descs);
     p->descs = NULL;
+}
+
+/* (shape, dtype code) of res. */
+static PyObject *shape_code(const shmesh_array *res)
+{
+    PyObject *shape = PyTuple_New(res->ndim);
+    if (!shape)
+        return NULL;
+    for (int d = 0; d < res->ndim; d++)
+        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(res->shape[d]));
+    return Py_BuildValue("Ni", shape, (int)res->dtype);
 }
 
 /* result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm,
@@ -611,14 +674,7 @@ static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t na
     rc = op_result(&p.op, &res);
     Py_END_ALLOW_THREADS
     parsed_free(&p);
-    if (rc)
-        return PyLong_FromLong(rc);
-    PyObject *shape = PyTuple_New(res.ndim);
-    if (!shape)
-        return NULL;
-    for (int d = 0; d < res.ndim; d++)
-        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(res.shape[d]));
-    return Py_BuildValue("Ni", shape, (int)res.dtype);
+    return rc ? PyLong_FromLong(rc) : shape_code(&res);
 }
 
 /* call(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm,
@@ -626,7 +682,11 @@ static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t na
  * (shmesh_op_call) with the GIL released, into out (ragged_all_to_all: the
  * output; offsets its four integer arrays, else None); token 0 for the
  * blocking call, else the address of the shmesh_token its _async form
- * writes.  The library's code: 0, or the error for the package to raise. */
+ * writes.  The library's code: 0, or the error for the package to raise.
+ * With out None, the result is asked (shmesh_op_result) and made here (k
+ * devices' arrays along a leading axis), and returned, or the error code;
+ * a result numpy has no dtype for (bfloat16) is (shape, dtype code) for
+ * the package to make and call again with. */
 static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -637,9 +697,32 @@ static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t narg
     struct parsed p;
     unsigned long long token;
     int out_code, rc;
-    if (parse_common(args, &p) || !PyArg_Parse(args[14], "i", &out_code) ||
-        !PyArg_Parse(args[15], "K", &token) ||
-        array_arg(args[13], out_code, "out", p.k, p.descs + p.k))
+    PyObject *made = NULL;
+    if (parse_common(args, &p) || int_of(args[14], &out_code))
+        goto fail;
+    token = PyLong_AsUnsignedLongLong(args[15]);
+    if (PyErr_Occurred())
+        goto fail;
+    if (args[13] == Py_None) {
+        shmesh_array res = {.data = NULL};
+        Py_BEGIN_ALLOW_THREADS
+        rc = op_result(&p.op, &res);
+        Py_END_ALLOW_THREADS
+        if (rc || npy_of[res.dtype] < 0) {
+            parsed_free(&p);
+            return rc ? PyLong_FromLong(rc) : shape_code(&res);
+        }
+        npy_intp shape[SHMESH_MAX_NDIM + 1];
+        int nd = 0;
+        if (p.k > 1)
+            shape[nd++] = p.k;
+        for (int d = 0; d < res.ndim; d++)
+            shape[nd++] = (npy_intp)res.shape[d];
+        if (!(made = PyArray_Empty(nd, shape, PyArray_DescrFromType(npy_of[res.dtype]), 0)))
+            goto fail;
+        out_code = res.dtype;
+    }
+    if (array_arg(made ? made : args[13], out_code, "out", p.k, p.descs + p.k))
         goto fail;
     p.op.out = p.descs + p.k;
     PyObject *offsets = args[16];
@@ -659,32 +742,40 @@ static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t narg
     rc = op_call(&p.op, token ? (shmesh_token *)(uintptr_t)token : NULL);
     Py_END_ALLOW_THREADS
     parsed_free(&p);
+    if (made && !rc)
+        return made;
+    Py_XDECREF(made);
     return PyLong_FromLong(rc);
 fail:
+    Py_XDECREF(made);
     if (p.descs)
         parsed_free(&p);
     return NULL;
 }
 
-/* bind(shmesh_op_call's address, shmesh_op_result's): the library this
- * module calls, the package's (found through ctypes: one library). */
+/* bind(shmesh_op_call, shmesh_op_result, shmesh_mesh_current,
+ * shmesh_mesh_hash: their addresses): the library this module calls, the
+ * package's (found through ctypes: one library). */
 static PyObject *ext_bind(PyObject *self, PyObject *args)
 {
     (void)self;
-    unsigned long long c, r;
-    if (!PyArg_ParseTuple(args, "KK", &c, &r))
+    unsigned long long c, r, cur, h;
+    if (!PyArg_ParseTuple(args, "KKKK", &c, &r, &cur, &h))
         return NULL;
-    if (!c || !r) {
-        PyErr_SetString(PyExc_ValueError, "bind: two function addresses");
+    if (!c || !r || !cur || !h) {
+        PyErr_SetString(PyExc_ValueError, "bind: four function addresses");
         return NULL;
     }
     op_call = (op_call_fn)(uintptr_t)c;
     op_result = (op_result_fn)(uintptr_t)r;
+    mesh_current = (mesh_current_fn)(uintptr_t)cur;
+    mesh_hash = (mesh_hash_fn)(uintptr_t)h;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"bind", ext_bind, METH_VARARGS, "bind(op_call_address, op_result_address)"},
+    {"bind", ext_bind, METH_VARARGS,
+     "bind(op_call, op_result, mesh_current, mesh_hash): the library's functions' addresses"},
     {"result", (PyCFunction)(void (*)(void))ext_result, METH_FASTCALL,
      "result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm, in, in_code, k)"},
     {"call", (PyCFunction)(void (*)(void))ext_call, METH_FASTCALL,

@@ -117,16 +117,22 @@ def _register(tok):
 
 
 def _dispatch(w, start, keep, mp):
-    """start(the address of a new token's shmesh_token) dispatches an
-    _async call and returns the library's code; the token, which keeps
-    `keep` alive until done, is appended to w.  A refusal (nothing
-    dispatched) raises, explained on mesh pointer mp (_raise_on)."""
-    tok = Token(None, keep)
-    rc = start(ctypes.addressof(tok._t))
-    if rc:
-        _raise_on(rc, mp)
+    """start(the address of a new token's shmesh_token) dispatches an _async
+    call and returns the library's code (an int), the call's result, or
+    (shape, code) where nothing was dispatched (_collectives._leaf's); the
+    token, which keeps `keep` and that result alive until done, is appended
+    to w.  A refusal (nothing dispatched) raises, explained on mesh pointer
+    mp (_raise_on).  Returns what start did."""
+    tok = Token(None, None)
+    r = start(ctypes.addressof(tok._t))
+    if type(r) is tuple:
+        return r
+    if type(r) is int and r:
+        _raise_on(r, mp)
+    tok._keep = (keep, r)
     _register(tok)
     w.append(tok)
+    return r
 
 
 class Pending:
