@@ -389,9 +389,13 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     npy_intp shape[SHMESH_MAX_NDIM];
     for (int d = 0; d < res.ndim; d++)
         shape[d] = (npy_intp)res.shape[d];
-    PyArray_Descr *rd = PyArray_DescrFromType(t);
+    /* The input's own descriptor where the dtype is the same (most calls):
+     * a reference taken, not a lookup. */
+    PyArray_Descr *rd = (int)res.dtype == code ? PyArray_DESCR(a) : PyArray_DescrFromType(t);
     if (!rd)
         return NULL;
+    if ((int)res.dtype == code)
+        Py_INCREF(rd);
     PyObject *out;
     if (into) { /* out=: exactly the result's array, else the Python path says why */
         PyArrayObject *o_ = (PyArrayObject *)into;
