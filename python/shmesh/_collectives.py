@@ -20,16 +20,7 @@ from ._mesh import Mesh, _mesh_ptr
 from ._futures import _dispatch, _pending
 from ._interop import _COMPILED, _device_alloc, _header, _interop, _interop_async
 
-_raw = _lib.raw
-_ext = _lib.load_ext()  # raises ImportError, saying what to install, where it was not built
-
-
-def _address(name):
-    return ctypes.cast(getattr(_raw, name), ctypes.c_void_p).value
-
-
-_ext.bind(_address("shmesh_op_call"), _address("shmesh_op_result"),
-          _address("shmesh_mesh_current"), _address("shmesh_mesh_hash"))
+_ext = _lib.ext  # (_lib loads it, and raises ImportError where it was not built)
 _CODE = {o.name: o.code for o in OPS}
 
 

@@ -19,6 +19,8 @@
  * and several devices per rank, and makes each array's call through
  * result() and call() below (_collectives._leaf), blocking or _async.
  *
+ * token_wait and token_test are the library's, for the package's Tokens.
+ *
  * The library's functions come as addresses from the package's ctypes
  * handle (bind), so this module links nothing of libshmesh: one library,
  * however it was found (docs/python.md).  The package's state (_ctx,
@@ -49,6 +51,7 @@ typedef int (*op_call_fn)(const shmesh_op_args *, shmesh_token *);
 typedef int (*op_result_fn)(const shmesh_op_args *, shmesh_array *);
 typedef shmesh_mesh *(*mesh_current_fn)(void);
 typedef uint64_t (*mesh_hash_fn)(const shmesh_mesh *);
+typedef int (*token_fn)(shmesh_token);
 
 /* The library's one entry for every mesh op and its result's shape
  * (shmesh_op_call, shmesh_op_result: lib/include/shmesh.h), given once by
@@ -57,6 +60,7 @@ static op_call_fn op_call;
 static op_result_fn op_result;
 static mesh_current_fn mesh_current;
 static mesh_hash_fn mesh_hash;
+static token_fn token_wait, token_test;
 
 /* The op's shape of call: a reduction (psum ...: the input's shape, the
  * dtype the library says), all_gather (axis=, tiled=), psum_scatter
@@ -757,29 +761,71 @@ fail:
     return NULL;
 }
 
+/* token_wait(address of a shmesh_token), token_test(the same): the
+ * library's shmesh_token_wait (the GIL released) and shmesh_token_test on
+ * the Token's struct (its ctypes field _t, which the package keeps). */
+static PyObject *token_call(PyObject *arg, token_fn fn, bool release)
+{
+    const shmesh_token *t = PyLong_AsVoidPtr(arg);
+    if (!t) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "shmesh._ext: a token's address");
+        return NULL;
+    }
+    shmesh_token tok = *t;
+    int rc;
+    if (release) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = fn(tok);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = fn(tok);
+    }
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *ext_token_wait(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    return token_call(arg, token_wait, true);
+}
+
+static PyObject *ext_token_test(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    return token_call(arg, token_test, false); /* it never blocks */
+}
+
 /* bind(shmesh_op_call, shmesh_op_result, shmesh_mesh_current,
- * shmesh_mesh_hash: their addresses): the library this module calls, the
- * package's (found through ctypes: one library). */
+ * shmesh_mesh_hash, shmesh_token_wait, shmesh_token_test: their addresses):
+ * the library this module calls, the package's (found through ctypes: one
+ * library). */
 static PyObject *ext_bind(PyObject *self, PyObject *args)
 {
     (void)self;
-    unsigned long long c, r, cur, h;
-    if (!PyArg_ParseTuple(args, "KKKK", &c, &r, &cur, &h))
+    unsigned long long a[6];
+    if (!PyArg_ParseTuple(args, "KKKKKK", a, a + 1, a + 2, a + 3, a + 4, a + 5))
         return NULL;
-    if (!c || !r || !cur || !h) {
-        PyErr_SetString(PyExc_ValueError, "bind: four function addresses");
-        return NULL;
-    }
-    op_call = (op_call_fn)(uintptr_t)c;
-    op_result = (op_result_fn)(uintptr_t)r;
-    mesh_current = (mesh_current_fn)(uintptr_t)cur;
-    mesh_hash = (mesh_hash_fn)(uintptr_t)h;
+    for (int i = 0; i < 6; i++)
+        if (!a[i]) {
+            PyErr_SetString(PyExc_ValueError, "bind: six function addresses");
+            return NULL;
+        }
+    op_call = (op_call_fn)(uintptr_t)a[0];
+    op_result = (op_result_fn)(uintptr_t)a[1];
+    mesh_current = (mesh_current_fn)(uintptr_t)a[2];
+    mesh_hash = (mesh_hash_fn)(uintptr_t)a[3];
+    token_wait = (token_fn)(uintptr_t)a[4];
+    token_test = (token_fn)(uintptr_t)a[5];
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"bind", ext_bind, METH_VARARGS,
-     "bind(op_call, op_result, mesh_current, mesh_hash): the library's functions' addresses"},
+     "bind(op_call, op_result, mesh_current, mesh_hash, token_wait, token_test): the "
+     "library's functions' addresses"},
+    {"token_wait", ext_token_wait, METH_O, "token_wait(address of a shmesh_token): its code"},
+    {"token_test", ext_token_test, METH_O, "token_test(address of a shmesh_token): its code"},
     {"result", (PyCFunction)(void (*)(void))ext_result, METH_FASTCALL,
      "result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm, in, in_code, k)"},
     {"call", (PyCFunction)(void (*)(void))ext_call, METH_FASTCALL,

@@ -22,6 +22,7 @@ from ._context import _c, _invalid, _own, _raise_on, _release
 # it returns; the groups' struct is the Token's to keep.
 
 _raw = _lib.raw
+_ext = _lib.ext
 
 
 def _callback_error(fn, exc, device, more=0):
@@ -67,7 +68,7 @@ class Token:
         subclass with the library's sentence, or CallbackError for a
         callback that raised)."""
         if self._live():
-            rc = lib.shmesh_token_wait(self._t)
+            rc = _ext.token_wait(ctypes.addressof(self._t))
             if rc:
                 _raise(rc, self._t.ctx)
         self._check()
@@ -75,7 +76,7 @@ class Token:
     def is_ready(self):
         """Never blocks: True once done, False before; raises as wait()."""
         if self._live():
-            rc = lib.shmesh_token_test(self._t)
+            rc = _ext.token_test(ctypes.addressof(self._t))
             if rc == 0:
                 return False
             if rc < 0:
@@ -106,7 +107,7 @@ def _register(tok):
         _context._registry.append(tok)
         while _context._registry:
             old = _context._registry[0]
-            rc = lib.shmesh_token_test(old._t) if old._live() else 1
+            rc = _ext.token_test(ctypes.addressof(old._t)) if old._live() else 1
             if rc == 0:
                 break  # the oldest is not done: neither are the later ones (dispatch order)
             if rc < 0:

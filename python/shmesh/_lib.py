@@ -302,3 +302,15 @@ def load_ext():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _address(name):
+    return ctypes.cast(getattr(raw, name), ctypes.c_void_p).value
+
+
+# The compiled module, told the library's functions it calls: every
+# collective (shmesh_op_call, shmesh_op_result), the mesh a call without
+# one uses, and the tokens' wait and test.
+ext = load_ext()
+ext.bind(*[_address("shmesh_" + f) for f in ("op_call", "op_result", "mesh_current",
+                                             "mesh_hash", "token_wait", "token_test")])
