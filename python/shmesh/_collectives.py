@@ -17,7 +17,7 @@ from ._context import _invalid, _raise_on
 from ._arrays import (_CODES, _axes, _axis, _cint, _groups, _out_slot, _prepare, _shape_of,
                       _tree_map)
 from ._mesh import Mesh, _mesh_ptr
-from ._futures import _dispatch, _pending
+from ._futures import Token, _dispatch, _dispatched, _pending
 from ._interop import _COMPILED, _device_alloc, _header, _interop, _interop_async
 
 _ext = _lib.ext  # (_lib loads it, and raises ImportError where it was not built)
@@ -246,6 +246,9 @@ pargmin, pargmin_async = _argreduce("pargmin")
 pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one axis)."
 
 
+_KIND, _KWS = {}, {}  # each compiled op's _ext kind and keywords, for its _async form's
+
+
 def _compiled(op, kind, kws):
     """op's compiled callable: the common case in C (one contiguous numpy
     array, one axis name, no groups, one device per rank, the context's
@@ -253,6 +256,7 @@ def _compiled(op, kind, kws):
     op = _interop(op)
     # The state it reads at each call (_ctx, _owner, _local_devices) is
     # _context's, and a mesh argument must be exactly a Mesh.
+    _KIND[op.__name__], _KWS[op.__name__] = kind, kws
     c = _COMPILED[op.__name__] = _ext.Collective(_CODE[op.__name__], kind, kws, op, _raise_on,
                                                  _context.__dict__, Mesh)
     return c
@@ -573,3 +577,8 @@ for _name in _ASYNC_FORMS:
         globals()[_name].__doc__ = _async_doc(_name[:-6])
         if _name != "ragged_all_to_all_async":  # (its blocking form takes numpy alone too)
             globals()[_name] = _interop_async(globals()[_name])
+        _blocking = _COMPILED.get(_name[:-6])
+        if _blocking is not None:  # the _async form's callable: the blocking one's kind
+            globals()[_name] = _ext.Collective(
+                _CODE[_name[:-6]], _KIND[_name[:-6]], _KWS[_name[:-6]], globals()[_name],
+                _raise_on, _context.__dict__, Mesh, Token, _dispatched)

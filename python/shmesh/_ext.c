@@ -6,7 +6,9 @@
  *
  * A Collective is a callable that stands for one of the package's public
  * collectives (shmesh.psum, all_gather, psum_scatter, all_to_all, ...).
- * Its call takes the common case whole, in C: one C-contiguous
+ * (An _async form's callable does the same and dispatches the call with a
+ * new Token, returning the package's Pending.)  Its call takes the common
+ * case whole, in C: one C-contiguous
  * native-order numpy array of a dtype shmesh has, an axis name that is one
  * plain str, no axis_index_groups, one device per rank, the context's own
  * thread, a live mesh (or none: the entered one), and the op's other
@@ -111,11 +113,15 @@ typedef struct {
     PyObject *raise_on; /* the package's _raise_on(rc, mesh pointer) */
     PyObject *state;    /* the dict of the package's state (shmesh._context) */
     PyObject *mesh_type; /* shmesh.Mesh: a mesh argument must be one, not a look-alike */
+    /* An _async form's: token_new() a new Token (its _a the address of its
+     * shmesh_token), finish(token, in, out) its Pending, the work
+     * registered; NULL for a blocking form. */
+    PyObject *token_new, *finish;
     PyObject *name, *qualname, *doc, *module, *dict;
 } Collective;
 
 static PyObject *s_ctx, *s_owner, *s_local, *s_addr, *s_p, *s_mesh, *s_groups, *s_bucket,
-    *s_axis, *s_tiled, *s_scatter_dimension, *s_out;
+    *s_axis, *s_tiled, *s_scatter_dimension, *s_out, *s_a;
 
 /* numpy's type of each shmesh dtype (bfloat16: none here, -1). */
 static const int npy_of[SHMESH_DTYPE_COUNT] = {
@@ -279,7 +285,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
         if (is_kw(k, s_mesh))
             mesh = v;
-        else if (is_kw(k, s_out))
+        else if (is_kw(k, s_out) && !o->finish)
             into = v == Py_None ? NULL : v;
         else if ((o->kws & KW_GROUPS) && is_kw(k, s_groups)) {
             if (v != Py_None)
@@ -417,11 +423,33 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     }
     res.data = PyArray_DATA((PyArrayObject *)out);
     op.out = &res;
+    PyObject *tok = NULL;
+    shmesh_token *tp = NULL;
+    if (o->finish) { /* the _async form: a Token for the library to write */
+        PyObject *addr = NULL;
+        if (!(tok = PyObject_CallNoArgs(o->token_new)) || !(addr = PyObject_GetAttr(tok, s_a)) ||
+            !(tp = PyLong_AsVoidPtr(addr))) {
+            Py_XDECREF(addr);
+            Py_XDECREF(tok);
+            Py_DECREF(out);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "shmesh._ext: a Token without its address");
+            return NULL;
+        }
+        Py_DECREF(addr);
+    }
     Py_BEGIN_ALLOW_THREADS
-    rc = op_call(&op, NULL);
+    rc = op_call(&op, tp);
     Py_END_ALLOW_THREADS
-    if (!rc)
+    if (!rc && !tok)
         return out;
+    if (!rc) { /* the Pending of the work dispatched */
+        PyObject *r = PyObject_CallFunctionObjArgs(o->finish, tok, x, out, NULL);
+        Py_DECREF(tok);
+        Py_DECREF(out);
+        return r;
+    }
+    Py_XDECREF(tok); /* refused: nothing dispatched */
     Py_DECREF(out);
     PyObject *mesh_p = mesh == Py_None ? NULL : PyObject_GetAttr(mesh, s_p);
     if (mesh != Py_None && !mesh_p)
@@ -435,24 +463,26 @@ slow:
     return slow_path(o, args, nargsf, kwnames);
 }
 
-/* Collective(code, kind, kws, slow, raise_on, state, mesh_type): code the
- * op's in the library's table, state the dict of the module that holds
- * _ctx, _owner and _local_devices, mesh_type the class Mesh.  The class is
+/* Collective(code, kind, kws, slow, raise_on, state, mesh_type[, token_new,
+ * finish]): code the op's in the library's table, state the dict of the
+ * module that holds _ctx, _owner and _local_devices, mesh_type the class
+ * Mesh; token_new and finish make it the op's _async form.  The class is
  * given, not looked up in state: the package's modules each hold their
  * own names.  bind() first. */
 static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     int code, kind, kws;
-    PyObject *slow, *raise_on, *state, *mesh_type;
+    PyObject *slow, *raise_on, *state, *mesh_type, *token_new = NULL, *finish = NULL;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Collective takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iiiOOO!O!", &code, &kind, &kws, &slow, &raise_on,
-                          &PyDict_Type, &state, &PyType_Type, &mesh_type))
+    if (!PyArg_ParseTuple(args, "iiiOOO!O!|OO", &code, &kind, &kws, &slow, &raise_on,
+                          &PyDict_Type, &state, &PyType_Type, &mesh_type, &token_new, &finish))
         return NULL;
     if (!op_call || code <= 0 || kind < REDUCE || kind >= NKINDS || !PyCallable_Check(slow) ||
-        !PyCallable_Check(raise_on)) {
+        !PyCallable_Check(raise_on) || (token_new && (!finish || !PyCallable_Check(token_new) ||
+                                                      !PyCallable_Check(finish)))) {
         PyErr_SetString(PyExc_ValueError,
                         "Collective: bind() first; then an op code, a kind (0..7), keywords, "
                         "two callables, the state's dict and the Mesh class");
@@ -474,6 +504,8 @@ static PyObject *collective_new(PyTypeObject *type, PyObject *args, PyObject *kw
     o->raise_on = raise_on;
     o->state = state;
     o->mesh_type = mesh_type;
+    o->token_new = token_new ? Py_NewRef(token_new) : NULL;
+    o->finish = finish ? Py_NewRef(finish) : NULL;
     o->name = PyObject_GetAttrString(slow, "__name__");
     o->qualname = PyObject_GetAttrString(slow, "__qualname__");
     o->doc = PyObject_GetAttrString(slow, "__doc__");
@@ -491,6 +523,8 @@ static int collective_traverse(Collective *o, visitproc visit, void *arg)
     Py_VISIT(o->raise_on);
     Py_VISIT(o->state);
     Py_VISIT(o->mesh_type);
+    Py_VISIT(o->token_new);
+    Py_VISIT(o->finish);
     Py_VISIT(o->dict);
     return 0;
 }
@@ -501,6 +535,8 @@ static int collective_clear(Collective *o)
     Py_CLEAR(o->raise_on);
     Py_CLEAR(o->state);
     Py_CLEAR(o->mesh_type);
+    Py_CLEAR(o->token_new);
+    Py_CLEAR(o->finish);
     Py_CLEAR(o->name);
     Py_CLEAR(o->qualname);
     Py_CLEAR(o->doc);
@@ -857,8 +893,9 @@ PyMODINIT_FUNC PyInit__ext(void)
     s_tiled = PyUnicode_InternFromString("tiled");
     s_scatter_dimension = PyUnicode_InternFromString("scatter_dimension");
     s_out = PyUnicode_InternFromString("out");
+    s_a = PyUnicode_InternFromString("_a");
     if (!s_ctx || !s_owner || !s_local || !s_addr || !s_p || !s_mesh || !s_groups || !s_bucket ||
-        !s_axis || !s_tiled || !s_scatter_dimension || !s_out)
+        !s_axis || !s_tiled || !s_scatter_dimension || !s_out || !s_a)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

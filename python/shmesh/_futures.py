@@ -40,10 +40,11 @@ class Token:
     RuntimeToken): done once that work and everything dispatched before it
     finished.  A value: copy it, wait on it twice, drop it."""
 
-    __slots__ = ("_t", "_gen", "_keep", "_cb", "_failed", "_exc")
+    __slots__ = ("_t", "_a", "_gen", "_keep", "_cb", "_failed", "_exc")
 
     def __init__(self, t=None, keep=None):
         self._t = _lib.Token() if t is None else t
+        self._a = ctypes.addressof(self._t)  # where the compiled module writes and reads it
         self._gen = _context._gen
         self._keep = keep      # what the library uses until done (_registry)
         self._cb = 0           # its callback's key in _cb_records (0: none)
@@ -68,7 +69,7 @@ class Token:
         subclass with the library's sentence, or CallbackError for a
         callback that raised)."""
         if self._live():
-            rc = _ext.token_wait(ctypes.addressof(self._t))
+            rc = _ext.token_wait(self._a)
             if rc:
                 _raise(rc, self._t.ctx)
         self._check()
@@ -76,7 +77,7 @@ class Token:
     def is_ready(self):
         """Never blocks: True once done, False before; raises as wait()."""
         if self._live():
-            rc = _ext.token_test(ctypes.addressof(self._t))
+            rc = _ext.token_test(self._a)
             if rc == 0:
                 return False
             if rc < 0:
@@ -107,7 +108,7 @@ def _register(tok):
         _context._registry.append(tok)
         while _context._registry:
             old = _context._registry[0]
-            rc = _ext.token_test(ctypes.addressof(old._t)) if old._live() else 1
+            rc = _ext.token_test(old._a) if old._live() else 1
             if rc == 0:
                 break  # the oldest is not done: neither are the later ones (dispatch order)
             if rc < 0:
@@ -125,7 +126,7 @@ def _dispatch(w, start, keep, mp):
     to w.  A refusal (nothing dispatched) raises, explained on mesh pointer
     mp (_raise_on).  Returns what start did."""
     tok = Token(None, None)
-    r = start(ctypes.addressof(tok._t))
+    r = start(tok._a)
     if type(r) is tuple:
         return r
     if type(r) is int and r:
@@ -166,6 +167,15 @@ class Pending:
 
     def __repr__(self):
         return "Pending(%r)" % (self.token,)
+
+
+def _dispatched(tok, a, out):
+    """The Pending of one array's call that the compiled module dispatched
+    with the new Token tok: it keeps the input and the result alive until
+    done (_register)."""
+    tok._keep = (a, out)
+    _register(tok)
+    return Pending(out, [tok])
 
 
 def _pending(body, *args):

@@ -558,6 +558,47 @@ def test_compiled_moves_equal_python(mesh, world):
         assert got[0] == got[1], (name, kw, got)
 
 
+def test_compiled_async_equals_blocking(mesh, world):
+    """Every _async form but ragged's is a compiled callable too: its
+    Pending gives the blocking call's result (dtype, shape, bits), through
+    the fast path and through the general path (__wrapped__) alike; a
+    refusal raises the same error at once, and nothing is dispatched (the
+    job goes on)."""
+    for name in shmesh._collectives._MESH_OPS:
+        if name == "ragged_all_to_all":
+            continue
+        assert type(getattr(shmesh, name + "_async")).__name__ == "Collective", name
+    calls = [(n, a, kw) for n, a, kw in _calls_of_moves(world)] + [
+        (op, (x,), {}) for op in ("psum", "pmax", "pmin", "pmean") for x in _ODD_INPUTS[:7]]
+    for name, args, kw in calls:
+        want = None
+        try:
+            if name in ("psum", "pmax", "pmin", "pmean"):
+                r = getattr(shmesh, name)(*args, "i", mesh=mesh, **kw)
+            else:
+                r = getattr(shmesh, name)(*args, mesh=mesh, **kw)
+            want = ("ok", r.dtype, r.shape, r.tobytes())
+        except (shmesh.Error, TypeError):
+            continue  # (its refusal: below)
+        for f in (getattr(shmesh, name + "_async"),
+                  python_path(getattr(shmesh, name + "_async"))):
+            if name in ("psum", "pmax", "pmin", "pmean"):
+                p = f(*args, "i", mesh=mesh, **kw)
+            else:
+                p = f(*args, mesh=mesh, **kw)
+            r = p.block_until_ready()
+            assert ("ok", r.dtype, r.shape, r.tobytes()) == want, (name, kw)
+            assert p.is_ready() and p.token.is_ready()
+    for f in (shmesh.all_gather_async, python_path(shmesh.all_gather_async)):
+        with pytest.raises(shmesh.InvalidArgument, match="axis"):
+            f(np.ones(3), "i", axis=5, mesh=mesh)
+        with pytest.raises(shmesh.InvalidArgument, match="unbound axis name"):
+            f(np.ones(3), "nope", mesh=mesh)
+    # refused calls dispatched nothing: the job's next call is right
+    check(shmesh.psum_async(np.float32(1), "i", mesh=mesh).block_until_ready(),
+          np.float32(world))
+
+
 def test_out_in_place(mesh, rank, world):
     """out=: the result written into the array given, which is returned,
     through the compiled path and the Python one alike; a wrong one is
