@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 
 packages=(gcc g++ libc6-dev pkg-config meson ninja-build libnuma-dev liburing-dev libcmocka-dev
           clang libclang-rt-dev hipcc libamdhip64-dev python3-numpy python3-pytest python3-dev
-          python3-torch)
+          python3-torch openmpi-bin libopenmpi-dev)
 
 tools/install-packages.sh run.sh "${packages[@]}"
 

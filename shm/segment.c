@@ -430,19 +430,29 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
                size_t errlen)
 {
     *out = NULL;
-    if (!name || name[0] != '/' || strlen(name) >= SEG_NAME_MAX || strchr(name + 1, '/'))
+    /* A creator's descriptor, its name already gone (seg_fd_path). */
+    unsigned pid, fdn;
+    int used = 0;
+    bool by_fd = name && sscanf(name, "/proc/%u/fd/%u%n", &pid, &fdn, &used) == 2 &&
+                 (size_t)used == strlen(name) && strlen(name) < SEG_NAME_MAX;
+    if (!by_fd &&
+        (!name || name[0] != '/' || strlen(name) >= SEG_NAME_MAX || strchr(name + 1, '/')))
         return errtext_set(err, errlen, -EINVAL,
-                           "segment name must look like /shmesh-..., at most %d characters, "
-                           "got '%s'",
+                           "segment name must look like /shmesh-... (or /proc/PID/fd/N), at "
+                           "most %d characters, got '%s'",
                            SEG_NAME_MAX - 1, name ? name : "(null)");
     if (world_size < 1 || world_size > SEG_MAX_WORLD || rank < 0 || rank >= world_size)
         return errtext_set(err, errlen, -EINVAL,
                            "rank must be in [0, world size) and world size in [1, %d]; got "
                            "rank %d of %d",
                            SEG_MAX_WORLD, rank, world_size);
-    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    int fd = by_fd ? open(name, O_RDWR | O_CLOEXEC) : shm_open(name, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
+        if (e == ENOENT && by_fd)
+            return errtext_set(err, errlen, -ENOENT,
+                               "segment %s does not exist: its creator (pid %u) has exited",
+                               name, pid);
         if (e == ENOENT)
             return errtext_set(err, errlen, -ENOENT,
                                "segment %s does not exist: the job's launcher has exited, every "
@@ -482,7 +492,7 @@ int seg_attach(const char *name, int world_size, int rank, struct seg **out, cha
         close(fd);
         return rc ? rc : errtext_set(err, errlen, -ENOMEM, "out of memory");
     }
-    s->named = true;
+    s->named = !by_fd; /* (a descriptor's segment has no name to remove) */
     snprintf(s->name, sizeof s->name, "%s", name);
     /* The descriptor stays: should another process truncate the file, the
      * guard restores its size through it. */
@@ -545,6 +555,16 @@ int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen)
     if (n == (uint32_t)s->world && s->named)
         seg_unlink(s);
     return 0;
+}
+
+int seg_fd_path(struct seg *s, char *path, size_t len)
+{
+    int rc = seg_unlink(s);
+    if (rc)
+        return rc;
+    s->named = false;
+    int n = snprintf(path, len, "/proc/%d/fd/%d", (int)getpid(), s->fd);
+    return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
 int seg_unlink(struct seg *s)

@@ -127,6 +127,11 @@ int seg_join(struct seg *s, int rank, pid_t pid, char *err, size_t errlen);
 
 /* Removes the name; a name already gone is not an error. */
 int seg_unlink(struct seg *s);
+/* A created segment's name removed at once (nothing of it is left in
+ * /dev/shm, whatever becomes of the job), and the path through which
+ * other processes of this user attach to it while its creator lives:
+ * "/proc/PID/fd/N" (seg_attach takes it as a name).  0 or -errno. */
+int seg_fd_path(struct seg *s, char *path, size_t len);
 void seg_close(struct seg *s);
 
 /* Views into the segment, from the private layout; ranks must be in

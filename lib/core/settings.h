@@ -116,6 +116,12 @@ enum settings_debug {
       "events each rank's trace ring holds, a power of two (shmesh-run --trace-events)")       \
     X(DEVICE, device, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                 \
       "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
+    X(NET, net, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                       \
+      "joining an MPI job: auto (when an MPI launcher started the process, not shmesh-run), "  \
+      "mpi, or none (each process a job of its own)")                                         \
+    X(NODE_SIZE, node_size, INDEX, 0, "0: the machines' nodes", SETTINGS_LIBRARY, 0,          \
+      "an MPI job's nodes as runs of this many consecutive ranks (several nodes on one "        \
+      "machine, for tests)")                                                                   \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
       "the smallest device reduction whose members each reduce a share (two-shot)")           \
     X(ARRAY_CACHE, array_cache, BYTES, UINT64_C(1) << 30, "1073741824", SETTINGS_LIBRARY, 0,   \

@@ -12,25 +12,11 @@
 #include "core/entry.h"
 #include "core/debug.h"
 #include "core/fail.h"
+#include "core/plugin.h"
 #include "device/gpu.h"
 #include "memory/kind.h"
 
 /* ---- Loading ---- */
-
-/* Where libshmesh itself lies (the object holding this variable): plugins
- * are looked for beside it. */
-static const char here = 0;
-
-static void library_dir(char *dir, size_t len)
-{
-    Dl_info info;
-    dir[0] = 0;
-    if (!dladdr(&here, &info) || !info.dli_fname)
-        return;
-    const char *slash = strrchr(info.dli_fname, '/');
-    if (slash && (size_t)(slash - info.dli_fname) < len)
-        snprintf(dir, len, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
-}
 
 /* Opens a plugin: 0, or SHMESH_ERR_SYSTEM with why it could not be loaded. */
 static int load(const char *path, void **dl, const struct rt_ops **rt, char *why, size_t len)
@@ -62,8 +48,8 @@ static int load_named(const char *name, void **dl, const struct rt_ops **rt, cha
 {
     static const char *const subdirs[] = {"shmesh", "device"};
     char dir[4096], path[4200];
-    library_dir(dir, sizeof dir);
-    snprintf(why, len, "no libshmesh-device-%s.so beside libshmesh (%s)", name,
+    plugin_library_dir(dir, sizeof dir);
+    snprintf(why, len, "no libshmesh-device-%s.so beside libshmesh (%.400s)", name,
              dir[0] ? dir : "its folder is unknown");
     for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs && dir[0]; i++) {
         snprintf(path, sizeof path, "%s/%s/libshmesh-device-%s.so", dir, subdirs[i], name);

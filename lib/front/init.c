@@ -26,6 +26,7 @@
 #include "engine/state.h"
 #include "memory/state.h"
 #include "mesh/state.h"
+#include "net/boot.h"
 #include "ops/ops.h"
 #include "paths/single_copy.h"
 #include "paths/state.h"
@@ -216,13 +217,25 @@ int shmesh_init(shmesh_ctx **out)
         init_error("rank %d: shmesh_init: the ctx argument must not be NULL", e.rank);
         return SHMESH_ERR_INVALID;
     }
+    /* A job an MPI launcher started: this node's segment and ranks
+     * (net/boot.h); any other job as it is. */
+    struct net_boot nb;
+    int rc = net_boot(&e, &nb, bad, sizeof bad);
+    if (rc) {
+        if (nb.active)
+            init_error("rank %d: %s", nb.w.rank, bad);
+        else
+            init_error("%s", bad);
+        net_joined(&nb);
+        return rc;
+    }
     shmesh_ctx *c = ctx_new(&e);
     if (!c) {
         init_error("rank %d: out of memory", e.rank);
+        net_joined(&nb);
         return SHMESH_ERR_NOMEM;
     }
     /* From here on every failure says why (init_error) and goes to fail:. */
-    int rc;
     char why[CTX_ERR_MAX - 32] = "";
     if (alloc_engine(c))
         goto nomem;
@@ -257,6 +270,7 @@ int shmesh_init(shmesh_ctx **out)
     }
     if ((rc = wait_for_ranks(c)) || (rc = watch_peers(c)))
         goto fail;
+    net_joined(&nb); /* every rank attached: the creator's own handle goes */
     cma_probe(c, e.cma);
     if (registry_add(c)) {
         init_error("rank %d: cannot install the fork handler (pthread_atfork)", c->rank);
@@ -274,6 +288,7 @@ fail_why:
     init_error("rank %d: %s", e.rank, why);
 fail:
     release(c, false);
+    net_joined(&nb);
     return rc;
 }
 

@@ -94,7 +94,10 @@ typedef enum {
 typedef struct shmesh_ctx shmesh_ctx;
 
 /* Joins the job described by the launcher's environment (SHMESH_SEGMENT,
- * SHMESH_RANK, SHMESH_WORLD_SIZE); without it, creates a job of one rank.
+ * SHMESH_RANK, SHMESH_WORLD_SIZE); under an MPI launcher instead (mpirun,
+ * srun: SHMESH_NET), joins MPI through the network plugin and shares one
+ * segment with the node's ranks (a job over several nodes is refused, for
+ * now: docs/multinode.md); without either, creates a job of one rank.
  * Collective: returns once every rank has joined.  On success *ctx is a new
  * context the caller owns; on failure *ctx is NULL and shmesh_last_error(NULL)
  * explains, on this thread.

@@ -15,8 +15,9 @@ eq = np.testing.assert_array_equal
 
 def test_rank_and_world_size(rank, world):
     assert 0 <= rank < world
-    assert world == int(os.environ.get("SHMESH_WORLD_SIZE", "1"))
-    assert rank == int(os.environ.get("SHMESH_RANK", "0"))
+    env = os.environ  # shmesh-run's, or under mpirun Open MPI's (docs/multinode.md)
+    assert world == int(env.get("SHMESH_WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE", "1")))
+    assert rank == int(env.get("SHMESH_RANK", env.get("OMPI_COMM_WORLD_RANK", "0")))
     assert shmesh.initialized()
     assert shmesh.device_count() == world
 

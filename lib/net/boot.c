@@ -1,0 +1,149 @@
+/* Joining an MPI job (see boot.h). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/plugin.h"
+#include "net/boot.h"
+#include "shmesh.h"
+
+/* The plugin, once loaded: kept for the process's life (MPI is the
+ * process's, and is finalized at its exit). */
+static const struct net_ops *ops;
+
+/* Variables an MPI launcher sets in every process it starts: Open MPI's,
+ * PMIx's (Open MPI 5, Slurm), MPICH's Hydra and Slurm's PMI. */
+static const char *mpi_launcher(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
+                                       "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i]))
+            return vars[i];
+    return NULL;
+}
+
+static void at_exit(void)
+{
+    if (ops)
+        ops->finalize();
+}
+
+/* The plugin from beside the library: 0, or SHMESH_ERR_INVALID with why. */
+static int load(const char *launcher, char *why, size_t len)
+{
+    if (ops)
+        return 0;
+    static const char *const subdirs[] = {"shmesh", "net"};
+    char dir[4096], path[4200], err[512] = "";
+    plugin_library_dir(dir, sizeof dir);
+    for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs && dir[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s/libshmesh-net-mpi.so", dir, subdirs[i]);
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            if (access(path, F_OK) == 0)
+                snprintf(err, sizeof err, "%.500s", dlerror());
+            continue;
+        }
+        net_entry_fn entry;
+        void *sym = dlsym(dl, NET_ENTRY);
+        memcpy(&entry, &sym, sizeof entry); /* POSIX: a function's address as dlsym gives it */
+        const struct net_ops *o = entry ? entry() : NULL;
+        if (!o || o->abi != NET_ABI) {
+            snprintf(err, sizeof err, "%.300s: %s", path,
+                     !entry ? "not a shmesh network plugin (no " NET_ENTRY ")"
+                            : "a plugin of another version of shmesh");
+            dlclose(dl);
+            continue;
+        }
+        ops = o;
+        atexit(at_exit);
+        return 0;
+    }
+    char who[96];
+    if (launcher)
+        snprintf(who, sizeof who, "an MPI launcher started this process (%s is set)", launcher);
+    else
+        snprintf(who, sizeof who, "SHMESH_NET=mpi");
+    snprintf(why, len,
+             "shmesh_init: %s, but %s: shmesh was built without Open MPI's development files "
+             "(Debian: libopenmpi-dev; then rebuild), or run each process as a job of its own "
+             "with SHMESH_NET=none",
+             who, err[0] ? err : "libshmesh-net-mpi.so is not beside libshmesh");
+    return SHMESH_ERR_INVALID;
+}
+
+/* The node's first rank makes the segment; every rank learns its path, or
+ * the creator's failure. */
+struct made {
+    int rc;
+    char path[SEG_NAME_MAX];
+    char why[400];
+};
+
+int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
+{
+    memset(b, 0, sizeof *b);
+    const char *net = e->net ? e->net : "auto";
+    if (strcmp(net, "auto") && strcmp(net, "mpi") && strcmp(net, "none")) {
+        snprintf(why, len, "SHMESH_NET must be auto, mpi or none, found '%s'", net);
+        return SHMESH_ERR_INVALID;
+    }
+    const char *launcher = mpi_launcher();
+    if (!strcmp(net, "none") || e->segment || (!strcmp(net, "auto") && !launcher)) {
+        if (!strcmp(net, "mpi") && e->segment) {
+            snprintf(why, len, "SHMESH_NET=mpi, but shmesh-run started this process "
+                               "(SHMESH_SEGMENT is set): a job is one or the other");
+            return SHMESH_ERR_INVALID;
+        }
+        return 0;
+    }
+    int rc = load(launcher, why, len);
+    if (rc)
+        return rc;
+    if (ops->init(e->node_size, &b->w, why, len))
+        return SHMESH_ERR_SYSTEM;
+    b->active = true;
+    const struct net_world *w = &b->w;
+    if (w->nodes > 1) {
+        snprintf(why, len,
+                 "shmesh_init: this MPI job (%s) spans %d nodes of %d ranks in all (%d on this "
+                 "one%s): meshes across nodes are not built yet (docs/multinode.md); start "
+                 "one node's ranks per job",
+                 ops->library(), w->nodes, w->size, w->local_size,
+                 e->node_size ? ", SHMESH_NODE_SIZE" : "");
+        return SHMESH_ERR_INVALID;
+    }
+    struct made m = {0};
+    if (w->local_rank == 0) {
+        struct seg_create_opts so = {.world_size = w->local_size,
+                                     .slot_bytes = e->slot_bytes,
+                                     .total_bytes = e->shm_size,
+                                     .numa = -1};
+        m.rc = seg_create(&so, &b->created, m.why, sizeof m.why);
+        if (!m.rc && (m.rc = seg_fd_path(b->created, m.path, sizeof m.path)))
+            snprintf(m.why, sizeof m.why, "cannot remove the name of segment %s",
+                     b->created->name);
+    }
+    if (ops->node_bcast(&m, sizeof m, 0, why, len))
+        return SHMESH_ERR_SYSTEM;
+    if (m.rc) {
+        snprintf(why, len, "the node's first rank (rank %d of the job) could not make the "
+                           "segment: %s", w->rank - w->local_rank, m.why);
+        return SHMESH_ERR_SYSTEM;
+    }
+    snprintf(b->segment, sizeof b->segment, "%s", m.path);
+    e->segment = b->segment;
+    e->world = w->local_size;
+    e->rank = w->local_rank;
+    e->local_rank = w->local_rank;
+    return 0;
+}
+
+void net_joined(struct net_boot *b)
+{
+    seg_close(b->created);
+    b->created = NULL;
+}
