@@ -244,6 +244,17 @@ static int int_list(PyObject *v, int width, int *ints)
     return (int)n;
 }
 
+/* shmesh_op_result with the GIL released (the library may wait for the
+ * context's lock). */
+static int ask(const shmesh_op_args *op, shmesh_array *res)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = op_result(op, res);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 /* One device's shmesh_array of numpy array a (its data, dtype `code`,
  * shape), with k devices per rank the k arrays along its leading axis into
  * d[0..k-1] (the package's _shape_of checked that axis). */
@@ -378,10 +389,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
                !strcmp(l->axes, axes)) {
         res = l->res;
     } else {
-        Py_BEGIN_ALLOW_THREADS /* (the library may wait for the context's lock) */
-        rc = op_result(&op, &res);
-        Py_END_ALLOW_THREADS
-        if (rc)
+        if ((rc = ask(&op, &res)))
             goto slow;
         if (o->kind == REDUCE) {
             o->dtype_of[code] = (signed char)res.dtype;
@@ -713,10 +721,7 @@ static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     shmesh_array res = {.data = NULL};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = op_result(&p.op, &res);
-    Py_END_ALLOW_THREADS
+    int rc = ask(&p.op, &res);
     parsed_free(&p);
     return rc ? PyLong_FromLong(rc) : shape_code(&res);
 }
@@ -749,10 +754,7 @@ static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t narg
         goto fail;
     if (args[13] == Py_None) {
         shmesh_array res = {.data = NULL};
-        Py_BEGIN_ALLOW_THREADS
-        rc = op_result(&p.op, &res);
-        Py_END_ALLOW_THREADS
-        if (rc || npy_of[res.dtype] < 0) {
+        if ((rc = ask(&p.op, &res)) || npy_of[res.dtype] < 0) {
             parsed_free(&p);
             return rc ? PyLong_FromLong(rc) : shape_code(&res);
         }
