@@ -14,7 +14,7 @@
 - SHMESH_NET=none: every process a job of one rank;
 - a libshmesh without the plugin beside it: the sentence that names it;
 and after each, nothing of ours is left in /dev/shm.  Skipped (77) without
-MPIRUN.  --sanitized (a sanitized build): the demo and the two nodes alone,
+MPIRUN, or where it cannot start /bin/true (the machine's cause, not ours).  --sanitized (a sanitized build): the demo and the two nodes alone,
 with LeakSanitizer off in the MPI jobs (Open MPI's own allocations at exit
 are its leaks, in modules it has unloaded by then).  Runs as root with Open MPI's two OMPI_ALLOW_RUN_AS_ROOT variables,
 and oversubscribes (more ranks than cores is normal here).
@@ -67,6 +67,12 @@ def main(argv):
         os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
         mpi += ["-x", "ASAN_OPTIONS"]
         python = ""
+    # mpirun itself, with nothing of ours: where it cannot start a process
+    # at all (a container it does not run in), the cause is the machine's.
+    rc, out = run(mpi + ["-np", "1", "/bin/true"], timeout=60)
+    if rc != 0:
+        print("skipped: mpirun cannot start /bin/true here (%s):\n%s" % (rc, out[-1500:]))
+        return 77
     before = shm_now()
 
     def clean(what):
