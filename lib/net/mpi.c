@@ -32,6 +32,8 @@ static int init(int node_size, struct net_world *w, char *why, size_t len)
             return mpi_why(err, "MPI_Init_thread", why, len);
         we_initialized = 1;
     }
+    if (node_comm != MPI_COMM_NULL) /* a second shmesh_init: the nodes found again */
+        MPI_Comm_free(&node_comm);
     /* Errors come back as codes, not as an abort inside MPI. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
