@@ -155,12 +155,8 @@ def _bucketed(name, x, axis_name, groups, mesh, w, bucket_bytes):
     results = [None] * len(leaves)
     for a in leaves:
         _shape_of(a, name)  # the device axis checked first, as per leaf
-    fast = _COMPILED.get(name) if w is None else None
-
     def call(a):
-        if fast is not None:  # the compiled callable (a blocking call)
-            return fast(a, axis_name, mesh=mesh, axis_index_groups=groups)
-        return _leaf(name, a, axis_name, groups, mesh, w)
+        return _one(name, a, axis_name, groups, mesh, w)
 
     def flush(members):
         if len(members) == 1:
@@ -180,11 +176,30 @@ def _bucketed(name, x, axis_name, groups, mesh, w, bucket_bytes):
     return _tree_map(lambda i: results[i], index_tree)
 
 
+def _one(name, a, axis_name, groups, mesh, w):
+    """One array of a reduction's pytree through the op's compiled callable:
+    the blocking one (w None), or its _async form, whose token goes to w;
+    the callables send what they do not take to _leaf, through the op's
+    Python function (which takes one array straight to _leaf: no loop)."""
+    if w is None:
+        f = _COMPILED.get(name)
+        return f(a, axis_name, mesh=mesh, axis_index_groups=groups) if f is not None else \
+            _leaf(name, a, axis_name, groups, mesh, w)
+    f = _COMPILED_ASYNC.get(name)
+    if f is None or type(a) is not np.ndarray:
+        return _leaf(name, a, axis_name, groups, mesh, w)
+    p = f(a, axis_name, mesh=mesh, axis_index_groups=groups)
+    w.extend(p._tokens)
+    return p._result
+
+
 def _reduce(name):
     def body(x, axis_name, axis_index_groups, mesh, bucket_bytes, w):
-        if bucket_bytes and type(x) is not np.ndarray:
+        if type(x) is np.ndarray:  # (where the callables send what they do not take)
+            return _leaf(name, x, axis_name, axis_index_groups, mesh, w)
+        if bucket_bytes:
             return _bucketed(name, x, axis_name, axis_index_groups, mesh, w, bucket_bytes)
-        return _tree_map(lambda v: _leaf(name, v, axis_name, axis_index_groups, mesh, w), x)
+        return _tree_map(lambda v: _one(name, v, axis_name, axis_index_groups, mesh, w), x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None, bucket_bytes=BUCKET_BYTES):
         # What the compiled callable (below) did not take: one array through
@@ -247,6 +262,7 @@ pargmin.__doc__ = "The axis index holding the minimum, element-wise (int32; one 
 
 
 _KIND, _KWS = {}, {}  # each compiled op's _ext kind and keywords, for its _async form's
+_COMPILED_ASYNC = {}  # the _async forms' compiled callables, by the op's name
 
 
 def _compiled(op, kind, kws):
@@ -579,6 +595,6 @@ for _name in _ASYNC_FORMS:
             globals()[_name] = _interop_async(globals()[_name])
         _blocking = _COMPILED.get(_name[:-6])
         if _blocking is not None:  # the _async form's callable: the blocking one's kind
-            globals()[_name] = _ext.Collective(
+            globals()[_name] = _COMPILED_ASYNC[_name[:-6]] = _ext.Collective(
                 _CODE[_name[:-6]], _KIND[_name[:-6]], _KWS[_name[:-6]], globals()[_name],
                 _raise_on, _context.__dict__, Mesh, Token, _dispatched)
