@@ -37,23 +37,36 @@ def _leaf(name, v, axis_name, groups, mesh, w, axis=0, axis2=0, tiled=False, sou
     _shape_of(a, name)
     mp = _mesh_ptr(mesh, name)
     axes = _axes(axis_name, name)
-    g = _groups(groups, name)[0]
     k = _context._local_devices
-    call = (_CODE[name], mp.value if mp is not None else 0, axes,
-            ctypes.addressof(g) if g is not None else 0, axis, axis2, tiled, source, perm, nperm,
-            a, _CODES[a.dtype], k)
+    # axis_index_groups as given: the module reads plain lists of ints, and
+    # answers None for anything else, which _groups checks and builds.
+    g = groups if groups is None or type(groups) in (list, tuple) else _groups(groups, name)[0]
+
+    def args():
+        return (_CODE[name], mp.value if mp is not None else 0, axes,
+                g if g is None or type(g) in (list, tuple) else ctypes.addressof(g), axis, axis2,
+                tiled, source, perm, nperm, a, _CODES[a.dtype], k)
+    call = args()
     out, code = None, -1
     if _out_slot.a is not None or _out_slot.device is not None:
         r = _ext.result(*call)
+        if r is None:
+            g = _groups(groups, name)[0]
+            call = args()
+            r = _ext.result(*call)
         if type(r) is int:
             _raise_on(r, mp)
         shape, code = r
         out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)
-    for _ in range(2):
+    for _ in range(3):
         if w is None:
             r = _ext.call(*call, out, code, 0, None)
         else:
             r = _dispatch(w, lambda t: _ext.call(*call, out, code, t, None), (a, g, out), mp)
+        if r is None:  # groups the module did not read: checked and built here
+            g = _groups(groups, name)[0]
+            call = args()
+            continue
         if type(r) is tuple:  # a dtype numpy has only through the package's table: made here
             shape, code = r
             out = _new_out(shape if k == 1 else (k, *shape), _dtype(code), name)

@@ -10,7 +10,8 @@
  * new Token, returning the package's Pending.)  Its call takes the common
  * case whole, in C: one C-contiguous
  * native-order numpy array of a dtype shmesh has, an axis name that is one
- * plain str, no axis_index_groups, one device per rank, the context's own
+ * plain str, axis_index_groups as plain lists of ints or none, one device
+ * per rank, the context's own
  * thread, a live mesh (or none: the entered one), and the op's other
  * arguments as plain ints and bools.  It asks the result's shape (a
  * reduction's dtype once per input dtype: its shape is the input's),
@@ -244,6 +245,48 @@ static int int_list(PyObject *v, int width, int *ints)
     return (int)n;
 }
 
+/* The most axis_index_groups entries (and groups) a call's lists give here;
+ * more: the package builds the struct (groups as an address). */
+#define GROUPS_MAX 1024
+
+struct groups_buf {
+    shmesh_groups g;
+    int idx[GROUPS_MAX], sizes[GROUPS_MAX];
+};
+
+/* GROUPS_UNREAD: parse_common's where the axis_index_groups lists are not
+ * plain lists of ints; call() and result() then return None, and the
+ * package checks them (its sentences) and passes their struct's address
+ * instead. */
+#define GROUPS_UNREAD (-1000)
+
+/* axis_index_groups as a list (or tuple) of lists (or tuples) of exact ints,
+ * in b; NULL for anything else (nothing raised: the package's to check). */
+static const shmesh_groups *groups_of(PyObject *v, struct groups_buf *b)
+{
+    if (!PyList_CheckExact(v) && !PyTuple_CheckExact(v))
+        return NULL;
+    Py_ssize_t ng = PySequence_Fast_GET_SIZE(v), at = 0;
+    if (ng > GROUPS_MAX)
+        return NULL;
+    for (Py_ssize_t g = 0; g < ng; g++) {
+        PyObject *grp = PySequence_Fast_GET_ITEM(v, g);
+        if (!PyList_CheckExact(grp) && !PyTuple_CheckExact(grp))
+            return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(grp);
+        if (at + n > GROUPS_MAX)
+            return NULL;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (int_arg(PySequence_Fast_GET_ITEM(grp, i), b->idx + at + i))
+                return NULL;
+        b->sizes[g] = (int)n;
+        at += n;
+    }
+    b->g = (shmesh_groups){.ngroups = (int)ng, .group_size = ng ? b->sizes[0] : 0,
+                           .indices = b->idx, .group_sizes = b->sizes};
+    return &b->g;
+}
+
 /* shmesh_op_result with the GIL released (the library may wait for the
  * context's lock). */
 static int ask(const shmesh_op_args *op, shmesh_array *res)
@@ -290,7 +333,8 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != (o->kind == ALL_TO_ALL ? 4 : o->kind >= PSWAPAXES ? 3 : 2))
         return slow_path(o, args, nargsf, kwnames);
-    PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False, *into = NULL;
+    PyObject *mesh = Py_None, *axis_v = NULL, *tiled_v = Py_False, *into = NULL,
+             *groups_v = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
@@ -299,8 +343,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         else if (is_kw(k, s_out) && !o->finish)
             into = v == Py_None ? NULL : v;
         else if ((o->kws & KW_GROUPS) && is_kw(k, s_groups)) {
-            if (v != Py_None)
-                return slow_path(o, args, nargsf, kwnames);
+            groups_v = v == Py_None ? NULL : v;
         } else if ((o->kws & KW_BUCKET) && is_kw(k, s_bucket)) {
             /* one array: no buckets */
         } else if (o->kind >= ALL_GATHER && o->kind <= ALL_TO_ALL && is_kw(k, s_tiled)) {
@@ -343,6 +386,9 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
     int perm[2 * PERM_MAX];
     shmesh_op_args op = {.op = o->code, .mesh = mp, .axes = axes, .in = &in,
                          .tiled = tiled_v == Py_True};
+    struct groups_buf gb;
+    if (groups_v && !(op.groups = groups_of(groups_v, &gb)))
+        goto slow;
     switch (o->kind) {
     case ALL_GATHER:
     case PSUM_SCATTER:
@@ -382,7 +428,8 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         res.dtype = (shmesh_dtype)o->dtype_of[code];
         res.ndim = ndim;
         memcpy(res.shape, in.shape, sizeof *in.shape * (size_t)ndim);
-    } else if (o->kind != REDUCE && l->valid && (km = mp ? mp : mesh_current()) == l->mesh &&
+    } else if (o->kind != REDUCE && !op.groups && l->valid &&
+               (km = mp ? mp : mesh_current()) == l->mesh &&
                km && (kh = mesh_hash(km)) == l->mesh_hash && l->code == code &&
                l->ndim == ndim && l->axis == op.axis && l->axis2 == op.axis2 &&
                l->tiled == op.tiled && !memcmp(l->shape, in.shape, sizeof *in.shape * (size_t)ndim) &&
@@ -393,7 +440,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
             goto slow;
         if (o->kind == REDUCE) {
             o->dtype_of[code] = (signed char)res.dtype;
-        } else if (strlen(axes) < LAST_AXES && (km = mp ? mp : mesh_current())) {
+        } else if (!op.groups && strlen(axes) < LAST_AXES && (km = mp ? mp : mesh_current())) {
             *l = (struct last){.valid = true, .mesh = km, .mesh_hash = mesh_hash(km),
                                .code = code, .ndim = ndim, .axis = op.axis, .axis2 = op.axis2,
                                .tiled = op.tiled, .res = res};
@@ -619,9 +666,16 @@ struct parsed {
     shmesh_op_args op;
     int k;
     int perm[2 * PERM_MAX];
+    struct groups_buf groups; /* from lists, when the package passed them */
     shmesh_array *descs; /* 6 * k: in, out, 4 offsets' */
     shmesh_array one[6];
 };
+
+/* GROUPS_UNREAD: parse_common's where the axis_index_groups lists are not
+ * plain lists of ints; call() and result() then return None, and the
+ * package checks them (its sentences) and passes their struct's address
+ * instead. */
+#define GROUPS_UNREAD (-1000)
 
 /* An int argument (the package passes ints): *out, or -1 with the error set. */
 static int int_of(PyObject *v, int *out)
@@ -649,7 +703,10 @@ static int parse_common(PyObject *const *args, struct parsed *p)
         int_of(args[11], &in_code) || int_of(args[12], &k))
         return -1;
     op->mesh = PyLong_AsVoidPtr(args[1]);
-    op->groups = PyLong_AsVoidPtr(args[3]);
+    if (PyLong_Check(args[3]))
+        op->groups = PyLong_AsVoidPtr(args[3]);
+    else if (args[3] != Py_None && !(op->groups = groups_of(args[3], &p->groups)))
+        return GROUPS_UNREAD;
     op->axes = PyBytes_AsString(args[2]);
     int tiled = PyObject_IsTrue(args[6]);
     if (PyErr_Occurred() || tiled < 0)
@@ -706,7 +763,9 @@ static PyObject *shape_code(const shmesh_array *res)
 /* result(code, mesh, axes, groups, axis, axis2, tiled, source, perm, nperm,
  * in, in_code, k): (shape, dtype code) of one device's result
  * (shmesh_op_result), or the library's error code (an int) for the
- * package to raise. */
+ * package to raise; groups 0 (none), a shmesh_groups' address, or
+ * axis_index_groups as lists (None returned where they are not plain
+ * lists of ints). */
 static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -715,13 +774,16 @@ static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     struct parsed p;
-    if (parse_common(args, &p)) {
+    int rc = parse_common(args, &p);
+    if (rc) {
         if (p.descs)
             parsed_free(&p);
+        if (rc == GROUPS_UNREAD)
+            Py_RETURN_NONE;
         return NULL;
     }
     shmesh_array res = {.data = NULL};
-    int rc = ask(&p.op, &res);
+    rc = ask(&p.op, &res);
     parsed_free(&p);
     return rc ? PyLong_FromLong(rc) : shape_code(&res);
 }
@@ -747,7 +809,11 @@ static PyObject *ext_call(PyObject *self, PyObject *const *args, Py_ssize_t narg
     unsigned long long token;
     int out_code, rc;
     PyObject *made = NULL;
-    if (parse_common(args, &p) || int_of(args[14], &out_code))
+    if ((rc = parse_common(args, &p)) == GROUPS_UNREAD) {
+        parsed_free(&p);
+        Py_RETURN_NONE;
+    }
+    if (rc || int_of(args[14], &out_code))
         goto fail;
     token = PyLong_AsUnsignedLongLong(args[15]);
     if (PyErr_Occurred())

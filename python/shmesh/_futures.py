@@ -121,13 +121,13 @@ def _register(tok):
 def _dispatch(w, start, keep, mp):
     """start(the address of a new token's shmesh_token) dispatches an _async
     call and returns the library's code (an int), the call's result, or
-    (shape, code) where nothing was dispatched (_collectives._leaf's); the
+    (shape, code) or None where nothing was dispatched (_collectives._leaf's); the
     token, which keeps `keep` and that result alive until done, is appended
     to w.  A refusal (nothing dispatched) raises, explained on mesh pointer
     mp (_raise_on).  Returns what start did."""
     tok = Token(None, None)
     r = start(tok._a)
-    if type(r) is tuple:
+    if r is None or type(r) is tuple:  # nothing dispatched: _leaf's to mend and redo
         return r
     if type(r) is int and r:
         _raise_on(r, mp)
