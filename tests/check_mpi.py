@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Jobs an MPI launcher starts (docs/multinode.md), under Open MPI's mpirun:
 
-    check_mpi.py MPIRUN SHMESH_RUN DEMO TRAIN LIBSHMESH PYTHON PYTHON_SRC TESTS_PYTHON [--sanitized]
+    check_mpi.py MPIRUN SHMESH_RUN DEMO TRAIN LIBSHMESH PYTHON PYTHON_SRC TESTS_PYTHON
+                 [--sanitized]
 
 - shmesh-demo on 4 ranks: the same lines as under shmesh-run;
 - shmesh-train on 4 ranks: the same losses, bit for bit, as under shmesh-run;
@@ -14,10 +15,12 @@
 - SHMESH_NET=none: every process a job of one rank;
 - a libshmesh without the plugin beside it: the sentence that names it;
 and after each, nothing of ours is left in /dev/shm.  Skipped (77) without
-MPIRUN, or where it cannot start /bin/true (the machine's cause, not ours).  --sanitized (a sanitized build): the demo and the two nodes alone,
-with LeakSanitizer off in the MPI jobs (Open MPI's own allocations at exit
-are its leaks, in modules it has unloaded by then).  Runs as root with Open MPI's two OMPI_ALLOW_RUN_AS_ROOT variables,
-and oversubscribes (more ranks than cores is normal here).
+MPIRUN, or where it cannot start /bin/true (the machine's cause, not ours).
+--sanitized (a sanitized build): the demo and the two nodes alone, with
+LeakSanitizer off in the MPI jobs (Open MPI's own allocations at exit are
+its leaks, in modules it has unloaded by then).  Runs as root with Open
+MPI's two OMPI_ALLOW_RUN_AS_ROOT variables, and oversubscribes (more ranks
+than cores is normal here).
 """
 import os
 import shutil

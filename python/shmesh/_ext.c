@@ -432,7 +432,8 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
                (km = mp ? mp : mesh_current()) == l->mesh &&
                km && (kh = mesh_hash(km)) == l->mesh_hash && l->code == code &&
                l->ndim == ndim && l->axis == op.axis && l->axis2 == op.axis2 &&
-               l->tiled == op.tiled && !memcmp(l->shape, in.shape, sizeof *in.shape * (size_t)ndim) &&
+               l->tiled == op.tiled &&
+               !memcmp(l->shape, in.shape, sizeof *in.shape * (size_t)ndim) &&
                !strcmp(l->axes, axes)) {
         res = l->res;
     } else {

@@ -600,6 +600,37 @@ def test_compiled_async_equals_blocking(mesh, world):
           np.float32(world))
 
 
+def test_groups_however_given(mesh, rank, world):
+    """axis_index_groups as lists of ints (which the compiled module reads),
+    tuples, a numpy array or lists of numpy ints (which the package checks
+    and builds), through the callables, their general path and the _async
+    forms: the same bits; bad entries refused alike."""
+    if world % 2:
+        pytest.skip("pairs of ranks")
+    pairs = [[i, i + 1] for i in range(0, world, 2)]
+    forms = [pairs, tuple(tuple(p) for p in pairs), np.array(pairs),
+             [[np.int64(a), b] for a, b in pairs]]
+    x = np.arange(2 * world * 3, dtype=np.float32).reshape(2 * world, 3) * (rank + 1)
+    calls = [("psum", (x, "i"), {}), ("pmean", (x, "i"), {}), ("pmax", (x, "i"), {}),
+             ("all_gather", (x, "i"), {"tiled": True}),
+             ("psum_scatter", (x, "i"), {"tiled": True}),
+             ("all_to_all", (x, "i", 0, 0), {"tiled": True}), ("pswapaxes", (x[:2], "i", 0), {})]
+    for name, args, kw in calls:
+        got = set()
+        for groups in forms:
+            for f in (getattr(shmesh, name), python_path(getattr(shmesh, name))):
+                r = f(*args, mesh=mesh, axis_index_groups=groups, **kw)
+                got.add((r.dtype.str, r.shape, r.tobytes()))
+            r = getattr(shmesh, name + "_async")(*args, mesh=mesh, axis_index_groups=groups,
+                                                 **kw).block_until_ready()
+            got.add((r.dtype.str, r.shape, r.tobytes()))
+        assert len(got) == 1, name
+    for bad, words in (([[0, 1.5]], "must be an integer"), ([[0, 0]], "exactly once")):
+        for f in (shmesh.psum, python_path(shmesh.psum), shmesh.psum_async):
+            with pytest.raises(shmesh.InvalidArgument, match=words):
+                f(x, "i", mesh=mesh, axis_index_groups=bad)
+
+
 def test_out_in_place(mesh, rank, world):
     """out=: the result written into the array given, which is returned,
     through the compiled path and the Python one alike; a wrong one is
