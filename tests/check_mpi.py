@@ -2,7 +2,7 @@
 """Jobs an MPI launcher starts (docs/multinode.md), under Open MPI's mpirun:
 
     check_mpi.py MPIRUN SHMESH_RUN DEMO TRAIN LIBSHMESH PYTHON PYTHON_SRC TESTS_PYTHON
-                 [--sanitized]
+                 SHMESH_TOP [--sanitized]
 
 - shmesh-demo on 4 ranks: the same lines as under shmesh-run;
 - shmesh-train on 4 ranks: the same losses, bit for bit, as under shmesh-run;
@@ -12,6 +12,8 @@
   at shmesh_init with the sentence that says meshes across nodes are not
   built yet, the job ends non-zero;
 - a rank that exits during a job: the job ends non-zero, nothing hangs;
+- shmesh-top finds the job (its first rank) and shows rank 0 waiting for
+  rank 1, which sleeps between two calls;
 - SHMESH_NET=none: every process a job of one rank;
 - a libshmesh without the plugin beside it: the sentence that names it;
 and after each, nothing of ours is left in /dev/shm.  Skipped (77) without
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 FAILS = []
 
@@ -54,8 +57,8 @@ def run(argv, env=None, timeout=120):
 
 
 def main(argv):
-    mpirun, shmesh_run, demo, train, lib, python, python_src, tests_python = argv[1:9]
-    sanitized = "--sanitized" in argv[9:]
+    mpirun, shmesh_run, demo, train, lib, python, python_src, tests_python, top = argv[1:10]
+    sanitized = "--sanitized" in argv[10:]
     if not mpirun or not os.path.exists(mpirun):
         print("skipped: no mpirun (Debian: openmpi-bin)")
         return 77
@@ -132,6 +135,28 @@ def main(argv):
         rc, out = run(mpi + ["-np", "2"] + xs + [python, "-c", dies], env=env, timeout=120)
         check(rc not in (0, "timeout"), "a rank that exits mid-job: the job ends (%s)" % rc)
         clean("a rank that exits")
+
+        sleeper = ("import time, numpy as np, shmesh\n"
+                   "shmesh.init(); m = shmesh.Mesh(np.arange(shmesh.world_size()), ('i',))\n"
+                   "for i in range(200):\n"
+                   "    shmesh.psum(np.ones(2), 'i', mesh=m)\n"
+                   "    if shmesh.rank() == 1 and i == 100: time.sleep(4)\n"
+                   "m.close(); shmesh.finalize()\n")
+        e = dict(os.environ, **env)
+        job = subprocess.Popen(mpi + ["-np", "2"] + xs + [python, "-c", sleeper], env=e,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            seen = ""
+            for _ in range(40):  # until rank 0 has waited a moment
+                time.sleep(0.25)
+                rc, seen = run([top, "--once"], timeout=30)
+                if "rank 0 waits for rank 1" in seen:
+                    break
+        finally:
+            out, _ = job.communicate(timeout=120)
+        check("rank 0 waits for rank 1 in call #" in seen and job.returncode == 0,
+              "shmesh-top shows the MPI job's rank 0 waiting for rank 1:\n" + seen)
+        clean("shmesh-top")
 
         one = "import shmesh; shmesh.init(); print('world', shmesh.world_size())"
         rc, out = run(mpi + ["-np", "2", "-x", "SHMESH_LIBRARY", "-x", "PYTHONPATH", "-x",

@@ -3,8 +3,10 @@
  *
  *   shmesh-top [--once] [--json] [--interval SECS] [PID]
  *
- * PID is the launcher's (shmesh-run); without it, the only job of this user.
- * The launcher keeps its segment's descriptor open for the whole job, so
+ * PID is the launcher's (shmesh-run), or for a job an MPI launcher started
+ * its first rank's on this node (the one that made the segment:
+ * docs/multinode.md); without it, the only job of this user.  The launcher
+ * (or that rank) keeps its segment's descriptor open for the whole job, so
  * the segment is found through /proc/PID/fd even after its name left
  * /dev/shm, and reopened read-only through that link: the kernel lets only
  * the job's user do so, and shmesh-top refuses other users' jobs even when
@@ -137,6 +139,10 @@ enum find_result {
 struct job {
     pid_t pid;
     unsigned long long start; /* the launcher's start time, to tell when it is gone */
+    /* A job an MPI launcher started: pid is its first rank, and the ranks
+     * are children of this process (mpirun's, or its daemon's); 0 under
+     * shmesh-run. */
+    pid_t rank_parent;
     struct seg *seg;
 };
 
@@ -158,10 +164,9 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
                            (int)pid, user_name(st.st_uid, who, sizeof who));
     if (!read_comm(pid, comm, sizeof comm))
         return errtext_set(err, errlen, FIND_NO_PROCESS, "no process %d is running", (int)pid);
-    if (strcmp(comm, LAUNCHER))
-        return errtext_set(err, errlen, FIND_NOT_LAUNCHER,
-                           "process %d is %s, not " LAUNCHER ": give the launcher's pid", (int)pid,
-                           comm);
+    /* Anything else may be the first rank of a job an MPI launcher started:
+     * the segment it holds says (its creator). */
+    bool launcher = !strcmp(comm, LAUNCHER);
     struct proc_stat ps;
     if (!read_stat(pid, &ps) || ps.state == 'Z')
         return errtext_set(err, errlen, FIND_NO_PROCESS, "job %d has ended", (int)pid);
@@ -197,6 +202,11 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
             open_errno = errno;
     }
     closedir(d);
+    if (fd < 0 && !launcher && !open_errno)
+        return errtext_set(err, errlen, FIND_NOT_LAUNCHER,
+                           "process %d is %s, not " LAUNCHER " nor the first rank of a job an MPI "
+                           "launcher started: give the launcher's pid",
+                           (int)pid, comm);
     if (fd < 0) {
         if (open_errno == EACCES || open_errno == EPERM)
             return errtext_set(err, errlen, FIND_OTHER_USER,
@@ -227,11 +237,12 @@ static int open_job(pid_t pid, struct job *j, char *err, size_t errlen)
         seg_close(s);
         return errtext_set(err, errlen, FIND_NO_SEGMENT,
                            "process %d holds a shmesh segment created by process %d: give the "
-                           "launcher's pid, %d",
-                           (int)pid, creator, creator);
+                           "%s pid, %d",
+                           (int)pid, creator, launcher ? "launcher's" : "job's", creator);
     }
     j->pid = pid;
     j->start = ps.start;
+    j->rank_parent = launcher ? 0 : ps.ppid;
     j->seg = s;
     return FIND_OK;
 }
@@ -242,7 +253,8 @@ static bool job_running(const struct job *j)
     return read_stat(j->pid, &ps) && ps.state != 'Z' && ps.start == j->start;
 }
 
-/* The pids of this user's launchers that hold a job (at most max). */
+/* The pids of this user's jobs (at most max): launchers that hold a segment
+ * they made, and first ranks of MPI jobs that do. */
 static int list_jobs(pid_t *pids, int max)
 {
     DIR *d = opendir(proc_root);
@@ -254,9 +266,6 @@ static int list_jobs(pid_t *pids, int max)
         char *end;
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 0 || pid > INT_MAX)
-            continue;
-        char comm[64];
-        if (!read_comm((pid_t)pid, comm, sizeof comm) || strcmp(comm, LAUNCHER))
             continue;
         char path[PATH_MAX + 32];
         struct stat st;
@@ -307,16 +316,20 @@ struct snapshot {
     struct rank_view *r;
 };
 
-static bool rank_alive(pid_t pid, pid_t launcher)
+static bool rank_alive(pid_t pid, const struct job *j)
 {
     struct proc_stat ps;
     if (pid <= 0 || !read_stat(pid, &ps) || ps.state == 'Z')
         return false;
+    /* An MPI job's ranks are children of its launcher's process on this
+     * node, as its first rank is: another parent is a reused pid. */
+    if (j->rank_parent)
+        return ps.ppid == j->rank_parent;
     /* Ranks are children of the launcher's job process (shmesh-run's child,
      * launcher/front.c): another parent is a reused pid. */
     struct proc_stat parent;
-    return ps.ppid == launcher ||
-           (read_stat(ps.ppid, &parent) && parent.ppid == launcher && parent.state != 'Z');
+    return ps.ppid == j->pid ||
+           (read_stat(ps.ppid, &parent) && parent.ppid == j->pid && parent.state != 'Z');
 }
 
 /* Another process truncated the segment while we read it: the guard
@@ -398,7 +411,7 @@ static void take_snapshot(const struct job *j, struct snapshot *sn, const struct
         v->calls = v->call - (v->call && v->activity != SEG_ACT_IDLE ? 1 : 0);
         v->bytes = atomic_load_explicit(&st->bytes, memory_order_relaxed);
         printable(v->notifier, st->notifier, sizeof st->notifier);
-        v->alive = v->state != SEG_RANK_EMPTY && rank_alive(v->pid, j->pid);
+        v->alive = v->state != SEG_RANK_EMPTY && rank_alive(v->pid, j);
         v->rate = -1;
         if (prev && sn->t_ns > prev->t_ns && v->calls >= prev->r[i].calls)
             v->rate = (double)(v->calls - prev->r[i].calls) * 1e9 / (double)(sn->t_ns - prev->t_ns);
@@ -1005,7 +1018,8 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: " PROG " [--once] [--json] [--interval SECS] [PID]\n"
             "Shows what each rank of a running shmesh job is doing, without stopping it.\n"
-            "  PID              the job's launcher (shmesh-run); default: your only job\n"
+            "  PID              the job's launcher (shmesh-run), or its first rank under\n"
+            "                   mpirun (docs/multinode.md); default: your only job\n"
             "  -1, --once       print one snapshot and exit\n"
             "  -j, --json       print JSON: one object per snapshot, one per line\n"
             "  -i, --interval SECS  seconds between refreshes (default 1); with --once,\n"
@@ -1021,7 +1035,8 @@ static pid_t choose_job(void)
     int n = list_jobs(pids, 64);
     char who[64];
     if (n == 0)
-        die(1, "no shmesh job of user %s is running (no " LAUNCHER " process holding a segment)",
+        die(1, "no shmesh job of user %s is running (no " LAUNCHER " process, nor a first rank "
+               "of an MPI job, holding a segment)",
             user_name(getuid(), who, sizeof who));
     if (n == 1)
         return pids[0];
