@@ -122,6 +122,8 @@ static const struct {
     {"op-shuffle-length", "shmesh_pshuffle: perm has 3 entries, the axes \"i\" have 4 devices"},
     {"op-result-null", "shmesh_op_result: result must not be NULL"},
     {"op-result-axis", "shmesh_pshuffle: "},
+    {"op-result-batched", "has the batched axis 'b'; results' shapes on batched meshes are not "
+                          "built"},
 };
 
 static void local_errors_on_every_rank(void **state)

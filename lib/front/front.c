@@ -466,7 +466,7 @@ int shmesh_op_result(const shmesh_op_args *p, shmesh_array *result)
     shmesh_mesh *m = a.m;
     if (!result)
         return mesh_fail(m, "shmesh_op_result: result must not be NULL");
-    if ((rc = mesh_unbatched(m, "shmesh_op_result", "the result's shape")))
+    if ((rc = mesh_unbatched(m, "shmesh_op_result", "results' shapes")))
         return rc;
     if (a.op == OP_RAGGED_ALL_TO_ALL) { /* the output, rows written into it */
         if (!a.out)

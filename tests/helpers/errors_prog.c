@@ -210,6 +210,13 @@ static int mode_local(void)
                                                               .axes = "i", .in = sc}, NULL));
     CASE("op-result-axis", shmesh_op_result(&(shmesh_op_args){.op = code_pshuffle, .mesh = line,
                                                               .axes = "q", .in = sc}, &res));
+    shmesh_mesh *batched = NULL;
+    if (report("op-batch", shmesh_mesh_batch(line, "b", 2, &batched)) == 0) {
+        CASE("op-result-batched",
+             shmesh_op_result(&(shmesh_op_args){.op = code_pshuffle, .mesh = batched,
+                                                .axes = "i", .in = sc}, &res));
+        shmesh_mesh_destroy(batched);
+    }
 
     const char *names2[] = {"a", "b"}, *dupnames[] = {"a", "a"};
     int wrong[] = {3, 2}, ok[] = {2, 2}, order[] = {0, 1, 1, 3};
