@@ -283,11 +283,11 @@ def _compiled(op, kind, kws):
     array, one axis name, no groups, one device per rank, the context's
     thread), anything else to op (through _interop's tensors first)."""
     op = _interop(op)
-    # The state it reads at each call (_ctx, _owner, _local_devices) is
-    # _context's, and a mesh argument must be exactly a Mesh.
+    # The state it reads at each call is what _context publishes (_publish),
+    # and a mesh argument must be exactly a Mesh.
     _KIND[op.__name__], _KWS[op.__name__] = kind, kws
     c = _COMPILED[op.__name__] = _ext.Collective(_CODE[op.__name__], kind, kws, op, _raise_on,
-                                                 _context.__dict__, Mesh)
+                                                 Mesh)
     return c
 
 
@@ -610,4 +610,4 @@ for _name in _ASYNC_FORMS:
         if _blocking is not None:  # the _async form's callable: the blocking one's kind
             globals()[_name] = _COMPILED_ASYNC[_name[:-6]] = _ext.Collective(
                 _CODE[_name[:-6]], _KIND[_name[:-6]], _KWS[_name[:-6]], globals()[_name],
-                _raise_on, _context.__dict__, Mesh, Token, _dispatched)
+                _raise_on, Mesh, Token, _dispatched)

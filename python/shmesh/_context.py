@@ -39,6 +39,14 @@ _at_exit_registered = False
 # rank 1 (wrong sums, returned as OK).  The binding refuses every other
 # thread before the library is reached, the same way on every rank.
 _get_ident = threading.get_ident
+
+
+def _publish():
+    """Tells the compiled module what its fast path checks at each call: a
+    live context, its owner thread, the devices per rank.  Called wherever
+    _ctx, _owner or _local_devices change (init, finalize, a fork child,
+    the owner's changes)."""
+    _lib.ext.state(_ctx is not None, _owner if _owner is not None else 0, _local_devices)
 _owner = None         # its threading.get_ident(); None until known
 _owner_thread = None  # its threading.Thread
 _in_callback = threading.local()  # .on while _trampoline runs a callback
@@ -111,6 +119,7 @@ def _after_fork_in_child():
         _ctx = None  # nothing of the parent's is freed, nor finalized at exit
         _gen += 1
     _owner = _owner_thread = None
+    _publish()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -144,6 +153,7 @@ def init(what="init"):
         _local_devices = lib.shmesh_local_device_count(p)
         _MAX_NDIM = _lib.MAX_NDIM + (_local_devices > 1)
         _owner, _owner_thread = _get_ident(), threading.current_thread()
+        _publish()
         if not _at_exit_registered:
             _at_exit_registered = True
             atexit.register(_at_exit)
@@ -181,7 +191,9 @@ def _other_thread(what):
         return
     me, t = threading.current_thread(), _owner_thread
     if t is me or (t is not None and t.ident is not None and not t.is_alive()):
-        _owner, _owner_thread = _get_ident(), me
+        if _owner != _get_ident():
+            _owner, _owner_thread = _get_ident(), me
+            _publish()
         return
     state = ("which has not started yet" if t is not None and t.ident is None else
              "which is still running")
@@ -204,6 +216,7 @@ def hand_over(thread):
         _invalid("hand_over: thread must be a threading.Thread, got %r" % (thread,))
     _own("hand_over")
     _owner, _owner_thread = thread.ident, thread
+    _publish()
 
 
 def finalize():
@@ -255,6 +268,7 @@ def _leave(how):
             m._destroy()
         ctx, _ctx = _ctx, None
         _gen += 1
+        _publish()
         _deferred_frees.clear()  # the heap goes with the context
         rc = how(ctx)
         _cb_records.clear()  # every callback ran: the dispatch queue was drained
