@@ -39,6 +39,9 @@ _at_exit_registered = False
 # rank 1 (wrong sums, returned as OK).  The binding refuses every other
 # thread before the library is reached, the same way on every rank.
 _get_ident = threading.get_ident
+_owner = None         # its threading.get_ident(); None until known
+_owner_thread = None  # its threading.Thread
+_in_callback = threading.local()  # .on while _trampoline runs a callback
 
 
 def _publish():
@@ -47,9 +50,7 @@ def _publish():
     _ctx, _owner or _local_devices change (init, finalize, a fork child,
     the owner's changes)."""
     _lib.ext.state(_ctx is not None, _owner if _owner is not None else 0, _local_devices)
-_owner = None         # its threading.get_ident(); None until known
-_owner_thread = None  # its threading.Thread
-_in_callback = threading.local()  # .on while _trampoline runs a callback
+
 
 # (rank, pid) of the parent in a fork child of a process that held a
 # context: the context is the parent's (its segment, its call numbers, its

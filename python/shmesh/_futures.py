@@ -121,9 +121,9 @@ def _register(tok):
 def _dispatch(w, start, keep, mp):
     """start(the address of a new token's shmesh_token) dispatches an _async
     call and returns the library's code (an int), the call's result, or
-    (shape, code) or None where nothing was dispatched (_collectives._leaf's); the
-    token, which keeps `keep` and that result alive until done, is appended
-    to w.  A refusal (nothing dispatched) raises, explained on mesh pointer
+    (shape, code) or None where nothing was dispatched (_collectives._leaf's);
+    the token, which keeps `keep` and that result alive until done, is
+    appended to w.  A refusal (nothing dispatched) raises, explained on mesh pointer
     mp (_raise_on).  Returns what start did."""
     tok = Token(None, None)
     r = start(tok._a)
