@@ -253,6 +253,40 @@ static void last_join_unlinks(void **state)
     drop(s); /* unlinking a name already gone is fine */
 }
 
+/* A job an MPI launcher started (lib/net/boot.c): the creator removes the
+ * name at once and the others attach through /proc/PID/fd/N, which maps
+ * the same memory; the last to join has no name to remove; paths that are
+ * not of that form are refused as names. */
+static void attach_through_the_creators_descriptor(void **state)
+{
+    struct seg *s = make(2);
+    char name[SEG_NAME_MAX], path[SEG_NAME_MAX];
+    snprintf(name, sizeof name, "%s", s->name);
+    assert_int_equal(seg_fd_path(s, path, sizeof path), 0);
+    char want[SEG_NAME_MAX];
+    snprintf(want, sizeof want, "/proc/%d/fd/%d", (int)getpid(), s->fd);
+    assert_string_equal(path, want);
+    int fd = shm_open(name, O_RDONLY, 0); /* the name is gone at once */
+    assert_int_equal(fd, -1);
+    assert_int_equal(errno, ENOENT);
+    struct seg *r0 = NULL, *r1 = NULL;
+    assert_int_equal(seg_attach(path, 2, 0, &r0, err, sizeof err), 0);
+    assert_int_equal(seg_attach(path, 2, 1, &r1, err, sizeof err), 0);
+    assert_false(r0->named);
+    s->hdr->creator_pid = 4242; /* the same memory, through the other mapping */
+    assert_int_equal(r1->hdr->creator_pid, 4242);
+    assert_int_equal(seg_join(r0, 0, 1000, err, sizeof err), 0);
+    assert_int_equal(seg_join(r1, 1, 1001, err, sizeof err), 0); /* nothing to unlink */
+    assert_int_equal(atomic_load(&s->hdr->attached.value), 2);
+    seg_close(r0);
+    seg_close(r1);
+    seg_close(s);
+    expect_attach_error("/proc/1/fd/x", 1, -EINVAL, "/proc/PID/fd/N");
+    expect_attach_error("/proc/1/fd/3/more", 1, -EINVAL, "/proc/PID/fd/N");
+    expect_attach_error("/proc/999999999/fd/3", 1, -ENOENT,
+                        "its creator (pid 999999999) has exited");
+}
+
 /* Every pointer and length comes from the layout validated at attach (or,
  * for the creator, the layout it computed): whatever is later written into
  * the header's layout fields, the views stay where they were, and so do the
@@ -695,6 +729,7 @@ int main(void)
         TEST(attach_validates_header),
         TEST(layout_is_read_once),
         TEST(last_join_unlinks),
+        TEST(attach_through_the_creators_descriptor),
         TEST(full_dev_shm_is_a_clear_error),
         TEST(bad_create_options),
         TEST(numa_placement_before_first_touch),
