@@ -22,7 +22,8 @@
  * and several devices per rank, and makes each array's call through
  * result() and call() below (_collectives._leaf), blocking or _async.
  *
- * token_wait and token_test are the library's, for the package's Tokens.
+ * token_wait, token_test and wait_tokens are the library's, for the
+ * package's Tokens.
  *
  * The library's functions come as addresses from the package's ctypes
  * handle (bind), so this module links nothing of libshmesh: one library,
@@ -55,6 +56,8 @@ typedef int (*op_result_fn)(const shmesh_op_args *, shmesh_array *);
 typedef shmesh_mesh *(*mesh_current_fn)(void);
 typedef uint64_t (*mesh_hash_fn)(const shmesh_mesh *);
 typedef int (*token_fn)(shmesh_token);
+typedef int (*wait_all_fn)(int, const shmesh_token[]);
+typedef int (*wait_any_fn)(int, const shmesh_token[], int *);
 
 /* The library's one entry for every mesh op and its result's shape
  * (shmesh_op_call, shmesh_op_result: lib/include/shmesh.h), given once by
@@ -64,6 +67,8 @@ static op_result_fn op_result;
 static mesh_current_fn mesh_current;
 static mesh_hash_fn mesh_hash;
 static token_fn token_wait, token_test;
+static wait_all_fn token_wait_all;
+static wait_any_fn token_wait_any;
 
 /* The op's shape of call: a reduction (psum ...: the input's shape, the
  * dtype the library says), all_gather (axis=, tiled=), psum_scatter
@@ -904,19 +909,58 @@ static PyObject *ext_state(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* wait_tokens(addresses, any): the library's shmesh_token_wait_all over the
+ * tokens at those addresses (a list of ints; any false), its code; or its
+ * shmesh_token_wait_any (any true), (code, index).  The GIL released. */
+static PyObject *ext_wait_tokens(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *addrs;
+    int any;
+    if (!PyArg_ParseTuple(args, "O!p", &PyList_Type, &addrs, &any))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(addrs);
+    if (n > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "shmesh._ext: too many tokens");
+        return NULL;
+    }
+    shmesh_token few[64], *t = n <= 64 ? few : PyMem_Malloc(sizeof *t * (size_t)n);
+    if (!t)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const shmesh_token *p = PyLong_AsVoidPtr(PyList_GET_ITEM(addrs, i));
+        if (!p) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "shmesh._ext: a token's address");
+            if (t != few)
+                PyMem_Free(t);
+            return NULL;
+        }
+        t[i] = *p;
+    }
+    int rc, index = -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = any ? token_wait_any((int)n, t, &index) : token_wait_all((int)n, t);
+    Py_END_ALLOW_THREADS
+    if (t != few)
+        PyMem_Free(t);
+    return any ? Py_BuildValue("ii", rc, index) : PyLong_FromLong(rc);
+}
+
 /* bind(shmesh_op_call, shmesh_op_result, shmesh_mesh_current,
- * shmesh_mesh_hash, shmesh_token_wait, shmesh_token_test: their addresses):
- * the library this module calls, the package's (found through ctypes: one
+ * shmesh_mesh_hash, shmesh_token_wait, shmesh_token_test,
+ * shmesh_token_wait_all, shmesh_token_wait_any: their addresses): the
+ * library this module calls, the package's (found through ctypes: one
  * library). */
 static PyObject *ext_bind(PyObject *self, PyObject *args)
 {
     (void)self;
-    unsigned long long a[6];
-    if (!PyArg_ParseTuple(args, "KKKKKK", a, a + 1, a + 2, a + 3, a + 4, a + 5))
+    unsigned long long a[8];
+    if (!PyArg_ParseTuple(args, "KKKKKKKK", a, a + 1, a + 2, a + 3, a + 4, a + 5, a + 6, a + 7))
         return NULL;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (!a[i]) {
-            PyErr_SetString(PyExc_ValueError, "bind: six function addresses");
+            PyErr_SetString(PyExc_ValueError, "bind: eight function addresses");
             return NULL;
         }
     op_call = (op_call_fn)(uintptr_t)a[0];
@@ -925,13 +969,17 @@ static PyObject *ext_bind(PyObject *self, PyObject *args)
     mesh_hash = (mesh_hash_fn)(uintptr_t)a[3];
     token_wait = (token_fn)(uintptr_t)a[4];
     token_test = (token_fn)(uintptr_t)a[5];
+    token_wait_all = (wait_all_fn)(uintptr_t)a[6];
+    token_wait_any = (wait_any_fn)(uintptr_t)a[7];
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"bind", ext_bind, METH_VARARGS,
-     "bind(op_call, op_result, mesh_current, mesh_hash, token_wait, token_test): the "
-     "library's functions' addresses"},
+     "bind(op_call, op_result, mesh_current, mesh_hash, token_wait, token_test, "
+     "token_wait_all, token_wait_any): the library's functions' addresses"},
+    {"wait_tokens", ext_wait_tokens, METH_VARARGS,
+     "wait_tokens(addresses, any): wait_all's code, or wait_any's (code, index)"},
     {"state", ext_state, METH_VARARGS,
      "state(live, owner, local): the package's context, owner thread and devices per rank"},
     {"token_wait", ext_token_wait, METH_O, "token_wait(address of a shmesh_token): its code"},

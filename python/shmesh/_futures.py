@@ -221,8 +221,7 @@ def wait_all(tokens):
     toks = _tokens_of(tokens, "wait_all")
     live = [t for t in toks if t._live()]
     if live:
-        arr = (_lib.Token * len(live))(*[t._t for t in live])
-        rc = lib.shmesh_token_wait_all(len(live), arr)
+        rc = _ext.wait_tokens([t._a for t in live], False)
         if rc:
             _raise(rc, live[0]._t.ctx)
     for t in toks:
@@ -246,13 +245,11 @@ def wait_any(tokens):
         if not t._live():
             t._check()
             return i
-    arr = (_lib.Token * len(toks))(*[t._t for t in toks])
-    index = ctypes.c_int(-1)
-    rc = lib.shmesh_token_wait_any(len(toks), arr, ctypes.byref(index))
+    rc, index = _ext.wait_tokens([t._a for t in toks], True)
     if rc:
         _raise(rc, toks[0]._t.ctx)
-    toks[index.value]._check()
-    return index.value
+    toks[index]._check()
+    return index
 
 
 def runtime_token():

@@ -313,4 +313,5 @@ def _address(name):
 # one uses, and the tokens' wait and test.
 ext = load_ext()
 ext.bind(*[_address("shmesh_" + f) for f in ("op_call", "op_result", "mesh_current",
-                                             "mesh_hash", "token_wait", "token_test")])
+                                             "mesh_hash", "token_wait", "token_test",
+                                             "token_wait_all", "token_wait_any")])
