@@ -218,14 +218,14 @@ static int int_arg(PyObject *v, int *out)
     return 0;
 }
 
-/* A list or tuple of at most PERM_MAX entries (each `width` ints: 1, or a
+/* A list or tuple of at most `max` entries (each `width` ints: 1, or a
  * pair as a list or tuple of 2) into ints: their count, or -1. */
-static int int_list(PyObject *v, int width, int *ints)
+static int int_list(PyObject *v, int width, int *ints, Py_ssize_t max)
 {
     if (!PyList_CheckExact(v) && !PyTuple_CheckExact(v))
         return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-    if (n > PERM_MAX)
+    if (n > max)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PySequence_Fast_GET_ITEM(v, i);
@@ -250,12 +250,6 @@ struct groups_buf {
     shmesh_groups g;
     int idx[GROUPS_MAX], sizes[GROUPS_MAX];
 };
-
-/* GROUPS_UNREAD: parse_common's where the axis_index_groups lists are not
- * plain lists of ints; call() and result() then return None, and the
- * package checks them (its sentences) and passes their struct's address
- * instead. */
-#define GROUPS_UNREAD (-1000)
 
 /* axis_index_groups as a list (or tuple) of lists (or tuples) of exact ints,
  * in b; NULL for anything else (nothing raised: the package's to check). */
@@ -406,7 +400,7 @@ static PyObject *collective_call(PyObject *self, PyObject *const *args, size_t n
         break;
     case PPERMUTE:
     case PSHUFFLE:
-        if ((op.nperm = int_list(args[2], o->kind == PPERMUTE ? 2 : 1, perm)) < 0)
+        if ((op.nperm = int_list(args[2], o->kind == PPERMUTE ? 2 : 1, perm, PERM_MAX)) < 0)
             goto slow;
         op.perm = perm;
         break;
@@ -672,15 +666,10 @@ struct parsed {
 /* An int argument (the package passes ints): *out, or -1 with the error set. */
 static int int_of(PyObject *v, int *out)
 {
-    long a = PyLong_AsLong(v);
-    if (a == -1 && PyErr_Occurred())
-        return -1;
-    if (a < INT_MIN || a > INT_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "shmesh._ext: an int argument out of range");
-        return -1;
-    }
-    *out = (int)a;
-    return 0;
+    if (!int_arg(v, out))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "shmesh._ext: expected an int in C int range, got %R", v);
+    return -1;
 }
 
 static int parse_common(PyObject *const *args, struct parsed *p)
@@ -708,20 +697,12 @@ static int parse_common(PyObject *const *args, struct parsed *p)
         PyErr_Format(PyExc_ValueError, "shmesh._ext: %d devices per rank", k);
         return -1;
     }
-    if (perm != Py_None) {
-        if (!PyList_CheckExact(perm) && !PyTuple_CheckExact(perm)) {
-            PyErr_SetString(PyExc_TypeError, "shmesh._ext: perm must be a list of ints");
+    if (perm != Py_None) { /* (ppermute's pairs flattened) */
+        if (int_list(perm, 1, p->perm, 2 * PERM_MAX) < 0) {
+            PyErr_Format(PyExc_ValueError, "shmesh._ext: perm must be a list of at most %d ints "
+                         "in C int range, got %R", 2 * PERM_MAX, perm);
             return -1;
         }
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(perm);
-        if (n > 2 * PERM_MAX) {
-            PyErr_Format(PyExc_ValueError, "shmesh: a permutation of %zd entries is longer than "
-                         "the %d this module takes", n, 2 * PERM_MAX);
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (int_of(PySequence_Fast_GET_ITEM(perm, i), p->perm + i))
-                return -1;
         op->perm = p->perm;
     }
     p->k = k;
