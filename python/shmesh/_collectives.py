@@ -168,16 +168,14 @@ def _bucketed(name, x, axis_name, groups, mesh, w, bucket_bytes):
     results = [None] * len(leaves)
     for a in leaves:
         _shape_of(a, name)  # the device axis checked first, as per leaf
-    def call(a):
-        return _one(name, a, axis_name, groups, mesh, w)
 
     def flush(members):
         if len(members) == 1:
-            results[members[0]] = call(leaves[members[0]])
+            results[members[0]] = _one(name, leaves[members[0]], axis_name, groups, mesh, w)
             return
         parts = [leaves[i].reshape((k, leaves[i].size // k) if k > 1 else leaves[i].size)
                  for i in members]
-        out = call(np.concatenate(parts, axis=-1))
+        out = _one(name, np.concatenate(parts, axis=-1), axis_name, groups, mesh, w)
         off = 0
         for i, part in zip(members, parts):
             n = part.shape[-1]
@@ -192,15 +190,14 @@ def _bucketed(name, x, axis_name, groups, mesh, w, bucket_bytes):
 def _one(name, a, axis_name, groups, mesh, w):
     """One array of a reduction's pytree through the op's compiled callable:
     the blocking one (w None), or its _async form, whose token goes to w;
-    the callables send what they do not take to _leaf, through the op's
-    Python function (which takes one array straight to _leaf: no loop)."""
-    if w is None:
-        f = _COMPILED.get(name)
-        return f(a, axis_name, mesh=mesh, axis_index_groups=groups) if f is not None else \
-            _leaf(name, a, axis_name, groups, mesh, w)
-    f = _COMPILED_ASYNC.get(name)
+    what is no numpy array, and what the callables do not take (through the
+    op's Python function, which takes one array straight to _leaf: no
+    loop), goes to _leaf."""
+    f = (_COMPILED if w is None else _COMPILED_ASYNC).get(name)
     if f is None or type(a) is not np.ndarray:
         return _leaf(name, a, axis_name, groups, mesh, w)
+    if w is None:
+        return f(a, axis_name, mesh=mesh, axis_index_groups=groups)
     p = f(a, axis_name, mesh=mesh, axis_index_groups=groups)
     w.extend(p._tokens)
     return p._result
@@ -208,24 +205,18 @@ def _one(name, a, axis_name, groups, mesh, w):
 
 def _reduce(name):
     def body(x, axis_name, axis_index_groups, mesh, bucket_bytes, w):
-        if type(x) is np.ndarray:  # (where the callables send what they do not take)
+        """What the compiled callables did not take (w None: the blocking
+        form; a list: the _async form's tokens): one array through _leaf, a
+        pytree's leaves through the callables one by one, or in buckets."""
+        if type(x) is np.ndarray:
             return _leaf(name, x, axis_name, axis_index_groups, mesh, w)
         if bucket_bytes:
             return _bucketed(name, x, axis_name, axis_index_groups, mesh, w, bucket_bytes)
         return _tree_map(lambda v: _one(name, v, axis_name, axis_index_groups, mesh, w), x)
 
     def op(x, axis_name, *, axis_index_groups=None, mesh=None, bucket_bytes=BUCKET_BYTES):
-        # What the compiled callable (below) did not take: one array through
-        # _leaf, a pytree's leaves through the callable one by one (or in
-        # buckets).
-        if type(x) is np.ndarray:
-            return _leaf(name, x, axis_name, axis_index_groups, mesh, None)
-        b = _bucket_bytes(bucket_bytes, name)
-        if b and type(x) is not np.ndarray:
-            return _bucketed(name, x, axis_name, axis_index_groups, mesh, None, b)
-        return _by_leaf(name, x, lambda v: _leaf(name, v, axis_name, axis_index_groups, mesh,
-                                                 None),
-                        args=(axis_name,), axis_index_groups=axis_index_groups, mesh=mesh)
+        return body(x, axis_name, axis_index_groups, mesh, _bucket_bytes(bucket_bytes, name),
+                    None)
 
     def op_async(x, axis_name, *, axis_index_groups=None, mesh=None,
                  bucket_bytes=BUCKET_BYTES):
@@ -280,8 +271,9 @@ _COMPILED_ASYNC = {}  # the _async forms' compiled callables, by the op's name
 
 def _compiled(op, kind, kws):
     """op's compiled callable: the common case in C (one contiguous numpy
-    array, one axis name, no groups, one device per rank, the context's
-    thread), anything else to op (through _interop's tensors first)."""
+    array, one axis name, groups as plain lists or none, one device per
+    rank, the context's thread), anything else to op (through _interop's
+    tensors first)."""
     op = _interop(op)
     # The state it reads at each call is what _context publishes (_publish),
     # and a mesh argument must be exactly a Mesh.
@@ -571,8 +563,6 @@ def ragged_all_to_all_async(operand, output, input_offsets, send_sizes, output_o
                             recv_sizes, *, axis_name, axis_index_groups=None, mesh=None):
     return _pending(_ragged_all_to_all, operand, output, input_offsets, send_sizes,
                     output_offsets, recv_sizes, axis_name, axis_index_groups, mesh)
-
-
 
 
 def ops():

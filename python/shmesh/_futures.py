@@ -154,22 +154,11 @@ class Pending:
         return self._tokens[-1] if self._tokens else Token()
 
     def block_until_ready(self):
-        """Waits for the work (raising its failure) and returns the result.
-        A pytree's tokens are one thread's dispatches, whose work finishes
-        in dispatch order: the last one's wait is everyone's, and then each
-        is tested in that order for the first failure (as wait_all)."""
-        toks = self._tokens
-        if len(toks) == 1:
-            toks[0].wait()
-        elif toks:
-            try:
-                toks[-1].wait()
-            except Exception:
-                for t in toks[:-1]:
-                    t.is_ready()  # an earlier failure first
-                raise
-            for t in toks[:-1]:
-                t.is_ready()  # done: raises its failure, if any
+        """Waits for the work (raising its failure) and returns the result."""
+        if len(self._tokens) == 1:
+            self._tokens[0].wait()
+        else:
+            wait_all(self._tokens)
         return self._result
 
     def is_ready(self):
