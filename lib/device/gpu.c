@@ -18,22 +18,17 @@
 
 /* ---- Loading ---- */
 
-/* Opens a plugin: 0, or SHMESH_ERR_SYSTEM with why it could not be loaded. */
-static int load(const char *path, void **dl, const struct rt_ops **rt, char *why, size_t len)
+/* The runtime table of a plugin's entry point `sym` (dl its handle): 0, or
+ * SHMESH_ERR_SYSTEM with why (dl closed) for another version's. */
+static int adopt(void *sym, const char *path, void **dl, const struct rt_ops **rt, char *why,
+                 size_t len)
 {
-    *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!*dl) {
-        snprintf(why, len, "%s", dlerror());
-        return SHMESH_ERR_SYSTEM;
-    }
     rt_entry_fn entry;
-    void *sym = dlsym(*dl, RT_ENTRY);
     memcpy(&entry, &sym, sizeof entry); /* POSIX: a function's address as dlsym gives it */
-    *rt = entry ? entry() : NULL;
+    *rt = entry();
     if (!*rt || (*rt)->abi != RT_ABI) {
-        snprintf(why, len, "%s: %s", path,
-                 !entry ? "not a shmesh device plugin (no " RT_ENTRY ")"
-                        : "a plugin of another version of shmesh (its ABI differs)");
+        snprintf(why, len, "%.300s: a plugin of another version of shmesh (its ABI differs)",
+                 path);
         dlclose(*dl);
         *dl = NULL;
         return SHMESH_ERR_SYSTEM;
@@ -41,25 +36,29 @@ static int load(const char *path, void **dl, const struct rt_ops **rt, char *why
     return 0;
 }
 
+/* Opens the plugin at `path`: 0, or SHMESH_ERR_SYSTEM with why it could not
+ * be loaded. */
+static int load(const char *path, void **dl, const struct rt_ops **rt, char *why, size_t len)
+{
+    void *sym = plugin_open(path, RT_ENTRY, "device", dl, why, len);
+    return sym ? adopt(sym, path, dl, rt, why, len) : SHMESH_ERR_SYSTEM;
+}
+
 /* The plugin of backend `name` from beside the library: 0, or SHMESH_ERR_SYSTEM
  * with why. */
 static int load_named(const char *name, void **dl, const struct rt_ops **rt, char *why,
                       size_t len)
 {
-    static const char *const subdirs[] = {"shmesh", "device"};
-    char dir[4096], path[4200];
-    plugin_library_dir(dir, sizeof dir);
-    snprintf(why, len, "no libshmesh-device-%s.so beside libshmesh (%.400s)", name,
-             dir[0] ? dir : "its folder is unknown");
-    for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs && dir[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s/libshmesh-device-%s.so", dir, subdirs[i], name);
-        char err[512];
-        if (load(path, dl, rt, err, sizeof err) == 0)
-            return 0;
-        if (access(path, F_OK) == 0) { /* there, but it would not load: say why */
-            snprintf(why, len, "%s", err);
-            return SHMESH_ERR_SYSTEM;
-        }
+    char file[64], path[PLUGIN_PATH_MAX];
+    snprintf(file, sizeof file, "libshmesh-device-%s.so", name);
+    void *sym = plugin_open_beside("device", file, RT_ENTRY, "device", dl, path, why, len);
+    if (sym)
+        return adopt(sym, path, dl, rt, why, len);
+    if (!why[0]) {
+        char dir[4096];
+        plugin_library_dir(dir, sizeof dir);
+        snprintf(why, len, "no %s beside libshmesh (%.400s)", file,
+                 dir[0] ? dir : "its folder is unknown");
     }
     return SHMESH_ERR_SYSTEM;
 }

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/plugin.h"
 #include "net/boot.h"
@@ -36,31 +35,21 @@ static int load(const char *launcher, char *why, size_t len)
 {
     if (ops)
         return 0;
-    static const char *const subdirs[] = {"shmesh", "net"};
-    char dir[4096], path[4200], err[512] = "";
-    plugin_library_dir(dir, sizeof dir);
-    for (size_t i = 0; i < sizeof subdirs / sizeof *subdirs && dir[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s/libshmesh-net-mpi.so", dir, subdirs[i]);
-        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-            if (access(path, F_OK) == 0)
-                snprintf(err, sizeof err, "%.500s", dlerror());
-            continue;
-        }
+    char err[512], path[PLUGIN_PATH_MAX];
+    void *dl, *sym = plugin_open_beside("net", "libshmesh-net-mpi.so", NET_ENTRY, "network", &dl,
+                                        path, err, sizeof err);
+    if (sym) {
         net_entry_fn entry;
-        void *sym = dlsym(dl, NET_ENTRY);
         memcpy(&entry, &sym, sizeof entry); /* POSIX: a function's address as dlsym gives it */
-        const struct net_ops *o = entry ? entry() : NULL;
-        if (!o || o->abi != NET_ABI) {
-            snprintf(err, sizeof err, "%.300s: %s", path,
-                     !entry ? "not a shmesh network plugin (no " NET_ENTRY ")"
-                            : "a plugin of another version of shmesh");
-            dlclose(dl);
-            continue;
+        const struct net_ops *o = entry();
+        if (o && o->abi == NET_ABI) {
+            ops = o;
+            atexit(at_exit);
+            return 0;
         }
-        ops = o;
-        atexit(at_exit);
-        return 0;
+        snprintf(err, sizeof err, "%.300s: a plugin of another version of shmesh (its ABI "
+                                  "differs)", path);
+        dlclose(dl);
     }
     char who[96];
     if (launcher)
