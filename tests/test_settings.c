@@ -131,6 +131,10 @@ static void every_type(void **state)
     refuses(SETTING_NOTIFY, "carrier-pigeon",
             "SHMESH_NOTIFY must be uring, futex or auto, found 'carrier-pigeon'");
 
+    assert_int_equal(parsed(SETTING_NET, "mpi").net, SETTINGS_NET_MPI);
+    assert_int_equal(parsed(SETTING_NET, "none").net, SETTINGS_NET_NONE);
+    refuses(SETTING_NET, "openmpi", "SHMESH_NET must be auto, mpi or none, found 'openmpi'");
+
     assert_int_equal(parsed(SETTING_TIMEOUT, "1.5").timeout_ns, 1500000000);
     assert_int_equal(parsed(SETTING_TIMEOUT, "0").timeout_ns, 0);
     refuses(SETTING_TIMEOUT, "-1",
@@ -355,7 +359,7 @@ static const char *other_value(const char *type)
         const char *type, *value;
     } values[] = {
         {"TEXT", "x"},     {"WORLD", "3"},    {"DEVICES", "3"}, {"RANK", "2"},
-        {"INDEX", "7"},    {"NOTIFY", "futex"}, {"SECONDS", "3"}, {"SIZE", "7M"},
+        {"INDEX", "7"},    {"NOTIFY", "futex"}, {"NET", "mpi"}, {"SECONDS", "3"}, {"SIZE", "7M"},
         {"BYTES", "7M"},   {"PAGES", "8192"}, {"NS", "7"},      {"SWITCH", "0"},
         {"DEBUG", "paths"},
     };

@@ -16,8 +16,8 @@
 #include "shm/layout.h"
 #include "shm/segment.h"
 
-enum type { T_TEXT, T_WORLD, T_DEVICES, T_RANK, T_INDEX, T_NOTIFY, T_SECONDS, T_SIZE, T_BYTES, T_PAGES,
-            T_NS, T_SWITCH, T_DEBUG };
+enum type { T_TEXT, T_WORLD, T_DEVICES, T_RANK, T_INDEX, T_NOTIFY, T_NET, T_SECONDS, T_SIZE,
+            T_BYTES, T_PAGES, T_NS, T_SWITCH, T_DEBUG };
 
 const struct setting_info settings_table[SETTING_COUNT] = {
 #define SETTINGS_INFO(NAME, field, type, dflt, doc, who, hashed, meaning)                       \
@@ -153,6 +153,18 @@ int settings_parse(struct settings *s, enum setting id, const char *v, char *err
             return errtext_set(err, errlen, SHMESH_ERR_INVALID,
                                "%s must be uring, futex or auto, found '%s'", name, v);
         return 0;
+    case T_NET: {
+        static const char *const words[] = {[SETTINGS_NET_AUTO] = "auto",
+                                            [SETTINGS_NET_MPI] = "mpi",
+                                            [SETTINGS_NET_NONE] = "none"};
+        for (int i = 0; i < (int)(sizeof words / sizeof *words); i++)
+            if (!strcmp(v, words[i])) {
+                *(enum settings_net *)member = (enum settings_net)i;
+                return 0;
+            }
+        return errtext_set(err, errlen, SHMESH_ERR_INVALID,
+                           "%s must be auto, mpi or none, found '%s'", name, v);
+    }
     case T_SECONDS: {
         char *end;
         errno = 0;

@@ -13,6 +13,7 @@
  *              RANK     0 to the world size - 1 (read SHMESH_WORLD_SIZE first)
  *              INDEX    an integer >= 0
  *              NOTIFY   uring, futex or auto
+ *              NET      auto, mpi or none (enum settings_net)
  *              SECONDS  seconds >= 0, fractions allowed; kept in nanoseconds
  *              SIZE     bytes > 0 with an optional K, M, G, T suffix (seg_parse_size)
  *              BYTES    the same, or 0
@@ -50,6 +51,10 @@
  * shmesh-run --devices-per-rank): a node's GPUs, or CPU devices batched in
  * one process, are far fewer. */
 #define SETTINGS_MAX_LOCAL_DEVICES 64
+
+/* SHMESH_NET: joining an MPI job when its launcher's environment says so
+ * (auto), always (mpi), or never (none): net/boot.h. */
+enum settings_net { SETTINGS_NET_AUTO = 0, SETTINGS_NET_MPI, SETTINGS_NET_NONE };
 
 enum settings_who {
     SETTINGS_LIBRARY = 1,
@@ -116,7 +121,7 @@ enum settings_debug {
       "events each rank's trace ring holds, a power of two (shmesh-run --trace-events)")       \
     X(DEVICE, device, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                 \
       "the GPU runtime: auto, none, cuda, hip, or a plugin's path")                            \
-    X(NET, net, TEXT, NULL, "auto", SETTINGS_LIBRARY, 0,                                       \
+    X(NET, net, NET, SETTINGS_NET_AUTO, "auto", SETTINGS_LIBRARY, 0,                          \
       "joining an MPI job: auto (when an MPI launcher started the process, not shmesh-run), "  \
       "mpi, or none (each process a job of its own)")                                         \
     X(NODE_SIZE, node_size, INDEX, 0, "0: the machines' nodes", SETTINGS_LIBRARY, 0,          \
@@ -140,6 +145,7 @@ enum settings_debug {
 #define SETTINGS_CTYPE_RANK int
 #define SETTINGS_CTYPE_INDEX int
 #define SETTINGS_CTYPE_NOTIFY enum notify_kind
+#define SETTINGS_CTYPE_NET enum settings_net
 #define SETTINGS_CTYPE_SECONDS int64_t
 #define SETTINGS_CTYPE_SIZE uint64_t
 #define SETTINGS_CTYPE_BYTES uint64_t

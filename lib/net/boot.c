@@ -75,14 +75,9 @@ struct made {
 int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
 {
     memset(b, 0, sizeof *b);
-    const char *net = e->net ? e->net : "auto";
-    if (strcmp(net, "auto") && strcmp(net, "mpi") && strcmp(net, "none")) {
-        snprintf(why, len, "SHMESH_NET must be auto, mpi or none, found '%s'", net);
-        return SHMESH_ERR_INVALID;
-    }
     const char *launcher = mpi_launcher();
-    if (!strcmp(net, "none") || e->segment || (!strcmp(net, "auto") && !launcher)) {
-        if (!strcmp(net, "mpi") && e->segment) {
+    if (e->net == SETTINGS_NET_NONE || e->segment || (e->net == SETTINGS_NET_AUTO && !launcher)) {
+        if (e->net == SETTINGS_NET_MPI && e->segment) {
             snprintf(why, len, "SHMESH_NET=mpi, but shmesh-run started this process "
                                "(SHMESH_SEGMENT is set): a job is one or the other");
             return SHMESH_ERR_INVALID;
