@@ -25,19 +25,21 @@ docs/python.md.
 # The package is split into private modules, each layer importing only
 # those below it:
 #
-#   _lib          libshmesh through ctypes: its structs, prototypes, op table
+#   _lib          libshmesh through ctypes (its structs, prototypes, op table) and the
+#                 compiled module (_ext), loaded and bound
 #   _errors       Error and its subclasses, one per error code
-#   _context      the context and the state the package rebinds (_ctx, ...)
-#   _arrays       dtypes, argument checks, shmesh_array structs, pytrees
+#   _context      the context and the state the package rebinds (_ctx, ...), published
+#                 to _ext (_publish)
+#   _arrays       dtypes, argument checks, axis names, groups, pytrees
 #   _mesh         Mesh, axis_index, axis_size
 #   _futures      async dispatch: Token, Pending, wait_all, wait_any
 #   _interop      torch and DLPack arrays, device memory (DeviceArray)
-#   _collectives  psum ... and their _async forms; the compiled path (_ext)
+#   _collectives  psum ... and their _async forms, each call made by _ext
 #   _effects      Effect, callback, effects_barrier
 #   _memory       alloc (the shared heap)
 #   _sharding     PartitionSpec, NamedSharding, GlobalArray, device_put
 #
-# and beside them _ext (_ext.c, the compiled per-call path) and run
+# and beside them _ext (_ext.c, the compiled module of every call) and run
 # (python3 -m shmesh.run, the launcher's front for this interpreter).
 # This module names what they offer.  The state the package rebinds at run
 # time is not named here (a name imported here would keep the binding of

@@ -5,9 +5,11 @@ libshmesh.so.0 next to this package (a copy placed there); the build tree
 this package sits in (python/ beside build*/lib/); the system's search path
 (LD_LIBRARY_PATH, the installed library).
 
-The compiled per-call path (shmesh._ext, shmesh/_ext.c) is looked for
-installed beside the package, then in the build tree the library came from
-(build/python/); load_ext() says which."""
+The compiled module (shmesh._ext, shmesh/_ext.c), which makes every
+collective call and waits on tokens, is looked for installed beside the
+package, then in the build tree the library came from (build/python/);
+without it the package does not import (load_ext says what to install).
+It is loaded and bound to the library's functions here (ext)."""
 import ctypes
 import glob
 import importlib.machinery
