@@ -251,7 +251,7 @@ def _drain():
         _registry.clear()
     for tok in pending:
         if tok._live():
-            rc = lib.shmesh_token_wait(tok._t)
+            rc = _lib.ext.token_wait(tok._a)
             if rc:
                 tok._failed = (rc, _last_error(tok._t.ctx) or
                                (lib.shmesh_strerror(rc) or b"").decode())

@@ -95,7 +95,7 @@ class Token:
         if not self._live():
             state = "failed" if self._failed or self._exc else "done"
         else:
-            rc = lib.shmesh_token_test(self._t)
+            rc = _ext.token_test(self._a)
             state = ("pending" if rc == 0 else "done" if rc > 0 and not self._exc else
                      "failed: %s" % (_ERRORS.get(rc, Error).__name__ if rc < 0 else
                                      "callback raised"))

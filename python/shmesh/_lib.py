@@ -204,10 +204,6 @@ _PROTOS = {
     "shmesh_strerror": (S, [I]),
     "shmesh_error_name": (S, [I]),
     "shmesh_last_error": (S, [P]),
-    "shmesh_token_wait": (I, [Token]),
-    "shmesh_token_test": (I, [Token]),
-    "shmesh_token_wait_all": (I, [I, ctypes.POINTER(Token)]),
-    "shmesh_token_wait_any": (I, [I, ctypes.POINTER(Token), ctypes.POINTER(I)]),
     "shmesh_runtime_token": (Token, [P]),
     "shmesh_barrier_async": (I, [P, ctypes.POINTER(Token)]),
     "shmesh_effect_create": (I, [P, S, I, ctypes.POINTER(P)]),
@@ -220,14 +216,9 @@ _PROTOS = {
     "shmesh_op_get": (ctypes.POINTER(OpInfo), [I]),
 }
 
-# The collectives, again, without declared argument types: ctypes then
-# passes a c_void_p, bytes, None, a byref or a ctypes array as a pointer and
-# an int as a C int without converting through argtypes, 0.4 us less per
-# call.  Their callers pass only those (ints checked to fit a C int, bools
-# as c_bool).
-# (The mesh ops of OPS below: lib/include/shmesh.h gives their arguments,
-# by their sig; their _async forms take the same and a shmesh_token *,
-# passed as a byref.)
+# The library again, without declared argument types: the addresses of the
+# functions the compiled module calls (bind, below), and barrier_async,
+# which _futures calls with a c_void_p and the token's address.
 raw = ctypes.CDLL(lib._name)
 
 for _name, (_res, _args) in _PROTOS.items():
