@@ -158,7 +158,10 @@ def main(argv):
               "shmesh-top shows the MPI job's rank 0 waiting for rank 1:\n" + seen)
         clean("shmesh-top")
 
-        one = "import shmesh; shmesh.init(); print('world', shmesh.world_size())"
+        # one write of the whole line (os.write): the two ranks' lines may
+        # not interleave, as print's separate writes did
+        one = ("import os, shmesh; shmesh.init(); "
+               "os.write(1, b'world %d\\n' % shmesh.world_size())")
         rc, out = run(mpi + ["-np", "2", "-x", "SHMESH_LIBRARY", "-x", "PYTHONPATH", "-x",
                              "SHMESH_NET", python, "-c", one], env=dict(env, SHMESH_NET="none"))
         check(rc == 0 and out.count("world 1") == 2,
