@@ -107,8 +107,9 @@ def main(argv):
             env = {"SHMESH_LIBRARY": lib, "PYTHONPATH": python_src, "SHMESH_RUN": shmesh_run,
                    "SHMESH_TEST_GATE": gate}
             xs = [a for k in env for a in ("-x", k)]
-            rc, out = run(mpi + ["-np", "2"] + xs + [python, "-m", "pytest", "-q", "-p",
-                                                       "no:cacheprovider", tests_python],
+            # --tag-output: mpirun passes each rank's output on whole lines
+            rc, out = run(mpi + ["--tag-output", "-np", "2"] + xs +
+                          [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests_python],
                           env=env, timeout=300)
         finally:
             shutil.rmtree(gate, ignore_errors=True)
@@ -117,7 +118,7 @@ def main(argv):
               "the Python suite on 2 ranks under mpirun: %s" % (summary[:1] or out[-2000:]))
         clean("python")
 
-    rc, out = run(mpi + ["-np", "4", demo], env={"SHMESH_NODE_SIZE": "2"})
+    rc, out = run(mpi + ["--tag-output", "-np", "4", demo], env={"SHMESH_NODE_SIZE": "2"})
     said = [l for l in out.splitlines() if "spans 2 nodes of 4 ranks" in l and
             "meshes across nodes are not built yet" in l]
     check(rc not in (0, "timeout") and len(said) == 4,
