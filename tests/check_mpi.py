@@ -2,15 +2,18 @@
 """Jobs an MPI launcher starts (docs/multinode.md), under Open MPI's mpirun:
 
     check_mpi.py MPIRUN SHMESH_RUN DEMO TRAIN LIBSHMESH PYTHON PYTHON_SRC TESTS_PYTHON
-                 SHMESH_TOP [--sanitized]
+                 SHMESH_TOP [GOLDEN_COLL GOLDEN_FILE] [--sanitized]
 
 - shmesh-demo on 4 ranks: the same lines as under shmesh-run;
 - shmesh-train on 4 ranks: the same losses, bit for bit, as under shmesh-run;
 - the Python suite (tests/python) on 2 ranks: every test passes, as many as
   under shmesh-run (PYTHON '' leaves it out);
-- SHMESH_NODE_SIZE=2 on 4 ranks (two simulated nodes): every rank refuses
-  at shmesh_init with the sentence that says meshes across nodes are not
-  built yet, the job ends non-zero;
+- two simulated nodes (SHMESH_NODE_SIZE=2 on 4 ranks): shmesh-demo prints
+  and shmesh-train and examples/train.py give, bit for bit, what they do
+  under shmesh-run -n 4; the golden collectives (GOLDEN_COLL GOLDEN_FILE) on
+  2 nodes x 4 ranks and 4 x 2 give shmesh-run -n 8's summary, nothing
+  failed; a call that differs across nodes, a bad argument on one rank and
+  a rank killed on the other node each end the job, saying so;
 - a rank that exits during a job: the job ends non-zero, nothing hangs;
 - shmesh-top finds the job (its first rank) and shows rank 0 waiting for
   rank 1, which sleeps between two calls;
@@ -58,6 +61,7 @@ def run(argv, env=None, timeout=120):
 
 def main(argv):
     mpirun, shmesh_run, demo, train, lib, python, python_src, tests_python, top = argv[1:10]
+    golden = argv[10:12] if len(argv) > 11 and not argv[10].startswith("--") else None
     sanitized = "--sanitized" in argv[10:]
     if not mpirun or not os.path.exists(mpirun):
         print("skipped: no mpirun (Debian: openmpi-bin)")
@@ -94,10 +98,10 @@ def main(argv):
 
     if not sanitized:
         rc, out = run(mpi + ["-np", "4", train])
-        rc2, out2 = run([shmesh_run, "-n", "4", "--", train])
+        rc2, train_out = run([shmesh_run, "-n", "4", "--", train])
         losses = [l for l in out.splitlines() if "loss" in l]
         check(rc == 0 and rc2 == 0 and len(losses) >= 10 and losses == [
-            l for l in out2.splitlines() if "loss" in l],
+            l for l in train_out.splitlines() if "loss" in l],
             "shmesh-train on 4 ranks: the same %d losses as under shmesh-run" % len(losses))
         clean("train")
 
@@ -118,12 +122,80 @@ def main(argv):
               "the Python suite on 2 ranks under mpirun: %s" % (summary[:1] or out[-2000:]))
         clean("python")
 
-    rc, out = run(mpi + ["--tag-output", "-np", "4", demo], env={"SHMESH_NODE_SIZE": "2"})
-    said = [l for l in out.splitlines() if "spans 2 nodes of 4 ranks" in l and
-            "meshes across nodes are not built yet" in l]
-    check(rc not in (0, "timeout") and len(said) == 4,
-          "SHMESH_NODE_SIZE=2 on 4 ranks: all 4 refuse at shmesh_init, the job ends (%s)" % rc)
-    clean("two nodes")
+    # Simulated nodes (SHMESH_NODE_SIZE): each its own segment, and every
+    # group that spans nodes over MPI (paths/net.c).
+    def nodes(k, extra=None):
+        env = {"SHMESH_NODE_SIZE": str(k), "SHMESH_TIMEOUT": "120"}
+        env.update(extra or {})
+        return env, [a for name in env for a in ("-x", name)]
+
+    env2, x2 = nodes(2)
+    rc, out3 = run(mpi + x2 + ["-np", "4", demo], env=env2)
+    check(rc == 0 and out3 == out2,
+          "shmesh-demo on 2 nodes x 2 ranks prints what it does under shmesh-run -n 4\n" + out3)
+    clean("demo on two nodes")
+
+    if not sanitized:
+        rc, out = run(mpi + x2 + ["-np", "4", train], env=env2)
+        losses = [l for l in out.splitlines() if "loss" in l or "weight error" in l]
+        want = [l for l in train_out.splitlines() if "loss" in l or "weight error" in l]
+        check(rc == 0 and len(losses) >= 11 and losses == want,
+              "shmesh-train on 2 nodes x 2 ranks: the same %d losses and weight error, bit for "
+              "bit, as under shmesh-run -n 4%s" % (len(losses), "" if rc == 0 else "\n" + out))
+        clean("train on two nodes")
+        if golden:
+            prog, data = golden
+            rc, one = run([shmesh_run, "-n", "8", "--", prog, data], timeout=200)
+            summary = [l for l in one.splitlines() if " cases: " in l]
+            for k in (4, 2):  # 2 nodes x 4 ranks, 4 nodes x 2
+                env, xs = nodes(k)
+                rc, out = run(mpi + xs + ["-np", "8", prog, data], env=env, timeout=240)
+                got = [l for l in out.splitlines() if " cases: " in l]
+                check(rc == 0 and summary and got == summary and " 0 failed" in got[0],
+                      "golden collectives on %d nodes x %d ranks: %s (one node: %s)%s"
+                      % (8 // k, k, got[:1], summary[:1], "" if rc == 0 else "\n" + out[-3000:]))
+                clean("golden on %d nodes" % (8 // k))
+
+    if python:
+        env = dict(env2, SHMESH_LIBRARY=lib, PYTHONPATH=python_src)
+        xs = [a for k in env for a in ("-x", k)]
+        example = os.path.join(os.path.dirname(os.path.dirname(tests_python)), "examples",
+                               "train.py")
+        rc, out = run(mpi + xs + ["-np", "4", python, example], env=env)
+        rc2, out2 = run([shmesh_run, "-n", "4", "--", python, example],
+                        env={"SHMESH_LIBRARY": lib, "PYTHONPATH": python_src})
+        check(rc == 0 and rc2 == 0 and "loss" in out and out == out2,
+              "examples/train.py on 2 nodes x 2 ranks: what it prints under shmesh-run -n 4\n"
+              + out + ("" if out == out2 else "shmesh-run:\n" + out2))
+        clean("train.py on two nodes")
+
+        head = ("import os, sys, signal, numpy as np, shmesh\n"
+                "shmesh.init(); r = shmesh.rank()\n"
+                "m = shmesh.Mesh(np.arange(shmesh.world_size()), ('i',))\n"
+                "shmesh.psum(np.ones(2), 'i', mesh=m)\n")
+        cases = [
+            ("a call that differs across nodes",
+             "try:\n"
+             "    shmesh.psum(np.ones(2 if r < 2 else 3), 'i', mesh=m)\n"
+             "except shmesh.Error as e:\n"
+             "    os.write(1, b'rank %d: %s\\n' % (r, str(e).encode())); sys.exit(5)\n",
+             lambda out: sum("but rank" in l and "float64[2]" in l and "float64[3]" in l
+                             for l in out.splitlines()) >= 2),
+            ("a bad argument on one rank of the other node",
+             "shmesh.psum(np.ones(2), 'i' if r != 3 else 'nope', mesh=m)\n",
+             lambda out: "nope" in out),
+            ("a rank killed on the other node",
+             "if r == 3: os.kill(os.getpid(), signal.SIGKILL)\n"
+             "shmesh.psum(np.ones(2), 'i', mesh=m)\n",
+             lambda out: "signal 9" in out or "Killed" in out or "killed" in out),
+        ]
+        for what, body, said in cases:
+            rc, out = run(mpi + xs + ["-np", "4", python, "-c", head + body], env=env,
+                          timeout=150)
+            check(rc not in (0, "timeout") and said(out),
+                  "2 nodes x 2 ranks, %s: the job ends (%s), saying so\n%s"
+                  % (what, rc, out[-2500:]))
+            clean(what)
 
     if python:
         dies = ("import os, numpy as np, shmesh\n"

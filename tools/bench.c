@@ -35,7 +35,7 @@ struct opts {
     double factor;
     shmesh_dtype dtype;
     int warmup, iters;
-    bool check, csv, heap, device;
+    bool check, csv, heap, device, nodes;
     const char *plot_path, *plot_mpi_path; /* --plot, --plot-mpi */
 };
 
@@ -119,6 +119,9 @@ static void usage(FILE *f)
             "  --device   buffers in device memory (shmesh_device_alloc, device 0 of the\n"
             "             rank); first prints the device-to-device copy rate at -e, and\n"
             "             for psum the reduction kernel's rate alone over N buffers\n"
+            "  --nodes    a job of several nodes (docs/multinode.md): also the bytes of\n"
+            "             data a rank sent to other nodes per call (xnode_B, the most\n"
+            "             of any rank)\n"
             "  --plot FILE.svg  also draw busbw and time against size, a line per op\n"
             "  --plot-mpi CSV   add the MPI lines of bench/compare-mpi.sh's CSV to --plot\n"
             "  --list-ops the ops, one a line: name, bus factor kind, whether bool is\n"
@@ -184,6 +187,7 @@ static void parse(int argc, char **argv, struct opts *o)
     static const struct option longs[] = {{"csv", no_argument, NULL, 'C'},
                                           {"heap", no_argument, NULL, 'H'},
                                           {"device", no_argument, NULL, 'D'},
+                                          {"nodes", no_argument, NULL, 'X'},
                                           {"plot", required_argument, NULL, 'P'},
                                           {"plot-mpi", required_argument, NULL, 'M'},
                                           {"help", no_argument, NULL, 'h'},
@@ -246,6 +250,7 @@ static void parse(int argc, char **argv, struct opts *o)
             o->check = optarg[0] == '1';
             break;
         case 'C': o->csv = true; break;
+        case 'X': o->nodes = true; break;
         case 'H': o->heap = true; break;
         case 'D': o->device = true; break;
         case 'P': o->plot_path = optarg; break;
@@ -338,23 +343,28 @@ static void release(const struct opts *o, void *p)
         free(p);
 }
 
-/* The largest time and the total wrong count over ranks, through one world
- * sum (rank r's time in slot r, its wrong count in the last slot). */
-static void reduce_stats(double *us, double *wrong)
+/* The largest time and bytes sent across nodes and the total wrong count
+ * over ranks, through one world sum (rank r's time in slot r, its bytes in
+ * slot world + 1 + r, its wrong count in slot world). */
+static void reduce_stats(double *us, double *wrong, double *xnode)
 {
-    double *all = calloc((size_t)world + 1, sizeof *all);
+    double *all = calloc(2 * (size_t)world + 1, sizeof *all);
     if (!all) {
         fprintf(stderr, "shmesh-bench: rank %d: out of memory\n", rank);
         exit(1);
     }
     all[rank] = *us;
     all[world] = *wrong;
-    int rc = shmesh_world_sum(ctx, all, (size_t)world + 1, SHMESH_FLOAT64);
+    all[world + 1 + rank] = *xnode;
+    int rc = shmesh_world_sum(ctx, all, 2 * (size_t)world + 1, SHMESH_FLOAT64);
     if (rc)
         die("shmesh_world_sum (statistics)", rc);
     *us = all[0];
-    for (int r = 1; r < world; r++)
+    *xnode = all[world + 1];
+    for (int r = 1; r < world; r++) {
         *us = all[r] > *us ? all[r] : *us;
+        *xnode = all[world + 1 + r] > *xnode ? all[world + 1 + r] : *xnode;
+    }
     *wrong = all[world];
     free(all);
 }
@@ -364,19 +374,21 @@ static void print_header(const struct opts *o)
     if (o->csv && o->op != o->ops[0])
         return; /* one header; the op column tells the ops apart */
     if (o->csv) {
-        printf("op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong\n");
+        printf("op,ranks,notifier,bytes,count,dtype,time_us,algbw_GBs,busbw_GBs,wrong%s\n",
+               o->nodes ? ",xnode_B" : "");
     } else {
         printf("# shmesh-bench: %s, %d ranks, %s notifier, warm-up %d, iterations %d%s%s\n",
                bench_op_name(o->op), world, shmesh_notifier(ctx), o->warmup, o->iters,
                o->check ? ", checked" : ", not checked",
                o->device ? ", device buffers" : o->heap ? ", shared-heap buffers" : "");
-        printf("# %12s %12s %9s %10s %10s %10s %7s\n", "size", "count", "type", "time_us",
-               "algbw_GBs", "busbw_GBs", "#wrong");
+        printf("# %12s %12s %9s %10s %10s %10s %7s%s\n", "size", "count", "type", "time_us",
+               "algbw_GBs", "busbw_GBs", "#wrong", o->nodes ? "     xnode_B" : "");
     }
     fflush(stdout);
 }
 
-static void print_row(const struct opts *o, const struct bench *b, double us, double wrong)
+static void print_row(const struct opts *o, const struct bench *b, double us, double wrong,
+                      double xnode)
 {
     double algbw = us > 0 ? (double)b->bytes / us / 1e3 : 0;
     double busbw = algbw * bench_bus_factor(o->op, world);
@@ -394,12 +406,15 @@ static void print_row(const struct opts *o, const struct bench *b, double us, do
         fprintf(stderr, "shmesh-bench: rank %d: out of memory for --plot\n", rank);
         exit(1);
     }
+    char x[32] = "";
+    if (o->nodes)
+        snprintf(x, sizeof x, o->csv ? ",%.0f" : " %12.0f", xnode);
     if (o->csv)
-        printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s\n", name, world,
-               shmesh_notifier(ctx), b->bytes, b->count, type, us, algbw, busbw, w);
+        printf("%s,%d,%s,%zu,%zu,%s,%.3f,%.3f,%.3f,%s%s\n", name, world,
+               shmesh_notifier(ctx), b->bytes, b->count, type, us, algbw, busbw, w, x);
     else
-        printf("  %12zu %12zu %9s %10.2f %10.3f %10.3f %7s\n", b->bytes, b->count, type, us,
-               algbw, busbw, w);
+        printf("  %12zu %12zu %9s %10.2f %10.3f %10.3f %7s%s\n", b->bytes, b->count, type, us,
+               algbw, busbw, w, x);
     fflush(stdout);
 }
 
@@ -420,8 +435,8 @@ static double reference_us(void (*step)(void *arg), void *arg)
         t[i] = now_us() - t0;
     }
     qsort(t, 9, sizeof *t, cmp_double);
-    double us = t[4], none = 0;
-    reduce_stats(&us, &none);
+    double us = t[4], none = 0, no_bytes = 0;
+    reduce_stats(&us, &none, &no_bytes);
     return us;
 }
 
@@ -554,15 +569,19 @@ static void run_size(const struct opts *o, struct bench *b)
     }
     if ((rc = shmesh_barrier(ctx)))
         die("shmesh_barrier", rc);
+    shmesh_traffic x0, x1;
+    shmesh_traffic_nodes_get(ctx, &x0);
     double t0 = now_us();
     for (int it = 0; it < o->iters; it++)
         if ((rc = bench_run(b)))
             die(name, rc);
     double us = (now_us() - t0) / o->iters;
-    reduce_stats(&us, &wrong);
+    shmesh_traffic_nodes_get(ctx, &x1);
+    double xnode = (double)(x1.sent - x0.sent) / o->iters;
+    reduce_stats(&us, &wrong, &xnode);
     total_wrong += wrong;
     if (rank == 0)
-        print_row(o, b, us, wrong);
+        print_row(o, b, us, wrong, xnode);
 }
 
 int main(int argc, char **argv)

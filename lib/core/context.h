@@ -29,8 +29,14 @@ struct device_layer;
  * they are on (the tracer, the GPU runtime) are pointers to their own
  * struct here, NULL when off. */
 struct shmesh_ctx {
-    int rank;
-    int world;
+    int rank;  /* on this node's segment: what shared memory is addressed by */
+    int world; /* the segment's ranks */
+    /* The job's: MPI's rank and size in a job of several nodes (c->job,
+     * net/job.h); else rank and world.  Device ids and the public API
+     * count in them. */
+    int job_rank, job_size;
+    struct job *job; /* NULL for a job of one node */
+    const int *job_of_seg; /* by the node's rank: its rank in the job (NULL: the same) */
     int pid;              /* the process that made it: a fork child's copy is refused */
     int local_devices; /* devices this rank holds (mesh/device.h) */
     struct seg *seg;
@@ -74,6 +80,12 @@ struct shmesh_ctx {
     const char *fail_note;
     char err[CTX_ERR_MAX];
 };
+
+/* The job's rank of the node's rank r (messages name the job's ranks). */
+static inline int ctx_job_rank_of(const shmesh_ctx *c, int r)
+{
+    return c->job_of_seg && r >= 0 && r < c->world ? c->job_of_seg[r] : r;
+}
 
 /* Where a layer's state starts: `below_at`, the offset of the state of the
  * layer below, past its size, rounded up to the alignment of `type`. */

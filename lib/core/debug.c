@@ -10,7 +10,7 @@
 void debug_line(const shmesh_ctx *c, const char *fmt, ...)
 {
     char line[1024];
-    int n = snprintf(line, sizeof line, "shmesh rank %d: ", c->rank);
+    int n = snprintf(line, sizeof line, "shmesh rank %d: ", c->job_rank);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

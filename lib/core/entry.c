@@ -40,7 +40,7 @@ static int thread_check(shmesh_ctx *c, const char *op)
         init_error("rank %d: %s called from thread %d while thread %d is inside the library "
                    "with the same context: a context may be used by one thread at a time "
                    "(serialize the calls, or hand the context over between calls)",
-                   c->rank, op, self, inside);
+                   c->job_rank, op, self, inside);
         return SHMESH_ERR_INVALID;
     }
     if (error_refused_ctx == c)
@@ -64,7 +64,7 @@ __attribute__((cold, noinline)) int fail_forked(shmesh_ctx *c, const char *op)
                     "of the job), whose fork child this is: a context belongs to the process "
                     "that made it, and calls here would be made in rank %d's name; nothing "
                     "was done",
-                    op, (int)getpid(), c->pid, c->rank, c->rank);
+                    op, (int)getpid(), c->pid, c->job_rank, c->job_rank);
 }
 
 int ctx_check(shmesh_ctx *c, const char *op)

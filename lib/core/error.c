@@ -63,7 +63,7 @@ static void vset(char *buf, int rank, const char *fmt, va_list ap)
 static void vset_after_poison(shmesh_ctx *c, char *buf, const char *fmt, va_list ap)
 {
     char later[CTX_ERR_MAX];
-    vset(later, c->rank, fmt, ap);
+    vset(later, c->job_rank, fmt, ap);
     size_t n = strnlen(c->poison_err, CTX_ERR_MAX - 1);
     memmove(buf, c->poison_err, n);
     /* Appended as far as it fits: the poison's sentence comes first whole. */
@@ -82,7 +82,7 @@ int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
         vset_after_poison(c, ctx_err_buf(c), fmt, ap);
     } else {
         char *buf = ctx_err_buf(c);
-        vset(buf, c->rank, fmt, ap);
+        vset(buf, c->job_rank, fmt, ap);
         if (c->fail_note && code == SHMESH_ERR_INVALID) {
             size_t n = strnlen(buf, CTX_ERR_MAX - 1);
             snprintf(buf + n, CTX_ERR_MAX - n, "%s", c->fail_note);
@@ -92,8 +92,11 @@ int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...)
     return code;
 }
 
+_Atomic bool ctx_poisoned_here;
+
 int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
 {
+    atomic_store(&ctx_poisoned_here, true);
     va_list ap;
     va_start(ap, fmt);
     char *buf = ctx_err_buf(c);
@@ -101,7 +104,7 @@ int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
         /* Poisoned already: the first poison stays, code and sentence. */
         vset_after_poison(c, buf, fmt, ap);
     } else {
-        vset(buf, c->rank, fmt, ap);
+        vset(buf, c->job_rank, fmt, ap);
         memcpy(c->poison_err, buf, sizeof c->poison_err);
         c->poison = code;
     }

@@ -3,6 +3,8 @@
 #ifndef SHMESH_CORE_ERROR_H
 #define SHMESH_CORE_ERROR_H
 
+#include <stdbool.h>
+
 #include "shmesh.h"
 
 #define CTX_ERR_MAX 512
@@ -21,6 +23,9 @@ int ctx_fail(shmesh_ctx *c, int code, const char *fmt, ...) __attribute__((forma
  * was poisoned already: the first poison's code and sentence stay. */
 int ctx_poison(shmesh_ctx *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Some context of this process was poisoned: its job cannot go on alike on
+ * every rank (net/boot.c ends a job of several nodes at exit then). */
+extern _Atomic bool ctx_poisoned_here;
 /* The explanation shmesh_last_error(NULL) gives (this thread's). */
 void init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The context this thread was refused (another thread was inside it), whose

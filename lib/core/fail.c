@@ -18,8 +18,8 @@ static int aborted(shmesh_ctx *c, const char *op, uint64_t seq, const struct seg
                               "a peer failed during %s (call #%" PRIu64 "): %s", op, seq,
                               ai->reason);
         return ctx_poison(c, SHMESH_ERR_PEER_DEAD,
-                          "peer rank %d failed during %s (call #%" PRIu64 "): %s", ai->rank, op,
-                          seq, ai->reason);
+                          "peer rank %d failed during %s (call #%" PRIu64 "): %s",
+                          ctx_job_rank_of(c, ai->rank), op, seq, ai->reason);
     case SEG_CAUSE_RANK_ABORT:
         return ctx_poison(c, SHMESH_ERR_ABORTED, "job aborted during %s (call #%" PRIu64 "): %s",
                           op, seq, ai->reason);
@@ -118,7 +118,8 @@ int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
         snprintf(reason, sizeof reason,
                  "rank %d (pid %d) exited without calling shmesh_finalize (seen by rank %d "
                  "while waiting for %s)",
-                 culprit, (int)atomic_load(&seg_ctrl(c->seg, culprit)->pid), c->rank, waiting_for);
+                 ctx_job_rank_of(c, culprit), (int)atomic_load(&seg_ctrl(c->seg, culprit)->pid),
+                 c->job_rank, waiting_for);
         seg_abort(c->seg, SEG_CAUSE_RANK_DIED, culprit, 0, reason);
         seg_aborted(c->seg, &ai);
         return aborted(c, op, seq, &ai);
@@ -127,7 +128,7 @@ int fail_wait(shmesh_ctx *c, const char *op, uint64_t seq, int rc, int culprit,
         return ctx_poison(c, SHMESH_ERR_MISMATCH,
                           "rank %d already called shmesh_finalize but this rank called %s "
                           "(call #%" PRIu64 "): ranks made different numbers of collective calls",
-                          culprit, op, seq);
+                          ctx_job_rank_of(c, culprit), op, seq);
     case -EBADMSG:
         return fail_corrupt(c, op, seq, culprit, "%s went back while this rank waited for it",
                             waiting_for);

@@ -65,7 +65,7 @@ void registry_remove(shmesh_ctx *c, uint64_t last)
         }
     if (last > high_water)
         high_water = last;
-    last_rank = c->rank;
+    last_rank = c->job_rank;
     pthread_mutex_unlock(&lock);
 }
 
@@ -96,7 +96,7 @@ int registry_token(const shmesh_token *t, const char *fn, shmesh_ctx **out)
     /* At or below the base: a position of a finalized context that sat
      * where this one is. */
     bool gone = !c || t->seq <= c->seq_base;
-    int rank = c ? c->rank : last_rank;
+    int rank = c ? c->job_rank : last_rank;
     pthread_mutex_unlock(&lock);
     if (gone) {
         char who[24] = "";

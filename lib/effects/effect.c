@@ -81,6 +81,9 @@ int shmesh_effect_create(shmesh_ctx *c, const char *name, shmesh_effect_kind kin
     struct call k;
     int rc = call_world_step(&k, c, OP_EFFECT_CREATE);
     size_t len = name ? strlen(name) : 0;
+    if (!rc && c->job)
+        rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_effect_create: effects in a job of "
+                      "several nodes are not built yet (docs/multinode.md)");
     if (rc)
         return call_finish(&k, rc);
     if (!out || !name || len < 1 || len > SHMESH_MAX_EFFECT_NAME)
@@ -286,7 +289,10 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
     int span = placement == SHMESH_PLACE_ALL    ? devices
                : placement == SHMESH_PLACE_SELF ? c->local_devices
                                                 : 1;
-    if (!fn)
+    if (c->job)
+        rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_callback: callbacks in a job of several "
+                      "nodes are not built yet (docs/multinode.md)");
+    else if (!fn)
         rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_callback: fn is NULL");
     else if (e && e->c != c)
         rc = ctx_fail(c, SHMESH_ERR_INVALID,

@@ -18,6 +18,7 @@
 #include "engine/path.h"
 #include "engine/window.h"
 #include "engine/status.h"
+#include "net/job.h"
 #include "trace/trace.h"
 
 /* The pool of scratch is shared with the progress thread once there is
@@ -125,8 +126,31 @@ static inline void locals_zero(struct call_scratch *s)
     }
 }
 
+/* call_group in a job of several nodes: the members' job ranks become
+ * this node's ranks, unless one lives on another node. */
+static __attribute__((noinline)) void group_of_job(struct call *k, int n, int me, const int *ids,
+                                                   int per)
+{
+    const struct job *j = k->c->job;
+    bool here = true;
+    for (int p = 0; p < n && here; p++)
+        here = j->seg_rank[ids[p] / per] >= 0;
+    for (int p = 0; p < n; p++) {
+        int r = ids[p] / per;
+        k->s->ranks[p] = here ? j->seg_rank[r] : r;
+        k->s->locals[p] = ids[p] % per;
+    }
+    k->s->locals_written = per > 1;
+    k->net = !here;
+    k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
+}
+
 void call_group(struct call *k, int n, int me, const int *ids, int per)
 {
+    if (__builtin_expect(k->c->job != NULL, 0)) {
+        group_of_job(k, n, me, ids, per);
+        return;
+    }
     if (per == 1) {
         for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
             k->s->ranks[p] = ids[p];
@@ -141,10 +165,27 @@ void call_group(struct call *k, int n, int me, const int *ids, int per)
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
 }
 
+void call_group_kept(struct call *k, int n, int me, const int *ranks, bool net)
+{
+    for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
+        k->s->ranks[p] = ranks[p];
+    locals_zero(k->s);
+    k->net = net;
+    k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
+}
+
 void call_group_world(struct call *k)
 {
     shmesh_ctx *c = k->c;
     locals_zero(k->s);
+    if (__builtin_expect(c->job != NULL, 0)) { /* the job's ranks, across nodes */
+        for (int r = 0; r < c->job_size; r++)
+            k->s->ranks[r] = r;
+        k->g = (struct group){.n = c->job_size, .me = c->job_rank, .ranks = k->s->ranks,
+                              .locals = k->s->locals};
+        k->net = true;
+        return;
+    }
     k->g = (struct group){.n = c->world, .me = c->rank, .ranks = c->all_ranks,
                           .locals = k->s->locals};
 }

@@ -118,6 +118,9 @@ struct call {
      * call is released unfinished, with SHMESH_ERR_ABORTED.  It clears both. */
     void *path_state;
     int (*path_end)(struct call *k, int rc);
+    /* The group spans nodes (net/job.h): its ranks are the job's, and
+     * paths/net.c alone carries the call. */
+    bool net;
     /* Position in the protocol. */
     enum call_state state;
     int rc;
@@ -165,9 +168,15 @@ struct call {
  * op then fills group, flow and description.  Fails only for memory. */
 int call_init(struct call *k, shmesh_ctx *c, enum call_op op);
 /* The group: n members, this device at `me`, their device ids (copied as
- * ranks and local devices; `per` devices per rank: the mesh's). */
+ * ranks and local devices; `per` devices per rank: the mesh's).  In a job
+ * of several nodes the ids are the job's: a group on this node gets the
+ * node's ranks, one that spans nodes the job's, and k->net. */
 void call_group(struct call *k, int n, int me, const int *ids, int per);
-/* The world: every rank, in rank order. */
+/* The group a call of one device per rank had (k->g.ranks, k->net), given
+ * again as it was (front/plan.h). */
+void call_group_kept(struct call *k, int n, int me, const int *ranks, bool net);
+/* The world: every rank, in rank order (the job's, k->net, in a job of
+ * several nodes). */
 void call_group_world(struct call *k);
 /* call_init for a world-wide step with no data (barrier, finalize, mesh
  * creation, callbacks: op says which): the world as the group, an empty

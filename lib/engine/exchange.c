@@ -12,8 +12,7 @@ uint64_t transfers_no_bytes(const struct call *k, int from, int to) { return 0; 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-/* Transfer layout of every member, as every member computes it alike. */
-static void plan(struct call *k, const struct transfers *st)
+void xrun_plan(struct call *k, const struct transfers *st)
 {
     struct call_scratch *s = k->s;
     int n = k->g.n, me = k->g.me;
@@ -60,7 +59,7 @@ static void count_traffic(struct call *k, const struct transfers *st)
 void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
 {
     uint64_t unit = st->unit ? st->unit : k->f.in_esz ? k->f.in_esz : 1;
-    plan(k, st);
+    xrun_plan(k, st);
     if (!st->control && k->g.n > 1)
         count_traffic(k, st);
     uint64_t longest = 0;
@@ -89,8 +88,8 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
             }
 }
 
-static void pack_window(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
-                        unsigned char *dst)
+void xrun_pack(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
+               unsigned char *dst)
 {
     const struct call_scratch *s = k->s;
     if (st->broadcast) {
@@ -138,7 +137,7 @@ static int eager_step(struct call *k, struct xrun *xr)
             unsigned char *payload = win_eager_open(k, &rc);
             if (!payload)
                 return rc;
-            pack_window(k, st, 0, k->s->xtotal[me], payload);
+            xrun_pack(k, st, 0, k->s->xtotal[me], payload);
             win_eager_post(k, me);
             xr->phase = 1;
         }
@@ -171,7 +170,7 @@ int xrun_step(struct call *k, struct xrun *xr)
                 return rc;
             uint64_t hi = min_u64(lo + xr->window, k->s->xtotal[k->g.me]);
             if (lo < hi)
-                pack_window(k, st, lo, hi, payload);
+                xrun_pack(k, st, lo, hi, payload);
             win_post(k);
             xr->phase = 1;
         }

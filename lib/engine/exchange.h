@@ -12,6 +12,13 @@
 
 /* Plans the transfers `st` among the call's group into xr. */
 void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st);
+/* The layout of every member's transfer (k->s: xtotal, xoff_to and xlen_to
+ * for this member's, xoff_from and xlen_from for what each sends it), as
+ * every member computes it alike; xrun_start's first step. */
+void xrun_plan(struct call *k, const struct transfers *st);
+/* Bytes [lo, hi) of this member's whole transfer, packed into dst. */
+void xrun_pack(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
+               unsigned char *dst);
 /* Moves on: 0 when the exchange is complete, CALL_WAIT, or an error. */
 int xrun_step(struct call *k, struct xrun *xr);
 

@@ -126,7 +126,8 @@ static bool candidates_of(struct call *k, unsigned kinds)
     bool hs = false;
     k->candidates = 0;
     for (size_t i = 0; i < path_count; i++)
-        if ((path_table[i]->kinds & kinds) && path_table[i]->candidate(k)) {
+        if ((path_table[i]->kinds & kinds) && path_table[i]->candidate(k) &&
+            (path_table[i]->across_nodes == k->net || path_table[i]->hands_over)) {
             k->candidates |= 1u << i;
             hs |= path_table[i]->handshake;
         }
@@ -161,6 +162,9 @@ static bool find_candidates(struct call *k)
         if (k->candidates)
             return hs;
     }
+    /* Across nodes: not remembered (the memo is the node's calls'). */
+    if (__builtin_expect(k->net, 0))
+        return candidates_of(k, MEM_HOST | MEM_HEAP);
     /* Transfers with rows: the size is theirs, and their candidates are
      * not remembered (a transfers flow without rows has other ones). */
     if (__builtin_expect(f->kind == FLOW_TRANSFERS, 0) && f->transfers->rows) {

@@ -26,6 +26,12 @@
  *                  on the host paths, the output copied back
  *                                                         paths/device_staged.c
  *
+ * A call whose group spans nodes (a job of several nodes, net/job.h) takes
+ * the one path across nodes, after host staging for device buffers:
+ *
+ *   net            the transfers over MPI, through the network plugin
+ *                                                         paths/net.c
+ *
  * Which of the two a device call takes is decided here alone, from facts
  * hashed into every call (its buffers' kinds, flow, op and dtype, the
  * group's size), alike on every member.  Staging starts at the call's first
@@ -59,6 +65,9 @@ struct path {
     /* Its step readies the call for the host paths, then runs the exchange
      * on them (path_on_host): the path it hands over to is the one named. */
     bool hands_over;
+    /* It takes the calls whose group spans nodes (k->net), and no other
+     * path does (but host staging, which hands them over to it). */
+    bool across_nodes;
     /* From k->size (the flow's size), the flow's kind, in_bytes, whether it
      * reduces whole arrays, the group's size and the thresholds only (the
      * context remembers the last answer: engine/path.c). */

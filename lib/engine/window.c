@@ -184,7 +184,8 @@ static inline __attribute__((always_inline)) void put_call(struct call *k, struc
     k->desc_pending = false;
 }
 
-void win_post(struct call *k)
+static inline __attribute__((always_inline)) void post(struct call *k, const int *readers,
+                                                      int nreaders)
 {
     shmesh_ctx *c = k->c;
     struct windows *w = &engine_of(c)->win;
@@ -201,13 +202,17 @@ void win_post(struct call *k)
     /* Release: payload, hash and description before the tag. */
     atomic_store_explicit(&mine->tag, tag, memory_order_release);
     w->buf_tag[b] = tag;
-    memcpy(w->buf_readers[b], k->g.ranks, sizeof *k->g.ranks * (size_t)k->g.n);
-    w->buf_nreaders[b] = k->g.n;
+    memcpy(w->buf_readers[b], readers, sizeof *readers * (size_t)nreaders);
+    w->buf_nreaders[b] = nreaders;
     w->next_buf = b ^ 1;
     seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
     k->tag = tag;
     k->at = 0;
 }
+
+void win_post(struct call *k) { post(k, k->g.ranks, k->g.n); }
+
+void win_post_alone(struct call *k) { post(k, NULL, 0); }
 
 /* Where rank r holds window `tag`: one of its buffers, or its eager window. */
 static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
@@ -234,7 +239,8 @@ static void debug_wait(const struct call *k)
     debug_line(k->c,
                "call #%" PRIu64 " %s waited %.1f us for rank %d %s (call #%" PRIu64
                " window %" PRIu64 ")",
-               k->seq, k->name, (double)(debug_now() - wf->t0) / 1e3, wf->rank,
+               k->seq, k->name, (double)(debug_now() - wf->t0) / 1e3,
+               ctx_job_rank_of(k->c, wf->rank),
                wf->window ? "to post its window" : "to move past its window", t >> 32,
                t & 0xffffffffu);
 }
@@ -532,7 +538,7 @@ int win_wait(struct call *k)
         return went_back(k, wf->rank, ww.bad);
     if (rc) {
         char who[32];
-        snprintf(who, sizeof who, "rank %d", wf->rank);
+        snprintf(who, sizeof who, "rank %d", ctx_job_rank_of(c, wf->rank));
         rc = fail_wait(c, k->name, k->seq, rc, culprit, who);
         /* Peers may still be reading or writing this member's buffers. */
         return k->path && k->path->in_place ? fail_left_in_place(c, rc) : rc;

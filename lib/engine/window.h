@@ -93,6 +93,10 @@ unsigned char *win_open(struct call *k, int *rc);
 /* Posts the buffer opened last as the call's next window among its group;
  * the call's first window carries its description and hash. */
 void win_post(struct call *k);
+/* The same for a window nobody reads: this rank's progress moves past the
+ * call (a call across nodes, paths/net.c, whose data goes over MPI), so
+ * that the node's ranks waiting to reuse their buffers see it move on. */
+void win_post_alone(struct call *k);
 /* Finds every member's buffer of the window posted last (k->s->hdrs, by
  * position; seg_payload() gives the data, valid until this rank's next post
  * but one): 0, CALL_WAIT, or an error (a mismatch). */

@@ -27,6 +27,7 @@
 #include "memory/state.h"
 #include "mesh/state.h"
 #include "net/boot.h"
+#include "net/job.h"
 #include "ops/ops.h"
 #include "paths/single_copy.h"
 #include "paths/state.h"
@@ -79,6 +80,7 @@ static void release(shmesh_ctx *c, bool forked)
     seg_close(c->seg);
     free(c->all_ranks);
     free(c->pids);
+    job_close(c);
     free(c);
 }
 
@@ -123,8 +125,8 @@ static shmesh_ctx *ctx_new(const struct settings *e)
     shmesh_ctx *c = calloc(1, CTX_BYTES);
     if (!c)
         return NULL;
-    c->rank = e->rank;
-    c->world = e->world;
+    c->rank = c->job_rank = e->rank;
+    c->world = c->job_size = e->world;
     c->pid = (int)getpid();
     c->local_devices = e->local_devices;
     engine_of(c)->scratch_members = c->world * c->local_devices;
@@ -229,14 +231,25 @@ int shmesh_init(shmesh_ctx **out)
         net_joined(&nb);
         return rc;
     }
+    int who = nb.active ? nb.w.rank : e.rank; /* the job's rank, which messages name */
     shmesh_ctx *c = ctx_new(&e);
     if (!c) {
-        init_error("rank %d: out of memory", e.rank);
+        init_error("rank %d: out of memory", who);
         net_joined(&nb);
         return SHMESH_ERR_NOMEM;
     }
     /* From here on every failure says why (init_error) and goes to fail:. */
     char why[CTX_ERR_MAX - 32] = "";
+    if ((rc = job_open(c, &nb, why, sizeof why)))
+        goto fail_why;
+    if (c->job && c->local_devices > 1) {
+        snprintf(why, sizeof why, "shmesh_init: several devices per rank (%d) in a job of "
+                 "several nodes are not built yet (docs/multinode.md)", c->local_devices);
+        rc = SHMESH_ERR_INVALID;
+        goto fail_why;
+    }
+    /* A call's per-member scratch holds every device of the job. */
+    engine_of(c)->scratch_members = c->job_size * c->local_devices;
     if (alloc_engine(c))
         goto nomem;
     rc = e.segment ? seg_attach(e.segment, e.world, e.rank, &c->seg, why, sizeof why)
@@ -281,11 +294,11 @@ int shmesh_init(shmesh_ctx **out)
     return 0;
 
 nomem:
-    init_error("rank %d: out of memory", e.rank);
+    init_error("rank %d: out of memory", who);
     rc = SHMESH_ERR_NOMEM;
     goto fail;
 fail_why:
-    init_error("rank %d: %s", e.rank, why);
+    init_error("rank %d: %s", who, why);
 fail:
     release(c, false);
     net_joined(&nb);
@@ -351,7 +364,7 @@ void shmesh_abort(shmesh_ctx *c, int code, const char *why)
     if (c && c->seg &&
         atomic_load_explicit(&c->busy, memory_order_relaxed) != CTX_BUSY_FORKED) {
         char reason[SEG_REASON_MAX];
-        snprintf(reason, sizeof reason, "rank %d (pid %d) called shmesh_abort(%d): %s", c->rank,
+        snprintf(reason, sizeof reason, "rank %d (pid %d) called shmesh_abort(%d): %s", c->job_rank,
                  (int)getpid(), code, why ? why : "");
         seg_abort(c->seg, SEG_CAUSE_RANK_ABORT, c->rank, code, reason);
     }
@@ -381,7 +394,7 @@ static void leave_at_exit(int status, void *arg)
      * of a rank that died, and the launcher blames this rank.  The context
      * is not freed (nor lost: at_exit keeps it) as the process ends. */
     char reason[SEG_REASON_MAX];
-    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status %d%s%.*s", c->rank,
+    snprintf(reason, sizeof reason, "rank %d (pid %d) exited with status %d%s%.*s", c->job_rank,
              (int)at_exit.pid, status, at_exit.why[0] ? ": " : "", (int)sizeof reason - 64,
              at_exit.why);
     seg_abort(c->seg, SEG_CAUSE_RANK_DIED, c->rank, status, reason);
@@ -417,9 +430,9 @@ int shmesh_finalize_at_exit(shmesh_ctx *c, const char *why)
 #endif
 }
 
-int shmesh_rank(const shmesh_ctx *c) { return c ? c->rank : SHMESH_ERR_INVALID; }
+int shmesh_rank(const shmesh_ctx *c) { return c ? c->job_rank : SHMESH_ERR_INVALID; }
 
-int shmesh_world_size(const shmesh_ctx *c) { return c ? c->world : SHMESH_ERR_INVALID; }
+int shmesh_world_size(const shmesh_ctx *c) { return c ? c->job_size : SHMESH_ERR_INVALID; }
 
 const char *shmesh_notifier(const shmesh_ctx *c) { return c ? notify_name(c->notify) : ""; }
 
@@ -431,5 +444,15 @@ int shmesh_traffic_get(const shmesh_ctx *c, shmesh_traffic *t)
     t->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
     t->sent = atomic_load_explicit(&s->sent, memory_order_relaxed);
     t->received = atomic_load_explicit(&s->received, memory_order_relaxed);
+    return 0;
+}
+
+int shmesh_traffic_nodes_get(const shmesh_ctx *c, shmesh_traffic *t)
+{
+    int rc = shmesh_traffic_get(c, t);
+    if (rc)
+        return rc;
+    t->sent = c->job ? c->job->sent : 0;
+    t->received = c->job ? c->job->received : 0;
     return 0;
 }

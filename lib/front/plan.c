@@ -29,6 +29,7 @@ struct plan {
     struct call_desc d;
     struct flow f;
     int n, me;
+    bool net; /* the group spans nodes (its ranks are the job's) */
     int *ranks; /* n of cap: the group's ranks */
     int cap;
     int misses; /* calls of the op prepared in full since the plan was made */
@@ -114,7 +115,7 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
     bytes_copy(&k->f, &p->f, sizeof k->f);
     k->f.in = *a->in;
     k->f.out = *a->out;
-    call_group(k, p->n, p->me, p->ranks, 1);
+    call_group_kept(k, p->n, p->me, p->ranks, p->net);
     *rc = call_buffers(k);
     /* The description is the plan's unless the buffers are device memory
      * (call_buffers marks it): its hash too. */
@@ -179,6 +180,7 @@ void plan_keep(const struct call *k, const struct op_args *a)
     p->hash = call_hash(&p->d) ^ c->tuning;
     p->n = k->g.n;
     p->me = k->g.me;
+    p->net = k->net;
     memcpy(p->ranks, k->g.ranks, sizeof *p->ranks * (size_t)k->g.n);
     p->m = a->m;
 }

@@ -96,8 +96,9 @@ typedef struct shmesh_ctx shmesh_ctx;
 /* Joins the job described by the launcher's environment (SHMESH_SEGMENT,
  * SHMESH_RANK, SHMESH_WORLD_SIZE); under an MPI launcher instead (mpirun,
  * srun: SHMESH_NET), joins MPI through the network plugin and shares one
- * segment with the node's ranks (a job over several nodes is refused, for
- * now: docs/multinode.md); without either, creates a job of one rank.
+ * segment with the node's ranks; over several nodes, ranks and device ids
+ * are the job's (MPI's) and a mesh spans every node (docs/multinode.md);
+ * without either, creates a job of one rank.
  * Collective: returns once every rank has joined.  On success *ctx is a new
  * context the caller owns; on failure *ctx is NULL and shmesh_last_error(NULL)
  * explains, on this thread.
@@ -144,6 +145,8 @@ SHMESH_API SHMESH_NORETURN void shmesh_abort(shmesh_ctx *ctx, int code, const ch
  * call shmesh_finalize instead. */
 SHMESH_API int shmesh_finalize_at_exit(shmesh_ctx *ctx, const char *why);
 
+/* This process's rank in the job and the job's ranks (under an MPI
+ * launcher, MPI's: every node's ranks). */
 SHMESH_API int shmesh_rank(const shmesh_ctx *ctx);
 SHMESH_API int shmesh_world_size(const shmesh_ctx *ctx);
 /* "uring" or "futex": how this rank blocks. */
@@ -1041,6 +1044,12 @@ typedef struct {
 /* Local.  Fills *traffic; SHMESH_ERR_INVALID for a NULL argument.  Calls
  * still queued or running (async) are counted once they finish. */
 SHMESH_API int shmesh_traffic_get(const shmesh_ctx *ctx, shmesh_traffic *traffic);
+/* Local.  The same, for the bytes that crossed between nodes (a job of
+ * several nodes, docs/multinode.md): `bytes` as shmesh_traffic_get gives,
+ * `sent` and `received` the calls' data this rank sent to ranks on other
+ * nodes and received from them (0 in a job of one node).  A subset of
+ * shmesh_traffic_get's, which counts every byte between processes. */
+SHMESH_API int shmesh_traffic_nodes_get(const shmesh_ctx *ctx, shmesh_traffic *traffic);
 /* Local.  The GPU stream (a cudaStream_t or hipStream_t; NULL: the
  * runtime's default stream) that later calls on device buffers order with
  * (see above).  SHMESH_ERR_INVALID without a GPU runtime. */

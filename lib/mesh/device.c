@@ -2,7 +2,7 @@
 #include "core/context.h"
 #include "mesh/device.h"
 
-int device_count(const shmesh_ctx *c) { return c->world * c->local_devices; }
+int device_count(const shmesh_ctx *c) { return c->job_size * c->local_devices; }
 
 struct device device_of(const shmesh_ctx *c, int id)
 {
@@ -17,7 +17,7 @@ int shmesh_device_id(const shmesh_ctx *c, int local)
 {
     if (!c || local < 0 || local >= c->local_devices)
         return -1;
-    return c->rank * c->local_devices + local;
+    return c->job_rank * c->local_devices + local;
 }
 
 int shmesh_device_process(const shmesh_ctx *c, int id)

@@ -34,7 +34,7 @@ int shmesh_mesh_local_mesh(const shmesh_mesh *m, shmesh_mesh **out)
             hi[d] = cc[d] > hi[d] ? cc[d] : hi[d];
         }
     }
-    int rank = m->ctx->rank;
+    int rank = m->ctx->job_rank;
     if (!m->nlocal)
         return mesh_fail(m, "%s: this rank holds no device of %s", fn, text);
     /* The block must hold nothing else: a device of another rank inside it

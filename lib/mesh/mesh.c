@@ -81,7 +81,7 @@ static int check_mesh(shmesh_ctx *c, const shmesh_mesh *err_to, int ndim,
         return ctx_fail(c, SHMESH_ERR_INVALID,
                         "shmesh_mesh_create: the axis sizes (%s) must multiply to the job's "
                         "device count %d (%d ranks x %d devices each)",
-                        shape, ndev, c->world, c->local_devices);
+                        shape, ndev, c->job_size, c->local_devices);
     }
     if (!order)
         return 0;
@@ -158,7 +158,7 @@ static shmesh_mesh *mesh_new_batched(shmesh_ctx *c, int ndim, const char *const 
         m->ids[i] = id * b + i % b;
         m->pos_rank[i] = dev.rank;
         m->pos_local[i] = dev.local * b + i % b;
-        if (dev.rank == c->rank)
+        if (dev.rank == c->job_rank)
             m->local_pos[m->nlocal++] = i;
     }
     m->hash = hash_bytes(m->ids, sizeof *m->ids * n, h);
@@ -176,6 +176,9 @@ static shmesh_mesh *mesh_new(shmesh_ctx *c, int ndim, const char *const names[],
 int mesh_batched(const shmesh_mesh *m, const char *fn, const char *name, int batch,
                  shmesh_mesh **out)
 {
+    if (m->ctx && m->ctx->job)
+        return mesh_fail(m, "%s: batched meshes in a job of several nodes are not built yet "
+                            "(docs/multinode.md)", fn);
     const char *names[SHMESH_MAX_MESH_DIMS];
     int sizes[SHMESH_MAX_MESH_DIMS];
     for (int d = 0; d < m->ndim; d++) {

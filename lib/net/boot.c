@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/plugin.h"
 #include "net/boot.h"
 #include "shmesh.h"
@@ -24,11 +25,23 @@ static const char *mpi_launcher(void)
     return NULL;
 }
 
-static void at_exit(void)
+/* At the process's exit: MPI finalized, unless the process fails (a
+ * status other than 0, or a context poisoned): then the whole job ends
+ * (MPI_Abort), since ranks on other nodes may wait for this one in vain,
+ * where mpirun would wait for them after a finalize. */
+static void at_exit(int status, void *arg)
 {
-    if (ops)
-        ops->finalize();
+    (void)arg;
+    if (!ops)
+        return;
+    if (status || atomic_load(&ctx_poisoned_here))
+        ops->abort(status ? status : 1);
+    ops->finalize();
 }
+
+#ifndef __GLIBC__
+static void at_exit_plain(void) { at_exit(0, NULL); }
+#endif
 
 /* The plugin from beside the library: 0, or SHMESH_ERR_INVALID with why. */
 static int load(const char *launcher, char *why, size_t len)
@@ -44,7 +57,11 @@ static int load(const char *launcher, char *why, size_t len)
         const struct net_ops *o = entry();
         if (o && o->abi == NET_ABI) {
             ops = o;
-            atexit(at_exit);
+#ifdef __GLIBC__
+            on_exit(at_exit, NULL); /* glibc's: with the exit status */
+#else
+            atexit(at_exit_plain);
+#endif
             return 0;
         }
         snprintf(err, sizeof err, "%.300s: a plugin of another version of shmesh (its ABI "
@@ -90,16 +107,8 @@ int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
     if (ops->init(e->node_size, &b->w, why, len))
         return SHMESH_ERR_SYSTEM;
     b->active = true;
+    b->ops = ops;
     const struct net_world *w = &b->w;
-    if (w->nodes > 1) {
-        snprintf(why, len,
-                 "shmesh_init: this MPI job (%s) spans %d nodes of %d ranks in all (%d on this "
-                 "one%s): meshes across nodes are not built yet (docs/multinode.md); start "
-                 "one node's ranks per job",
-                 ops->library(), w->nodes, w->size, w->local_size,
-                 e->node_size ? ", SHMESH_NODE_SIZE" : "");
-        return SHMESH_ERR_INVALID;
-    }
     struct made m = {0};
     if (w->local_rank == 0) {
         struct seg_create_opts so = {.world_size = w->local_size,

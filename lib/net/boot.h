@@ -15,6 +15,7 @@
 
 struct net_boot {
     bool active;        /* an MPI job: the rest is set */
+    const struct net_ops *ops; /* the plugin */
     struct net_world w;
     struct seg *created; /* the node's first rank: the segment it made (its descriptor the
                             others attach through), until they all joined */

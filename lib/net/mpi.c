@@ -2,12 +2,19 @@
  * links the MPI library; libshmesh loads it only for a job that an MPI
  * launcher started (net/boot.c). */
 #include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugin.h"
 
 static MPI_Comm node_comm = MPI_COMM_NULL;
+/* The collectives' messages: a communicator of their own, so that the
+ * program's own MPI traffic never meets them. */
+static MPI_Comm data_comm = MPI_COMM_NULL;
+static int my_node;        /* init's answer */
 static int we_initialized; /* this plugin called MPI_Init_thread */
 static char library_name[128];
 
@@ -34,6 +41,8 @@ static int init(int node_size, struct net_world *w, char *why, size_t len)
     }
     if (node_comm != MPI_COMM_NULL) /* a second shmesh_init: the nodes found again */
         MPI_Comm_free(&node_comm);
+    if (data_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&data_comm);
     /* Errors come back as codes, not as an abort inside MPI. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
@@ -46,6 +55,9 @@ static int init(int node_size, struct net_world *w, char *why, size_t len)
     if (err != MPI_SUCCESS)
         return mpi_why(err, node_size > 0 ? "MPI_Comm_split" : "MPI_Comm_split_type", why, len);
     MPI_Comm_set_errhandler(node_comm, MPI_ERRORS_RETURN);
+    if ((err = MPI_Comm_dup(MPI_COMM_WORLD, &data_comm)) != MPI_SUCCESS)
+        return mpi_why(err, "MPI_Comm_dup", why, len);
+    MPI_Comm_set_errhandler(data_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(node_comm, &w->local_rank);
     MPI_Comm_size(node_comm, &w->local_size);
     /* The nodes: their first ranks counted, in rank order. */
@@ -57,7 +69,7 @@ static int init(int node_size, struct net_world *w, char *why, size_t len)
     /* A node's number: its first rank's count of first ranks before it. */
     int node = first ? before : 0;
     MPI_Bcast(&node, 1, MPI_INT, 0, node_comm);
-    w->node = node;
+    w->node = my_node = node;
     return 0;
 }
 
@@ -65,6 +77,104 @@ static int node_bcast(void *buf, size_t bytes, int root, char *why, size_t len)
 {
     int err = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, node_comm);
     return err == MPI_SUCCESS ? 0 : mpi_why(err, "MPI_Bcast on the node", why, len);
+}
+
+static int nodes(int *node_of, char *why, size_t len)
+{
+    int err = MPI_Allgather(&my_node, 1, MPI_INT, node_of, 1, MPI_INT, MPI_COMM_WORLD);
+    return err == MPI_SUCCESS ? 0 : mpi_why(err, "MPI_Allgather of the nodes", why, len);
+}
+
+/* Messages go in pieces of at most this many bytes (MPI counts are ints). */
+#define PIECE ((size_t)1 << 30)
+
+static int pieces(size_t bytes) { return bytes ? (int)((bytes + PIECE - 1) / PIECE) : 1; }
+
+static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *arg, char *why,
+                    size_t len)
+{
+    int nreq = 0;
+    for (int i = 0; i < n; i++)
+        nreq += pieces(msgs[i].send_bytes) + pieces(msgs[i].recv_cap);
+    MPI_Request *req = malloc(sizeof *req * (size_t)nreq);
+    MPI_Status *st = malloc(sizeof *st * (size_t)nreq);
+    if (!req || !st) {
+        free(req);
+        free(st);
+        snprintf(why, len, "out of memory for %d MPI requests", nreq);
+        return -1;
+    }
+    int r = 0, err = MPI_SUCCESS;
+    /* Receives first, so that the sends find them posted. */
+    for (int i = 0; i < n && err == MPI_SUCCESS; i++)
+        for (int p = 0; p < pieces(msgs[i].recv_cap) && err == MPI_SUCCESS; p++) {
+            size_t at = (size_t)p * PIECE, left = msgs[i].recv_cap - at;
+            err = MPI_Irecv((char *)msgs[i].recv + at, (int)(left < PIECE ? left : PIECE),
+                            MPI_BYTE, msgs[i].peer, 0, data_comm, &req[r++]);
+        }
+    for (int i = 0; i < n && err == MPI_SUCCESS; i++)
+        for (int p = 0; p < pieces(msgs[i].send_bytes) && err == MPI_SUCCESS; p++) {
+            size_t at = (size_t)p * PIECE, left = msgs[i].send_bytes - at;
+            err = MPI_Isend((const char *)msgs[i].send + at, (int)(left < PIECE ? left : PIECE),
+                            MPI_BYTE, msgs[i].peer, 0, data_comm, &req[r++]);
+        }
+    int rc = 0;
+    if (err != MPI_SUCCESS) {
+        rc = mpi_why(err, "posting the collective's messages", why, len);
+        for (int q = 0; q < r; q++) /* what was posted is cancelled */
+            if (req[q] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&req[q]);
+                MPI_Request_free(&req[q]);
+            }
+        free(req);
+        free(st);
+        return rc;
+    }
+    /* Polled, yielding the core between polls: ranks may outnumber cores. */
+    for (unsigned spins = 0;; spins++) {
+        int done = 0;
+        err = MPI_Testall(r, req, &done, st);
+        if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {
+            rc = mpi_why(err, "MPI_Testall", why, len);
+            break;
+        }
+        if (done || err == MPI_ERR_IN_STATUS)
+            break;
+        if ((rc = idle(arg)) != 0) {
+            free(req); /* abandoned: the job is ending */
+            free(st);
+            return rc;
+        }
+        if (spins > 64)
+            sched_yield();
+    }
+    if (!rc) {
+        r = 0;
+        for (int i = 0; i < n; i++) {
+            size_t got = 0;
+            for (int p = 0; p < pieces(msgs[i].recv_cap); p++, r++) {
+                int count = 0;
+                if (got == SIZE_MAX || rc)
+                    continue;
+                if (err == MPI_ERR_IN_STATUS && st[r].MPI_ERROR != MPI_SUCCESS) {
+                    if (st[r].MPI_ERROR == MPI_ERR_TRUNCATE)
+                        got = SIZE_MAX; /* more than the receiver expected */
+                    else if (st[r].MPI_ERROR != MPI_ERR_PENDING)
+                        rc = mpi_why(st[r].MPI_ERROR, "receiving a collective's message", why,
+                                     len);
+                    continue;
+                }
+                MPI_Get_count(&st[r], MPI_BYTE, &count);
+                got += (size_t)count;
+            }
+            msgs[i].recv_bytes = got;
+            if (rc)
+                break;
+        }
+    }
+    free(req);
+    free(st);
+    return rc;
 }
 
 static const char *library(void)
@@ -84,6 +194,8 @@ static void finalize(void)
 {
     if (node_comm != MPI_COMM_NULL)
         MPI_Comm_free(&node_comm);
+    if (data_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&data_comm);
     int done = 0;
     MPI_Finalized(&done);
     if (we_initialized && !done)
@@ -95,6 +207,8 @@ static const struct net_ops ops = {
     .abi = NET_ABI,
     .init = init,
     .node_bcast = node_bcast,
+    .nodes = nodes,
+    .exchange = exchange,
     .library = library,
     .abort = job_abort,
     .finalize = finalize,

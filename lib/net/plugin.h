@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_ABI 1u
+#define NET_ABI 2u
 #define NET_ENTRY "shmesh_net_mpi_v1"
 
 /* This process's place in the job. */
@@ -19,6 +19,17 @@ struct net_world {
     int rank, size;             /* MPI's world: the job's ranks */
     int node, nodes;            /* this process's node, and how many there are */
     int local_rank, local_size; /* its rank on its node, and the node's ranks */
+};
+
+/* One member's part of an exchange (net_ops.exchange): what this process
+ * sends rank `peer` of the job and where what it sends back lands. */
+struct net_msg {
+    int peer;        /* a rank of the job, not this one */
+    const void *send;
+    size_t send_bytes;
+    void *recv;
+    size_t recv_cap;  /* the most it may send */
+    size_t recv_bytes; /* out: what it sent; SIZE_MAX: more than recv_cap */
 };
 
 struct net_ops {
@@ -31,6 +42,15 @@ struct net_ops {
     int (*init)(int node_size, struct net_world *w, char *why, size_t len);
     /* `bytes` of buf from the node's rank `root` to the node's others. */
     int (*node_bcast)(void *buf, size_t bytes, int root, char *why, size_t len);
+    /* Every rank's node, by rank, into node_of[size] (after init). */
+    int (*nodes)(int *node_of, char *why, size_t len);
+    /* Each message of msgs[0..n) sent and received: all posted at once,
+     * then completed; while they are not, `idle(arg)` is asked between
+     * polls, and a non-zero answer ends the wait (the job is ending: the
+     * messages are left to MPI's abort).  0, the idle's answer, or -1 with
+     * why. */
+    int (*exchange)(struct net_msg *msgs, int n, int (*idle)(void *arg), void *arg, char *why,
+                    size_t len);
     /* The library and version (MPI_Get_library_version's first line). */
     const char *(*library)(void);
     /* Ends the whole job at once (MPI_Abort), from any rank. */

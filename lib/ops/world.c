@@ -52,7 +52,8 @@ OP_PREPARE_INLINE int op_world_sum_prepare(struct call *k, const struct op_args 
 }
 
 
-/* A world-wide move of bytes: `in` (in_n bytes) and `out` (world rows of
+/* A world-wide move of bytes (the job's ranks: in a job of several nodes
+ * the world's step is the job's, net/job.h): `in` (in_n bytes) and `out` (world rows of
  * out_n bytes, or out_n bytes) on every rank; from `root` to every rank,
  * or (root < 0) every rank's to every rank, or (dest not NULL) every rank's
  * to rank dest[r] only (out_rows rows on the ranks that receive, none on
@@ -90,20 +91,21 @@ static int world_move(shmesh_ctx *c, enum call_op op, const char *name, const st
 int op_world_gather(shmesh_ctx *c, const char *name, const struct call_desc *d, const void *in,
                     uint64_t bytes, void *out, int root)
 {
-    uint64_t rows = c ? (uint64_t)c->world : 0;
+    uint64_t rows = c ? (uint64_t)c->job_size : 0;
     if (!c || root < 0)
         return world_move(c, OP_WORLD_GATHER, name, d, in, bytes, out, rows, bytes, -1, NULL);
-    if (root >= c->world)
+    if (root >= c->job_size)
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
-                        c->world - 1, root);
+                        c->job_size - 1, root);
     /* Every rank's bytes to the root; the others' output has no rows. */
-    int *dest = malloc(sizeof *dest * (size_t)c->world);
+    int *dest = malloc(sizeof *dest * (size_t)c->job_size);
     if (!dest)
         return ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory", name);
-    for (int r = 0; r < c->world; r++)
+    for (int r = 0; r < c->job_size; r++)
         dest[r] = root;
-    int rc = world_move(c, OP_WORLD_GATHER, name, d, in, bytes, c->rank == root ? out : NULL,
-                        c->rank == root ? rows : 0, bytes, -1, dest);
+    bool mine = c->job_rank == root;
+    int rc = world_move(c, OP_WORLD_GATHER, name, d, in, bytes, mine ? out : NULL,
+                        mine ? rows : 0, bytes, -1, dest);
     free(dest);
     return rc;
 }
@@ -131,10 +133,10 @@ int op_world_transfers(shmesh_ctx *c, const char *name, const struct call_desc *
 int op_world_broadcast(shmesh_ctx *c, const char *name, const struct call_desc *d, int root,
                        void *buf, uint64_t bytes)
 {
-    if (c && (root < 0 || root >= c->world))
+    if (c && (root < 0 || root >= c->job_size))
         return ctx_fail(c, SHMESH_ERR_INVALID, "%s: root must be a rank (0..%d), got %d", name,
-                        c->world - 1, root);
-    if (!c || c->rank != root)
+                        c->job_size - 1, root);
+    if (!c || c->job_rank != root)
         return world_move(c, OP_WORLD_BROADCAST, name, d, buf, bytes, buf, 1, bytes, root, NULL);
     /* The root's copy to itself would be a copy onto itself: it writes a
      * scratch output. */

@@ -5,6 +5,7 @@
 #include "engine/path.h"
 #include "paths/device_ipc.h"
 #include "paths/device_staged.h"
+#include "paths/net.h"
 #include "paths/rsag.h"
 #include "paths/single_copy.h"
 #include "paths/staged.h"
@@ -13,6 +14,7 @@
 const struct path *const path_table[] = {
     &path_device_ipc,
     &path_device_staged,
+    &path_net,
     &path_zero_copy,
     &path_single_copy,
     &path_rsag,
