@@ -10,8 +10,9 @@
   under shmesh-run (PYTHON '' leaves it out);
 - two simulated nodes (SHMESH_NODE_SIZE=2 on 4 ranks): shmesh-demo prints
   and shmesh-train and examples/train.py give, bit for bit, what they do
-  under shmesh-run -n 4; the golden collectives (GOLDEN_COLL GOLDEN_FILE) on
-  2 nodes x 4 ranks and 4 x 2 give shmesh-run -n 8's summary, nothing
+  under shmesh-run -n 4; shmesh-bench on device buffers (the fake runtime,
+  SHMESH_TEST_FAKE_GPU, with SHMESH_BENCH), checked; the golden
+  collectives (GOLDEN_COLL GOLDEN_FILE) on 2 nodes x 4 ranks, 4 x 2 and 8 x 1 give shmesh-run -n 8's summary, nothing
   failed; a call that differs across nodes, a bad argument on one rank and
   a rank killed on the other node each end the job, saying so;
 - a rank that exits during a job: the job ends non-zero, nothing hangs;
@@ -147,7 +148,7 @@ def main(argv):
             prog, data = golden
             rc, one = run([shmesh_run, "-n", "8", "--", prog, data], timeout=200)
             summary = [l for l in one.splitlines() if " cases: " in l]
-            for k in (4, 2):  # 2 nodes x 4 ranks, 4 nodes x 2
+            for k in (4, 2, 1):  # 2 nodes x 4 ranks, 4 x 2, 8 x 1
                 env, xs = nodes(k)
                 rc, out = run(mpi + xs + ["-np", "8", prog, data], env=env, timeout=240)
                 got = [l for l in out.splitlines() if " cases: " in l]
@@ -155,6 +156,19 @@ def main(argv):
                       "golden collectives on %d nodes x %d ranks: %s (one node: %s)%s"
                       % (8 // k, k, got[:1], summary[:1], "" if rc == 0 else "\n" + out[-3000:]))
                 clean("golden on %d nodes" % (8 // k))
+
+    fake, bench = os.environ.get("SHMESH_TEST_FAKE_GPU"), os.environ.get("SHMESH_BENCH")
+    if fake and bench and os.path.exists(fake):
+        env, xs = nodes(2, {"SHMESH_DEVICE": fake, "SHMESH_FAKE_GPUS": "1"})
+        for op in ("psum", "all_gather", "ragged_all_to_all"):
+            rc, out = run(mpi + xs + ["-np", "4", bench, "-o", op, "-b", "8", "-e", "1M", "-f",
+                                      "32", "-w", "1", "-n", "2", "--device", "--nodes"], env=env)
+            rows = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+            check(rc == 0 and len(rows) >= 3 and all(r[6] == "0" for r in rows)
+                  and int(rows[-1][7]) > 0,
+                  "%s on device buffers (the fake runtime), 2 nodes x 2 ranks: checked, and "
+                  "bytes crossed nodes%s" % (op, "" if rc == 0 else "\n" + out[-2000:]))
+        clean("device buffers on two nodes")
 
     if python:
         env = dict(env2, SHMESH_LIBRARY=lib, PYTHONPATH=python_src)

@@ -55,10 +55,24 @@ int job_open(shmesh_ctx *c, const struct net_boot *b, char *why, size_t len)
     return 0;
 }
 
+void *job_buffer(shmesh_ctx *c, int which, size_t bytes)
+{
+    struct job *j = c->job;
+    if (j->buf_cap[which] < bytes || !j->buf[which]) {
+        free(j->buf[which]);
+        size_t cap = bytes < 4096 ? 4096 : bytes;
+        j->buf[which] = malloc(cap);
+        j->buf_cap[which] = j->buf[which] ? cap : 0;
+    }
+    return j->buf[which];
+}
+
 void job_close(shmesh_ctx *c)
 {
     if (!c->job)
         return;
+    free(c->job->buf[0]);
+    free(c->job->buf[1]);
     free(c->job->node_of);
     free(c->job);
     c->job = NULL;
@@ -69,6 +83,8 @@ void job_close(shmesh_ctx *c)
 
 struct watch {
     shmesh_ctx *c;
+    int64_t limit_ns; /* 0: none */
+    bool quiet;       /* the limit ends the wait without poisoning the context */
     const char *op;
     uint64_t seq;
     struct timespec t0;
@@ -86,23 +102,28 @@ static int watch(void *arg)
     int rc = fail_if_aborted(c, w->op, w->seq);
     if (rc)
         return rc;
-    if (c->waiter.timeout_ns) {
+    if (w->limit_ns) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         int64_t ns = (t.tv_sec - w->t0.tv_sec) * 1000000000LL + (t.tv_nsec - w->t0.tv_nsec);
-        if (ns > c->waiter.timeout_ns)
+        if (ns > w->limit_ns && w->quiet)
+            return SHMESH_ERR_TIMEOUT;
+        if (ns > w->limit_ns)
             return ctx_poison(c, SHMESH_ERR_TIMEOUT,
                               "%s (call #%llu): its messages to and from the other nodes did "
-                              "not arrive within SHMESH_TIMEOUT (%.3g s)",
+                              "not arrive within %s (%.3g s)",
                               w->op, (unsigned long long)w->seq,
-                              (double)c->waiter.timeout_ns / 1e9);
+                              "SHMESH_TIMEOUT",
+                              (double)w->limit_ns / 1e9);
     }
     return 0;
 }
 
-int job_exchange(shmesh_ctx *c, const char *op, uint64_t seq, struct net_msg *msgs, int n)
+int job_exchange(shmesh_ctx *c, const char *op, uint64_t seq, struct net_msg *msgs, int n,
+                 int64_t limit_ns)
 {
-    struct watch w = {c, op, seq, {0, 0}, 0};
+    struct watch w = {c, limit_ns > 0 ? limit_ns : c->waiter.timeout_ns, limit_ns > 0, op, seq,
+                      {0, 0}, 0};
     clock_gettime(CLOCK_MONOTONIC, &w.t0);
     char why[400];
     int rc = c->job->ops->exchange(msgs, n, watch, &w, why, sizeof why);

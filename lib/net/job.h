@@ -28,7 +28,15 @@ struct job {
     /* Bytes of calls' data this rank sent to ranks on other nodes, and
      * received from them (paths/net.c; shmesh_traffic_nodes_get). */
     uint64_t sent, received;
+    /* Calls' staging buffers (job_buffer), kept from call to call: a large
+     * one freed and made again at every call costs its page faults. */
+    void *buf[2];
+    size_t buf_cap[2];
 };
+
+/* Buffer `which` (0 or 1) of at least `bytes`, kept for the next calls;
+ * NULL when out of memory. */
+void *job_buffer(shmesh_ctx *c, int which, size_t bytes);
 
 /* For a job of several nodes (b from net_boot): c->job, c->job_rank and
  * c->job_size set, the nodes' table read over MPI.  0, or SHMESH_ERR_*
@@ -38,7 +46,10 @@ void job_close(shmesh_ctx *c);
 
 /* The messages of one call across nodes (net/plugin.h), sent and received;
  * while they are not, the node's abort record and the context's timeout
- * are watched.  0, or the error the context is poisoned with. */
-int job_exchange(shmesh_ctx *c, const char *op, uint64_t seq, struct net_msg *msgs, int n);
+ * (limit_ns > 0: that many nanoseconds instead, after which it returns
+ * SHMESH_ERR_TIMEOUT and leaves the context as it is) are watched.  0, or
+ * the error the context is poisoned with. */
+int job_exchange(shmesh_ctx *c, const char *op, uint64_t seq, struct net_msg *msgs, int n,
+                 int64_t limit_ns);
 
 #endif

@@ -88,14 +88,17 @@ static int nodes(int *node_of, char *why, size_t len)
 /* Messages go in pieces of at most this many bytes (MPI counts are ints). */
 #define PIECE ((size_t)1 << 30)
 
-static int pieces(size_t bytes) { return bytes ? (int)((bytes + PIECE - 1) / PIECE) : 1; }
+static int pieces(const void *buf, size_t bytes)
+{
+    return !buf ? 0 : bytes ? (int)((bytes + PIECE - 1) / PIECE) : 1;
+}
 
 static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *arg, char *why,
                     size_t len)
 {
     int nreq = 0;
     for (int i = 0; i < n; i++)
-        nreq += pieces(msgs[i].send_bytes) + pieces(msgs[i].recv_cap);
+        nreq += pieces(msgs[i].send, msgs[i].send_bytes) + pieces(msgs[i].recv, msgs[i].recv_cap);
     MPI_Request *req = malloc(sizeof *req * (size_t)nreq);
     MPI_Status *st = malloc(sizeof *st * (size_t)nreq);
     if (!req || !st) {
@@ -107,13 +110,14 @@ static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *a
     int r = 0, err = MPI_SUCCESS;
     /* Receives first, so that the sends find them posted. */
     for (int i = 0; i < n && err == MPI_SUCCESS; i++)
-        for (int p = 0; p < pieces(msgs[i].recv_cap) && err == MPI_SUCCESS; p++) {
+        for (int p = 0; p < pieces(msgs[i].recv, msgs[i].recv_cap) && err == MPI_SUCCESS; p++) {
             size_t at = (size_t)p * PIECE, left = msgs[i].recv_cap - at;
             err = MPI_Irecv((char *)msgs[i].recv + at, (int)(left < PIECE ? left : PIECE),
                             MPI_BYTE, msgs[i].peer, 0, data_comm, &req[r++]);
         }
     for (int i = 0; i < n && err == MPI_SUCCESS; i++)
-        for (int p = 0; p < pieces(msgs[i].send_bytes) && err == MPI_SUCCESS; p++) {
+        for (int p = 0; p < pieces(msgs[i].send, msgs[i].send_bytes) && err == MPI_SUCCESS;
+             p++) {
             size_t at = (size_t)p * PIECE, left = msgs[i].send_bytes - at;
             err = MPI_Isend((const char *)msgs[i].send + at, (int)(left < PIECE ? left : PIECE),
                             MPI_BYTE, msgs[i].peer, 0, data_comm, &req[r++]);
@@ -152,7 +156,7 @@ static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *a
         r = 0;
         for (int i = 0; i < n; i++) {
             size_t got = 0;
-            for (int p = 0; p < pieces(msgs[i].recv_cap); p++, r++) {
+            for (int p = 0; p < pieces(msgs[i].recv, msgs[i].recv_cap); p++, r++) {
                 int count = 0;
                 if (got == SIZE_MAX || rc)
                     continue;

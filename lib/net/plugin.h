@@ -22,7 +22,8 @@ struct net_world {
 };
 
 /* One member's part of an exchange (net_ops.exchange): what this process
- * sends rank `peer` of the job and where what it sends back lands. */
+ * sends rank `peer` of the job and where what it sends back lands (send
+ * NULL: nothing sent; recv NULL: nothing received). */
 struct net_msg {
     int peer;        /* a rank of the job, not this one */
     const void *send;

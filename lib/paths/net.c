@@ -2,7 +2,8 @@
  *
  * Each member packs its whole transfer (engine/exchange.h: the same layout
  * the staged path cuts into windows) and sends each other member of the
- * group its part, after a header with the call's hash and description;
+ * group its part, behind a header with the call's hash (struct head; the
+ * descriptions are exchanged only to explain a mismatch);
  * it receives each member's part for it, checks the headers, and hands the
  * parts to the transfers' recv or reduce exactly as the staged path does.
  * So every op's flow is carried unchanged, and a reduction combines the
@@ -36,30 +37,40 @@
 #include "paths/net.h"
 #include "paths/state.h"
 
+/* What precedes a call's data to each member in its first round: the
+ * call's hash (call_hash ^ tuning, as windows carry it) and the bytes of
+ * data that follow.  Data of up to INLINE_MAX bytes travels in the same
+ * message, copied behind it; more goes as a message of its own. */
 struct head {
-    uint64_t hash; /* call_hash ^ tuning, as the windows carry it */
-    struct call_desc d;
+    uint64_t hash, bytes;
 };
+#define INLINE_MAX 4096
 
 static bool across_nodes(const struct call *k) { return k->net; }
 
-/* The members' calls differ: both named, the context poisoned, the node
- * told (its ranks may wait in calls this one will not make). */
-static int mismatch(struct call *k, int q, const struct head *theirs, size_t got)
+/* Members' calls differ (member q's header did not match): both named
+ * where q's description comes back in time (q found the same, and sends
+ * its own), the context poisoned, the node told (its ranks may wait in
+ * calls this one will not make). */
+static int mismatch(struct call *k, int q, size_t got)
 {
     shmesh_ctx *c = k->c;
     int who = k->g.ranks[q];
+    struct call_desc mine = k->d, theirs;
+    mine.tuning = c->tuning;
+    struct net_msg m = {.peer = who, .send = &mine, .send_bytes = sizeof mine,
+                        .recv = &theirs, .recv_cap = sizeof theirs};
     char text[CTX_ERR_MAX - 16];
-    if (got != sizeof *theirs) {
-        snprintf(text, sizeof text, "%s (call #%" PRIu64 "): rank %d (on node %d) sent %s "
-                 "where this call's header was due: its calls across nodes differ from this "
-                 "rank's",
+    /* A second (a moment's) exchange of the two descriptions: only the
+     * peer's sentence depends on it. */
+    if (got != SIZE_MAX && !job_exchange(c, k->name, k->seq, &m, 1, 2000000000) &&
+        m.recv_bytes == sizeof theirs)
+        call_mismatch_text(text, sizeof text, k->seq, &k->d, who, &theirs, NULL);
+    else
+        snprintf(text, sizeof text, "called %s (call #%" PRIu64 ") but rank %d (on node %d) "
+                 "made another call: its message %s",
                  k->name, k->seq, who, c->job->node_of[who],
-                 got == SIZE_MAX ? "a longer message" : "a shorter message");
-    } else {
-        struct call_desc d = theirs->d; /* untrusted: read through call_mismatch_text */
-        call_mismatch_text(text, sizeof text, k->seq, &k->d, who, &d, NULL);
-    }
+                 got == SIZE_MAX ? "was longer than this call's" : "differed");
     ctx_poison(c, SHMESH_ERR_MISMATCH, "%s", text);
     char reason[SEG_REASON_MAX];
     snprintf(reason, sizeof reason, "rank %d: %.*s", c->job_rank, (int)sizeof reason - 16, text);
@@ -68,51 +79,86 @@ static int mismatch(struct call *k, int q, const struct head *theirs, size_t got
 }
 
 /* One round of messages: to each other member q, len[q] bytes from send[q],
- * and from q, rlen[q] bytes into recv[q]; with `head`, first a header each
- * way, checked (a mismatch).  Counts the bytes that cross nodes. */
-static int round_run(struct call *k, const struct head *head, const void *const *send,
+ * and from q, rlen[q] bytes into recv[q]; with `hash`, the call's, a
+ * header first each way (struct head), checked: a mismatch.  The headers
+ * (and the data they carry) go first and are checked before any larger
+ * data is received, so that members whose calls differ find it alike.
+ * Counts the bytes that cross nodes. */
+static int round_run(struct call *k, const uint64_t *hash, const void *const *send,
                      const uint64_t *len, void *const *recv, const uint64_t *rlen)
 {
     shmesh_ctx *c = k->c;
-    int n = k->g.n, me = k->g.me, per = head ? 2 : 1, m = 0;
-    struct net_msg *msgs = calloc((size_t)(per * n), sizeof *msgs);
-    struct head *heads = head ? calloc((size_t)n, sizeof *heads) : NULL;
-    if (!msgs || (head && !heads)) {
+    int n = k->g.n, me = k->g.me, m = 0;
+    size_t hb = sizeof(struct head);
+    /* Headers, with the small data behind them: this member's to q and
+     * q's to it, at q * slot of one block. */
+    size_t slot = 2 * (hb + INLINE_MAX);
+    unsigned char *hbuf = hash ? malloc(slot * (size_t)n) : NULL;
+    struct net_msg *msgs = calloc((size_t)n, sizeof *msgs);
+    if (!msgs || (hash && !hbuf)) {
         free(msgs);
-        free(heads);
+        free(hbuf);
         return ctx_poison(c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
                           k->name, k->seq);
     }
     struct job *j = c->job;
-    for (int q = 0; q < n; q++) {
+    int rc = 0;
+    if (hash) {
+        for (int q = 0; q < n; q++) {
+            if (q == me)
+                continue;
+            unsigned char *out = hbuf + slot * (size_t)q, *in = out + hb + INLINE_MAX;
+            struct head h = {*hash, len[q]};
+            memcpy(out, &h, hb);
+            bool inline_out = len[q] <= INLINE_MAX;
+            if (inline_out && len[q])
+                memcpy(out + hb, send[q], len[q]);
+            msgs[m++] = (struct net_msg){.peer = k->g.ranks[q], .send = out,
+                                         .send_bytes = hb + (inline_out ? len[q] : 0),
+                                         .recv = in, .recv_cap = hb + INLINE_MAX};
+        }
+        rc = job_exchange(c, k->name, k->seq, msgs, m, 0);
+        for (int q = 0, i = 0; q < n && !rc; q++) {
+            if (q == me)
+                continue;
+            const struct net_msg *got = &msgs[i++];
+            const unsigned char *in = hbuf + slot * (size_t)q + hb + INLINE_MAX;
+            bool inline_in = rlen[q] <= INLINE_MAX;
+            struct head h = {0, 0};
+            if (got->recv_bytes >= hb && got->recv_bytes != SIZE_MAX)
+                memcpy(&h, in, hb);
+            if (got->recv_bytes == SIZE_MAX || got->recv_bytes < hb || h.hash != *hash ||
+                h.bytes != rlen[q] || got->recv_bytes != hb + (inline_in ? rlen[q] : 0))
+                rc = mismatch(k, q, got->recv_bytes);
+            else if (inline_in && rlen[q])
+                memcpy(recv[q], in + hb, rlen[q]);
+        }
+    }
+    /* The data that did not travel with its header (all of it without). */
+    m = 0;
+    for (int q = 0; q < n && !rc; q++) {
         if (q == me)
             continue;
-        int r = k->g.ranks[q];
-        if (head)
-            msgs[m++] = (struct net_msg){.peer = r, .send = head, .send_bytes = sizeof *head,
-                                         .recv = &heads[q], .recv_cap = sizeof *heads};
-        msgs[m++] = (struct net_msg){.peer = r, .send = send[q], .send_bytes = len[q],
-                                     .recv = recv[q], .recv_cap = rlen[q]};
-        if (j->node_of[r] != j->node) { /* the data: headers are the engine's own */
+        bool out = !hash || len[q] > INLINE_MAX, in = !hash || rlen[q] > INLINE_MAX;
+        if (out || in)
+            msgs[m++] = (struct net_msg){.peer = k->g.ranks[q], .send = out ? send[q] : NULL,
+                                         .send_bytes = len[q], .recv = in ? recv[q] : NULL,
+                                         .recv_cap = rlen[q]};
+    }
+    if (!rc && m)
+        rc = job_exchange(c, k->name, k->seq, msgs, m, 0);
+    for (int i = 0; i < m && !rc; i++)
+        if (msgs[i].recv && msgs[i].recv_bytes != msgs[i].recv_cap)
+            rc = ctx_poison(c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 "): rank %d sent %zu "
+                            "bytes where %zu were due", k->name, k->seq, msgs[i].peer,
+                            msgs[i].recv_bytes, msgs[i].recv_cap);
+    for (int q = 0; q < n && !rc; q++)
+        if (q != me && j->node_of[k->g.ranks[q]] != j->node) { /* the data, not headers */
             j->sent += len[q];
             j->received += rlen[q];
         }
-    }
-    int rc = job_exchange(c, k->name, k->seq, msgs, m);
-    for (int q = 0, i = 0; q < n && !rc; q++) {
-        if (q == me)
-            continue;
-        const struct net_msg *h = head ? &msgs[i++] : NULL, *data = &msgs[i++];
-        if (h && (h->recv_bytes != sizeof *heads || heads[q].hash != head->hash))
-            rc = mismatch(k, q, &heads[q], h->recv_bytes);
-        else if (data->recv_bytes != rlen[q])
-            rc = head ? mismatch(k, q, &heads[q], data->recv_bytes)
-                      : ctx_poison(c, SHMESH_ERR_SYSTEM, "%s (call #%" PRIu64 "): rank %d sent "
-                                   "%zu bytes where %" PRIu64 " were due", k->name, k->seq,
-                                   k->g.ranks[q], data->recv_bytes, rlen[q]);
-    }
     free(msgs);
-    free(heads);
+    free(hbuf);
     return rc;
 }
 
@@ -146,7 +192,7 @@ static void parts_free(struct parts *p)
 /* Any flow: each member's transfer packed whole, each other member sent its
  * part and the parts received handed to recv or reduce, as the staged path
  * does (engine/exchange.h). */
-static int transfers_round(struct call *k, const struct head *head, struct parts *p)
+static int transfers_round(struct call *k, const uint64_t *hash, struct parts *p)
 {
     const struct transfers *st = flow_transfers(&k->f);
     struct call_scratch *s = k->s;
@@ -156,7 +202,7 @@ static int transfers_round(struct call *k, const struct head *head, struct parts
     for (int q = 0; q < n; q++)
         if (q != me)
             in_sum += s->xlen_from[q];
-    unsigned char *out = malloc(mine + 1), *in = malloc(in_sum + 1);
+    unsigned char *out = job_buffer(k->c, 0, mine), *in = job_buffer(k->c, 1, in_sum);
     int rc = 0;
     if (!out || !in) {
         rc = ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
@@ -177,7 +223,7 @@ static int transfers_round(struct call *k, const struct head *head, struct parts
         at += s->xlen_from[q];
         sent += p->len[q];
     }
-    if ((rc = round_run(k, head, p->send, p->len, p->recv, p->rlen)))
+    if ((rc = round_run(k, hash, p->send, p->len, p->recv, p->rlen)))
         goto done;
     /* This member's own part, from its packed transfer. */
     p->recv[me] = out + s->xoff_from[me];
@@ -192,8 +238,6 @@ static int transfers_round(struct call *k, const struct head *head, struct parts
     if (!st->control)
         call_moved(k, sent, in_sum);
 done:
-    free(out);
-    free(in);
     return rc;
 }
 
@@ -213,7 +257,7 @@ static uint64_t block_lo(uint64_t e, int q, int n) { return e * (uint64_t)q / (u
 /* A whole-array reduction as reduce-scatter then all-gather: member q
  * reduces block q over every member's block q, in member order (the same
  * bits as on one node), and sends it to every member. */
-static int rsag_rounds(struct call *k, const struct head *head, struct parts *p)
+static int rsag_rounds(struct call *k, const uint64_t *hash, struct parts *p)
 {
     const struct flow *f = &k->f;
     const struct transfers *st = flow_transfers(f);
@@ -225,7 +269,7 @@ static int rsag_rounds(struct call *k, const struct head *head, struct parts *p)
             in_sum += cnt * ie;
     /* Every member's block of this one's, and this one's own (copied: in
      * place, the reduction writes over the input). */
-    unsigned char *in = malloc(in_sum + cnt * ie + 1);
+    unsigned char *in = job_buffer(k->c, 1, in_sum + cnt * ie);
     if (!in)
         return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
                           "%" PRIu64 " bytes", k->name, k->seq, in_sum + cnt * ie);
@@ -242,10 +286,9 @@ static int rsag_rounds(struct call *k, const struct head *head, struct parts *p)
             sent += qcnt * ie;
     }
     memcpy(p->recv[me], src + lo * ie, cnt * ie);
-    int rc = round_run(k, head, p->send, p->len, p->recv, p->rlen);
+    int rc = round_run(k, hash, p->send, p->len, p->recv, p->rlen);
     if (!rc && cnt)
         st->reduce(k, lo * ie, (const void *const *)p->recv, cnt * ie);
-    free(in);
     if (rc)
         return rc;
     unsigned char *dst = f->out.data;
@@ -277,13 +320,11 @@ static int net_step(struct call *k)
         win_post_alone(k);
         k->stage = 1;
     }
-    struct head ours = {.d = k->d};
-    ours.d.tuning = k->c->tuning;
-    ours.hash = call_hash(&k->d) ^ k->c->tuning;
+    uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
     struct parts p;
     int rc = parts_new(k, &p);
     if (!rc)
-        rc = rsag(k) ? rsag_rounds(k, &ours, &p) : transfers_round(k, &ours, &p);
+        rc = rsag(k) ? rsag_rounds(k, &hash, &p) : transfers_round(k, &hash, &p);
     parts_free(&p);
     return rc;
 }
