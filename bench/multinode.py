@@ -21,6 +21,8 @@ algorithm must send:
     all_to_all  (n - 1) / n * S         (S the input: what is meant for the
                                          other nodes)
 
+The caller's SHMESH_* variables reach the ranks (SHMESH_NET_HIERARCHICAL=1:
+the reductions that send across nodes only each node's partial result).
 On one machine the "nodes" talk through Open MPI's shared memory: the times
 say nothing of real network links, only the bytes carry over.  Installs
 nothing: needs mpirun.openmpi and mpicc.openmpi (Debian: openmpi-bin,
@@ -113,8 +115,10 @@ def main():
                 common = ["-b", str(size), "-e", str(size), "-d", "float32", "-c", "0",
                           "--csv"] + it
                 env = {"SHMESH_NODE_SIZE": str(a.k)}
-                rows = run(mpi + ["-x", "SHMESH_NODE_SIZE", bench, "-o", op, "--nodes"] + common,
-                           env, 600)
+                # the ranks get SHMESH_NODE_SIZE and the caller's SHMESH_* settings
+                xs = [x for v in sorted(set(os.environ) | set(env)) if v.startswith("SHMESH_")
+                      for x in ("-x", v)]
+                rows = run(mpi + xs + [bench, "-o", op, "--nodes"] + common, env, 600)
                 for r in rows:
                     times.setdefault(("shmesh", op, size), []).append(float(r[6]))
                     xnode.setdefault((op, size), []).append(float(r[10]))

@@ -183,6 +183,34 @@ def main(argv):
               + out + ("" if out == out2 else "shmesh-run:\n" + out2))
         clean("train.py on two nodes")
 
+        # The documented order of a psum across nodes, both settings, and
+        # the bytes that cross nodes against the least (2 nodes x 2 ranks:
+        # half the array per rank, reducing inside each node first).
+        order = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers",
+                             "net_order.py")
+        for ranks, per, hier in ((4, 2, "0"), (4, 2, "1"), (8, 2, "1")):
+            e, x = nodes(per, {"SHMESH_NET_HIERARCHICAL": hier, "SHMESH_LIBRARY": lib,
+                               "PYTHONPATH": python_src})
+            rc, out = run(mpi + x + ["-np", str(ranks), python, order], env=e)
+            said = [l for l in out.splitlines() if l.startswith("rank ")]
+            check(rc == 0 and len(said) == ranks and
+                  all(l.endswith("1000 True True; 300000 True True") for l in said),
+                  "psum across %d nodes x %d ranks, SHMESH_NET_HIERARCHICAL=%s: the documented "
+                  "order's bits on every rank, which differ from the other order's\n%s"
+                  % (ranks // per, per, hier, out[-2000:]))
+        if bench:
+            got = {}
+            for hier in ("0", "1"):
+                e, x = nodes(2, {"SHMESH_NET_HIERARCHICAL": hier})
+                rc, out = run(mpi + x + ["-np", "4", bench, "-o", "psum", "-b", "1M", "-e",
+                                         "1M", "-w", "1", "-n", "4", "--nodes"], env=e)
+                rows = [l.split() for l in out.splitlines() if l.split()[:1] == ["1048576"]]
+                got[hier] = (rc, rows[0][6:8] if rows else out[-1500:])
+            check(got["0"] == (0, ["0", "1048576"]) and got["1"] == (0, ["0", "524288"]),
+                  "psum of 1 MiB across 2 nodes x 2 ranks, checked: 1 MiB per rank crosses "
+                  "nodes, 512 KiB (the least) with SHMESH_NET_HIERARCHICAL=1: %s" % got)
+        clean("the order across nodes")
+
         head = ("import os, sys, signal, numpy as np, shmesh\n"
                 "shmesh.init(); r = shmesh.rank()\n"
                 "m = shmesh.Mesh(np.arange(shmesh.world_size()), ('i',))\n"

@@ -352,9 +352,11 @@ static void what_shmesh_run_reads(void **state)
 /* ---- hashed settings ------------------------------------------------------ */
 
 /* A value of each type other than its default (the table's defaults are
- * none of these). */
-static const char *other_value(const char *type)
+ * none of these; a switch: the other state of its default). */
+static const char *other_value(const char *type, const char *dflt)
 {
+    if (!strcmp(type, "SWITCH")) /* the other of on and off */
+        return strcmp(dflt, "0") ? "0" : "1";
     static const struct {
         const char *type, *value;
     } values[] = {
@@ -401,7 +403,7 @@ static void hashed_settings_are_the_tables_column(void **state)
     uint64_t h0 = settings_hashed_hash(base);
     for (int id = 0, i = 0; id < SETTING_COUNT; id++) {
         struct settings s = d;
-        const char *v = other_value(settings_table[id].type);
+        const char *v = other_value(settings_table[id].type, settings_table[id].doc);
         char err[256];
         if (settings_parse(&s, (enum setting)id, v, err, sizeof err))
             fail_msg("%s='%s': %s", settings_table[id].name, v, err);
@@ -511,7 +513,10 @@ static void ranks_that_differ_in_one_hashed_setting(void **state)
             continue;
         if (strspn(in->doc, "0123456789") != strlen(in->doc))
             fail_msg("%s: the default '%s' is not a number of bytes", in->name, in->doc);
-        job_with_rank_1_at(in->name, "1048576", in->doc, true);
+        /* A switch's other state; else a number of bytes. */
+        bool sw = !strcmp(in->type, "SWITCH");
+        job_with_rank_1_at(in->name, sw ? other_value(in->type, in->doc) : "1048576", in->doc,
+                           true);
         tried++;
     }
     assert_true(tried >= 4);

@@ -127,6 +127,10 @@ enum settings_debug {
     X(NODE_SIZE, node_size, INDEX, 0, "0: the machines' nodes", SETTINGS_LIBRARY, 0,          \
       "an MPI job's nodes as runs of this many consecutive ranks (several nodes on one "        \
       "machine, for tests)")                                                                   \
+    X(NET_HIERARCHICAL, net_hierarchical, SWITCH, 0, "0", SETTINGS_LIBRARY, 1,                 \
+      "1: whole-array reductions (psum, pmax, pmin) whose group spans nodes reduce inside "    \
+      "each node first and send across nodes only each node's partial result: fewer bytes "   \
+      "across nodes, but another order of the sums than on one node")                         \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
       "the smallest device reduction whose members each reduce a share (two-shot)")           \
     X(ARRAY_CACHE, array_cache, BYTES, UINT64_C(1) << 30, "1073741824", SETTINGS_LIBRARY, 0,   \

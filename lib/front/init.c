@@ -141,6 +141,7 @@ static void set_tuning(shmesh_ctx *c, const struct settings *env)
     struct paths_state *paths = paths_of(c);
     paths->zc_min = env->zc_min;
     paths->rsag_min = env->rsag_min;
+    paths->net_hierarchical = env->net_hierarchical;
     paths->cma_min = env->cma_min;
     paths->cma_bcast_reduce_min = env->cma_bcast_reduce_min;
     paths->device_two_shot_min = env->device_two_shot_min;

@@ -17,6 +17,9 @@
  * every member's input, reduces it in member order (the same bits again)
  * and sends the result to every member, so that each member sends and
  * receives 2 (n - 1) / n of the array rather than n - 1 times it.
+ *
+ * With SHMESH_NET_HIERARCHICAL=1, psum, pmax and pmin reduce inside each
+ * node first (below: "hierarchical"), in another order of the sums.
  * Before them, the call posts a window on its node that nobody reads, so
  * that its node's ranks see it move on (engine/window.h).
  *
@@ -308,8 +311,269 @@ static int rsag_rounds(struct call *k, const uint64_t *hash, struct parts *p)
     return rc;
 }
 
+/* ---- Hierarchical whole-array reductions (SHMESH_NET_HIERARCHICAL) ----
+ *
+ * Every node holding members of the group holds L of them.  Inside the
+ * node, member i (its i-th there, in group order) reduces block i of the
+ * node's members' inputs (reduce-scatter through the node's windows, as
+ * the staged path moves them); it exchanges that partial block with the
+ * members i of the other nodes and combines the nodes' partials in node
+ * order into block i of its output; the node's members then all-gather the
+ * blocks.  Across nodes goes only each node's partial result. */
+struct hier {
+    int *sub, nsub, isub;       /* the node's members (segment ranks), this one's index */
+    int *across, nacross, iacross; /* the members i of each node (job ranks), by node */
+    struct group full;          /* the call's group, given back at the end */
+    uint64_t e, esz;            /* elements, element bytes */
+    unsigned char *partial;     /* block isub of the node's reduction */
+};
+
+static uint64_t hier_lo(const struct hier *h, int j)
+{
+    return h->e * (uint64_t)j / (uint64_t)h->nsub;
+}
+
+static uint64_t hier_bytes(const struct hier *h, int j)
+{
+    return (hier_lo(h, j + 1) - hier_lo(h, j)) * h->esz;
+}
+
+static uint64_t rs_bytes(const struct call *k, int from, int to)
+{
+    return hier_bytes(k->path_state, to);
+}
+
+static void rs_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct hier *h = k->path_state;
+    memcpy(dst, (const unsigned char *)k->f.in.data + hier_lo(h, to) * h->esz + off, len);
+}
+
+static void rs_reduce(const struct call *k, uint64_t off, const void *const *src, uint64_t len)
+{
+    const struct hier *h = k->path_state;
+    reduce_run(k->f.red, k->f.in.dtype, k->f.out.dtype, h->partial + off, src, h->nsub,
+               (size_t)(len / h->esz), 1);
+}
+
+static uint64_t ag_bytes(const struct call *k, int from, int to)
+{
+    (void)to;
+    return hier_bytes(k->path_state, from);
+}
+
+static void ag_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct hier *h = k->path_state;
+    (void)to;
+    memcpy(dst, (const unsigned char *)k->f.out.data + hier_lo(h, h->isub) * h->esz + off, len);
+}
+
+static void ag_recv(const struct call *k, int from, uint64_t off, const void *src, uint64_t len)
+{
+    const struct hier *h = k->path_state;
+    if (from != h->isub)
+        memcpy((unsigned char *)k->f.out.data + hier_lo(h, from) * h->esz + off, src, len);
+}
+
+static const struct transfers node_rs = {.bytes = rs_bytes, .pack = rs_pack, .reduce = rs_reduce};
+static const struct transfers node_ag = {.broadcast = true, .bytes = ag_bytes, .pack = ag_pack,
+                                         .recv = ag_recv};
+
+static int hier_end(struct call *k, int rc)
+{
+    struct hier *h = k->path_state;
+    k->g = h->full;
+    free(h);
+    k->path_state = NULL;
+    k->path_end = NULL;
+    return rc;
+}
+
+/* The hierarchy of k's group when the call takes it (the same answer on
+ * every member: the setting is hashed, the rest is the call's): its state,
+ * set as the path's; NULL otherwise. */
+static struct hier *hier_of(struct call *k)
+{
+    const struct flow *f = &k->f;
+    shmesh_ctx *c = k->c;
+    if (!paths_of(c)->net_hierarchical || !flow_allreduce(f) || k->path_state ||
+        (f->red != RED_SUM && f->red != RED_MAX && f->red != RED_MIN) ||
+        f->in.dtype != f->out.dtype || !f->in_esz)
+        return NULL;
+    const struct job *j = c->job;
+    int n = k->g.n, me = k->g.me, mine = j->node_of[k->g.ranks[me]];
+    /* Members per node, the same on every node that holds some. */
+    int *count = calloc((size_t)j->nodes, sizeof *count), per = 0, nodes = 0;
+    if (!count)
+        return NULL;
+    for (int q = 0; q < n; q++)
+        count[j->node_of[k->g.ranks[q]]]++;
+    bool even = true;
+    for (int d = 0; d < j->nodes; d++)
+        if (count[d]) {
+            even &= !per || count[d] == per;
+            per = count[d];
+            nodes++;
+        }
+    free(count);
+    if (!even)
+        return NULL;
+    struct hier *h = calloc(1, sizeof *h + sizeof(int) * (size_t)(per + nodes));
+    if (!h)
+        return NULL;
+    h->sub = (int *)(h + 1);
+    h->across = h->sub + per;
+    for (int q = 0; q < n; q++)
+        if (j->node_of[k->g.ranks[q]] == mine) {
+            if (q == me)
+                h->isub = h->nsub;
+            h->sub[h->nsub++] = j->seg_rank[k->g.ranks[q]];
+        }
+    /* The members isub of each node, by node number. */
+    for (int d = 0; d < j->nodes; d++) {
+        int seen = 0;
+        for (int q = 0; q < n; q++)
+            if (j->node_of[k->g.ranks[q]] == d && seen++ == h->isub) {
+                if (q == me)
+                    h->iacross = h->nacross;
+                h->across[h->nacross++] = k->g.ranks[q];
+            }
+    }
+    h->full = k->g;
+    h->esz = f->in_esz;
+    h->e = f->in_bytes / f->in_esz;
+    k->path_state = h;
+    k->path_end = hier_end;
+    return h;
+}
+
+/* `e` elements of `esz` bytes at src (not dst: a copy), reduced with the
+ * flow's op over k->g (in its order: the nodes') into dst on every member:
+ * all of them exchanged and combined, or for SHMESH_RSAG_MIN bytes and
+ * more among more than 2 members, reduce-scatter then all-gather (each
+ * member sends 2 (n - 1) / n of them).  Counts the traffic. */
+static int blocks_allreduce(struct call *k, const unsigned char *src, unsigned char *dst,
+                            uint64_t e, uint64_t esz)
+{
+    int n = k->g.n, me = k->g.me;
+    bool split = n > 2 && e >= (uint64_t)n && e * esz >= paths_of(k->c)->rsag_min;
+    uint64_t lo = split ? e * (uint64_t)me / (uint64_t)n : 0;
+    uint64_t cnt = split ? e * (uint64_t)(me + 1) / (uint64_t)n - lo : e;
+    unsigned char *in = job_buffer(k->c, 1, cnt * esz * (uint64_t)n);
+    struct parts p;
+    if (!in)
+        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
+                          k->name, k->seq);
+    int rc = parts_new(k, &p);
+    if (rc)
+        return rc;
+    uint64_t hash = call_hash(&k->d) ^ k->c->tuning, sent = 0, received = 0;
+    for (int q = 0; q < n; q++) {
+        uint64_t qlo = split ? e * (uint64_t)q / (uint64_t)n : 0;
+        uint64_t qcnt = split ? e * (uint64_t)(q + 1) / (uint64_t)n - qlo : e;
+        p.send[q] = src + qlo * esz;
+        p.len[q] = qcnt * esz;
+        p.recv[q] = in + cnt * esz * (uint64_t)q;
+        p.rlen[q] = cnt * esz;
+        if (q != me) {
+            sent += p.len[q];
+            received += p.rlen[q];
+        }
+    }
+    memcpy(p.recv[me], src + lo * esz, cnt * esz);
+    rc = round_run(k, &hash, p.send, p.len, p.recv, p.rlen);
+    if (!rc && cnt)
+        reduce_run(k->f.red, k->f.in.dtype, k->f.out.dtype, dst + lo * esz,
+                   (const void *const *)p.recv, n, (size_t)cnt, 1);
+    if (!rc && split) { /* every member's reduced block to every member */
+        for (int q = 0; q < n; q++) {
+            uint64_t qlo = e * (uint64_t)q / (uint64_t)n;
+            p.send[q] = dst + lo * esz;
+            p.len[q] = cnt * esz;
+            p.recv[q] = dst + qlo * esz;
+            p.rlen[q] = (e * (uint64_t)(q + 1) / (uint64_t)n - qlo) * esz;
+            if (q != me) {
+                sent += p.len[q];
+                received += p.rlen[q];
+            }
+        }
+        rc = round_run(k, NULL, p.send, p.len, p.recv, p.rlen);
+    }
+    if (!rc)
+        call_moved(k, sent, received);
+    parts_free(&p);
+    return rc;
+}
+
+/* Stages: 10 the node's reduce-scatter, 11 across nodes, 12 the node's
+ * all-gather (a node of one member: straight across). */
+static int hier_step(struct call *k)
+{
+    struct hier *h = k->path_state;
+    int rc;
+    if (k->stage == 10 || k->stage == 12) {
+        k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                              .locals = h->full.locals};
+        if ((rc = xrun_step(k, &k->xr)))
+            return rc; /* CALL_WAIT: resumed here */
+        if (k->stage == 12) {
+            k->g = h->full;
+            return 0;
+        }
+        k->stage = 11;
+    }
+    /* Across nodes: this node's partial block among the members holding
+     * it on the others, combined in node order. */
+    uint64_t bytes = hier_bytes(h, h->isub), lo = hier_lo(h, h->isub);
+    k->g = (struct group){.n = h->nacross, .me = h->iacross, .ranks = h->across,
+                          .locals = h->full.locals};
+    rc = blocks_allreduce(k, h->partial, (unsigned char *)k->f.out.data + lo * h->esz,
+                          bytes / h->esz, h->esz);
+    if (rc || h->nsub == 1) {
+        k->g = h->full;
+        return rc;
+    }
+    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                          .locals = h->full.locals};
+    xrun_start(k, &k->xr, &node_ag);
+    k->stage = 12;
+    return hier_step(k);
+}
+
+/* The hierarchy's first step: the partial block's buffer, and the node's
+ * reduce-scatter started (a node of one member: its input is the partial,
+ * after a window nobody reads, as net_step posts). */
+static int hier_start(struct call *k, struct hier *h)
+{
+    uint64_t bytes = hier_bytes(h, h->isub);
+    h->partial = job_buffer(k->c, 0, bytes);
+    if (!h->partial)
+        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
+                          k->name, k->seq);
+    if (h->nsub == 1) {
+        memcpy(h->partial, k->f.in.data, bytes);
+        k->stage = 11;
+        return 0;
+    }
+    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                          .locals = h->full.locals};
+    xrun_start(k, &k->xr, &node_rs);
+    k->stage = 10;
+    return 0;
+}
+
 static int net_step(struct call *k)
 {
+    if (k->stage >= 10) /* resumed in the hierarchy */
+        return hier_step(k);
+    if (k->stage == 0) {
+        struct hier *h = hier_of(k);
+        if (h && h->nsub > 1) {
+            int rc = hier_start(k, h);
+            return rc ? rc : hier_step(k);
+        }
+    }
     /* First a window of this call in the segment, which nobody reads: the
      * node's ranks see this one move past its earlier windows, as after
      * any call on the node (engine/window.h). */
@@ -319,6 +583,10 @@ static int net_step(struct call *k)
             return rc;
         win_post_alone(k);
         k->stage = 1;
+    }
+    if (k->path_end == hier_end) { /* a hierarchy with one member per node */
+        int rc = hier_start(k, k->path_state);
+        return rc ? rc : hier_step(k);
     }
     uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
     struct parts p;

@@ -3,6 +3,7 @@
 #ifndef SHMESH_PATHS_STATE_H
 #define SHMESH_PATHS_STATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/context.h"
@@ -13,6 +14,9 @@ struct paths_state {
      * _DEVICE_TWO_SHOT_MIN: each read by its path alone (ranks agree on
      * them: core's tuning hash). */
     uint64_t zc_min, cma_min, cma_bcast_reduce_min, rsag_min, device_two_shot_min;
+    /* SHMESH_NET_HIERARCHICAL: whole-array reductions across nodes reduce
+     * inside each node first (paths/net.c). */
+    bool net_hierarchical;
     uint64_t probe_word;  /* what peers read to prove single copy works (single_copy.c) */
     int ptracer;          /* the pid PR_SET_PTRACER names, 0 when not lifted */
 };
