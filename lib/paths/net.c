@@ -34,6 +34,7 @@
 
 #include "core/context.h"
 #include "engine/exchange.h"
+#include "engine/flow.h"
 #include "engine/traffic.h"
 #include "engine/window.h"
 #include "net/job.h"
@@ -242,6 +243,76 @@ static int transfers_round(struct call *k, const uint64_t *hash, struct parts *p
         call_moved(k, sent, in_sum);
 done:
     return rc;
+}
+
+/* A move of whole blocks (FLOW_MOVE) whose input and output do not
+ * overlap: each part sent straight out of the input and received straight
+ * into the output where its block is one run of the array (packed and
+ * unpacked where it is not), this member's own part copied: no copy of
+ * the rest. */
+static bool move_direct(const struct call *k)
+{
+    const struct flow *f = &k->f;
+    const unsigned char *i = f->in.data, *o = f->out.data;
+    bool overlap = f->in_bytes && f->out_bytes && i < o + f->out_bytes && o < i + f->in_bytes;
+    return f->kind == FLOW_MOVE && !overlap;
+}
+
+static int move_round(struct call *k, const uint64_t *hash, struct parts *p)
+{
+    const struct flow *f = &k->f;
+    const struct transfers *st = flow_transfers(f);
+    struct call_scratch *s = k->s;
+    int n = k->g.n, me = k->g.me;
+    xrun_plan(k, st);
+    /* Which parts go through staging: their bytes at s->cin (sends) and
+     * s->cout (receives), offsets into one buffer; UINT64_MAX: direct. */
+    uint64_t staged = 0, sent = 0, received = 0;
+    struct box src, dst;
+    uint64_t off;
+    for (int q = 0; q < n; q++) {
+        s->cin[q] = s->cout[q] = UINT64_MAX;
+        if (q == me)
+            continue;
+        p->len[q] = st->broadcast ? s->xtotal[me] : s->xlen_to[q];
+        p->rlen[q] = s->xlen_from[q];
+        sent += p->len[q];
+        received += p->rlen[q];
+        if (p->len[q] && flow_part(k, me, q, &src, &dst) && box_contiguous(&src, &off))
+            p->send[q] = (const unsigned char *)f->in.data + off * f->in_esz;
+        else if (p->len[q])
+            s->cin[q] = staged, staged += p->len[q];
+        else
+            p->send[q] = f->in.data;
+        if (p->rlen[q] && flow_part(k, q, me, &src, &dst) && box_contiguous(&dst, &off))
+            p->recv[q] = (unsigned char *)f->out.data + off * f->out_esz;
+        else if (p->rlen[q])
+            s->cout[q] = staged, staged += p->rlen[q];
+        else
+            p->recv[q] = f->out.data;
+    }
+    unsigned char *buf = job_buffer(k->c, 0, staged);
+    if (!buf)
+        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
+                          "%" PRIu64 " bytes", k->name, k->seq, staged);
+    for (int q = 0; q < n; q++) {
+        if (s->cin[q] != UINT64_MAX) {
+            p->send[q] = buf + s->cin[q];
+            st->pack(k, st->broadcast ? -1 : q, 0, p->len[q], buf + s->cin[q]);
+        }
+        if (s->cout[q] != UINT64_MAX)
+            p->recv[q] = buf + s->cout[q];
+    }
+    int rc = round_run(k, hash, p->send, p->len, p->recv, p->rlen);
+    if (rc)
+        return rc;
+    for (int q = 0; q < n; q++)
+        if (q != me && s->cout[q] != UINT64_MAX)
+            st->recv(k, q, 0, p->recv[q], p->rlen[q]);
+    if (flow_part(k, me, me, &src, &dst))
+        box_copy(&src, f->in.data, &dst, f->out.data);
+    call_moved(k, sent, received);
+    return 0;
 }
 
 /* Whether a call is a whole-array reduction large enough for reduce-scatter
@@ -592,7 +663,9 @@ static int net_step(struct call *k)
     struct parts p;
     int rc = parts_new(k, &p);
     if (!rc)
-        rc = rsag(k) ? rsag_rounds(k, &hash, &p) : transfers_round(k, &hash, &p);
+        rc = rsag(k)          ? rsag_rounds(k, &hash, &p)
+             : move_direct(k) ? move_round(k, &hash, &p)
+                              : transfers_round(k, &hash, &p);
     parts_free(&p);
     return rc;
 }
