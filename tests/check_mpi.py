@@ -148,13 +148,16 @@ def main(argv):
             prog, data = golden
             rc, one = run([shmesh_run, "-n", "8", "--", prog, data], timeout=200)
             summary = [l for l in one.splitlines() if " cases: " in l]
-            for k in (4, 2, 1):  # 2 nodes x 4 ranks, 4 x 2, 8 x 1
-                env, xs = nodes(k)
+            # 2 nodes x 4 ranks, 4 x 2, 8 x 1; and the hierarchical forms
+            # (the golden inputs' sums are exact in any order: golden/README.md)
+            for k, hier in ((4, "0"), (2, "0"), (1, "0"), (4, "1"), (2, "1")):
+                env, xs = nodes(k, {"SHMESH_NET_HIERARCHICAL": hier})
                 rc, out = run(mpi + xs + ["-np", "8", prog, data], env=env, timeout=240)
                 got = [l for l in out.splitlines() if " cases: " in l]
                 check(rc == 0 and summary and got == summary and " 0 failed" in got[0],
-                      "golden collectives on %d nodes x %d ranks: %s (one node: %s)%s"
-                      % (8 // k, k, got[:1], summary[:1], "" if rc == 0 else "\n" + out[-3000:]))
+                      "golden collectives on %d nodes x %d ranks, SHMESH_NET_HIERARCHICAL=%s: "
+                      "%s (one node: %s)%s" % (8 // k, k, hier, got[:1], summary[:1],
+                                               "" if rc == 0 else "\n" + out[-3000:]))
                 clean("golden on %d nodes" % (8 // k))
 
     fake, bench = os.environ.get("SHMESH_TEST_FAKE_GPU"), os.environ.get("SHMESH_BENCH")
@@ -202,13 +205,16 @@ def main(argv):
             got = {}
             for hier in ("0", "1"):
                 e, x = nodes(2, {"SHMESH_NET_HIERARCHICAL": hier})
-                rc, out = run(mpi + x + ["-np", "4", bench, "-o", "psum", "-b", "1M", "-e",
-                                         "1M", "-w", "1", "-n", "4", "--nodes"], env=e)
-                rows = [l.split() for l in out.splitlines() if l.split()[:1] == ["1048576"]]
-                got[hier] = (rc, rows[0][6:8] if rows else out[-1500:])
-            check(got["0"] == (0, ["0", "1048576"]) and got["1"] == (0, ["0", "524288"]),
-                  "psum of 1 MiB across 2 nodes x 2 ranks, checked: 1 MiB per rank crosses "
-                  "nodes, 512 KiB (the least) with SHMESH_NET_HIERARCHICAL=1: %s" % got)
+                rc, out = run(mpi + x + ["-np", "4", bench, "-o", "psum,all_gather", "-b", "1M",
+                                         "-e", "1M", "-w", "1", "-n", "4", "--nodes"], env=e)
+                rows = [l.split()[6:8] for l in out.splitlines()
+                        if l.split()[:1] == ["1048576"]]
+                got[hier] = (rc, rows if len(rows) == 2 else out[-1500:])
+            check(got["0"] == (0, [["0", "1048576"], ["0", "524288"]]) and
+                  got["1"] == (0, [["0", "524288"], ["0", "262144"]]),
+                  "psum and all_gather of 1 MiB across 2 nodes x 2 ranks, checked: 1 MiB and "
+                  "512 KiB per rank cross nodes, the least (512 and 256 KiB) with "
+                  "SHMESH_NET_HIERARCHICAL=1: %s" % got)
         clean("the order across nodes")
 
         head = ("import os, sys, signal, numpy as np, shmesh\n"

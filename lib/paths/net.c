@@ -397,6 +397,14 @@ struct hier {
     struct group full;          /* the call's group, given back at the end */
     uint64_t e, esz;            /* elements, element bytes */
     unsigned char *partial;     /* block isub of the node's reduction */
+    /* A shared move relayed (all_gather): node d's j-th member's index in
+     * the group at grid[d * nsub + j] (d counts the group's nodes); each
+     * member's transfer's bytes, by group index; this member's relay: the
+     * transfers of the members isub of every node, in node order. */
+    bool relay;
+    int *grid;
+    uint64_t *tlen;
+    unsigned char *buf;
 };
 
 static uint64_t hier_lo(const struct hier *h, int j)
@@ -468,9 +476,11 @@ static struct hier *hier_of(struct call *k)
 {
     const struct flow *f = &k->f;
     shmesh_ctx *c = k->c;
-    if (!paths_of(c)->net_hierarchical || !flow_allreduce(f) || k->path_state ||
-        (f->red != RED_SUM && f->red != RED_MAX && f->red != RED_MIN) ||
-        f->in.dtype != f->out.dtype || !f->in_esz)
+    bool reduce = flow_allreduce(f) && (f->red == RED_SUM || f->red == RED_MAX ||
+                                        f->red == RED_MIN) &&
+                  f->in.dtype == f->out.dtype && f->in_esz;
+    bool relay = f->kind == FLOW_MOVE && flow_shared(f);
+    if (!paths_of(c)->net_hierarchical || k->path_state || !(reduce || relay))
         return NULL;
     const struct job *j = c->job;
     int n = k->g.n, me = k->g.me, mine = j->node_of[k->g.ranks[me]];
@@ -490,11 +500,23 @@ static struct hier *hier_of(struct call *k)
     free(count);
     if (!even)
         return NULL;
-    struct hier *h = calloc(1, sizeof *h + sizeof(int) * (size_t)(per + nodes));
+    size_t cells = (size_t)per * (size_t)nodes;
+    struct hier *h = calloc(1, sizeof *h + sizeof(uint64_t) * (size_t)n +
+                                   sizeof(int) * ((size_t)(per + nodes) + cells));
     if (!h)
         return NULL;
-    h->sub = (int *)(h + 1);
+    h->tlen = (uint64_t *)(h + 1);
+    h->sub = (int *)(h->tlen + n);
     h->across = h->sub + per;
+    h->grid = h->across + nodes;
+    h->relay = relay;
+    for (int d = 0, at = 0; d < j->nodes; d++) {
+        int seen = 0;
+        for (int q = 0; q < n; q++)
+            if (j->node_of[k->g.ranks[q]] == d)
+                h->grid[at * per + seen++] = q;
+        at += seen > 0;
+    }
     for (int q = 0; q < n; q++)
         if (j->node_of[k->g.ranks[q]] == mine) {
             if (q == me)
@@ -513,7 +535,7 @@ static struct hier *hier_of(struct call *k)
     }
     h->full = k->g;
     h->esz = f->in_esz;
-    h->e = f->in_bytes / f->in_esz;
+    h->e = f->in_esz ? f->in_bytes / f->in_esz : 0;
     k->path_state = h;
     k->path_end = hier_end;
     return h;
@@ -577,6 +599,123 @@ static int blocks_allreduce(struct call *k, const unsigned char *src, unsigned c
     return rc;
 }
 
+/* ---- A shared move relayed (SHMESH_NET_HIERARCHICAL: all_gather) ----
+ *
+ * Member i of each node sends its transfer (its input) across nodes to the
+ * members i of the other nodes only, then the node's members broadcast to
+ * each other, on the node's segment, what they hold: their own and what
+ * they received.  Each transfer crosses to each other node once. */
+static uint64_t relay_bytes(const struct call *k, int from, int to)
+{
+    const struct hier *h = k->path_state;
+    (void)to;
+    uint64_t b = 0;
+    for (int d = 0; d < h->nacross; d++)
+        b += h->tlen[h->grid[d * h->nsub + from]];
+    return b;
+}
+
+static void relay_pack(const struct call *k, int to, uint64_t off, uint64_t len, void *dst)
+{
+    const struct hier *h = k->path_state;
+    (void)to;
+    memcpy(dst, h->buf + off, len);
+}
+
+/* Bytes [off, off + len) of member `from`'s relay: pieces of the members
+ * (d, from)'s transfers, each handed to the flow's own recv. */
+static void relay_recv(const struct call *k, int from, uint64_t off, const void *src,
+                       uint64_t len)
+{
+    const struct hier *h = k->path_state;
+    if (from == h->isub) /* delivered already */
+        return;
+    const struct transfers *st = flow_transfers(&k->f);
+    uint64_t at = 0;
+    for (int d = 0; d < h->nacross && len; d++) {
+        int q = h->grid[d * h->nsub + from];
+        uint64_t a, b;
+        if (xpiece_meet(at, h->tlen[q], off, len, &a, &b))
+            st->recv(k, q, a - at, (const unsigned char *)src + (a - off), b - a);
+        at += h->tlen[q];
+    }
+}
+
+static const struct transfers node_relay = {.broadcast = true, .bytes = relay_bytes,
+                                            .pack = relay_pack, .recv = relay_recv};
+
+/* Across nodes, then the node's broadcast started (stage 20). */
+static int relay_start(struct call *k, struct hier *h)
+{
+    const struct transfers *st = flow_transfers(&k->f);
+    xrun_plan(k, st); /* the whole group's transfers */
+    uint64_t total = 0, mine = 0;
+    for (int q = 0; q < h->full.n; q++)
+        h->tlen[q] = k->s->xtotal[q];
+    for (int d = 0; d < h->nacross; d++) {
+        if (d == h->iacross)
+            mine = total;
+        total += h->tlen[h->grid[d * h->nsub + h->isub]];
+    }
+    h->buf = job_buffer(k->c, 0, total);
+    struct parts p;
+    if (!h->buf)
+        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
+                          "%" PRIu64 " bytes", k->name, k->seq, total);
+    int me = h->full.me, rc;
+    if (h->tlen[me])
+        st->pack(k, -1, 0, h->tlen[me], h->buf + mine);
+    k->g = (struct group){.n = h->nacross, .me = h->iacross, .ranks = h->across,
+                          .locals = h->full.locals};
+    if ((rc = parts_new(k, &p)))
+        return rc;
+    uint64_t at = 0, sent = 0, received = 0;
+    for (int d = 0; d < h->nacross; d++) {
+        uint64_t len = h->tlen[h->grid[d * h->nsub + h->isub]];
+        p.send[d] = h->buf + mine;
+        p.len[d] = h->tlen[me];
+        p.recv[d] = h->buf + at;
+        p.rlen[d] = len;
+        if (d != h->iacross) {
+            sent += p.len[d];
+            received += len;
+        }
+        at += len;
+    }
+    uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
+    rc = round_run(k, &hash, p.send, p.len, p.recv, p.rlen);
+    parts_free(&p);
+    if (rc) {
+        k->g = h->full;
+        return rc;
+    }
+    call_moved(k, sent, received);
+    /* What this member holds goes into its own output at once. */
+    at = 0;
+    for (int d = 0; d < h->nacross; d++) {
+        int q = h->grid[d * h->nsub + h->isub];
+        if (h->tlen[q])
+            st->recv(k, q, 0, h->buf + at, h->tlen[q]);
+        at += h->tlen[q];
+    }
+    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                          .locals = h->full.locals};
+    xrun_start(k, &k->xr, &node_relay);
+    k->stage = 20;
+    return 0;
+}
+
+static int relay_step(struct call *k)
+{
+    struct hier *h = k->path_state;
+    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                          .locals = h->full.locals};
+    int rc = xrun_step(k, &k->xr);
+    if (rc != CALL_WAIT)
+        k->g = h->full;
+    return rc;
+}
+
 /* Stages: 10 the node's reduce-scatter, 11 across nodes, 12 the node's
  * all-gather (a node of one member: straight across). */
 static int hier_step(struct call *k)
@@ -636,13 +775,15 @@ static int hier_start(struct call *k, struct hier *h)
 
 static int net_step(struct call *k)
 {
+    if (k->stage >= 20) /* resumed in a relay */
+        return relay_step(k);
     if (k->stage >= 10) /* resumed in the hierarchy */
         return hier_step(k);
     if (k->stage == 0) {
         struct hier *h = hier_of(k);
         if (h && h->nsub > 1) {
-            int rc = hier_start(k, h);
-            return rc ? rc : hier_step(k);
+            int rc = h->relay ? relay_start(k, h) : hier_start(k, h);
+            return rc ? rc : h->relay ? relay_step(k) : hier_step(k);
         }
     }
     /* First a window of this call in the segment, which nobody reads: the
@@ -656,8 +797,13 @@ static int net_step(struct call *k)
         k->stage = 1;
     }
     if (k->path_end == hier_end) { /* a hierarchy with one member per node */
-        int rc = hier_start(k, k->path_state);
-        return rc ? rc : hier_step(k);
+        struct hier *h = k->path_state;
+        if (h->relay) { /* nothing to relay: each node's one member */
+            hier_end(k, 0);
+        } else {
+            int rc = hier_start(k, h);
+            return rc ? rc : hier_step(k);
+        }
     }
     uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
     struct parts p;
