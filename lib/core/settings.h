@@ -129,8 +129,9 @@ enum settings_debug {
       "machine, for tests)")                                                                   \
     X(NET_HIERARCHICAL, net_hierarchical, SWITCH, 0, "0", SETTINGS_LIBRARY, 1,                 \
       "1: whole-array reductions (psum, pmax, pmin) whose group spans nodes reduce inside "    \
-      "each node first and send across nodes only each node's partial result: fewer bytes "   \
-      "across nodes, but another order of the sums than on one node")                         \
+      "each node first and send across nodes only each node's partial result (another order " \
+      "of the sums than on one node), and all_gather and pbroadcast relay inside the node "   \
+      "what crossed once")                                                                     \
     X(DEVICE_TWO_SHOT_MIN, device_two_shot_min, BYTES, 262144, "262144", SETTINGS_LIBRARY, 1,  \
       "the smallest device reduction whose members each reduce a share (two-shot)")           \
     X(ARRAY_CACHE, array_cache, BYTES, UINT64_C(1) << 30, "1073741824", SETTINGS_LIBRARY, 0,   \

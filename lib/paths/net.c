@@ -19,7 +19,8 @@
  * receives 2 (n - 1) / n of the array rather than n - 1 times it.
  *
  * With SHMESH_NET_HIERARCHICAL=1, psum, pmax and pmin reduce inside each
- * node first (below: "hierarchical"), in another order of the sums.
+ * node first (below: "hierarchical"), in another order of the sums, and
+ * all_gather and pbroadcast cross each node boundary once (a "relay").
  * Before them, the call posts a window on its node that nobody reads, so
  * that its node's ranks see it move on (engine/window.h).
  *
