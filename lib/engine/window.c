@@ -202,7 +202,8 @@ static inline __attribute__((always_inline)) void post(struct call *k, const int
     /* Release: payload, hash and description before the tag. */
     atomic_store_explicit(&mine->tag, tag, memory_order_release);
     w->buf_tag[b] = tag;
-    memcpy(w->buf_readers[b], readers, sizeof *readers * (size_t)nreaders);
+    if (nreaders) /* win_post_alone's: none (and no array) */
+        memcpy(w->buf_readers[b], readers, sizeof *readers * (size_t)nreaders);
     w->buf_nreaders[b] = nreaders;
     w->next_buf = b ^ 1;
     seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */

@@ -1,16 +1,20 @@
 /* Across nodes (see net.h).
  *
- * Each member packs its whole transfer (engine/exchange.h: the same layout
- * the staged path cuts into windows) and sends each other member of the
- * group its part, behind a header with the call's hash (struct head; the
- * descriptions are exchanged only to explain a mismatch);
- * it receives each member's part for it, checks the headers, and hands the
- * parts to the transfers' recv or reduce exactly as the staged path does.
- * So every op's flow is carried unchanged, and a reduction combines the
- * members' data in member order, as on one node: the results are the same
- * bits as on one node.  Every pair of members exchanges a header and a
- * data message at every call, whatever it carries, so the pairs' messages
- * stay in step call after call (MPI keeps a pair's messages in order).
+ * First the call posts a window on its node that nobody reads, so that the
+ * node's ranks see it move on (engine/window.h).  Then each member packs
+ * its transfers (engine/exchange.h: the same layout the staged path cuts
+ * into windows), sends each other member of the group its part over MPI
+ * behind a header with the call's hash (struct head: the data rides in the
+ * same message up to INLINE_MAX bytes; the descriptions are exchanged only
+ * to explain a mismatch), receives each member's part, checks the headers
+ * and hands the parts to the transfers' recv or reduce exactly as the
+ * staged path does.  So every op's flow is carried unchanged, and a
+ * reduction combines the members' data in member order: the same bits as
+ * on one node.  Every pair of members exchanges a message each way at
+ * every call, whatever it carries, so the pairs' messages stay in step
+ * call after call (MPI keeps a pair's messages in order).  Moves send
+ * straight out of the input and receive straight into the output where a
+ * block is one run of the array.
  *
  * A whole-array reduction of SHMESH_RSAG_MIN bytes or more goes as
  * reduce-scatter then all-gather instead: member q receives block q of
@@ -19,15 +23,9 @@
  * receives 2 (n - 1) / n of the array rather than n - 1 times it.
  *
  * With SHMESH_NET_HIERARCHICAL=1, psum, pmax and pmin reduce inside each
- * node first (below: "hierarchical"), in another order of the sums, and
- * all_gather and pbroadcast cross each node boundary once (a "relay").
- * Before them, the call posts a window on its node that nobody reads, so
- * that its node's ranks see it move on (engine/window.h).
- *
- * Not built yet: the hierarchical form that moves across nodes only what
- * must cross (node-local parts on shared memory): each member here
- * exchanges with every other member, on its node too, over MPI
- * (docs/multinode.md). */
+ * node first, on its segment (below: "hierarchical"), in another order of
+ * the sums, and all_gather and pbroadcast cross each node boundary once (a
+ * "relay"): across nodes goes only what must cross (docs/multinode.md). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
