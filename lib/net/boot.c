@@ -1,5 +1,6 @@
 /* Joining an MPI job (see boot.h). */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +26,20 @@ static const char *mpi_launcher(void)
     return NULL;
 }
 
+/* The job spans several nodes (the last net_boot's). */
+static bool several_nodes;
+
 /* At the process's exit: MPI finalized, unless the process fails (a
- * status other than 0, or a context poisoned): then the whole job ends
- * (MPI_Abort), since ranks on other nodes may wait for this one in vain,
- * where mpirun would wait for them after a finalize. */
+ * status other than 0, or in a job of several nodes a context poisoned):
+ * then the whole job ends (MPI_Abort), since ranks on other nodes may wait
+ * for this one in vain, where mpirun would wait for them after a finalize.
+ * (On one node the others learn of a failure through the segment.) */
 static void at_exit(int status, void *arg)
 {
     (void)arg;
     if (!ops)
         return;
-    if (status || atomic_load(&ctx_poisoned_here))
+    if (status || (several_nodes && atomic_load(&ctx_poisoned_here)))
         ops->abort(status ? status : 1);
     ops->finalize();
 }
@@ -109,6 +114,7 @@ int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
     b->active = true;
     b->ops = ops;
     const struct net_world *w = &b->w;
+    several_nodes = w->nodes > 1;
     struct made m = {0};
     if (w->local_rank == 0) {
         struct seg_create_opts so = {.world_size = w->local_size,
