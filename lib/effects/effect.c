@@ -235,7 +235,7 @@ static void run_here(const struct callback_work *cw)
         cw->fn(cw->arg, cw->placement);
     else
         for (int l = 0; l < c->local_devices; l++)
-            cw->fn(cw->arg, c->rank * c->local_devices + l);
+            cw->fn(cw->arg, c->job_rank * c->local_devices + l); /* device ids */
     ctx_in_callback = was;
 }
 
@@ -289,9 +289,10 @@ int shmesh_callback(shmesh_ctx *c, shmesh_effect *e, int placement, shmesh_callb
     int span = placement == SHMESH_PLACE_ALL    ? devices
                : placement == SHMESH_PLACE_SELF ? c->local_devices
                                                 : 1;
-    if (c->job)
-        rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_callback: callbacks in a job of several "
-                      "nodes are not built yet (docs/multinode.md)");
+    if (c->job && placement != SHMESH_PLACE_SELF)
+        rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_callback: callbacks placed on other "
+                      "devices than this rank's (SHMESH_PLACE_SELF) in a job of several nodes "
+                      "are not built yet (docs/multinode.md)");
     else if (!fn)
         rc = ctx_fail(c, SHMESH_ERR_INVALID, "shmesh_callback: fn is NULL");
     else if (e && e->c != c)
