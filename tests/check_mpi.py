@@ -14,9 +14,14 @@
   and shmesh-train and examples/train.py give, bit for bit, what they do
   under shmesh-run -n 4; shmesh-bench on device buffers (the fake runtime,
   SHMESH_TEST_FAKE_GPU, with SHMESH_BENCH), checked; the golden
-  collectives (GOLDEN_COLL GOLDEN_FILE) on 2 nodes x 4 ranks, 4 x 2 and 8 x 1 give shmesh-run -n 8's summary, nothing
-  failed; a call that differs across nodes, a bad argument on one rank and
-  a rank killed on the other node each end the job, saying so;
+  collectives (GOLDEN_COLL GOLDEN_FILE) on 2 nodes x 4 ranks, 4 x 2 and
+  8 x 1, and in the hierarchical forms (SHMESH_NET_HIERARCHICAL=1) on 2 x 4
+  and 4 x 2, give shmesh-run -n 8's summary, nothing failed; a psum across
+  nodes has the bits of its documented order in either form
+  (helpers/net_order.py), and psum and all_gather send the bytes across
+  nodes they should; a call that differs across nodes, a bad argument on
+  one rank and a rank killed on the other node each end the job, saying
+  so;
 - a rank that exits during a job: the job ends non-zero, nothing hangs;
 - shmesh-top finds the job (its first rank) and shows rank 0 waiting for
   rank 1, which sleeps between two calls;
