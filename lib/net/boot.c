@@ -90,6 +90,7 @@ static int load(const char *launcher, char *why, size_t len)
  * the creator's failure. */
 struct made {
     int rc;
+    int rank; /* the creator's rank in the job (a node's ranks need not be consecutive) */
     char path[SEG_NAME_MAX];
     char why[400];
 };
@@ -115,7 +116,7 @@ int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
     b->ops = ops;
     const struct net_world *w = &b->w;
     several_nodes = w->nodes > 1;
-    struct made m = {0};
+    struct made m = {.rank = w->rank};
     if (w->local_rank == 0) {
         struct seg_create_opts so = {.world_size = w->local_size,
                                      .slot_bytes = e->slot_bytes,
@@ -130,7 +131,7 @@ int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
         return SHMESH_ERR_SYSTEM;
     if (m.rc) {
         snprintf(why, len, "the node's first rank (rank %d of the job) could not make the "
-                           "segment: %s", w->rank - w->local_rank, m.why);
+                           "segment: %s", m.rank, m.why);
         return SHMESH_ERR_SYSTEM;
     }
     snprintf(b->segment, sizeof b->segment, "%s", m.path);
