@@ -127,6 +127,9 @@ enum settings_debug {
     X(NODE_SIZE, node_size, INDEX, 0, "0: the machines' nodes", SETTINGS_LIBRARY, 0,          \
       "an MPI job's nodes as runs of this many consecutive ranks (several nodes on one "        \
       "machine, for tests)")                                                                   \
+    X(NODE_CYCLIC, node_cyclic, SWITCH, 0, "0", SETTINGS_LIBRARY, 0,                          \
+      "1: with SHMESH_NODE_SIZE, the ranks dealt to the nodes in turn (rank r on node r mod "  \
+      "the nodes), as mpirun --map-by node places them")                                      \
     X(NET_HIERARCHICAL, net_hierarchical, SWITCH, 0, "0", SETTINGS_LIBRARY, 1,                 \
       "1: whole-array reductions (psum, pmax, pmin) whose group spans nodes reduce inside "    \
       "each node first and send across nodes only each node's partial result (another order " \

@@ -110,7 +110,7 @@ int net_boot(struct settings *e, struct net_boot *b, char *why, size_t len)
     int rc = load(launcher, why, len);
     if (rc)
         return rc;
-    if (ops->init(e->node_size, &b->w, why, len))
+    if (ops->init(e->node_size, e->node_cyclic, &b->w, why, len))
         return SHMESH_ERR_SYSTEM;
     b->active = true;
     b->ops = ops;

@@ -27,7 +27,7 @@ static int mpi_why(int err, const char *what, char *why, size_t len)
     return -1;
 }
 
-static int init(int node_size, struct net_world *w, char *why, size_t len)
+static int init(int node_size, bool cyclic, struct net_world *w, char *why, size_t len)
 {
     int inited = 0, err;
     MPI_Initialized(&inited);
@@ -47,8 +47,10 @@ static int init(int node_size, struct net_world *w, char *why, size_t len)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &w->size);
-    if (node_size > 0)
-        err = MPI_Comm_split(MPI_COMM_WORLD, w->rank / node_size, w->rank, &node_comm);
+    int nodes = node_size > 0 ? (w->size + node_size - 1) / node_size : 0;
+    if (node_size > 0) /* a node's ranks in job order (the key): its segment's */
+        err = MPI_Comm_split(MPI_COMM_WORLD, cyclic ? w->rank % nodes : w->rank / node_size,
+                             w->rank, &node_comm);
     else
         err = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL,
                                   &node_comm);

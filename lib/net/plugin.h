@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_ABI 2u
+#define NET_ABI 3u
 #define NET_ENTRY "shmesh_net_mpi_v1"
 
 /* This process's place in the job. */
@@ -39,8 +39,10 @@ struct net_ops {
      * already: then its own, which finalize leaves) and finds the nodes:
      * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or with node_size > 0
      * nodes of that many consecutive ranks (SHMESH_NODE_SIZE: several
-     * "nodes" on one machine, for tests).  0, or -1 with why. */
-    int (*init)(int node_size, struct net_world *w, char *why, size_t len);
+     * "nodes" on one machine, for tests), or with `cyclic` as many nodes
+     * with the ranks dealt to them in turn (SHMESH_NODE_CYCLIC).  0, or -1
+     * with why. */
+    int (*init)(int node_size, bool cyclic, struct net_world *w, char *why, size_t len);
     /* `bytes` of buf from the node's rank `root` to the node's others. */
     int (*node_bcast)(void *buf, size_t bytes, int root, char *why, size_t len);
     /* Every rank's node, by rank, into node_of[size] (after init). */

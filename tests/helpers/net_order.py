@@ -9,7 +9,8 @@ other one for these data:
   SHMESH_NET_HIERARCHICAL=0: rank 0's + rank 1's + ... in rank order, as on
   one node;
   SHMESH_NET_HIERARCHICAL=1: each node's ranks in rank order, then the
-  nodes' sums in node order.
+  nodes' sums in node order (nodes of K consecutive ranks, or with
+  SHMESH_NODE_CYCLIC=1 rank q on node q mod the number of nodes).
 """
 import os
 import numpy as np
@@ -18,6 +19,7 @@ shmesh.init()
 r, n = shmesh.rank(), shmesh.world_size()
 k = int(os.environ["SHMESH_NODE_SIZE"])
 hier = os.environ.get("SHMESH_NET_HIERARCHICAL", "0") == "1"
+cyclic = os.environ.get("SHMESH_NODE_CYCLIC", "0") == "1"
 m = shmesh.Mesh(np.arange(n), ("i",))
 lines = []
 for size in (1000, 300000):
@@ -28,10 +30,13 @@ for size in (1000, 300000):
     flat = xs[0].copy()
     for x in xs[1:]:
         flat += x
+    nodes_n = -(-n // k)
+    on = [[q for q in range(n) if (q % nodes_n if cyclic else q // k) == d]
+          for d in range(nodes_n)]
     parts = []
-    for node in range(n // k):
-        p = xs[node * k].copy()
-        for q in range(node * k + 1, node * k + k):
+    for members in on:  # each node's ranks in rank order, then the nodes in order
+        p = xs[members[0]].copy()
+        for q in members[1:]:
             p += xs[q]
         parts.append(p)
     nodes = parts[0].copy()
