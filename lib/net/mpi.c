@@ -95,12 +95,30 @@ static int pieces(const void *buf, size_t bytes)
     return !buf ? 0 : bytes ? (int)((bytes + PIECE - 1) / PIECE) : 1;
 }
 
+/* Requests left behind (a failed or abandoned exchange): the receives,
+ * req[0..nrecv), cancelled and completed, so that nothing lands later in
+ * buffers their owners free; the sends cancelled and let go. */
+static void cancel_pending(MPI_Request *req, int r, int nrecv)
+{
+    for (int q = 0; q < r; q++) {
+        if (req[q] == MPI_REQUEST_NULL)
+            continue;
+        MPI_Cancel(&req[q]);
+        if (q < nrecv)
+            MPI_Wait(&req[q], MPI_STATUS_IGNORE);
+        else
+            MPI_Request_free(&req[q]);
+    }
+}
+
 static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *arg, char *why,
                     size_t len)
 {
-    int nreq = 0;
-    for (int i = 0; i < n; i++)
+    int nreq = 0, nrecv = 0;
+    for (int i = 0; i < n; i++) {
+        nrecv += pieces(msgs[i].recv, msgs[i].recv_cap);
         nreq += pieces(msgs[i].send, msgs[i].send_bytes) + pieces(msgs[i].recv, msgs[i].recv_cap);
+    }
     MPI_Request *req = malloc(sizeof *req * (size_t)nreq);
     MPI_Status *st = malloc(sizeof *st * (size_t)nreq);
     if (!req || !st) {
@@ -124,14 +142,10 @@ static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *a
             err = MPI_Isend((const char *)msgs[i].send + at, (int)(left < PIECE ? left : PIECE),
                             MPI_BYTE, msgs[i].peer, 0, data_comm, &req[r++]);
         }
-    int rc = 0;
+    int rc = 0, posted = r;
     if (err != MPI_SUCCESS) {
         rc = mpi_why(err, "posting the collective's messages", why, len);
-        for (int q = 0; q < r; q++) /* what was posted is cancelled */
-            if (req[q] != MPI_REQUEST_NULL) {
-                MPI_Cancel(&req[q]);
-                MPI_Request_free(&req[q]);
-            }
+        cancel_pending(req, r, r < nrecv ? r : nrecv); /* what was posted */
         free(req);
         free(st);
         return rc;
@@ -146,8 +160,9 @@ static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *a
         }
         if (done || err == MPI_ERR_IN_STATUS)
             break;
-        if ((rc = idle(arg)) != 0) {
-            free(req); /* abandoned: the job is ending */
+        if ((rc = idle(arg)) != 0) { /* abandoned: the job is ending */
+            cancel_pending(req, posted, nrecv);
+            free(req);
             free(st);
             return rc;
         }
@@ -178,6 +193,8 @@ static int exchange(struct net_msg *msgs, int n, int (*idle)(void *arg), void *a
                 break;
         }
     }
+    if (err == MPI_ERR_IN_STATUS) /* some failed: the others may still be pending */
+        cancel_pending(req, posted, nrecv);
     free(req);
     free(st);
     return rc;
