@@ -8,8 +8,17 @@
 #ifndef SHMESH_CORE_BYTES_H
 #define SHMESH_CORE_BYTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+
+/* Whether byte ranges [a, a + alen) and [b, b + blen) share a byte. */
+static inline bool bytes_overlap(const void *a, uint64_t alen, const void *b, uint64_t blen)
+{
+    const unsigned char *x = a, *y = b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
 
 static __attribute__((noipa, unused)) void bytes_copy(void *dst, const void *src, size_t n)
 {

@@ -613,7 +613,7 @@ bool dev_groups_apart(const struct call *ks, int nlocal)
 {
     for (int l = 0; l < nlocal; l++)
         for (int m = 0; m < nlocal; m++)
-            if (m != l && coll_overlap(ks[m].f.in.data, ks[m].f.in_bytes, ks[l].f.out.data,
+            if (m != l && bytes_overlap(ks[m].f.in.data, ks[m].f.in_bytes, ks[l].f.out.data,
                                        ks[l].f.out_bytes))
                 return false;
     return true;

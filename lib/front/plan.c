@@ -107,7 +107,7 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
      * place is as the plan's call was (the op's rule, the same shapes). */
     const void *in = a->in->data, *out = a->out->data;
     if ((p->f.in_bytes && !in) || (p->f.out_bytes && !out) ||
-        (in == out ? !p->in_place : coll_overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
+        (in == out ? !p->in_place : bytes_overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
         return false;
     if ((*rc = call_init(k, c, a->op)))
         return true;

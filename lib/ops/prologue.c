@@ -84,7 +84,7 @@ int coll_no_overlap(struct call *k, const void *in, uint64_t in_bytes, const voi
 {
     if (same_allowed && in == out && in_bytes == out_bytes)
         return 0;
-    if (coll_overlap(in, in_bytes, out, out_bytes))
+    if (bytes_overlap(in, in_bytes, out, out_bytes))
         return ctx_fail(k->c, SHMESH_ERR_INVALID, "%s: in and out overlap%s", k->name,
                         same_allowed ? " (only the very same buffer is allowed)" : "");
     return 0;

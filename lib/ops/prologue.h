@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/bytes.h"
 #include "engine/call.h"
 #include "mesh/mesh.h"
 #include "shmesh.h"
@@ -22,12 +23,6 @@ int coll_open(struct call *k, shmesh_mesh *m, enum call_op op, const char *axes,
 /* Both arrays well-formed (array_check); element counts out. */
 int coll_arrays(struct call *k, const shmesh_array *in, const char *in_name,
                 const shmesh_array *out, const char *out_name, uint64_t *n_in, uint64_t *n_out);
-/* Whether byte ranges [a, a + alen) and [b, b + blen) share a byte. */
-static inline bool coll_overlap(const void *a, uint64_t alen, const void *b, uint64_t blen)
-{
-    const unsigned char *x = a, *y = b;
-    return alen && blen && x < y + blen && y < x + alen;
-}
 /* Fails unless `out` and `in` are the same buffer or do not overlap. */
 int coll_no_overlap(struct call *k, const void *in, uint64_t in_bytes, const void *out,
                     uint64_t out_bytes, bool same_allowed);

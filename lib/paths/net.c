@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/context.h"
 #include "engine/exchange.h"
 #include "engine/flow.h"
@@ -252,9 +253,8 @@ done:
 static bool move_direct(const struct call *k)
 {
     const struct flow *f = &k->f;
-    const unsigned char *i = f->in.data, *o = f->out.data;
-    bool overlap = f->in_bytes && f->out_bytes && i < o + f->out_bytes && o < i + f->in_bytes;
-    return f->kind == FLOW_MOVE && !overlap;
+    return f->kind == FLOW_MOVE &&
+           !bytes_overlap(f->in.data, f->in_bytes, f->out.data, f->out_bytes);
 }
 
 static int move_round(struct call *k, const uint64_t *hash, struct parts *p)
