@@ -52,6 +52,21 @@ struct head {
 
 static bool across_nodes(const struct call *k) { return k->net; }
 
+/* The hash a call's headers carry: call_hash ^ tuning, as windows do. */
+static uint64_t net_hash(const struct call *k) { return call_hash(&k->d) ^ k->c->tuning; }
+
+/* Out of memory in the middle of a call (`bytes` of it, 0: some): the
+ * context poisoned, as the call cannot go on alike on every member. */
+static int no_memory(struct call *k, uint64_t bytes)
+{
+    if (!bytes)
+        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
+                          k->name, k->seq);
+    return ctx_poison(k->c, SHMESH_ERR_NOMEM,
+                      "%s (call #%" PRIu64 "): out of memory for %" PRIu64 " bytes", k->name,
+                      k->seq, bytes);
+}
+
 /* Members' calls differ (member q's header did not match): both named
  * where q's description comes back in time (q found the same, and sends
  * its own), the context poisoned, the node told (its ranks may wait in
@@ -102,8 +117,7 @@ static int round_run(struct call *k, const uint64_t *hash, const void *const *se
     if (!msgs || (hash && !hbuf)) {
         free(msgs);
         free(hbuf);
-        return ctx_poison(c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
-                          k->name, k->seq);
+        return no_memory(k, 0);
     }
     struct job *j = c->job;
     int rc = 0;
@@ -182,8 +196,7 @@ static int parts_new(struct call *k, struct parts *p)
     p->rlen = p->len ? p->len + n : NULL;
     if (p->send && p->recv && p->len)
         return 0;
-    return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory", k->name,
-                      k->seq);
+    return no_memory(k, 0);
 }
 
 static void parts_free(struct parts *p)
@@ -209,9 +222,7 @@ static int transfers_round(struct call *k, const uint64_t *hash, struct parts *p
     unsigned char *out = job_buffer(k->c, 0, mine), *in = job_buffer(k->c, 1, in_sum);
     int rc = 0;
     if (!out || !in) {
-        rc = ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
-                        "%" PRIu64 " bytes of messages across nodes", k->name, k->seq,
-                        mine + in_sum);
+        rc = no_memory(k, mine + in_sum);
         goto done;
     }
     if (mine)
@@ -292,8 +303,7 @@ static int move_round(struct call *k, const uint64_t *hash, struct parts *p)
     }
     unsigned char *buf = job_buffer(k->c, 0, staged);
     if (!buf)
-        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
-                          "%" PRIu64 " bytes", k->name, k->seq, staged);
+        return no_memory(k, staged);
     for (int q = 0; q < n; q++) {
         if (s->cin[q] != UINT64_MAX) {
             p->send[q] = buf + s->cin[q];
@@ -327,56 +337,59 @@ static bool rsag(const struct call *k)
 /* Member q's block of e elements: [lo, hi). */
 static uint64_t block_lo(uint64_t e, int q, int n) { return e * (uint64_t)q / (uint64_t)n; }
 
-/* A whole-array reduction as reduce-scatter then all-gather: member q
- * reduces block q over every member's block q, in member order (the same
- * bits as on one node), and sends it to every member. */
-static int rsag_rounds(struct call *k, const uint64_t *hash, struct parts *p)
+/* Elements [base, base + e) of a whole-array reduction: this member's
+ * sources at src (a copy of them, not the output), combined with the
+ * flow's reduction over k->g, in its order, into the same elements of the
+ * output on every member.  All exchanged and combined at once, or with
+ * `split` as reduce-scatter then all-gather: member q reduces block q of
+ * every member's sources and sends it to every member (each member sends
+ * 2 (n - 1) / n of them).  Counts the traffic. */
+static int allreduce_blocks(struct call *k, const uint64_t *hash, struct parts *p,
+                            const unsigned char *src, uint64_t base, uint64_t e, bool split)
 {
     const struct flow *f = &k->f;
     const struct transfers *st = flow_transfers(f);
     int n = k->g.n, me = k->g.me;
-    uint64_t e = f->in_bytes / f->in_esz, ie = f->in_esz, oe = f->out_esz;
-    uint64_t lo = block_lo(e, me, n), cnt = block_lo(e, me + 1, n) - lo, in_sum = 0;
-    for (int q = 0; q < n; q++)
-        if (q != me)
-            in_sum += cnt * ie;
+    uint64_t ie = f->in_esz, oe = f->out_esz;
+    uint64_t lo = split ? block_lo(e, me, n) : 0, cnt = split ? block_lo(e, me + 1, n) - lo : e;
     /* Every member's block of this one's, and this one's own (copied: in
      * place, the reduction writes over the input). */
-    unsigned char *in = job_buffer(k->c, 1, in_sum + cnt * ie);
+    unsigned char *in = job_buffer(k->c, 1, cnt * ie * (uint64_t)n);
     if (!in)
-        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
-                          "%" PRIu64 " bytes", k->name, k->seq, in_sum + cnt * ie);
-    const unsigned char *src = f->in.data;
-    uint64_t at = 0, sent = 0, received = in_sum;
+        return no_memory(k, cnt * ie * (uint64_t)n);
+    uint64_t sent = 0, received = 0;
     for (int q = 0; q < n; q++) {
-        uint64_t qlo = block_lo(e, q, n), qcnt = block_lo(e, q + 1, n) - qlo;
+        uint64_t qlo = split ? block_lo(e, q, n) : 0;
+        uint64_t qcnt = split ? block_lo(e, q + 1, n) - qlo : e;
         p->send[q] = src + qlo * ie;
         p->len[q] = qcnt * ie;
-        p->recv[q] = in + at;
+        p->recv[q] = in + cnt * ie * (uint64_t)q;
         p->rlen[q] = cnt * ie;
-        at += cnt * ie;
-        if (q != me)
-            sent += qcnt * ie;
+        if (q != me) {
+            sent += p->len[q];
+            received += p->rlen[q];
+        }
     }
     memcpy(p->recv[me], src + lo * ie, cnt * ie);
     int rc = round_run(k, hash, p->send, p->len, p->recv, p->rlen);
     if (!rc && cnt)
-        st->reduce(k, lo * ie, (const void *const *)p->recv, cnt * ie);
-    if (rc)
-        return rc;
-    unsigned char *dst = f->out.data;
-    for (int q = 0; q < n; q++) {
-        uint64_t qlo = block_lo(e, q, n), qcnt = block_lo(e, q + 1, n) - qlo;
-        p->send[q] = dst + lo * oe;
-        p->len[q] = cnt * oe;
-        p->recv[q] = dst + qlo * oe;
-        p->rlen[q] = qcnt * oe;
-        if (q != me) {
-            sent += cnt * oe;
-            received += qcnt * oe;
+        st->reduce(k, (base + lo) * ie, (const void *const *)p->recv, cnt * ie);
+    if (!rc && split) { /* every member's reduced block to every member */
+        unsigned char *dst = (unsigned char *)f->out.data + base * oe;
+        for (int q = 0; q < n; q++) {
+            uint64_t qlo = block_lo(e, q, n);
+            p->send[q] = dst + lo * oe;
+            p->len[q] = cnt * oe;
+            p->recv[q] = dst + qlo * oe;
+            p->rlen[q] = (block_lo(e, q + 1, n) - qlo) * oe;
+            if (q != me) {
+                sent += p->len[q];
+                received += p->rlen[q];
+            }
         }
+        rc = round_run(k, NULL, p->send, p->len, p->recv, p->rlen);
     }
-    if (!(rc = round_run(k, NULL, p->send, p->len, p->recv, p->rlen)))
+    if (!rc)
         call_moved(k, sent, received);
     return rc;
 }
@@ -406,9 +419,20 @@ struct hier {
     unsigned char *buf;
 };
 
-static uint64_t hier_lo(const struct hier *h, int j)
+static uint64_t hier_lo(const struct hier *h, int j) { return block_lo(h->e, j, h->nsub); }
+
+/* k's group for the node's part: the node's members. */
+static void group_node(struct call *k, const struct hier *h)
 {
-    return h->e * (uint64_t)j / (uint64_t)h->nsub;
+    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
+                          .locals = h->full.locals};
+}
+
+/* k's group across nodes: the members of this one's index on every node. */
+static void group_across(struct call *k, const struct hier *h)
+{
+    k->g = (struct group){.n = h->nacross, .me = h->iacross, .ranks = h->across,
+                          .locals = h->full.locals};
 }
 
 static uint64_t hier_bytes(const struct hier *h, int j)
@@ -540,64 +564,6 @@ static struct hier *hier_of(struct call *k)
     return h;
 }
 
-/* `e` elements of `esz` bytes at src (not dst: a copy), reduced with the
- * flow's op over k->g (in its order: the nodes') into dst on every member:
- * all of them exchanged and combined, or for SHMESH_RSAG_MIN bytes and
- * more among more than 2 members, reduce-scatter then all-gather (each
- * member sends 2 (n - 1) / n of them).  Counts the traffic. */
-static int blocks_allreduce(struct call *k, const unsigned char *src, unsigned char *dst,
-                            uint64_t e, uint64_t esz)
-{
-    int n = k->g.n, me = k->g.me;
-    bool split = n > 2 && e >= (uint64_t)n && e * esz >= paths_of(k->c)->rsag_min;
-    uint64_t lo = split ? e * (uint64_t)me / (uint64_t)n : 0;
-    uint64_t cnt = split ? e * (uint64_t)(me + 1) / (uint64_t)n - lo : e;
-    unsigned char *in = job_buffer(k->c, 1, cnt * esz * (uint64_t)n);
-    struct parts p;
-    if (!in)
-        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
-                          k->name, k->seq);
-    int rc = parts_new(k, &p);
-    if (rc)
-        return rc;
-    uint64_t hash = call_hash(&k->d) ^ k->c->tuning, sent = 0, received = 0;
-    for (int q = 0; q < n; q++) {
-        uint64_t qlo = split ? e * (uint64_t)q / (uint64_t)n : 0;
-        uint64_t qcnt = split ? e * (uint64_t)(q + 1) / (uint64_t)n - qlo : e;
-        p.send[q] = src + qlo * esz;
-        p.len[q] = qcnt * esz;
-        p.recv[q] = in + cnt * esz * (uint64_t)q;
-        p.rlen[q] = cnt * esz;
-        if (q != me) {
-            sent += p.len[q];
-            received += p.rlen[q];
-        }
-    }
-    memcpy(p.recv[me], src + lo * esz, cnt * esz);
-    rc = round_run(k, &hash, p.send, p.len, p.recv, p.rlen);
-    if (!rc && cnt)
-        reduce_run(k->f.red, k->f.in.dtype, k->f.out.dtype, dst + lo * esz,
-                   (const void *const *)p.recv, n, (size_t)cnt, 1);
-    if (!rc && split) { /* every member's reduced block to every member */
-        for (int q = 0; q < n; q++) {
-            uint64_t qlo = e * (uint64_t)q / (uint64_t)n;
-            p.send[q] = dst + lo * esz;
-            p.len[q] = cnt * esz;
-            p.recv[q] = dst + qlo * esz;
-            p.rlen[q] = (e * (uint64_t)(q + 1) / (uint64_t)n - qlo) * esz;
-            if (q != me) {
-                sent += p.len[q];
-                received += p.rlen[q];
-            }
-        }
-        rc = round_run(k, NULL, p.send, p.len, p.recv, p.rlen);
-    }
-    if (!rc)
-        call_moved(k, sent, received);
-    parts_free(&p);
-    return rc;
-}
-
 /* ---- A shared move relayed (SHMESH_NET_HIERARCHICAL: all_gather) ----
  *
  * Member i of each node sends its transfer (its input) across nodes to the
@@ -659,13 +625,11 @@ static int relay_start(struct call *k, struct hier *h)
     h->buf = job_buffer(k->c, 0, total);
     struct parts p;
     if (!h->buf)
-        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory for "
-                          "%" PRIu64 " bytes", k->name, k->seq, total);
+        return no_memory(k, total);
     int me = h->full.me, rc;
     if (h->tlen[me])
         st->pack(k, -1, 0, h->tlen[me], h->buf + mine);
-    k->g = (struct group){.n = h->nacross, .me = h->iacross, .ranks = h->across,
-                          .locals = h->full.locals};
+    group_across(k, h);
     if ((rc = parts_new(k, &p)))
         return rc;
     uint64_t at = 0, sent = 0, received = 0;
@@ -681,7 +645,7 @@ static int relay_start(struct call *k, struct hier *h)
         }
         at += len;
     }
-    uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
+    uint64_t hash = net_hash(k);
     rc = round_run(k, &hash, p.send, p.len, p.recv, p.rlen);
     parts_free(&p);
     if (rc) {
@@ -697,8 +661,7 @@ static int relay_start(struct call *k, struct hier *h)
             st->recv(k, q, 0, h->buf + at, h->tlen[q]);
         at += h->tlen[q];
     }
-    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
-                          .locals = h->full.locals};
+    group_node(k, h);
     xrun_start(k, &k->xr, &node_relay);
     k->stage = 20;
     return 0;
@@ -707,8 +670,7 @@ static int relay_start(struct call *k, struct hier *h)
 static int relay_step(struct call *k)
 {
     struct hier *h = k->path_state;
-    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
-                          .locals = h->full.locals};
+    group_node(k, h);
     int rc = xrun_step(k, &k->xr);
     if (rc != CALL_WAIT)
         k->g = h->full;
@@ -722,8 +684,7 @@ static int hier_step(struct call *k)
     struct hier *h = k->path_state;
     int rc;
     if (k->stage == 10 || k->stage == 12) {
-        k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
-                              .locals = h->full.locals};
+        group_node(k, h);
         if ((rc = xrun_step(k, &k->xr)))
             return rc; /* CALL_WAIT: resumed here */
         if (k->stage == 12) {
@@ -733,18 +694,22 @@ static int hier_step(struct call *k)
         k->stage = 11;
     }
     /* Across nodes: this node's partial block among the members holding
-     * it on the others, combined in node order. */
-    uint64_t bytes = hier_bytes(h, h->isub), lo = hier_lo(h, h->isub);
-    k->g = (struct group){.n = h->nacross, .me = h->iacross, .ranks = h->across,
-                          .locals = h->full.locals};
-    rc = blocks_allreduce(k, h->partial, (unsigned char *)k->f.out.data + lo * h->esz,
-                          bytes / h->esz, h->esz);
+     * it on the others, combined in node order (for SHMESH_RSAG_MIN bytes
+     * and more among more than two nodes, reduce-scatter + all-gather). */
+    uint64_t e = hier_bytes(h, h->isub) / h->esz;
+    bool split = h->nacross > 2 && e >= (uint64_t)h->nacross &&
+                 e * h->esz >= paths_of(k->c)->rsag_min;
+    uint64_t hash = net_hash(k);
+    struct parts p;
+    group_across(k, h);
+    if (!(rc = parts_new(k, &p)))
+        rc = allreduce_blocks(k, &hash, &p, h->partial, hier_lo(h, h->isub), e, split);
+    parts_free(&p);
     if (rc || h->nsub == 1) {
         k->g = h->full;
         return rc;
     }
-    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
-                          .locals = h->full.locals};
+    group_node(k, h);
     xrun_start(k, &k->xr, &node_ag);
     k->stage = 12;
     return hier_step(k);
@@ -758,15 +723,13 @@ static int hier_start(struct call *k, struct hier *h)
     uint64_t bytes = hier_bytes(h, h->isub);
     h->partial = job_buffer(k->c, 0, bytes);
     if (!h->partial)
-        return ctx_poison(k->c, SHMESH_ERR_NOMEM, "%s (call #%" PRIu64 "): out of memory",
-                          k->name, k->seq);
+        return no_memory(k, bytes);
     if (h->nsub == 1) {
         memcpy(h->partial, k->f.in.data, bytes);
         k->stage = 11;
         return 0;
     }
-    k->g = (struct group){.n = h->nsub, .me = h->isub, .ranks = h->sub,
-                          .locals = h->full.locals};
+    group_node(k, h);
     xrun_start(k, &k->xr, &node_rs);
     k->stage = 10;
     return 0;
@@ -804,11 +767,12 @@ static int net_step(struct call *k)
             return rc ? rc : hier_step(k);
         }
     }
-    uint64_t hash = call_hash(&k->d) ^ k->c->tuning;
+    uint64_t hash = net_hash(k);
     struct parts p;
     int rc = parts_new(k, &p);
     if (!rc)
-        rc = rsag(k)          ? rsag_rounds(k, &hash, &p)
+        rc = rsag(k)          ? allreduce_blocks(k, &hash, &p, k->f.in.data, 0,
+                                                 k->f.in_bytes / k->f.in_esz, true)
              : move_direct(k) ? move_round(k, &hash, &p)
                               : transfers_round(k, &hash, &p);
     parts_free(&p);
