@@ -145,32 +145,30 @@ static __attribute__((noinline)) void group_of_job(struct call *k, int n, int me
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
 }
 
-void call_group(struct call *k, int n, int me, const int *ids, int per)
-{
-    if (__builtin_expect(k->c->job != NULL, 0)) {
-        group_of_job(k, n, me, ids, per);
-        return;
-    }
-    if (per == 1) {
-        for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
-            k->s->ranks[p] = ids[p];
-        locals_zero(k->s);
-    } else {
-        for (int p = 0; p < n; p++) {
-            k->s->ranks[p] = ids[p] / per;
-            k->s->locals[p] = ids[p] % per;
-        }
-        k->s->locals_written = true;
-    }
-    k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
-}
-
 void call_group_kept(struct call *k, int n, int me, const int *ranks, bool net)
 {
     for (int p = 0; p < n; p++) /* mostly a few: no memcpy call */
         k->s->ranks[p] = ranks[p];
     locals_zero(k->s);
     k->net = net;
+    k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
+}
+
+void call_group(struct call *k, int n, int me, const int *ids, int per)
+{
+    if (__builtin_expect(k->c->job != NULL, 0)) {
+        group_of_job(k, n, me, ids, per);
+        return;
+    }
+    if (per == 1) { /* device ids are ranks */
+        call_group_kept(k, n, me, ids, false);
+        return;
+    }
+    for (int p = 0; p < n; p++) {
+        k->s->ranks[p] = ids[p] / per;
+        k->s->locals[p] = ids[p] % per;
+    }
+    k->s->locals_written = true;
     k->g = (struct group){.n = n, .me = me, .ranks = k->s->ranks, .locals = k->s->locals};
 }
 

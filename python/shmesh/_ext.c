@@ -749,8 +749,7 @@ static PyObject *ext_result(PyObject *self, PyObject *const *args, Py_ssize_t na
     struct parsed p;
     int rc = parse_common(args, &p);
     if (rc) {
-        if (p.descs)
-            parsed_free(&p);
+        parsed_free(&p);
         if (rc == GROUPS_UNREAD)
             Py_RETURN_NONE;
         return NULL;
