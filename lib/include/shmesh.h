@@ -190,7 +190,9 @@ SHMESH_API void shmesh_free(shmesh_ctx *ctx, void *ptr);
  * several CPU devices).  Device ids count them rank by rank: rank r holds
  * ids r*K .. r*K+K-1, its local devices 0..K-1.  With GPUs, local device l
  * of rank r is GPU r*K+l, its entry in the one visibility variable the
- * launcher sets (shared round-robin when the machine has fewer GPUs).
+ * launcher sets (shared round-robin when the machine has fewer GPUs).  In a
+ * job of several nodes (an MPI launcher's: docs/multinode.md) r is the
+ * job's rank, and K > 1 is not built yet (shmesh_init refuses it).
  * ------------------------------------------------------------------------- */
 
 /* Devices this rank holds (K). */
@@ -520,8 +522,8 @@ SHMESH_API int shmesh_pbroadcast(shmesh_mesh *mesh, const char *axes, int source
  * must batch a mesh with the same size (else SHMESH_ERR_MISMATCH on the
  * calls that cross ranks).  Not built on a batched mesh
  * (SHMESH_ERR_INVALID saying so): ragged_all_to_all, the _async forms,
- * device buffers, shardings and global arrays, local meshes, and a second
- * batched axis.
+ * device buffers, shardings and global arrays, local meshes, a second
+ * batched axis, and a job of several nodes (docs/multinode.md).
  * ------------------------------------------------------------------------- */
 
 /* Local: a new mesh, `mesh`'s axes then `name` of `size` (>= 1) batched.
@@ -955,7 +957,8 @@ typedef struct shmesh_effect shmesh_effect;
 /* Collective (every rank, same name and kind, in the same order): registers
  * an effect; at most SHMESH_MAX_EFFECTS per context.  The name (1 to
  * SHMESH_MAX_EFFECT_NAME characters) appears in messages.  The context owns
- * the effect: it is freed by shmesh_finalize. */
+ * the effect: it is freed by shmesh_finalize.  Not built yet in a job of
+ * several nodes: SHMESH_ERR_INVALID on every rank (docs/multinode.md). */
 SHMESH_API int shmesh_effect_create(shmesh_ctx *ctx, const char *name, shmesh_effect_kind kind,
                                     shmesh_effect **out);
 SHMESH_API const char *shmesh_effect_name(const shmesh_effect *effect);
@@ -987,7 +990,9 @@ typedef void (*shmesh_callback_fn)(void *arg, int device);
  * with fn run nowhere.  An ORDERED effect placed on more than one device is
  * SHMESH_ERR_INVALID on every rank (nothing is dispatched).  fn runs on the
  * progress thread, after every earlier work of the dispatch queue; it must
- * not call shmesh with this context. */
+ * not call shmesh with this context.  In a job of several nodes only
+ * SHMESH_PLACE_SELF is built; other placements are SHMESH_ERR_INVALID
+ * (docs/multinode.md). */
 SHMESH_API int shmesh_callback(shmesh_ctx *ctx, shmesh_effect *effect, int placement,
                                shmesh_callback_fn fn, void *arg, shmesh_token *token);
 
