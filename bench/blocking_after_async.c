@@ -51,6 +51,8 @@
 #define MAXLOCAL 64
 #define MAXQUEUED 64
 #define WARMUP 200
+/* The rows apart, for a profiler (callgrind --toggle-collect=time_queued). */
+#define NOINLINE __attribute__((noinline))
 
 enum { R_BEFORE, R_IDLE, R_QUEUED, R_ROUNDTRIP, R_DISPATCH, R_N };
 
@@ -105,7 +107,7 @@ static int psum_async(struct bench *b)
     } while (0)
 
 /* ITERS blocking calls after a barrier: us per call. */
-static int time_blocking(struct bench *b, int iters, double *us)
+static NOINLINE int time_blocking(struct bench *b, int iters, double *us)
 {
     TRY("shmesh_barrier", shmesh_barrier(b->ctx));
     double t0 = bench_now_us();
@@ -118,7 +120,7 @@ static int time_blocking(struct bench *b, int iters, double *us)
 }
 
 /* Groups of `queued` async calls and a blocking one: us per call. */
-static int time_queued(struct bench *b, int iters, int queued, double *us)
+static NOINLINE int time_queued(struct bench *b, int iters, int queued, double *us)
 {
     int groups = iters / (queued + 1);
     groups = groups ? groups : 1;
@@ -135,7 +137,7 @@ static int time_queued(struct bench *b, int iters, int queued, double *us)
 }
 
 /* An async call and its wait, one at a time: us per call. */
-static int time_roundtrip(struct bench *b, int iters, double *us)
+static NOINLINE int time_roundtrip(struct bench *b, int iters, double *us)
 {
     TRY("shmesh_barrier", shmesh_barrier(b->ctx));
     double t0 = bench_now_us();
@@ -151,7 +153,7 @@ static int time_roundtrip(struct bench *b, int iters, double *us)
 
 /* Groups of `queued` async calls, then a wait for the last: us per call
  * spent in shmesh_psum_async. */
-static int time_dispatch(struct bench *b, int iters, int queued, double *us)
+static NOINLINE int time_dispatch(struct bench *b, int iters, int queued, double *us)
 {
     int groups = iters / queued;
     groups = groups ? groups : 1;

@@ -379,6 +379,7 @@ void call_release(struct call *k)
 /* A call as dispatched work (engine/dispatch.h). */
 struct call_work {
     struct work w;
+    shmesh_ctx *c; /* whose spare it is (k.c is NULL when k's call_init failed) */
     struct call k;
 };
 
@@ -393,12 +394,9 @@ static int call_work_run(struct work *w) { return submit_wait(&((struct call_wor
 
 /* The block goes back among the context's spares, for the next dispatches
  * (freed when they are all taken). */
-static void call_work_drop(struct work *w)
+static void call_work_keep(struct call_work *cw)
 {
-    struct call_work *cw = (struct call_work *)w;
-    shmesh_ctx *c = cw->k.c;
-    call_release(&cw->k);
-    _Atomic(void *) *spare = engine_of(c)->spare_work;
+    _Atomic(void *) *spare = engine_of(cw->c)->spare_work;
     for (int i = 0; i < ENGINE_SPARE_WORKS; i++) {
         void *none = NULL;
         if (!atomic_load_explicit(&spare[i], memory_order_relaxed) &&
@@ -407,6 +405,13 @@ static void call_work_drop(struct work *w)
             return;
     }
     free(cw);
+}
+
+static void call_work_drop(struct work *w)
+{
+    struct call_work *cw = (struct call_work *)w;
+    call_release(&cw->k);
+    call_work_keep(cw);
 }
 
 /* A block for a dispatch: a spare, else a new one. */
@@ -419,7 +424,10 @@ static struct call_work *call_work_take(shmesh_ctx *c)
             (w = atomic_exchange_explicit(&spare[i], NULL, memory_order_acq_rel)))
             return w;
     }
-    return malloc(sizeof(struct call_work));
+    struct call_work *cw = malloc(sizeof *cw);
+    if (cw)
+        cw->c = c;
+    return cw;
 }
 
 /* A blocking call run by its caller on a quiet dispatcher: k stays where the
@@ -478,4 +486,25 @@ int call_finish(struct call *k, int rc) { return finish(k, rc, NULL); }
 int call_finish_async(struct call *k, int rc, shmesh_token *async)
 {
     return finish(k, rc, async);
+}
+
+struct call *call_block_take(shmesh_ctx *c)
+{
+    struct call_work *cw = c ? call_work_take(c) : NULL;
+    return cw ? &cw->k : NULL;
+}
+
+int call_finish_block(struct call *k, int rc, shmesh_token *async)
+{
+    struct call_work *cw = (struct call_work *)((unsigned char *)k - offsetof(struct call_work, k));
+    shmesh_ctx *c = k->c;
+    if (!rc && dispatch_wanted(c, async)) { /* the common case: dispatched as it is */
+        cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
+        rc = dispatch_submit(c, &cw->w, async);
+        ctx_leave(c);
+        return rc;
+    }
+    rc = finish(k, rc, async); /* refused, or run at once */
+    call_work_keep(cw);
+    return rc;
 }

@@ -214,5 +214,11 @@ int call_finish(struct call *k, int rc);
  * be) and its token written to *async, without waiting; run at once
  * (*async untouched) when this thread is executing the context's work. */
 int call_finish_async(struct call *k, int rc, shmesh_token *async);
+/* For an `_async` form: a call to prepare where the dispatcher keeps it, so
+ * that dispatching it copies nothing (a block of c's), or NULL (none to be
+ * had: prepare one of the caller's).  Such a call ends with
+ * call_finish_block, as call_finish_async ends one of the caller's. */
+struct call *call_block_take(shmesh_ctx *c);
+int call_finish_block(struct call *k, int rc, shmesh_token *async);
 
 #endif

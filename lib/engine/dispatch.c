@@ -24,16 +24,37 @@ struct failed {
     char *why;
 };
 
+/* The queue of work handed to the progress thread, in dispatch order, as a
+ * chain of chunks of slots.  It takes no lock: one thread appends (the
+ * dispatching thread, which uses the context) and one at a time takes from
+ * the front (whoever holds `executing`: the progress thread, or a caller
+ * running what it waits for).  The appender links the next chunk before it
+ * fills a chunk's last slot, and the taker lets a chunk go after taking
+ * that slot, so neither touches a chunk the other may have let go. */
+#define QUEUE_CHUNK 32
+struct queue_chunk {
+    struct work *slot[QUEUE_CHUNK];
+    struct queue_chunk *next;
+};
+
 struct dispatcher {
     struct dispatch_idle idle; /* first: dispatch.h reads it through engine_of(c)->dispatcher */
+    /* The thread's sleep and wake-ups, results, the callers' notifier. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
-    struct work *head, *tail; /* queued, not taken yet */
+    /* The appender's end: its chunk, and the count of work ever queued
+     * (release: the slot is written). */
+    struct queue_chunk *tail;
+    _Atomic uint64_t queued;
+    /* The taker's end, the holder of `executing`'s: its chunk, and the count
+     * of work ever taken (read by anyone). */
+    struct queue_chunk *head;
+    _Atomic uint64_t taken;
+    _Atomic(struct queue_chunk *) spare_chunk; /* one let go of, for the next link */
     /* The last position handed out.  Written by the dispatching thread
-     * only (the one that uses the context), under the lock except on the
-     * idle path (run_idle); atomic for the readers under the lock (a token
-     * checked on another thread). */
+     * only (the one that uses the context); atomic for the readers of
+     * other threads (a token checked there). */
     _Atomic uint64_t dispatched;
     /* The last position finished: the truth, in private memory.  The
      * segment's `done` word follows it, to wake sleepers and show
@@ -42,9 +63,14 @@ struct dispatcher {
     /* idle.quiet (dispatch.h) equal to `dispatched`: nothing is queued or
      * running and the progress thread touches nothing of the context until
      * work is queued again, so the dispatching thread may run a blocking
-     * call's work itself without the lock or a word to the thread. */
-    bool executing;           /* someone runs work now (the thread or a caller) */
-    bool stop;
+     * call's work itself without a word to the thread. */
+    _Atomic bool executing; /* held by whoever takes and runs work (the thread or a caller) */
+    /* The thread waits on `cond` or is about to (set under the lock before
+     * its last look at the queue): whoever queues work or leaves some
+     * behind looks at it after its own write, and wakes the thread (under
+     * the lock) unless it is `polling`, asleep for one look only. */
+    _Atomic bool sleeping, polling;
+    _Atomic bool stop;
     /* Lazy wakes (SHMESH_DISPATCH_POLL_NS, poll_ns > 0).  Waking the thread
      * at a dispatch is a system call and a hand-over, for nothing when the
      * caller waits for the work at once and runs it itself (run_waited).
@@ -57,7 +83,6 @@ struct dispatcher {
      * work should start at once, lazy off).  After POLL_LOOKS looks with
      * nothing dispatched the thread sleeps until woken. */
     _Atomic bool lazy;
-    bool polling;
     int64_t poll_ns;
     /* Results (under lock).  `recorded` is set (release) once anything is:
      * a position seen finished (acquire) and `recorded` clear succeeded,
@@ -70,6 +95,99 @@ struct dispatcher {
     struct notify *notify;
     struct seg_waiter waiter;
 };
+
+/* Whether work is queued and not taken yet (anyone may ask). */
+static inline bool queue_empty(struct dispatcher *s)
+{
+    return atomic_load_explicit(&s->taken, memory_order_acquire) ==
+           atomic_load_explicit(&s->queued, memory_order_acquire);
+}
+
+/* The appender, before it hands out a position: room for one more work
+ * (the chunk its last slot links to, when the next one is that slot), or
+ * false (out of memory). */
+static bool queue_room(struct dispatcher *s)
+{
+    uint64_t q = atomic_load_explicit(&s->queued, memory_order_relaxed);
+    if (q % QUEUE_CHUNK != QUEUE_CHUNK - 1 || s->tail->next)
+        return true;
+    struct queue_chunk *next =
+        atomic_exchange_explicit(&s->spare_chunk, NULL, memory_order_acquire);
+    if (!next && !(next = malloc(sizeof *next)))
+        return false;
+    next->next = NULL;
+    s->tail->next = next;
+    return true;
+}
+
+/* The appender: w queued (queue_room said yes). */
+static inline void queue_push(struct dispatcher *s, struct work *w)
+{
+    uint64_t q = atomic_load_explicit(&s->queued, memory_order_relaxed);
+    struct queue_chunk *t = s->tail, *next = t->next;
+    t->slot[q % QUEUE_CHUNK] = w;
+    atomic_store_explicit(&s->queued, q + 1, memory_order_release);
+    if (q % QUEUE_CHUNK == QUEUE_CHUNK - 1)
+        s->tail = next; /* read before the release: the taker may let t go now */
+}
+
+/* The holder of `executing`: the first queued work, or NULL. */
+static inline struct work *queue_peek(struct dispatcher *s)
+{
+    uint64_t t = atomic_load_explicit(&s->taken, memory_order_relaxed);
+    if (t == atomic_load_explicit(&s->queued, memory_order_acquire))
+        return NULL;
+    return s->head->slot[t % QUEUE_CHUNK];
+}
+
+/* The holder of `executing`: the work queue_peek gave taken off. */
+static inline void queue_pop(struct dispatcher *s)
+{
+    uint64_t t = atomic_load_explicit(&s->taken, memory_order_relaxed);
+    if (t % QUEUE_CHUNK == QUEUE_CHUNK - 1) { /* its chunk is over */
+        struct queue_chunk *over = s->head, *none = NULL;
+        s->head = over->next;
+        if (!atomic_compare_exchange_strong_explicit(&s->spare_chunk, &none, over,
+                                                     memory_order_release, memory_order_relaxed))
+            free(over);
+    }
+    atomic_store_explicit(&s->taken, t + 1, memory_order_release);
+}
+
+/* Whether this thread now holds `executing` (no one else did). */
+static inline bool claim(struct dispatcher *s)
+{
+    bool no = false;
+    return !atomic_load_explicit(&s->executing, memory_order_relaxed) &&
+           atomic_compare_exchange_strong_explicit(&s->executing, &no, true,
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void unclaim(struct dispatcher *s)
+{
+    atomic_store_explicit(&s->executing, false, memory_order_release);
+}
+
+/* Wakes the thread from its sleep (a spurious wake-up costs a look). */
+static void wake(struct dispatcher *s)
+{
+    pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* After this thread queued work or let go of `executing` with work left: the
+ * thread is woken when it sleeps until woken, or when it is `urgent` (a
+ * host callback, which only the thread runs).  The fence orders this
+ * thread's write before its look at `sleeping`, as the thread's orders its
+ * `sleeping` before its look at the queue: one of them sees the other's. */
+static inline void nudge(struct dispatcher *s, bool urgent)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->sleeping, memory_order_relaxed) &&
+        (urgent || !atomic_load_explicit(&s->polling, memory_order_relaxed)))
+        wake(s);
+}
 
 /* The runtime token: per thread, the last position it dispatched on each
  * context it used lately. */
@@ -133,7 +251,7 @@ static void record(shmesh_ctx *c, struct dispatcher *s, uint64_t seq, int rc)
 static inline uint64_t next_position(struct dispatcher *s)
 {
     uint64_t seq = atomic_load_explicit(&s->dispatched, memory_order_relaxed) + 1;
-    atomic_store_explicit(&s->dispatched, seq, memory_order_relaxed);
+    atomic_store_explicit(&s->dispatched, seq, memory_order_release);
     return seq;
 }
 
@@ -161,32 +279,21 @@ static inline void publish(shmesh_ctx *c, struct dispatcher *s, uint64_t seq, bo
     atomic_store_explicit(&s->idle.quiet, seq, memory_order_release);
 }
 
-/* Runs w, taken from the queue by the caller with s->executing set, on
- * this thread, then records its result, drops it and publishes its
- * position as done.  s->lock is held on entry and on return, not while the
- * work runs.  Only the progress thread waits on s->cond, and only for
- * queued work or a stop: it is not woken for every position. */
+/* Runs w, taken from the queue by the holder of `executing`, on this
+ * thread, then records its result, drops it and publishes its position as
+ * done (its bell rung: a token's waiter may sleep on it). */
 static int run_one(shmesh_ctx *c, struct dispatcher *s, struct work *w)
 {
-    pthread_mutex_unlock(&s->lock);
     int rc = execute(c, w);
-    pthread_mutex_lock(&s->lock);
     uint64_t seq = w->seq;
-    record(c, s, seq, rc);
-    s->executing = false;
+    if (__builtin_expect(rc != 0, 0)) {
+        pthread_mutex_lock(&s->lock);
+        record(c, s, seq, rc);
+        pthread_mutex_unlock(&s->lock);
+    }
     w->drop(w);
     publish(c, s, seq, true);
     return rc;
-}
-
-/* Under s->lock, after a caller ran work: the progress thread, which may
- * have found the queue busy and gone to sleep meanwhile, is woken for
- * what is left, unless it looks by itself soon (host callbacks aside:
- * only it runs them). */
-static void hand_back(struct dispatcher *s)
-{
-    if (s->stop || (s->head && (!s->polling || s->head->thread_only)))
-        pthread_cond_broadcast(&s->cond);
 }
 
 /* A blocking dispatch on a quiet dispatcher (everything dispatched is over and
@@ -215,6 +322,11 @@ static int run_idle(shmesh_ctx *c, struct dispatcher *s, struct work *w)
 /* Looks of a polling thread with nothing dispatched before it sleeps until
  * woken: with the default period, 40 ms after the last dispatch. */
 #define POLL_LOOKS 40
+/* A look that finds the caller running work (positions finished since the
+ * previous look) leaves the queue to it and doubles its period, up to this
+ * many times SHMESH_DISPATCH_POLL_NS: on a machine with no core to spare,
+ * each look takes the core from a rank whose peers then wait for it. */
+#define POLL_BACKOFF 8
 /* Work a caller waits for and runs itself this soon after dispatching it
  * cost it nothing to leave queued: no need to wake the thread for it. */
 #define LAZY_AGE_NS 50000
@@ -234,17 +346,29 @@ static inline void set_lazy(struct dispatcher *s, bool on)
         atomic_store_explicit(&s->lazy, on, memory_order_relaxed);
 }
 
-/* Under s->lock: one look's sleep of the polling thread. */
-static void poll_once(struct dispatcher *s)
+/* Under s->lock: one look's sleep of the polling thread, `ns` long;
+ * whether it was woken before its time. */
+static bool poll_once(struct dispatcher *s, int64_t ns)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t ns = t.tv_nsec + s->poll_ns;
+    ns += t.tv_nsec;
     t.tv_sec += ns / 1000000000;
     t.tv_nsec = ns % 1000000000;
-    s->polling = true;
-    pthread_cond_timedwait(&s->cond, &s->lock, &t);
-    s->polling = false;
+    atomic_store_explicit(&s->polling, true, memory_order_relaxed);
+    int rc = pthread_cond_timedwait(&s->cond, &s->lock, &t);
+    atomic_store_explicit(&s->polling, false, memory_order_relaxed);
+    return rc != ETIMEDOUT;
+}
+
+/* The progress thread, holding `executing`: runs every queued work. */
+static void run_queued(shmesh_ctx *c, struct dispatcher *s)
+{
+    struct work *w;
+    while ((w = queue_peek(s))) {
+        queue_pop(s);
+        run_one(c, s, w);
+    }
 }
 
 static void *progress_main(void *arg)
@@ -253,20 +377,40 @@ static void *progress_main(void *arg)
     struct dispatcher *s = engine_of(c)->dispatcher;
     ctx_worker = c;
     int looks = 0;
-    pthread_mutex_lock(&s->lock);
+    /* The polling thread's period, and what it saw finished at its last
+     * look: a caller that finished work since runs what it queued itself,
+     * so the thread leaves it to it (`defer`) and looks again later. */
+    int64_t period = s->poll_ns;
+    uint64_t seen = 0;
+    bool defer = false;
     for (;;) {
-        if (s->head && !s->executing) {
-            struct work *w = s->head;
-            if (!(s->head = w->next))
-                s->tail = NULL;
-            s->executing = true;
-            run_one(c, s, w);
+        if (!defer && !queue_empty(s) && claim(s)) {
+            run_queued(c, s);
+            unclaim(s);
             looks = 0;
-        } else if (s->stop && !s->head && !s->executing) {
+            period = s->poll_ns;
+            seen = atomic_load_explicit(&s->finished, memory_order_relaxed);
+            continue; /* work queued meanwhile is looked at again */
+        }
+        pthread_mutex_lock(&s->lock);
+        atomic_store_explicit(&s->sleeping, true, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst); /* see nudge() */
+        bool stop = atomic_load_explicit(&s->stop, memory_order_relaxed);
+        bool waiting = !queue_empty(s);
+        if (waiting && (!defer || stop || !is_lazy(s)) &&
+            !atomic_load_explicit(&s->executing, memory_order_relaxed)) {
+            defer = false; /* work came, or was left behind: take it */
+        } else if (stop && !waiting && !atomic_load_explicit(&s->executing, memory_order_relaxed)) {
+            atomic_store_explicit(&s->sleeping, false, memory_order_relaxed);
+            pthread_mutex_unlock(&s->lock);
             break; /* stopping, and drained */
         } else if (is_lazy(s) && looks < POLL_LOOKS) {
             uint64_t before = atomic_load_explicit(&s->dispatched, memory_order_relaxed);
-            poll_once(s);
+            bool woken = poll_once(s, period);
+            uint64_t now = atomic_load_explicit(&s->finished, memory_order_relaxed);
+            defer = !woken && now != seen && is_lazy(s);
+            period = defer && period < POLL_BACKOFF * s->poll_ns ? 2 * period : s->poll_ns;
+            seen = now;
             if (atomic_load_explicit(&s->dispatched, memory_order_relaxed) == before)
                 looks++;
             else
@@ -274,17 +418,24 @@ static void *progress_main(void *arg)
         } else {
             pthread_cond_wait(&s->cond, &s->lock);
             looks = 0;
+            defer = false;
         }
+        atomic_store_explicit(&s->sleeping, false, memory_order_relaxed);
+        pthread_mutex_unlock(&s->lock);
     }
-    pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
 static int start(shmesh_ctx *c)
 {
     struct dispatcher *s = calloc(1, sizeof *s);
-    if (!s)
+    struct queue_chunk *first = calloc(1, sizeof *first);
+    if (!s || !first) {
+        free(s);
+        free(first);
         return ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the context's dispatcher");
+    }
+    s->head = s->tail = first;
     /* The callers' notifier is opened by the first token wait that sleeps
      * (callers_notifier): most waits end while spinning, and opening it
      * (a ring, a pidfd per peer) was most of the first dispatch's time. */
@@ -321,6 +472,7 @@ static int start(shmesh_ctx *c)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         engine_of(c)->dispatcher = NULL;
+        free(first);
         free(s);
         return ctx_fail(c, SHMESH_ERR_SYSTEM, "cannot start the progress thread: %s",
                         strerror(rc));
@@ -352,36 +504,29 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *tok)
     if (__builtin_expect(s && !tok, 1) && quiet(s)) /* the common blocking call */
         return run_idle(c, s, w);
     int rc = s ? 0 : start(c);
+    if (!rc && !queue_room(s = engine_of(c)->dispatcher))
+        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "out of memory for the dispatch queue");
     if (rc) {
         w->drop(w);
         return rc;
     }
-    s = engine_of(c)->dispatcher;
-    pthread_mutex_lock(&s->lock);
     w->seq = next_position(s);
     note_dispatch(c, w->seq);
-    if (!tok && !s->head && !s->executing) {
-        /* Idle: the caller runs it, as without a dispatcher. */
-        s->executing = true;
+    if (!tok && queue_empty(s) && claim(s)) {
+        /* Idle (what was running is over, nothing is queued: only this
+         * thread queues): the caller runs it, as without a dispatcher. */
         rc = run_one(c, s, w);
-        hand_back(s);
-        pthread_mutex_unlock(&s->lock);
+        unclaim(s);
         return rc;
     }
-    w->next = NULL;
     w->t_queued = s->poll_ns && w->seq % LAZY_SAMPLE == 0 ? trace_mono_ns() : 0;
     s->idle.handed = w->seq;
-    if (s->tail)
-        s->tail->next = w;
-    else
-        s->head = w;
-    s->tail = w;
+    uint64_t seq = w->seq;
+    bool urgent = w->thread_only;
+    queue_push(s, w); /* w is the taker's from here on */
     /* A polling thread looks soon enough; a host callback runs on the
      * thread only, so no caller takes it: wake. */
-    if (!s->polling || w->thread_only)
-        pthread_cond_broadcast(&s->cond);
-    uint64_t seq = w->seq;
-    pthread_mutex_unlock(&s->lock);
+    nudge(s, urgent);
     if (tok) {
         *tok = (shmesh_token){c, seq};
         return 0;
@@ -413,11 +558,8 @@ static bool finish_spun(const void *arg) { return finish_ready((void *)arg) != 0
 /* The word was found above the count. */
 static int forged_done(shmesh_ctx *c, const char *fn, const struct finish_look *f)
 {
-    struct engine_state *engine = engine_of(c);
-    uint64_t dispatched;
-    pthread_mutex_lock(&engine->dispatcher->lock);
-    dispatched = engine->dispatcher->dispatched;
-    pthread_mutex_unlock(&engine->dispatcher->lock);
+    uint64_t dispatched =
+        atomic_load_explicit(&engine_of(c)->dispatcher->dispatched, memory_order_acquire);
     return fail_corrupt(c, fn, f->seq, c->rank,
                         "the count of rank %d's finished dispatched work in the segment reads "
                         "%" PRIu64 " while waiting for position %" PRIu64 ", but %" PRIu64
@@ -523,10 +665,8 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
     }
     /* About to sleep: work it waits for that sits behind something it could
      * not take starts now, not at the thread's next look. */
-    pthread_mutex_lock(&s->lock);
-    if (s->polling && s->head)
-        pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+    if (atomic_load_explicit(&s->polling, memory_order_relaxed) && !queue_empty(s))
+        wake(s);
     int rc = callers_notifier(c, s, fn);
     if (rc)
         return rc;
@@ -558,24 +698,26 @@ static int wait_finished(shmesh_ctx *c, const char *fn, uint64_t seq)
 static void run_waited(shmesh_ctx *c, struct dispatcher *s, uint64_t seq)
 {
     const shmesh_ctx *was = ctx_worker;
-    if (was == c)
+    if (was == c || !claim(s))
         return;
-    pthread_mutex_lock(&s->lock);
     ctx_worker = c;
-    bool first = true;
-    while (s->head && !s->executing && s->head->seq <= seq && !s->head->thread_only) {
-        struct work *w = s->head;
-        if (!(s->head = w->next))
-            s->tail = NULL;
+    bool first = true, callback = false;
+    struct work *w;
+    while ((w = queue_peek(s)) && w->seq <= seq && !(callback = w->thread_only)) {
+        queue_pop(s);
         if (first && w->t_queued) /* the oldest: was the caller elsewhere meanwhile? */
             set_lazy(s, trace_mono_ns() - w->t_queued < LAZY_AGE_NS);
         first = false;
-        s->executing = true;
         run_one(c, s, w);
     }
-    hand_back(s);
     ctx_worker = was;
-    pthread_mutex_unlock(&s->lock);
+    unclaim(s);
+    /* The thread, which may have found the queue taken and gone to sleep
+     * meanwhile, is woken for what is left, unless it looks by itself soon
+     * (host callbacks aside: only it runs them). */
+    bool stop = atomic_load_explicit(&s->stop, memory_order_relaxed);
+    if (!queue_empty(s) || stop)
+        nudge(s, callback || stop);
 }
 
 int dispatch_wait(shmesh_ctx *c, uint64_t seq)
@@ -616,6 +758,11 @@ static void dispatch_free(shmesh_ctx *c)
         free(s->failed[i].why);
     free(s->failed);
     notify_close(s->notify);
+    for (struct queue_chunk *q = s->head, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
+    free(atomic_load_explicit(&s->spare_chunk, memory_order_relaxed));
     free(s);
     engine_of(c)->dispatcher = NULL;
     for (int i = 0; i < RUNTIME_SLOTS; i++)
@@ -629,7 +776,7 @@ uint64_t dispatch_stop(shmesh_ctx *c)
     if (!s)
         return c->seq_base;
     pthread_mutex_lock(&s->lock);
-    s->stop = true;
+    atomic_store_explicit(&s->stop, true, memory_order_relaxed);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);

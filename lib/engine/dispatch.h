@@ -8,8 +8,10 @@
  * progress thread, or, for a blocking function that finds the queue empty
  * and the thread idle, by the caller itself (no hand-over for the common
  * blocking call: no lock, no wake-up, and for an engine call no copy, see
- * dispatch_run_quiet).  Whoever executes work marks itself in ctx_executing, so
- * the engine calls it makes run directly instead of being queued again.
+ * dispatch_run_quiet).  The queue takes no lock either: the dispatching
+ * thread appends, and whoever executes takes from the front.  Whoever
+ * executes work marks itself in ctx_executing, so the engine calls it makes
+ * run directly instead of being queued again.
  *
  * Tokens are dispatch positions.  Work finishes in order, so a token is done
  * when the count of finished work, a word of the segment (seg_ctrl's
@@ -29,7 +31,6 @@
 #include "shmesh.h"
 
 struct work {
-    struct work *next;
     uint64_t seq; /* its dispatch position */
     /* Executes it (0 or an error); then drop frees it.  A poisoned context
      * drops work without running it. */

@@ -78,13 +78,16 @@ static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_t
 {
     if (scope_of[a->op] == SCOPE_MESH && mesh_calls_per_device(a->m))
         return devices_call(a, async);
-    struct call k;
+    /* An `_async` form's call is prepared where the dispatcher keeps it. */
+    struct call here, *k = &here;
+    if (async && !(k = call_block_take(scope_of[a->op] == SCOPE_MESH ? (a->m ? a->m->ctx : NULL)
+                                                                     : a->c)))
+        k = &here;
     int rc;
-    if (plan_take(&k, a, &rc)) /* a repeat of its op's last call (front/plan.h) */
-        return call_finish_async(&k, rc, async);
-    if (!(rc = prepare(&k, a, 0)))
-        plan_keep(&k, a);
-    return call_finish_async(&k, rc, async);
+    /* A repeat of its op's last call is prepared from its plan (front/plan.h). */
+    if (!plan_take(k, a, &rc) && !(rc = prepare(k, a, 0)))
+        plan_keep(k, a);
+    return k == &here ? call_finish_async(k, rc, async) : call_finish_block(k, rc, async);
 }
 
 /* The batched-axis layer's way back in, for the positions' call. */
