@@ -9,7 +9,8 @@
  *                       bytes of its payload, and ends with room for a
  *                       call description; then SEG_EAGER_ENTRIES eager
  *                       windows of SEG_EAGER_BYTES (header and payload),
- *                       then a call description for each
+ *                       then a call description for each, then a receipt
+ *                       (a struct seg_slot_hdr) for each
  *   heap_offset         the shared heap: world_size shares of heap_share
  *                       bytes, one per rank, allocated by their owner
  *   trace_offset        only when tracing (shmesh-run --trace): world_size
@@ -34,8 +35,9 @@
  * its own (its window carries its description) and the status block shows
  * waits for effects' points and for tokens; 9, a control block holds the
  * rank's hashed settings (seg_ctrl's `tuning`); 10, trace rings of 16-byte
- * units with repeat records; 11, eager windows after each rank's buffers. */
-#define SEG_LAYOUT_VERSION 12u
+ * units with repeat records; 11, eager windows after each rank's buffers;
+ * 13, an eager receiver posts a receipt, not its entry's header. */
+#define SEG_LAYOUT_VERSION 13u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -192,10 +194,14 @@ struct seg_slot_hdr {
  * (lib/engine/window.c).  An entry is a seg_slot_hdr and its payload in
  * SEG_EAGER_BYTES; the entries follow each other (a receiver behind its
  * source reads them in a stream), and their calls' descriptions come after
- * them all. */
+ * them all.  A receiver posts no payload: it posts a receipt, a bare
+ * seg_slot_hdr, and receipts are packed four to a cache line, so that the
+ * source, which checks them in batches, takes a line from a receiver every
+ * fourth call rather than every call.  Entry i's description serves its
+ * receipt too. */
 #define SEG_EAGER_ENTRIES 64u
 #define SEG_EAGER_BYTES 2112u
-#define SEG_EAGER_REGION (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX))
+#define SEG_EAGER_REGION (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX + SEG_SLOT_HDR))
 
 /* Tracing (lib/trace/): one ring per rank, written by the rank alone and
  * read by the launcher while the job runs and after it ends

@@ -194,17 +194,27 @@ static inline struct seg_slot_hdr *seg_eager(const struct seg *s, int rank, unsi
                                    (uint64_t)i * SEG_EAGER_BYTES);
 }
 
-/* Where a buffer or an eager window keeps the description of the call
- * whose first window it holds. */
+/* Receipt i of `rank` (shm/layout.h), after the eager windows' descriptions. */
+static inline struct seg_slot_hdr *seg_receipt(const struct seg *s, int rank, unsigned i)
+{
+    return (struct seg_slot_hdr *)((unsigned char *)seg_eager(s, rank, 0) +
+                                   SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX) +
+                                   (uint64_t)i * SEG_SLOT_HDR);
+}
+
+/* Where a buffer, an eager window or a receipt keeps the description of the
+ * call whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
     uint64_t at =
         (uint64_t)((unsigned char *)h - (s->base + s->lay.slot_offset)) % s->lay.slot_stride;
     if (at < 2 * s->lay.slot_bytes)
         return (unsigned char *)h + s->lay.slot_bytes - SEG_CALL_DESC_MAX;
-    uint64_t i = (at - 2 * s->lay.slot_bytes) / SEG_EAGER_BYTES; /* an eager window */
-    return (unsigned char *)h - at + 2 * s->lay.slot_bytes +
-           SEG_EAGER_ENTRIES * SEG_EAGER_BYTES + i * SEG_CALL_DESC_MAX;
+    uint64_t e = at - 2 * s->lay.slot_bytes; /* into the eager region */
+    uint64_t descs = SEG_EAGER_ENTRIES * SEG_EAGER_BYTES;
+    uint64_t receipts = descs + SEG_EAGER_ENTRIES * SEG_CALL_DESC_MAX;
+    uint64_t i = e < receipts ? e / SEG_EAGER_BYTES : (e - receipts) / SEG_SLOT_HDR;
+    return (unsigned char *)h - e + descs + i * SEG_CALL_DESC_MAX;
 }
 
 /* Job-wide abort: the first caller wins and records why; later callers get

@@ -664,6 +664,35 @@ static void truncation_is_survived(void **state)
     drop(s);
 }
 
+/* Eager windows and receipts (shm/layout.h): entry i and receipt i share
+ * one description, which lies past every entry and before every receipt;
+ * four receipts fill a cache line, and all of it stays inside the rank's
+ * stride. */
+static void eager_layout(void **state)
+{
+    struct seg *s = make(2);
+    for (int r = 0; r < 2; r++) {
+        const unsigned char *end = (const unsigned char *)seg_slot(s, r, 0) + s->lay.slot_stride;
+        const unsigned char *last_entry =
+            (const unsigned char *)seg_eager(s, r, SEG_EAGER_ENTRIES - 1) + SEG_EAGER_BYTES;
+        const unsigned char *first = (const unsigned char *)seg_receipt(s, r, 0);
+        for (unsigned i = 0; i < SEG_EAGER_ENTRIES; i++) {
+            const unsigned char *d = seg_call_desc(s, seg_eager(s, r, i));
+            assert_ptr_equal(seg_call_desc(s, seg_receipt(s, r, i)), d);
+            assert_true(d >= last_entry && d + SEG_CALL_DESC_MAX <= first);
+            if (i)
+                assert_int_equal(d - (const unsigned char *)seg_call_desc(
+                                         s, seg_eager(s, r, i - 1)),
+                                 SEG_CALL_DESC_MAX);
+        }
+        assert_int_equal((uintptr_t)first % SEG_CACHE_LINE, 0);
+        assert_int_equal((const unsigned char *)seg_receipt(s, r, 4) - first, SEG_CACHE_LINE);
+        assert_true((const unsigned char *)seg_receipt(s, r, SEG_EAGER_ENTRIES - 1) +
+                        SEG_SLOT_HDR <= end);
+    }
+    drop(s);
+}
+
 /* Whether the page holding p is in this process's page tables
  * (/proc/self/pagemap's bit 63); -1 when pagemap cannot be read. */
 static int mapped(const void *p)
@@ -689,6 +718,7 @@ static void populate_maps_the_hot_pages(void **state)
         seg_eager(a, 0, 33),
         seg_eager(a, 1, SEG_EAGER_ENTRIES - 1),
         seg_call_desc(a, seg_eager(a, 0, 40)),
+        seg_receipt(a, 1, SEG_EAGER_ENTRIES - 1),
         seg_slot(a, 0, 1),
         seg_call_desc(a, seg_slot(a, 1, 0)),
         seg_ctrl(a, 1),
@@ -740,6 +770,7 @@ int main(void)
         TEST(trace_rings_and_observers),
         TEST(truncation_is_survived),
         TEST(populate_maps_the_hot_pages),
+        TEST(eager_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

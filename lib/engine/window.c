@@ -57,15 +57,20 @@ uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 
 /* The eager window (window.h) call number seq uses. */
 static unsigned eager_index(uint64_t seq) { return (unsigned)(seq % SEG_EAGER_ENTRIES); }
 
-/* Rank r's eager window for the call of `tag`. */
+/* Rank r's eager window for the call of `tag`, and its receipt. */
 static struct seg_slot_hdr *eager_entry(const shmesh_ctx *c, int r, uint64_t tag)
 {
     return seg_eager(c->seg, r, eager_index(tag >> 32));
 }
 
+static struct seg_slot_hdr *eager_receipt(const shmesh_ctx *c, int r, uint64_t tag)
+{
+    return seg_receipt(c->seg, r, eager_index(tag >> 32));
+}
+
 /* The later of the windows in rank r's two slot buffers (the last it
- * posted there, or is posting) and, for near > 0, its eager window of
- * near's call (where a progress of `near` may come from). */
+ * posted there, or is posting) and, for near > 0, its eager window and
+ * receipt of near's call (where a progress of `near` may come from). */
 static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
 {
     uint64_t a = atomic_load_explicit(&seg_slot(c->seg, r, 0)->tag, memory_order_acquire);
@@ -74,6 +79,9 @@ static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
         a = b;
     if (near) {
         b = atomic_load_explicit(&eager_entry(c, r, near)->tag, memory_order_acquire);
+        if (a < b)
+            a = b;
+        b = atomic_load_explicit(&eager_receipt(c, r, near)->tag, memory_order_acquire);
         if (a < b)
             a = b;
     }
@@ -215,7 +223,8 @@ void win_post(struct call *k) { post(k, k->g.ranks, k->g.n); }
 
 void win_post_alone(struct call *k) { post(k, NULL, 0); }
 
-/* Where rank r holds window `tag`: one of its buffers, or its eager window. */
+/* Where rank r holds window `tag`: one of its buffers, its eager window or
+ * its receipt. */
 static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
 {
     _Atomic unsigned char *next = &engine_of(c)->win.next_in[r];
@@ -228,6 +237,9 @@ static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
         }
     }
     struct seg_slot_hdr *h = eager_entry(c, r, tag);
+    if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
+        return h;
+    h = eager_receipt(c, r, tag);
     return atomic_load_explicit(&h->tag, memory_order_acquire) == tag ? h : NULL;
 }
 
@@ -482,14 +494,18 @@ void win_eager_post(struct call *k, int from)
     struct windows *w = &engine_of(c)->win;
     unsigned e = eager_index(k->seq);
     struct eager_rec *rec = &w->eager[e];
-    struct seg_slot_hdr *mine = seg_eager(c->seg, c->rank, e);
+    bool sent = from == k->g.me;
+    /* The source posts its entry, a receiver its receipt; entry e's
+     * description (theirs alike) is rec->hash's. */
+    struct seg_slot_hdr *mine =
+        sent ? seg_eager(c->seg, c->rank, e) : seg_receipt(c->seg, c->rank, e);
     uint64_t tag = (k->seq << 32) | k->window++;
-    put_call(k, mine, rec->tag != 0, rec->hash); /* the entry holds rec->hash's description */
+    put_call(k, mine, rec->tag != 0, rec->hash);
     /* Release: payload, hash and description before the tag. */
     atomic_store_explicit(&mine->tag, tag, memory_order_release);
     rec->tag = tag;
     rec->hash = k->hash;
-    rec->sent = from == k->g.me;
+    rec->sent = sent;
     rec->checked = false;
     rec->from = k->g.ranks[from];
     if (rec->sent) {

@@ -17,15 +17,16 @@
  *   - The source writes its entry and goes on: it may run up to
  *     SEG_EAGER_ENTRIES calls ahead of its receivers.
  *   - A receiver waits for the source's entry, checks its hash against its
- *     own call's and copies the data; then it posts its own entry (no data,
- *     its hash): posted, it has read the source's.
- *   - The source checks the receivers' entries (posted, same hash) before
+ *     own call's and copies the data; then it posts its receipt (its hash,
+ *     no data; four receipts share a cache line): posted, it has read the
+ *     source's entry.
+ *   - The source checks the receivers' receipts (posted, same hash) before
  *     any window of a regular exchange and before any window
  *     SEG_EAGER_ENTRIES - 1 calls later: a mismatch it alone could see (two
  *     members that each take themselves for the source) is found then, at
  *     the latest at shmesh_finalize.
- *   - A receiver reuses its entry once that call's source has posted a
- *     window SEG_EAGER_ENTRIES - 1 calls later (it has checked the entry).
+ *   - A receiver reuses its receipt once that call's source has posted a
+ *     window SEG_EAGER_ENTRIES - 1 calls later (it has checked the receipt).
  *   - No member waits for a window of the call it is in before it posts its
  *     own, but an eager receiver for its source's, which waits for none:
  *     whatever the groups and sources, nothing waits in a circle.
