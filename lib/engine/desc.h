@@ -60,6 +60,26 @@ static inline void call_desc_clear(struct call_desc *d)
     memset(d, 0, offsetof(struct call_desc, tuning));
     d->axes[0] = d->groups[0] = 0;
 }
+/* The part of a description that means something (what call_desc_clear
+ * and an op's preparation write: the fixed fields, each text to its end,
+ * the shapes to their ndim) from src into dst: a planned call's copy of
+ * its plan's (front/plan.h), a tenth of the description's 600 bytes. */
+static inline void call_desc_copy(struct call_desc *dst, const struct call_desc *src)
+{
+    memcpy(dst, src, offsetof(struct call_desc, axes));
+    size_t i = 0;
+    do
+        dst->axes[i] = src->axes[i];
+    while (src->axes[i] && ++i < sizeof dst->axes);
+    i = 0;
+    do
+        dst->groups[i] = src->groups[i];
+    while (src->groups[i] && ++i < sizeof dst->groups);
+    for (int d = 0; d < src->ndim && d < SHMESH_MAX_NDIM; d++)
+        dst->shape[d] = src->shape[d];
+    for (int d = 0; d < src->out_ndim && d < SHMESH_MAX_NDIM; d++)
+        dst->out_shape[d] = src->out_shape[d];
+}
 _Static_assert(sizeof(struct call_desc) <= SEG_CALL_DESC_MAX, "call description too large");
 /* Op numbers on the wire (shm/op_numbers.h has the segment's others). */
 _Static_assert(OP_COUNT - 1 <= UINT32_MAX, "op numbers fit call_desc.op");

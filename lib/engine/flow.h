@@ -79,6 +79,8 @@ struct transfers {
 };
 
 struct flow {
+    /* kind, in and out first: a planned call (front/plan.c) takes its own
+     * arrays and its plan's kind, and copies the rest from in_esz on. */
     enum flow_kind kind;
     shmesh_array in, out; /* this member's, copied from the caller's */
     size_t in_esz, out_esz;

@@ -1,4 +1,5 @@
 /* Plans (see plan.h). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,9 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
     return true;
 }
 
+_Static_assert(offsetof(struct flow, in_esz) == offsetof(struct flow, out) + sizeof(shmesh_array),
+               "plan_take copies the flow from in_esz on: nothing between out and it");
+
 bool plan_take(struct call *k, const struct op_args *a, int *rc)
 {
     if (!fits(a))
@@ -111,10 +115,12 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
         return false;
     if ((*rc = call_init(k, c, a->op)))
         return true;
-    bytes_copy(&k->d, &p->d, sizeof k->d); /* core/bytes.h */
-    bytes_copy(&k->f, &p->f, sizeof k->f);
+    call_desc_copy(&k->d, &p->d);
+    /* The flow but its arrays, which are the call's own. */
+    k->f.kind = p->f.kind;
     k->f.in = *a->in;
     k->f.out = *a->out;
+    bytes_copy(&k->f.in_esz, &p->f.in_esz, sizeof k->f - offsetof(struct flow, in_esz));
     call_group_kept(k, p->n, p->me, p->ranks, p->net);
     *rc = call_buffers(k);
     /* The description is the plan's unless the buffers are device memory
