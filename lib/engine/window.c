@@ -419,10 +419,16 @@ static int check_entry(struct call *k, unsigned e)
         int r = readers[w->owed_at];
         if (r == c->rank)
             continue;
-        struct seg_slot_hdr *h;
-        int rc = find_window(k, r, tag, &h);
-        if (rc)
-            return rc;
+        /* Where a receiver posts it, else wherever r holds it (or why not). */
+        struct seg_slot_hdr *h = seg_receipt(c->seg, r, e);
+        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag) {
+            if (w->seen[r] < tag)
+                w->seen[r] = tag;
+        } else {
+            int rc = find_window(k, r, tag, &h);
+            if (rc)
+                return rc;
+        }
         if (!h || h->call_hash != rec->hash) {
             struct call_desc ours;
             memcpy(&ours, seg_call_desc(c->seg, seg_eager(c->seg, c->rank, e)), sizeof ours);
