@@ -10,7 +10,8 @@
  *                       call description; then SEG_EAGER_ENTRIES eager
  *                       windows of SEG_EAGER_BYTES (header and payload),
  *                       then a call description for each, then a receipt
- *                       (a struct seg_slot_hdr) for each
+ *                       (a struct seg_slot_hdr) for each, then where the
+ *                       rank waits as an eager receiver
  *   heap_offset         the shared heap: world_size shares of heap_share
  *                       bytes, one per rank, allocated by their owner
  *   trace_offset        only when tracing (shmesh-run --trace): world_size
@@ -198,10 +199,16 @@ struct seg_slot_hdr {
  * seg_slot_hdr, and receipts are packed four to a cache line, so that the
  * source, which checks them in batches, takes a line from a receiver every
  * fourth call rather than every call.  Entry i's description serves its
- * receipt too. */
+ * receipt too.  Last, a receiver that has to wait for its source's entry
+ * first posts where it waits (a seg_slot_hdr on a line of its own: the
+ * window's tag and its call's hash, then that call's description): a member
+ * that takes it for the source of the same call finds it a receiver there,
+ * a mismatch no entry would ever show (each waiting for the other). */
 #define SEG_EAGER_ENTRIES 64u
 #define SEG_EAGER_BYTES 2112u
-#define SEG_EAGER_REGION (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX + SEG_SLOT_HDR))
+#define SEG_EAGER_WAIT (SEG_CACHE_LINE + SEG_CALL_DESC_MAX)
+#define SEG_EAGER_REGION                                                                          \
+    (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX + SEG_SLOT_HDR) + SEG_EAGER_WAIT)
 
 /* Tracing (lib/trace/): one ring per rank, written by the rank alone and
  * read by the launcher while the job runs and after it ends

@@ -202,8 +202,15 @@ static inline struct seg_slot_hdr *seg_receipt(const struct seg *s, int rank, un
                                    (uint64_t)i * SEG_SLOT_HDR);
 }
 
-/* Where a buffer, an eager window or a receipt keeps the description of the
- * call whose first window it holds. */
+/* Where `rank` waits as an eager receiver (shm/layout.h), after its receipts. */
+static inline struct seg_slot_hdr *seg_eager_wait(const struct seg *s, int rank)
+{
+    return (struct seg_slot_hdr *)((unsigned char *)seg_receipt(s, rank, 0) +
+                                   SEG_EAGER_ENTRIES * SEG_SLOT_HDR);
+}
+
+/* Where a buffer, an eager window, a receipt or the eager wait keeps the
+ * description of the call whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
     uint64_t at =
@@ -213,6 +220,8 @@ static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
     uint64_t e = at - 2 * s->lay.slot_bytes; /* into the eager region */
     uint64_t descs = SEG_EAGER_ENTRIES * SEG_EAGER_BYTES;
     uint64_t receipts = descs + SEG_EAGER_ENTRIES * SEG_CALL_DESC_MAX;
+    if (e >= receipts + SEG_EAGER_ENTRIES * SEG_SLOT_HDR) /* the eager wait */
+        return (unsigned char *)h + SEG_CACHE_LINE;
     uint64_t i = e < receipts ? e / SEG_EAGER_BYTES : (e - receipts) / SEG_SLOT_HDR;
     return (unsigned char *)h - e + descs + i * SEG_CALL_DESC_MAX;
 }

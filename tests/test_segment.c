@@ -664,10 +664,10 @@ static void truncation_is_survived(void **state)
     drop(s);
 }
 
-/* Eager windows and receipts (shm/layout.h): entry i and receipt i share
- * one description, which lies past every entry and before every receipt;
- * four receipts fill a cache line, and all of it stays inside the rank's
- * stride. */
+/* Eager windows, receipts and the eager wait (shm/layout.h): entry i and
+ * receipt i share one description, which lies past every entry and before
+ * every receipt; four receipts fill a cache line; the eager wait has its
+ * own description; and all of it stays inside the rank's stride. */
 static void eager_layout(void **state)
 {
     struct seg *s = make(2);
@@ -689,6 +689,14 @@ static void eager_layout(void **state)
         assert_int_equal((const unsigned char *)seg_receipt(s, r, 4) - first, SEG_CACHE_LINE);
         assert_true((const unsigned char *)seg_receipt(s, r, SEG_EAGER_ENTRIES - 1) +
                         SEG_SLOT_HDR <= end);
+        /* The eager wait: after the receipts, on a line of its own, its
+         * description after it. */
+        const unsigned char *wait = (const unsigned char *)seg_eager_wait(s, r);
+        assert_ptr_equal(wait, first + SEG_EAGER_ENTRIES * SEG_SLOT_HDR);
+        assert_int_equal((uintptr_t)wait % SEG_CACHE_LINE, 0);
+        const unsigned char *d = seg_call_desc(s, seg_eager_wait(s, r));
+        assert_ptr_equal(d, wait + SEG_CACHE_LINE);
+        assert_true(d + SEG_CALL_DESC_MAX <= end);
     }
     drop(s);
 }

@@ -364,6 +364,28 @@ static void mismatched_pbroadcast_found_within_64_calls(void **state)
     run_free(&r);
 }
 
+/* Each rank takes the next for the source: all of them wait as receivers
+ * for an entry no one posts.  Each shows where it waits, and finds its
+ * source waiting there too: every rank fails with the mismatch, naming two
+ * calls, long before the run's SHMESH_TIMEOUT. */
+static void mismatched_pbroadcast_receivers(void **state)
+{
+    struct run r;
+    run_eager(&r, "mismatch-receivers", NULL);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    assert_int_equal(count_lines(r.out, "pbroadcast -> SHMESH_ERR_MISMATCH", NULL), 4);
+    int named = 0;
+    for (int s = 0; s < 4; s++) {
+        char mine[96];
+        snprintf(mine, sizeof mine, "source=%d) (call #3) but rank ", s);
+        named += count_lines(r.out, mine, "source=");
+    }
+    if (named != 4)
+        fail_msg("%d of 4 ranks named both calls:\n%s", named, r.out);
+    run_free(&r);
+}
+
 /* Rank 1 dies after 5 pbroadcasts from rank 0: rank 0 runs ahead, then
  * waits for rank 1 to have read what it sent and finds it dead; so do the
  * others. */
@@ -407,6 +429,7 @@ int main(void)
         cmocka_unit_test(lone_bad_call_does_not_hang),
         cmocka_unit_test(mismatched_pbroadcast_sources),
         cmocka_unit_test(mismatched_pbroadcast_found_within_64_calls),
+        cmocka_unit_test(mismatched_pbroadcast_receivers),
         cmocka_unit_test(dead_receiver_stops_the_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,10 @@ struct wait_for {
     bool spun; /* the spin and yield phases are over already */
     int64_t t0; /* SHMESH_DEBUG=waits: when the wait began */
     uint64_t t_trace; /* tracing: the same, in event-clock ticks */
+    /* An eager receiver's wait for its source's entry: it also ends when
+     * the source shows it waits as a receiver in the same window (a
+     * mismatch, engine/window.h). */
+    bool eager;
 };
 
 /* Per-call scratch, sized for every device of the job, recycled through the

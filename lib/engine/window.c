@@ -143,7 +143,7 @@ unsigned char *win_open(struct call *k, int *rc)
              * (or its progress word was overwritten). */
             uint64_t t = latest_tag(c, r, 0);
             if (t <= old) {
-                k->wait = (struct wait_for){r, old + 1, false, false, 0, 0};
+                k->wait = (struct wait_for){r, old + 1, false, false, 0, 0, false};
                 *rc = CALL_WAIT;
                 return NULL;
             }
@@ -264,13 +264,22 @@ struct window_wait {
     uint64_t tag;           /* the window, or what a reclaim waits for r to reach */
     struct seg_slot_hdr *h; /* found */
     uint64_t bad;           /* a progress value that went back */
+    bool eager;             /* wait_for's: r waiting in the same window ends it too */
 };
+
+/* An eager receiver's wait for r's entry `tag`: whether r waits as a
+ * receiver in that very window (win_eager_collect then finds out why). */
+static bool waits_too(const struct window_wait *ww)
+{
+    return ww->eager && atomic_load_explicit(&seg_eager_wait(ww->c->seg, ww->r)->tag,
+                                             memory_order_acquire) == ww->tag;
+}
 
 /* The spin: r's slot tags (a window), or its progress (a reclaim). */
 static bool window_ready(const void *arg)
 {
     struct window_wait *ww = (struct window_wait *)arg;
-    return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL;
+    return (ww->h = holding(ww->c, ww->r, ww->tag)) != NULL || waits_too(ww);
 }
 
 static bool progress_ready(const void *arg)
@@ -286,7 +295,7 @@ static bool progress_ready(const void *arg)
 static int window_wait_ready(void *arg)
 {
     struct window_wait *ww = arg;
-    if ((ww->h = holding(ww->c, ww->r, ww->tag)))
+    if ((ww->h = holding(ww->c, ww->r, ww->tag)) || waits_too(ww))
         return 1;
     uint64_t p;
     if (progress_of(ww->c, ww->r, &p)) {
@@ -335,8 +344,8 @@ static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr 
     if (!h && engine_of(c)->blocking) {
         /* The caller would wait for it anyway: spin here, and the data is
          * read the moment it arrives (win_wait would spin alike). */
-        struct window_wait ww = {c, r, tag, NULL, 0};
-        k->wait = (struct wait_for){r, tag, true, true, 0, 0};
+        struct window_wait ww = {c, r, tag, NULL, 0, false};
+        k->wait = (struct wait_for){r, tag, true, true, 0, 0, false};
         if (c->debug & DEBUG_WAITS)
             k->wait.t0 = debug_now();
         if (c->trace)
@@ -355,7 +364,7 @@ static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr 
             return went_back(k, r, prog);
         if (prog < tag) {
             if (!engine_of(c)->blocking)
-                k->wait = (struct wait_for){r, tag, true, false, 0, 0};
+                k->wait = (struct wait_for){r, tag, true, false, 0, 0, false};
             return CALL_WAIT;
         }
         /* r went past this window without it: it formed another group or
@@ -483,7 +492,7 @@ unsigned char *win_eager_open(struct call *k, int *rc)
                 return NULL;
             }
             if (p < need && latest_tag(c, rec->from, need) < need) {
-                k->wait = (struct wait_for){rec->from, need, false, false, 0, 0};
+                k->wait = (struct wait_for){rec->from, need, false, false, 0, 0, false};
                 *rc = CALL_WAIT;
                 return NULL;
             }
@@ -527,12 +536,40 @@ void win_eager_post(struct call *k, int from)
     k->at = 0;
 }
 
+/* A receiver about to wait for its source's entry (window k->tag): it
+ * shows where it waits (its hash and description first, then the tag, then
+ * its bell: a member asleep on it looks again), then looks where the source
+ * would show the same.  If the source waits there as a receiver too, the
+ * two disagree about the source, and no entry would ever come: a mismatch.
+ * Each posts before it looks, so one of two such members at least sees the
+ * other. */
+static int eager_wait(struct call *k, int from)
+{
+    shmesh_ctx *c = k->c;
+    int r = k->g.ranks[from];
+    struct seg_slot_hdr *mine = seg_eager_wait(c->seg, c->rank);
+    if (atomic_load_explicit(&mine->tag, memory_order_relaxed) != k->tag) {
+        struct call_desc *d = seg_call_desc(c->seg, mine);
+        memcpy(d, &k->d, sizeof k->d);
+        d->tuning = c->tuning;
+        mine->call_hash = k->hash;
+        atomic_store_explicit(&mine->tag, k->tag, memory_order_release);
+        seg_progress_ring(&c->me->progress); /* a full barrier before the look */
+    }
+    struct seg_slot_hdr *theirs = seg_eager_wait(c->seg, r);
+    if (atomic_load_explicit(&theirs->tag, memory_order_acquire) == k->tag)
+        return mismatch(c, k->seq, &k->d, r, theirs);
+    k->wait.eager = true;
+    return CALL_WAIT;
+}
+
 int win_eager_collect(struct call *k, int from)
 {
     hash_of(k);
     k->tag = (k->seq << 32) | k->window; /* the window to find: this rank posts it after */
     k->check_hash = true;
-    return collect(k, from);
+    int rc = collect(k, from);
+    return rc == CALL_WAIT ? eager_wait(k, from) : rc;
 }
 
 int win_wait(struct call *k)
@@ -544,7 +581,7 @@ int win_wait(struct call *k)
         wf->t0 = debug_now();
     if (c->trace && !wf->t_trace)
         wf->t_trace = trace_now(c->trace);
-    struct window_wait ww = {c, wf->rank, wf->target, NULL, 0};
+    struct window_wait ww = {c, wf->rank, wf->target, NULL, 0, wf->eager};
     /* A window's tag shares a cache line with the payload's start: spinning
      * on it brings a small window over in one transfer.  The buffer cannot
      * be reused under us: r reuses it only after this rank posts later. */

@@ -27,6 +27,14 @@
  *     the latest at shmesh_finalize.
  *   - A receiver reuses its receipt once that call's source has posted a
  *     window SEG_EAGER_ENTRIES - 1 calls later (it has checked the receipt).
+ *   - A receiver that has to wait for its source's entry first shows where
+ *     it waits (seg_eager_wait: the window, its hash and description), then
+ *     looks whether its source shows the same: members that disagree about
+ *     the source so that each waits as a receiver for another (rank r
+ *     taking r + 1 for the source, all around) would otherwise wait for an
+ *     entry nobody posts.  One of two such members at least sees the other
+ *     (each posts, with a full barrier, before it looks), and its wait also
+ *     ends when its source shows it.
  *   - No member waits for a window of the call it is in before it posts its
  *     own, but an eager receiver for its source's, which waits for none:
  *     whatever the groups and sources, nothing waits in a circle.

@@ -14,6 +14,11 @@
  *              barrier.  Prints "rank R: pbroadcast -> ERR", "rank R: then
  *              K more ok, next -> ERR: message", "rank R: then barrier ->
  *              ERR"; exit 0.
+ *   mismatch-receivers
+ *              rank r broadcasts from member (r + 1) mod 4: every rank takes
+ *              its source for a receiver's source, so all wait as receivers
+ *              and no entry ever comes; each must find the mismatch.  Prints
+ *              "rank R: pbroadcast -> ERR: message"; exit 0.
  *   dead-receiver
  *              rank 1 receives 5 pbroadcasts and exits; rank 0 broadcasts
  *              on, up to 10000 calls: it must stop with an error.  Prints
@@ -122,6 +127,16 @@ static int mode_mismatch_sources(int more)
     exit(0);
 }
 
+static int mode_mismatch_receivers(void)
+{
+    int32_t v[4] = {rank, rank, rank, rank}, o[4];
+    shmesh_array a = arr(v, SHMESH_INT32, 4), b = arr(o, SHMESH_INT32, 4);
+    int rc = shmesh_pbroadcast(line, "i", (rank + 1) % 4, &a, &b);
+    printf("rank %d: pbroadcast -> %s: %s\n", rank, shmesh_error_name(rc),
+           rc ? shmesh_last_error(ctx) : "");
+    exit(0);
+}
+
 static int mode_dead_receiver(void)
 {
     int32_t v[2] = {rank, rank}, o[2];
@@ -146,6 +161,8 @@ int main(int argc, char **argv)
         rc = mode_rotate();
     else if (!strcmp(argv[1], "mismatch-sources"))
         rc = mode_mismatch_sources(argc > 2 ? atoi(argv[2]) : 0);
+    else if (!strcmp(argv[1], "mismatch-receivers"))
+        rc = mode_mismatch_receivers();
     else if (!strcmp(argv[1], "dead-receiver"))
         rc = mode_dead_receiver();
     shmesh_mesh_destroy(line);
