@@ -441,6 +441,17 @@ static int call_here_run(struct work *w) { return submit_wait(((struct call_here
 
 static void call_here_drop(struct work *w) { call_release(((struct call_here *)w)->k); }
 
+/* Block cw, its call prepared, goes to the dispatcher (which owns it from
+ * now on); the call leaves the context. */
+static int dispatch_block(struct call_work *cw, shmesh_token *async)
+{
+    shmesh_ctx *c = cw->k.c;
+    cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
+    int rc = dispatch_submit(c, &cw->w, async);
+    ctx_leave(c);
+    return rc;
+}
+
 /* The prepared call k goes to the dispatcher (which owns it from now on);
  * with `async` the token goes there and nothing is waited for. */
 static int call_dispatch(struct call *k, shmesh_token *async)
@@ -455,14 +466,12 @@ static int call_dispatch(struct call *k, shmesh_token *async)
         }
     }
     struct call_work *cw = call_work_take(c);
-    if (!cw) {
-        rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
-        call_release(k);
-    } else {
-        cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
+    if (cw) {
         bytes_copy(&cw->k, k, sizeof *k); /* not rep movsq: core/bytes.h */
-        rc = dispatch_submit(c, &cw->w, async);
+        return dispatch_block(cw, async);
     }
+    rc = ctx_fail(c, SHMESH_ERR_NOMEM, "%s: out of memory to dispatch the call", k->name);
+    call_release(k);
     ctx_leave(c);
     return rc;
 }
@@ -497,13 +506,8 @@ struct call *call_block_take(shmesh_ctx *c)
 int call_finish_block(struct call *k, int rc, shmesh_token *async)
 {
     struct call_work *cw = (struct call_work *)((unsigned char *)k - offsetof(struct call_work, k));
-    shmesh_ctx *c = k->c;
-    if (!rc && dispatch_wanted(c, async)) { /* the common case: dispatched as it is */
-        cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
-        rc = dispatch_submit(c, &cw->w, async);
-        ctx_leave(c);
-        return rc;
-    }
+    if (!rc && dispatch_wanted(k->c, async)) /* the common case: dispatched as it is */
+        return dispatch_block(cw, async);
     rc = finish(k, rc, async); /* refused, or run at once */
     call_work_keep(cw);
     return rc;

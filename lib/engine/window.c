@@ -174,6 +174,22 @@ static inline __attribute__((always_inline)) uint64_t hash_of(struct call *k)
     return k->hash;
 }
 
+/* k's description into the place h keeps it (seg_call_desc), with the
+ * thresholds its hash was made with. */
+static void put_desc(const struct call *k, struct seg_slot_hdr *h)
+{
+    struct call_desc *d = seg_call_desc(k->c->seg, h);
+    memcpy(d, &k->d, sizeof k->d);
+    d->tuning = k->c->tuning;
+}
+
+/* Rank r posted window `tag`: it has read everything before it. */
+static inline void saw(shmesh_ctx *c, int r, uint64_t tag)
+{
+    if (engine_of(c)->win.seen[r] < tag)
+        engine_of(c)->win.seen[r] = tag;
+}
+
 /* Header h of the call's first window gets the call's hash, and its
  * description unless it holds that one already (`held`, with the hash
  * `held_hash`).  The description is read only by a member whose own call's
@@ -183,11 +199,8 @@ static inline __attribute__((always_inline)) void put_call(struct call *k, struc
                                                             bool held, uint64_t held_hash)
 {
     h->call_hash = hash_of(k);
-    if (!held || held_hash != k->hash) {
-        struct call_desc *d = seg_call_desc(k->c->seg, h);
-        memcpy(d, &k->d, sizeof k->d);
-        d->tuning = k->c->tuning;
-    }
+    if (!held || held_hash != k->hash)
+        put_desc(k, h);
     k->check_hash = true;
     k->desc_pending = false;
 }
@@ -376,9 +389,8 @@ static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr 
                 return beyond(k, r, prog, t);
         }
     }
-    /* Posting this window means r has read everything before it. */
-    if (h && engine_of(c)->win.seen[r] < tag)
-        engine_of(c)->win.seen[r] = tag;
+    if (h)
+        saw(c, r, tag);
     *hp = h;
     return 0;
 }
@@ -431,8 +443,7 @@ static int check_entry(struct call *k, unsigned e)
         /* Where a receiver posts it, else wherever r holds it (or why not). */
         struct seg_slot_hdr *h = seg_receipt(c->seg, r, e);
         if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag) {
-            if (w->seen[r] < tag)
-                w->seen[r] = tag;
+            saw(c, r, tag);
         } else {
             int rc = find_window(k, r, tag, &h);
             if (rc)
@@ -549,9 +560,7 @@ static int eager_wait(struct call *k, int from)
     int r = k->g.ranks[from];
     struct seg_slot_hdr *mine = seg_eager_wait(c->seg, c->rank);
     if (atomic_load_explicit(&mine->tag, memory_order_relaxed) != k->tag) {
-        struct call_desc *d = seg_call_desc(c->seg, mine);
-        memcpy(d, &k->d, sizeof k->d);
-        d->tuning = c->tuning;
+        put_desc(k, mine);
         mine->call_hash = k->hash;
         atomic_store_explicit(&mine->tag, k->tag, memory_order_release);
         seg_progress_ring(&c->me->progress); /* a full barrier before the look */
