@@ -212,22 +212,30 @@ static int refuse_kind(struct call *k, const char *what, const void *p, uint64_t
                                              "one device per rank takes device buffers)");
 }
 
+/* The kinds of k's buffers (and their heap offsets), and the backends that
+ * claimed them. */
+static inline void classify(struct call *k, const char **in_backend, const char **out_backend)
+{
+    const struct flow *f = &k->f;
+    const struct memory_state *memory = memory_of(k->c);
+    k->in_kind = mem_kind_of(&memory->backends, &memory->heap, f->in.data, f->in_bytes, &k->in_heap,
+                             in_backend);
+    if (f->out.data == f->in.data && f->out_bytes == f->in_bytes) { /* in place */
+        k->out_kind = k->in_kind;
+        k->out_heap = k->in_heap;
+        *out_backend = *in_backend;
+    } else {
+        k->out_kind = mem_kind_of(&memory->backends, &memory->heap, f->out.data, f->out_bytes,
+                                  &k->out_heap, out_backend);
+    }
+}
+
 int call_buffers(struct call *k)
 {
     const struct flow *f = &k->f;
     const char *in_backend = NULL, *out_backend = NULL;
     const shmesh_ctx *c = k->c;
-    const struct memory_state *memory = memory_of(c);
-    k->in_kind = mem_kind_of(&memory->backends, &memory->heap, f->in.data, f->in_bytes, &k->in_heap,
-                             &in_backend);
-    if (f->out.data == f->in.data && f->out_bytes == f->in_bytes) { /* in place */
-        k->out_kind = k->in_kind;
-        k->out_heap = k->in_heap;
-        out_backend = in_backend;
-    } else {
-        k->out_kind = mem_kind_of(&memory->backends, &memory->heap, f->out.data, f->out_bytes,
-                                  &k->out_heap, &out_backend);
-    }
+    classify(k, &in_backend, &out_backend);
     if (!((k->in_kind | k->out_kind) & MEM_DEVICE))
         return 0; /* host and shared-heap memory: every path's kinds */
     /* Device buffers need the device layer (a backend registered without it
@@ -511,4 +519,59 @@ int call_finish_block(struct call *k, int rc, shmesh_token *async)
     rc = finish(k, rc, async); /* refused, or run at once */
     call_work_keep(cw);
     return rc;
+}
+
+/* k ran its one exchange on a path that can run it again. */
+static bool replayable(const struct call *k)
+{
+    return k->path && k->path->replay && !k->handshaken && !k->then && !k->path_end &&
+           !k->op_free;
+}
+
+int call_finish_kept(struct call *k, int rc, bool *kept)
+{
+    *kept = false;
+    if (rc || dispatch_wanted(k->c, NULL))
+        return finish(k, rc, NULL);
+    shmesh_ctx *c = k->c;
+    bool again = k->path != NULL; /* call_again's: its path is chosen already */
+    if (!(rc = submit(k))) {
+        if (again && (c->debug & DEBUG_PATHS))
+            path_debug(k); /* as when it was chosen */
+        rc = call_wait(k);
+    }
+    if (!rc && replayable(k)) {
+        *kept = true; /* its scratch stays with it */
+        ctx_leave(c);
+        return 0;
+    }
+    call_release(k);
+    ctx_leave(c);
+    return rc;
+}
+
+int call_again(struct call *k, void *in, void *out)
+{
+    shmesh_ctx *c = k->c;
+    int rc = ctx_enter(c, k->name);
+    if (rc)
+        return rc;
+    enum mem_kind in_kind = k->in_kind, out_kind = k->out_kind;
+    const char *in_backend = NULL, *out_backend = NULL;
+    k->f.in.data = in;
+    k->f.out.data = out;
+    classify(k, &in_backend, &out_backend);
+    if (k->in_kind != in_kind || k->out_kind != out_kind || dispatch_wanted(c, NULL)) {
+        ctx_leave(c);
+        return CALL_NOT_AGAIN;
+    }
+    /* What its run moved on from; the rest (its description and hash, group,
+     * flow, path, exchange plan, size and traffic) is what the run did. */
+    k->state = CALL_PREPARED;
+    k->window = 0;
+    k->check_hash = false;
+    k->at = 0;
+    k->err = k->err_peer = 0;
+    k->path->replay(k);
+    return 0;
 }

@@ -21,6 +21,13 @@ void xrun_pack(struct call *k, const struct transfers *st, uint64_t lo, uint64_t
                unsigned char *dst);
 /* Moves on: 0 when the exchange is complete, CALL_WAIT, or an error. */
 int xrun_step(struct call *k, struct xrun *xr);
+/* A complete exchange made ready to run again from its first window, as
+ * planned (the call's first exchange: an eager one stays eager). */
+static inline void xrun_rewind(struct xrun *xr)
+{
+    xr->w = 0;
+    xr->phase = 0;
+}
 
 /* Where a piece [at, at + len) of a transfer meets the range
  * [off, off + rlen) of it that a window (or a pack or recv callback)

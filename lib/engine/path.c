@@ -183,6 +183,14 @@ static bool find_candidates(struct call *k)
     return hs;
 }
 
+void path_debug(const struct call *k)
+{
+    if (!k->path->hands_over)
+        debug_line(k->c, "call #%" PRIu64 " %s: %" PRIu64 " B among %d, path %s%s", k->seq,
+                   k->name, k->size, k->g.n, k->path->name,
+                   k->handshaken ? " (after the handshake)" : "");
+}
+
 /* Before a path is chosen, k->stage is 0 (nothing done), 1 (the handshake
  * is needed) or 2 (it is under way). */
 int path_step(struct call *k)
@@ -203,10 +211,8 @@ int path_step(struct call *k)
         k->path = choose(k);
         k->stage = 0;
         k->pos = 0;
-        if ((k->c->debug & DEBUG_PATHS) && !k->path->hands_over)
-            debug_line(k->c, "call #%" PRIu64 " %s: %" PRIu64 " B among %d, path %s%s", k->seq,
-                       k->name, k->size, k->g.n, k->path->name,
-                       k->handshaken ? " (after the handshake)" : "");
+        if (k->c->debug & DEBUG_PATHS)
+            path_debug(k);
     }
     return k->path->step(k);
 }

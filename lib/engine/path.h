@@ -76,6 +76,10 @@ struct path {
     /* Moves the call's data: 0 when done, CALL_WAIT, or an error.  Starts
      * with k->stage == 0 and k->pos == 0. */
     int (*step)(struct call *k);
+    /* NULL, or: a finished call's exchange (one, chosen without a
+     * handshake) made ready to run again on this path from its start, its
+     * plan kept (engine/call.h: call_again). */
+    void (*replay)(struct call *k);
 };
 
 /* The table (paths/table.c): path_count entries in the order they are
@@ -121,6 +125,8 @@ static inline void path_again(struct call *k)
  * host memory): the current exchange, chosen again among the host paths and
  * run there. */
 int path_on_host(struct call *k);
+/* SHMESH_DEBUG=paths: the line for the path of k (chosen, or run again). */
+void path_debug(const struct call *k);
 
 /* The path table's names, by index, into names[max] (for the trace's
  * readers), and a path's index there (SEG_TEV_NO_PATH for none). */

@@ -78,12 +78,15 @@ static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_t
 {
     if (scope_of[a->op] == SCOPE_MESH && mesh_calls_per_device(a->m))
         return devices_call(a, async);
+    int rc;
+    /* A blocking repeat of its op's last call may run that call again. */
+    if (!async && plan_run(a, &rc))
+        return rc;
     /* An `_async` form's call is prepared where the dispatcher keeps it. */
     struct call here, *k = &here;
     if (async && !(k = call_block_take(scope_of[a->op] == SCOPE_MESH ? (a->m ? a->m->ctx : NULL)
                                                                      : a->c)))
         k = &here;
-    int rc;
     /* A repeat of its op's last call is prepared from its plan (front/plan.h). */
     if (!plan_take(k, a, &rc) && !(rc = prepare(k, a, 0)))
         plan_keep(k, a);

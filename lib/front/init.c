@@ -68,11 +68,11 @@ static void release(shmesh_ctx *c, bool forked)
     else
         dispatch_stop(c);
     effects_free(c);
+    plan_free_all(c);
     call_scratch_free_all(c);
     if (!forked)
         device_close(c);
     free(front_of(c)->dev_buf);
-    plan_free_all(c);
     windows_fini(&engine_of(c)->win);
     heap_fini(&memory_of(c)->heap);
     trace_close(c);

@@ -35,6 +35,11 @@ struct plan {
     int cap;
     int misses; /* calls of the op prepared in full since the plan was made */
     uint64_t hash; /* d's, with the context's thresholds (win_post's) */
+    /* The plan's call, kept after a blocking run to run again (plan_run),
+     * or NULL; `unkept`: a run of it could not be kept (its path does not
+     * run a call again: engine/path.h), so none is tried. */
+    struct call *kept;
+    bool unkept;
 };
 
 /* A plan is made again at most once every this many calls of its op that
@@ -95,26 +100,34 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
 _Static_assert(offsetof(struct flow, in_esz) == offsetof(struct flow, out) + sizeof(shmesh_array),
                "plan_take copies the flow from in_esz on: nothing between out and it");
 
-bool plan_take(struct call *k, const struct op_args *a, int *rc)
+/* a's op's plan when a repeats it, else NULL. */
+static struct plan *match(const struct op_args *a)
 {
     if (!fits(a))
-        return false;
-    shmesh_ctx *c = a->m->ctx;
-    const struct plan *p = front_of(c)->plans[a->op];
+        return NULL;
+    struct plan *p = front_of(a->m->ctx)->plans[a->op];
     /* What differs most often first: calls of one op mostly differ in shape. */
     if (!p || !same_array(&p->in, a->in) || !same_array(&p->out, a->out) || p->m != a->m ||
         p->mesh_id != a->m->id || p->tiled != a->tiled || p->axis != a->axis ||
         p->axis2 != a->axis2 || (a->op == OP_PBROADCAST && p->source != a->source) ||
         !same_text(p->axes, a->axes))
-        return false;
+        return NULL;
     /* The buffers' own checks are the full preparation's to explain; in
      * place is as the plan's call was (the op's rule, the same shapes). */
     const void *in = a->in->data, *out = a->out->data;
     if ((p->f.in_bytes && !in) || (p->f.out_bytes && !out) ||
         (in == out ? !p->in_place : bytes_overlap(in, p->f.in_bytes, out, p->f.out_bytes)))
-        return false;
-    if ((*rc = call_init(k, c, a->op)))
-        return true;
+        return NULL;
+    return p;
+}
+
+/* k prepared from plan p for a's call, which repeats it: 0 or the error of
+ * call_init or call_buffers. */
+static int prepare_from(struct call *k, const struct plan *p, const struct op_args *a)
+{
+    int rc = call_init(k, a->m->ctx, a->op);
+    if (rc)
+        return rc;
     call_desc_copy(&k->d, &p->d);
     /* The flow but its arrays, which are the call's own. */
     k->f.kind = p->f.kind;
@@ -122,13 +135,64 @@ bool plan_take(struct call *k, const struct op_args *a, int *rc)
     k->f.out = *a->out;
     bytes_copy(&k->f.in_esz, &p->f.in_esz, sizeof k->f - offsetof(struct flow, in_esz));
     call_group_kept(k, p->n, p->me, p->ranks, p->net);
-    *rc = call_buffers(k);
+    rc = call_buffers(k);
     /* The description is the plan's unless the buffers are device memory
      * (call_buffers marks it): its hash too. */
-    if (!*rc && !k->d.in_device && !k->d.out_device) {
+    if (!rc && !k->d.in_device && !k->d.out_device) {
         k->hash = p->hash;
         k->hashed = true;
     }
+    return rc;
+}
+
+bool plan_take(struct call *k, const struct op_args *a, int *rc)
+{
+    const struct plan *p = match(a);
+    if (!p)
+        return false;
+    *rc = prepare_from(k, p, a);
+    return true;
+}
+
+/* The plan's kept call released (its scratch back to the pool) and freed. */
+static void drop_kept(struct plan *p)
+{
+    if (p->kept) {
+        call_release(p->kept);
+        free(p->kept);
+        p->kept = NULL;
+    }
+    p->unkept = false;
+}
+
+bool plan_run(const struct op_args *a, int *rc)
+{
+    struct plan *p = match(a);
+    if (!p || p->unkept)
+        return false;
+    struct call *k = p->kept;
+    if (k) {
+        *rc = call_again(k, a->in->data, a->out->data);
+        if (*rc == CALL_NOT_AGAIN) {
+            drop_kept(p);
+            return false; /* prepared in full */
+        }
+        if (*rc)
+            return true;
+    } else {
+        if (engine_of(a->m->ctx)->dispatcher || !(k = malloc(sizeof *k)))
+            return false;
+        *rc = prepare_from(k, p, a);
+    }
+    bool kept;
+    *rc = call_finish_kept(k, *rc, &kept);
+    if (!kept) {
+        free(k);
+        p->unkept = p->kept == NULL && !*rc; /* a first run, fine but not kept */
+        p->kept = NULL;
+        return true;
+    }
+    p->kept = k;
     return true;
 }
 
@@ -150,6 +214,8 @@ void plan_keep(const struct call *k, const struct op_args *a)
     struct plan **slot = &front_of(c)->plans[a->op], *p = *slot;
     if (p && ++p->misses < PLAN_PATIENCE)
         return;
+    if (p)
+        drop_kept(p); /* the plan changes */
     if (!plain(k) || strlen(a->axes) >= PLAN_AXES || (p && k->g.n > p->cap)) {
         if (p)
             p->m = NULL; /* matches nothing */
@@ -195,8 +261,10 @@ void plan_free_all(shmesh_ctx *c)
 {
     for (int op = 0; op < OP_COUNT; op++) {
         struct plan *p = front_of(c)->plans[op];
-        if (p)
+        if (p) {
+            drop_kept(p);
             free(p->ranks);
+        }
         free(p);
         front_of(c)->plans[op] = NULL;
     }

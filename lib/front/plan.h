@@ -23,10 +23,18 @@
 /* When a repeats its op's plan: k prepared from it (after call_init), its
  * result in *rc, and true; else false, and nothing done. */
 bool plan_take(struct call *k, const struct op_args *a, int *rc);
+/* For a blocking call: when a repeats its op's plan and the context has no
+ * dispatcher, the call is made with the plan's own call, kept from the
+ * plan's previous run (engine/call.h: call_again): its result in *rc, and
+ * true; else false, and nothing done.  A run on a path that cannot run a
+ * call again (engine/path.h) is not kept, and the plan then leaves its
+ * calls to plan_take. */
+bool plan_run(const struct op_args *a, int *rc);
 /* After a's call was prepared into k without error: k kept as its op's
  * plan when it may be (else that op's plan is dropped). */
 void plan_keep(const struct call *k, const struct op_args *a);
-/* The context's plans freed (when it goes). */
+/* The context's plans freed, their kept calls' scratch back in the pool
+ * (when the context goes: before call_scratch_free_all). */
 void plan_free_all(shmesh_ctx *c);
 
 #endif

@@ -14,9 +14,13 @@ static int staged_step(struct call *k)
     return xrun_step(k, &k->xr);
 }
 
+/* The exchange planned (stage 1) runs again from its first window. */
+static void staged_replay(struct call *k) { xrun_rewind(&k->xr); }
+
 const struct path path_staged = {
     .name = "staged",
     .kinds = MEM_HOST | MEM_HEAP,
     .candidate = always,
     .step = staged_step,
+    .replay = staged_replay,
 };

@@ -196,6 +196,57 @@ static void meshes_made_again(void)
     printf("rank %d: meshes made again ok\n", rank);
 }
 
+/* Blocking repeats run their plan's kept call again (engine/call.h:
+ * call_again): each with its own buffers, of the stack, the shared heap
+ * (another memory kind: the kept call is dropped, the call prepared in
+ * full) and the stack again, in place and apart, pbroadcast from each
+ * source in turn and psum between them; a refused repeat in the middle. */
+static void kept_calls(shmesh_mesh *m)
+{
+    float *heap = shmesh_alloc(ctx, 4 * sizeof(float));
+    check(heap != NULL, "shmesh_alloc", shmesh_last_error(ctx));
+    if (!heap)
+        return;
+    float a[4], b[4], out[4], out2[4];
+    for (int i = 0; i < 24; i++) {
+        float *in = i % 6 == 4 ? heap : i % 2 ? b : a;
+        int source = i / 6 % 2; /* the source's x; six repeats each */
+        bool in_place = i % 6 == 5;
+        float *dst = in_place ? in : i % 3 ? out : out2;
+        for (int j = 0; j < 4; j++) {
+            in[j] = (float)(100 * i + 10 * rank + j);
+            out[j] = out2[j] = -1;
+        }
+        shmesh_array x = arr(in, SHMESH_FLOAT32, 4), o = arr(dst, SHMESH_FLOAT32, 4);
+        MUST(shmesh_pbroadcast(m, "x", source, &x, &o));
+        int src_rank = 2 * source + y_of(rank); /* x = source, this rank's y */
+        for (int j = 0; j < 4; j++)
+            if (dst[j] != (float)(100 * i + 10 * src_rank + j)) {
+                char d[96];
+                snprintf(d, sizeof d, "pbroadcast call %d from x=%d: [%d] %g, expected %d", i,
+                         source, j, dst[j], 100 * i + 10 * src_rank + j);
+                check(false, "kept pbroadcast", d);
+                goto out;
+            }
+        if (i == 9) { /* refused: NULL output, then the next repeat is right */
+            shmesh_array none = arr(NULL, SHMESH_FLOAT32, 4);
+            int rc = shmesh_pbroadcast(m, "x", source, &x, &none);
+            check(rc == SHMESH_ERR_INVALID && strstr(shmesh_last_error(ctx), "data is NULL"),
+                  "NULL out after kept calls", shmesh_last_error(ctx));
+        }
+        shmesh_array s = arr(in, SHMESH_FLOAT32, 1), so = arr(out, SHMESH_FLOAT32, 1);
+        in[0] = (float)(rank + 1);
+        MUST(shmesh_psum(m, "x,y", NULL, &s, &so));
+        if (out[0] != 10) {
+            check(false, "kept psum", "wrong sum");
+            goto out;
+        }
+    }
+    printf("rank %d: kept calls ok\n", rank);
+out:
+    shmesh_free(ctx, heap);
+}
+
 /* A refused call after planned ones is refused with its own reason, and
  * the next good call is right; the async form repeats alike. */
 static void refusals_and_async(shmesh_mesh *m)
@@ -224,6 +275,13 @@ static void refusals_and_async(shmesh_mesh *m)
             check(false, "psum_async repeated", "wrong sum");
             return;
         }
+        /* A blocking repeat with a dispatcher: no kept call. */
+        out[0] = out[1] = -1;
+        MUST(shmesh_psum(m, "x,y", NULL, &a, &o));
+        if (out[0] != 6 || out[1] != 4) {
+            check(false, "psum after psum_async", "wrong sum");
+            return;
+        }
     }
     printf("rank %d: refusals and async ok\n", rank);
 }
@@ -247,6 +305,7 @@ int main(void)
     shapes_and_dtypes(m);
     op_arguments(m);
     meshes_made_again();
+    kept_calls(m);
     refusals_and_async(m);
     shmesh_mesh_destroy(m);
     if (!failed)
