@@ -528,23 +528,48 @@ static bool replayable(const struct call *k)
            !k->op_free;
 }
 
-int call_finish_kept(struct call *k, int rc, bool *kept)
+/* A kept call's run: numbered and queued, then waited for. */
+static int run_kept(struct call *k)
 {
-    *kept = false;
-    if (rc || dispatch_wanted(k->c, NULL))
+    bool again = k->path != NULL; /* call_again's: its path is chosen already */
+    int rc = submit(k);
+    if (rc)
+        return rc;
+    if (again && (k->c->debug & DEBUG_PATHS))
+        path_debug(k); /* as when it was chosen */
+    return call_wait(k);
+}
+
+static int kept_work_run(struct work *w) { return run_kept(((struct call_here *)w)->k); }
+
+static void kept_work_drop(struct work *w) { (void)w; /* call_finish_kept keeps or releases */ }
+
+int call_finish_kept(struct call *k, int rc, int *kept)
+{
+    *kept = 0;
+    if (rc)
         return finish(k, rc, NULL);
     shmesh_ctx *c = k->c;
-    bool again = k->path != NULL; /* call_again's: its path is chosen already */
-    if (!(rc = submit(k))) {
-        if (again && (c->debug & DEBUG_PATHS))
-            path_debug(k); /* as when it was chosen */
-        rc = call_wait(k);
+    if (!dispatch_wanted(c, NULL)) {
+        rc = run_kept(k);
+    } else {
+        /* Run here at the dispatcher's next position, as call_dispatch
+         * runs a blocking call; a busy one (plan_run asks dispatch_quiet
+         * first) gets a copy, which takes k's scratch with it. */
+        struct call_here here = {{.run = kept_work_run, .drop = kept_work_drop}, k};
+        if (!dispatch_run_quiet(c, &here.w, &rc)) {
+            rc = call_dispatch(k, NULL);
+            k->s = NULL;
+            return rc;
+        }
     }
     if (!rc && replayable(k)) {
-        *kept = true; /* its scratch stays with it */
+        *kept = 1; /* its scratch stays with it */
         ctx_leave(c);
         return 0;
     }
+    if (!rc)
+        *kept = -1;
     call_release(k);
     ctx_leave(c);
     return rc;
@@ -561,7 +586,7 @@ int call_again(struct call *k, void *in, void *out)
     k->f.in.data = in;
     k->f.out.data = out;
     classify(k, &in_backend, &out_backend);
-    if (k->in_kind != in_kind || k->out_kind != out_kind || dispatch_wanted(c, NULL)) {
+    if (k->in_kind != in_kind || k->out_kind != out_kind) {
         ctx_leave(c);
         return CALL_NOT_AGAIN;
     }

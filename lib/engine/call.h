@@ -228,16 +228,19 @@ int call_finish_block(struct call *k, int rc, shmesh_token *async);
 /* Kept calls (front/plan.h): a blocking call run again in place.  The
  * second and later runs of a kept call skip its preparation, the choice of
  * its path and the plan of its exchange, and do what its first run did.
- * Only without a dispatcher: the call runs on this thread, start to end. */
+ * Only where the call runs on this thread, start to end: no dispatcher, or
+ * a quiet one (engine/dispatch.h: dispatch_quiet). */
 
 /* call_again: k cannot run again as it stands (its buffers are of other
- * kinds now, or the context has a dispatcher). */
+ * kinds now). */
 #define CALL_NOT_AGAIN 2
 /* Like call_finish(k, rc), but when k ran without error in one exchange on
  * a path that can run it again (engine/path.h: replay), k keeps its
- * scratch, path and exchange plan for call_again, and *kept is true; else
- * k is released as call_finish releases it. */
-int call_finish_kept(struct call *k, int rc, bool *kept);
+ * scratch, path and exchange plan for call_again, and *kept is 1.  Else k
+ * is released as call_finish releases it (or, dispatched after all, its
+ * scratch goes with the dispatched copy), and *kept is -1 when it ran
+ * without error but cannot be kept (a call like it never can), else 0. */
+int call_finish_kept(struct call *k, int rc, int *kept);
 /* Kept call k entered again, with new buffers of its arrays' shapes: 0, and
  * k is ready for call_finish_kept; CALL_NOT_AGAIN (nothing done: release
  * k, prepare the call in full); or the context's error (ctx_enter's, as

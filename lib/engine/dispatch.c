@@ -489,6 +489,12 @@ static inline bool quiet(struct dispatcher *s)
            atomic_load_explicit(&s->dispatched, memory_order_relaxed);
 }
 
+bool dispatch_quiet(const shmesh_ctx *c)
+{
+    struct dispatcher *s = engine_of(c)->dispatcher;
+    return !s || quiet(s);
+}
+
 bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
 {
     struct dispatcher *s = engine_of(c)->dispatcher;

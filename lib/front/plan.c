@@ -5,6 +5,7 @@
 
 #include "core/bytes.h"
 #include "engine/desc.h"
+#include "engine/dispatch.h"
 #include "engine/state.h"
 #include "front/plan.h"
 #include "front/state.h"
@@ -168,8 +169,8 @@ static void drop_kept(struct plan *p)
 bool plan_run(const struct op_args *a, int *rc)
 {
     struct plan *p = match(a);
-    if (!p || p->unkept)
-        return false;
+    if (!p || p->unkept || !dispatch_quiet(a->m->ctx))
+        return false; /* a busy dispatcher runs it: prepared in a block */
     struct call *k = p->kept;
     if (k) {
         *rc = call_again(k, a->in->data, a->out->data);
@@ -180,16 +181,16 @@ bool plan_run(const struct op_args *a, int *rc)
         if (*rc)
             return true;
     } else {
-        if (engine_of(a->m->ctx)->dispatcher || !(k = malloc(sizeof *k)))
+        if (!(k = malloc(sizeof *k)))
             return false;
         *rc = prepare_from(k, p, a);
     }
-    bool kept;
+    int kept;
     *rc = call_finish_kept(k, *rc, &kept);
-    if (!kept) {
+    if (kept <= 0) {
         free(k);
-        p->unkept = p->kept == NULL && !*rc; /* a first run, fine but not kept */
         p->kept = NULL;
+        p->unkept = kept < 0; /* its path runs no call again */
         return true;
     }
     p->kept = k;

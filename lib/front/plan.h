@@ -24,11 +24,12 @@
  * result in *rc, and true; else false, and nothing done. */
 bool plan_take(struct call *k, const struct op_args *a, int *rc);
 /* For a blocking call: when a repeats its op's plan and the context has no
- * dispatcher, the call is made with the plan's own call, kept from the
- * plan's previous run (engine/call.h: call_again): its result in *rc, and
- * true; else false, and nothing done.  A run on a path that cannot run a
- * call again (engine/path.h) is not kept, and the plan then leaves its
- * calls to plan_take. */
+ * dispatcher, or a quiet one (engine/dispatch.h: dispatch_quiet), the call
+ * is made with the plan's own call, kept from the plan's previous run
+ * (engine/call.h: call_again): its result in *rc, and true; else false,
+ * and nothing done.  A run on a path that cannot run a call again
+ * (engine/path.h) is not kept, and the plan then leaves its calls to
+ * plan_take. */
 bool plan_run(const struct op_args *a, int *rc);
 /* After a's call was prepared into k without error: k kept as its op's
  * plan when it may be (else that op's plan is dropped). */

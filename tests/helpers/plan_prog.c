@@ -275,11 +275,22 @@ static void refusals_and_async(shmesh_mesh *m)
             check(false, "psum_async repeated", "wrong sum");
             return;
         }
-        /* A blocking repeat with a dispatcher: no kept call. */
+        /* A blocking repeat with a quiet dispatcher runs the kept call;
+         * behind a queued psum_async, it is dispatched. */
         out[0] = out[1] = -1;
         MUST(shmesh_psum(m, "x,y", NULL, &a, &o));
+        float queued[2] = {-1, -1};
+        shmesh_array q = arr(queued, SHMESH_FLOAT32, 2);
+        MUST(shmesh_psum_async(m, "x,y", NULL, &a, &q, &t));
         if (out[0] != 6 || out[1] != 4) {
             check(false, "psum after psum_async", "wrong sum");
+            return;
+        }
+        out[0] = out[1] = -1;
+        MUST(shmesh_psum(m, "x,y", NULL, &a, &o));
+        MUST(shmesh_token_wait(t));
+        if (out[0] != 6 || out[1] != 4 || queued[0] != 6 || queued[1] != 4) {
+            check(false, "psum behind a psum_async", "wrong sum");
             return;
         }
     }
