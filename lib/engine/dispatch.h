@@ -87,7 +87,11 @@ bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc);
 /* Whether c has no dispatcher, or a quiet one: a blocking call made now
  * runs on this thread (only this thread dispatches, so a quiet dispatcher
  * stays quiet until it does). */
-bool dispatch_quiet(const shmesh_ctx *c);
+bool dispatcher_quiet(const shmesh_ctx *c);
+static inline bool dispatch_quiet(const shmesh_ctx *c)
+{
+    return !engine_of(c)->dispatcher || dispatcher_quiet(c);
+}
 /* Waits for position seq of c's dispatcher: its result. */
 int dispatch_wait(shmesh_ctx *c, uint64_t seq);
 /* The waiter callers wait with, into *w (the dispatcher's own notifier,

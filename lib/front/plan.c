@@ -146,14 +146,6 @@ static int prepare_from(struct call *k, const struct plan *p, const struct op_ar
     return rc;
 }
 
-bool plan_take(struct call *k, const struct op_args *a, int *rc)
-{
-    const struct plan *p = match(a);
-    if (!p)
-        return false;
-    *rc = prepare_from(k, p, a);
-    return true;
-}
 
 /* The plan's kept call released (its scratch back to the pool) and freed. */
 static void drop_kept(struct plan *p)
@@ -166,10 +158,13 @@ static void drop_kept(struct plan *p)
     p->unkept = false;
 }
 
-bool plan_run(const struct op_args *a, int *rc)
+/* a's blocking call, which repeats plan p, made with p's kept call (made
+ * now when there is none): its result in *rc, and true; else false, and
+ * nothing done. */
+static inline __attribute__((always_inline)) bool plan_run(struct plan *p, const struct op_args *a,
+                                                           int *rc)
 {
-    struct plan *p = match(a);
-    if (!p || p->unkept || !dispatch_quiet(a->m->ctx))
+    if (p->unkept || !dispatch_quiet(a->m->ctx))
         return false; /* a busy dispatcher runs it: prepared in a block */
     struct call *k = p->kept;
     if (k) {
@@ -195,6 +190,17 @@ bool plan_run(const struct op_args *a, int *rc)
     }
     p->kept = k;
     return true;
+}
+
+enum plan_use plan_take(struct call *k, const struct op_args *a, bool blocking, int *rc)
+{
+    struct plan *p = match(a);
+    if (!p)
+        return PLAN_NONE;
+    if (blocking && plan_run(p, a, rc))
+        return PLAN_RAN;
+    *rc = prepare_from(k, p, a);
+    return PLAN_TAKEN;
 }
 
 /* Whether prepared k depends on nothing but its plan's key: no op state or

@@ -20,17 +20,19 @@
 #include "engine/call.h"
 #include "ops/ops.h"
 
-/* When a repeats its op's plan: k prepared from it (after call_init), its
- * result in *rc, and true; else false, and nothing done. */
-bool plan_take(struct call *k, const struct op_args *a, int *rc);
-/* For a blocking call: when a repeats its op's plan and the context has no
- * dispatcher, or a quiet one (engine/dispatch.h: dispatch_quiet), the call
+/* What a call made of its op's plan (plan_take). */
+enum plan_use {
+    PLAN_NONE,  /* it does not repeat the plan: nothing done */
+    PLAN_TAKEN, /* k prepared from the plan (after call_init), its result in *rc */
+    PLAN_RAN,   /* made with the plan's kept call, its result in *rc (k untouched) */
+};
+/* When a repeats its op's plan: for a blocking call, on a context with no
+ * dispatcher or a quiet one (engine/dispatch.h: dispatch_quiet), the call
  * is made with the plan's own call, kept from the plan's previous run
- * (engine/call.h: call_again): its result in *rc, and true; else false,
- * and nothing done.  A run on a path that cannot run a call again
- * (engine/path.h) is not kept, and the plan then leaves its calls to
- * plan_take. */
-bool plan_run(const struct op_args *a, int *rc);
+ * (engine/call.h: call_again); else k is prepared from the plan.  A run on
+ * a path that cannot run a call again (engine/path.h) is not kept, and the
+ * plan's later calls are prepared from it. */
+enum plan_use plan_take(struct call *k, const struct op_args *a, bool blocking, int *rc);
 /* After a's call was prepared into k without error: k kept as its op's
  * plan when it may be (else that op's plan is dropped). */
 void plan_keep(const struct call *k, const struct op_args *a);
