@@ -126,6 +126,14 @@ static void deliver(struct call *k, const struct transfers *st, uint64_t lo, uin
     }
 }
 
+/* What deliver does for an eager exchange: the source's is the one
+ * transfer, whole in its window (xrun_start). */
+static inline void eager_deliver(struct call *k, const struct transfers *st, int from)
+{
+    const struct call_scratch *s = k->s;
+    st->recv(k, from, 0, seg_payload(s->hdrs[from]), s->xtotal[from]);
+}
+
 /* An eager exchange: the source posts and goes on; a receiver reads the
  * source's window, then posts its own. */
 static int eager_step(struct call *k, struct xrun *xr)
@@ -137,17 +145,17 @@ static int eager_step(struct call *k, struct xrun *xr)
             unsigned char *payload = win_eager_open(k, &rc);
             if (!payload)
                 return rc;
-            xrun_pack(k, st, 0, k->s->xtotal[me], payload);
+            st->pack(k, -1, 0, k->s->xtotal[me], payload); /* xrun_pack's broadcast */
             win_eager_post(k, me);
             xr->phase = 1;
         }
-        deliver(k, st, 0, xr->window);
+        eager_deliver(k, st, me);
         return 0;
     }
     if (xr->phase == 0) {
         if ((rc = win_eager_collect(k, xr->from)))
             return rc;
-        deliver(k, st, 0, xr->window);
+        eager_deliver(k, st, xr->from);
         xr->phase = 1;
     }
     if (!win_eager_open(k, &rc))

@@ -535,9 +535,11 @@ void win_eager_post(struct call *k, int from)
     rec->checked = false;
     rec->from = k->g.ranks[from];
     if (rec->sent) {
-        memcpy(w->eager_readers + (size_t)e * (size_t)c->world, k->g.ranks,
-               sizeof *k->g.ranks * (size_t)k->g.n);
-        rec->nreaders = k->g.n;
+        int *readers = w->eager_readers + (size_t)e * (size_t)c->world;
+        const int *ranks = k->g.ranks, n = k->g.n;
+        for (int q = 0; q < n; q++) /* mostly a few: no memcpy call */
+            readers[q] = ranks[q];
+        rec->nreaders = n;
         if (w->owed++ == 0)
             w->owed_oldest = k->seq;
         k->s->hdrs[from] = mine;
