@@ -215,9 +215,10 @@ static void refused_arguments_leave_job_usable(void **state)
 /* Calls prepared from their op's plan (lib/front/plan.h): each change a
  * plan must notice (axes text in the same buffer, shapes, dtypes, in place,
  * the op's own arguments, a mesh made again), made between two calls of one
- * op, gives the right result; so do blocking repeats run with the plan's
- * kept call, with other buffers and memory kinds; refusals after planned
- * calls keep their own reasons. */
+ * op, gives the right result; so do repeats run with the plan's kept calls,
+ * blocking with other buffers and memory kinds, and `_async` several in
+ * flight while the plan changes; refusals after planned calls keep their
+ * own reasons. */
 /* The helper program in that environment variable, with arg (or none),
  * under 4 ranks: it must succeed. */
 static void run_four(struct run *r, const char *prog_env, const char *arg)
@@ -237,6 +238,7 @@ static void plans_follow_every_change(void **state)
     expect_lines(&r, "op arguments ok", NULL, 4);
     expect_lines(&r, "meshes made again ok", NULL, 4);
     expect_lines(&r, "kept calls ok", NULL, 4);
+    expect_lines(&r, "kept async calls ok", NULL, 4);
     expect_lines(&r, "refusals and async ok", NULL, 4);
     expect_lines(&r, "plans ok", NULL, 4);
     assert_clean(&r);

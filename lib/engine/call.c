@@ -528,6 +528,49 @@ static bool replayable(const struct call *k)
            !k->op_free;
 }
 
+/* A kept call's block: dispatched as it is, run by whichever thread takes
+ * it, given back to its plan through `state` (enum call_kept_state). */
+struct kept_work {
+    struct work w;
+    _Atomic int state;
+    bool ran; /* since it was last dispatched */
+    int rc;   /* its run's result */
+    struct call k;
+};
+
+static struct kept_work *kept_of(struct call *k)
+{
+    return (struct kept_work *)((unsigned char *)k - offsetof(struct kept_work, k));
+}
+
+struct call *call_kept_new(void)
+{
+    struct kept_work *kw = malloc(sizeof *kw);
+    if (!kw)
+        return NULL;
+    atomic_init(&kw->state, KEPT_SPENT);
+    kw->k.s = NULL;
+    return &kw->k;
+}
+
+enum call_kept_state call_kept_state(struct call *k)
+{
+    return atomic_load_explicit(&kept_of(k)->state, memory_order_acquire);
+}
+
+void call_kept_free(struct call *k)
+{
+    struct kept_work *kw = kept_of(k);
+    int s = KEPT_BUSY;
+    /* In flight: whoever runs it frees it. */
+    if (atomic_compare_exchange_strong_explicit(&kw->state, &s, KEPT_ORPHAN, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return;
+    if (s == KEPT_IDLE)
+        call_release(k);
+    free(kw);
+}
+
 /* A kept call's run: numbered and queued, then waited for. */
 static int run_kept(struct call *k)
 {
@@ -540,37 +583,56 @@ static int run_kept(struct call *k)
     return call_wait(k);
 }
 
-static int kept_work_run(struct work *w) { return run_kept(((struct call_here *)w)->k); }
-
-static void kept_work_drop(struct work *w) { (void)w; /* call_finish_kept keeps or releases */ }
-
-int call_finish_kept(struct call *k, int rc, int *kept)
+/* The run is over (or never happened): kept for the next, or its scratch
+ * released; given back to the plan, or freed when the plan gave it up. */
+static void settle(struct kept_work *kw)
 {
-    *kept = 0;
-    if (rc)
-        return finish(k, rc, NULL);
+    struct call *k = &kw->k;
+    int next = KEPT_IDLE;
+    if (!kw->ran || kw->rc || !replayable(k)) {
+        next = kw->ran && !kw->rc ? KEPT_NEVER : KEPT_SPENT;
+        call_release(k);
+    }
+    int busy = KEPT_BUSY;
+    if (!atomic_compare_exchange_strong_explicit(&kw->state, &busy, next, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        if (next == KEPT_IDLE) /* given up while in flight */
+            call_release(k);
+        free(kw);
+    }
+}
+
+static int kept_work_run(struct work *w)
+{
+    struct kept_work *kw = (struct kept_work *)w;
+    kw->ran = true;
+    return kw->rc = run_kept(&kw->k);
+}
+
+static void kept_work_drop(struct work *w) { settle((struct kept_work *)w); }
+
+int call_finish_kept(struct call *k, int rc, shmesh_token *async)
+{
+    struct kept_work *kw = kept_of(k);
     shmesh_ctx *c = k->c;
-    if (!dispatch_wanted(c, NULL)) {
-        rc = run_kept(k);
-    } else {
-        /* Run here at the dispatcher's next position, as call_dispatch
-         * runs a blocking call; a busy one (plan_run asks dispatch_quiet
-         * first) gets a copy, which takes k's scratch with it. */
-        struct call_here here = {{.run = kept_work_run, .drop = kept_work_drop}, k};
-        if (!dispatch_run_quiet(c, &here.w, &rc)) {
-            rc = call_dispatch(k, NULL);
-            k->s = NULL;
-            return rc;
-        }
+    kw->ran = false;
+    kw->rc = rc;
+    atomic_store_explicit(&kw->state, KEPT_BUSY, memory_order_relaxed);
+    if (rc) {
+        settle(kw); /* released (k->c is NULL when call_init failed) */
+        if (c)
+            ctx_leave(c);
+        return rc;
     }
-    if (!rc && replayable(k)) {
-        *kept = 1; /* its scratch stays with it */
+    if (!dispatch_wanted(c, async)) {
+        rc = kept_work_run(&kw->w); /* at once, as call_finish would */
+        settle(kw);
         ctx_leave(c);
-        return 0;
+        return rc;
     }
-    if (!rc)
-        *kept = -1;
-    call_release(k);
+    /* As the dispatched copy of a prepared call, with no copy. */
+    kw->w = (struct work){.run = kept_work_run, .drop = kept_work_drop};
+    rc = dispatch_submit(c, &kw->w, async);
     ctx_leave(c);
     return rc;
 }

@@ -225,26 +225,38 @@ int call_finish_async(struct call *k, int rc, shmesh_token *async);
 struct call *call_block_take(shmesh_ctx *c);
 int call_finish_block(struct call *k, int rc, shmesh_token *async);
 
-/* Kept calls (front/plan.h): a blocking call run again in place.  The
- * second and later runs of a kept call skip its preparation, the choice of
- * its path and the plan of its exchange, and do what its first run did.
- * Only where the call runs on this thread, start to end: no dispatcher, or
- * a quiet one (engine/dispatch.h: dispatch_quiet). */
-
+/* Kept calls (front/plan.h): a call run again in place.  The second and
+ * later runs of a kept call skip its preparation, the choice of its path
+ * and the plan of its exchange, and do what its first run did.  A kept
+ * call is a block of its own, dispatched as it is (an `_async` form, or a
+ * blocking call behind queued work) or run at once; the thread that runs
+ * it gives it back through its state. */
+enum call_kept_state {
+    KEPT_IDLE,   /* ready for call_again */
+    KEPT_BUSY,   /* in flight */
+    KEPT_SPENT,  /* no call in it (new, or released after an error): prepare one */
+    KEPT_NEVER,  /* released: it ran, but its path runs no call again (engine/path.h) */
+    KEPT_ORPHAN, /* given up in flight: its runner frees it */
+};
+/* A block for a kept call (KEPT_SPENT), or NULL (out of memory). */
+struct call *call_kept_new(void);
+/* Kept call k's state (acquire: a state given back shows the run's writes). */
+enum call_kept_state call_kept_state(struct call *k);
+/* Kept call k given up: freed now, or by its runner when in flight. */
+void call_kept_free(struct call *k);
 /* call_again: k cannot run again as it stands (its buffers are of other
  * kinds now). */
 #define CALL_NOT_AGAIN 2
-/* Like call_finish(k, rc), but when k ran without error in one exchange on
- * a path that can run it again (engine/path.h: replay), k keeps its
- * scratch, path and exchange plan for call_again, and *kept is 1.  Else k
- * is released as call_finish releases it (or, dispatched after all, its
- * scratch goes with the dispatched copy), and *kept is -1 when it ran
- * without error but cannot be kept (a call like it never can), else 0. */
-int call_finish_kept(struct call *k, int rc, int *kept);
-/* Kept call k entered again, with new buffers of its arrays' shapes: 0, and
- * k is ready for call_finish_kept; CALL_NOT_AGAIN (nothing done: release
- * k, prepare the call in full); or the context's error (ctx_enter's, as
- * call_init returns it), and nothing done. */
+/* Kept call k's end, as call_finish_async ends a call (rc: its preparation's
+ * result): run, or dispatched with `async`'s token or waited for.  Its run
+ * leaves it KEPT_IDLE when it went without error in one exchange on a path
+ * that can run it again, KEPT_NEVER when it went without error but cannot
+ * be run again, else KEPT_SPENT. */
+int call_finish_kept(struct call *k, int rc, shmesh_token *async);
+/* Kept call k (KEPT_IDLE) entered again, with new buffers of its arrays'
+ * shapes: 0, and k is ready for call_finish_kept; CALL_NOT_AGAIN (nothing
+ * done: free k, prepare the call in full); or the context's error
+ * (ctx_enter's, as call_init returns it), and nothing done. */
 int call_again(struct call *k, void *in, void *out);
 
 #endif

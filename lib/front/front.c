@@ -78,24 +78,21 @@ static inline __attribute__((always_inline)) int run(struct op_args *a, shmesh_t
 {
     if (scope_of[a->op] == SCOPE_MESH && mesh_calls_per_device(a->m))
         return devices_call(a, async);
+    /* A repeat of its op's last call runs the plan's kept call, or is
+     * prepared from the plan (front/plan.h). */
+    struct plan *p = plan_match(a);
+    int rc;
+    if (p && plan_run(p, a, async, &rc))
+        return rc;
     /* An `_async` form's call is prepared where the dispatcher keeps it. */
     struct call here, *k = &here;
     if (async && !(k = call_block_take(scope_of[a->op] == SCOPE_MESH ? (a->m ? a->m->ctx : NULL)
                                                                      : a->c)))
         k = &here;
-    int rc;
-    /* A repeat of its op's last call is prepared from its plan, or a
-     * blocking one runs the plan's kept call (front/plan.h). */
-    switch (plan_take(k, a, !async, &rc)) {
-    case PLAN_RAN:
-        return rc;
-    case PLAN_NONE:
-        if (!(rc = prepare(k, a, 0)))
-            plan_keep(k, a);
-        break;
-    case PLAN_TAKEN:
-        break;
-    }
+    if (p)
+        rc = plan_prepare(k, p, a);
+    else if (!(rc = prepare(k, a, 0)))
+        plan_keep(k, a);
     return k == &here ? call_finish_async(k, rc, async) : call_finish_block(k, rc, async);
 }
 

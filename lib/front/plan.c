@@ -5,7 +5,6 @@
 
 #include "core/bytes.h"
 #include "engine/desc.h"
-#include "engine/dispatch.h"
 #include "engine/state.h"
 #include "front/plan.h"
 #include "front/state.h"
@@ -15,6 +14,9 @@
 
 /* The longest axes text a plan keeps (longer: no plan). */
 #define PLAN_AXES 64
+/* The most calls a plan keeps: as many of its calls in flight at once as
+ * the dispatcher keeps spare blocks for (each holds a call's scratch). */
+#define PLAN_KEPT ENGINE_SPARE_WORKS
 
 struct plan {
     /* What the call's preparation read: the mesh (by address and id: ids
@@ -36,10 +38,12 @@ struct plan {
     int cap;
     int misses; /* calls of the op prepared in full since the plan was made */
     uint64_t hash; /* d's, with the context's thresholds (win_post's) */
-    /* The plan's call, kept after a blocking run to run again (plan_run),
-     * or NULL; `unkept`: a run of it could not be kept (its path does not
-     * run a call again: engine/path.h), so none is tried. */
-    struct call *kept;
+    /* The plan's own calls, run again by its repeats (plan_run): one per
+     * call of it in flight at once, up to PLAN_KEPT; `unkept`: a run of it
+     * could not be kept (its path does not run a call again:
+     * engine/path.h), so none is tried. */
+    struct call *kept[PLAN_KEPT];
+    int nkept;
     bool unkept;
 };
 
@@ -101,8 +105,7 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
 _Static_assert(offsetof(struct flow, in_esz) == offsetof(struct flow, out) + sizeof(shmesh_array),
                "plan_take copies the flow from in_esz on: nothing between out and it");
 
-/* a's op's plan when a repeats it, else NULL. */
-static struct plan *match(const struct op_args *a)
+struct plan *plan_match(const struct op_args *a)
 {
     if (!fits(a))
         return NULL;
@@ -122,9 +125,7 @@ static struct plan *match(const struct op_args *a)
     return p;
 }
 
-/* k prepared from plan p for a's call, which repeats it: 0 or the error of
- * call_init or call_buffers. */
-static int prepare_from(struct call *k, const struct plan *p, const struct op_args *a)
+int plan_prepare(struct call *k, const struct plan *p, const struct op_args *a)
 {
     int rc = call_init(k, a->m->ctx, a->op);
     if (rc)
@@ -147,27 +148,33 @@ static int prepare_from(struct call *k, const struct plan *p, const struct op_ar
 }
 
 
-/* The plan's kept call released (its scratch back to the pool) and freed. */
+/* The plan's kept calls given up (engine/call.h: call_kept_free). */
 static void drop_kept(struct plan *p)
 {
-    if (p->kept) {
-        call_release(p->kept);
-        free(p->kept);
-        p->kept = NULL;
-    }
+    for (int i = 0; i < p->nkept; i++)
+        call_kept_free(p->kept[i]);
+    p->nkept = 0;
     p->unkept = false;
 }
 
-/* a's blocking call, which repeats plan p, made with p's kept call (made
- * now when there is none): its result in *rc, and true; else false, and
- * nothing done. */
-static inline __attribute__((always_inline)) bool plan_run(struct plan *p, const struct op_args *a,
-                                                           int *rc)
+bool plan_run(struct plan *p, const struct op_args *a, shmesh_token *async, int *rc)
 {
-    if (p->unkept || !dispatch_quiet(a->m->ctx))
-        return false; /* a busy dispatcher runs it: prepared in a block */
-    struct call *k = p->kept;
-    if (k) {
+    if (p->unkept)
+        return false;
+    /* The first not in flight, else a new one. */
+    int i = 0;
+    enum call_kept_state state = KEPT_BUSY;
+    while (i < p->nkept && (state = call_kept_state(p->kept[i])) == KEPT_BUSY)
+        i++;
+    if (i == p->nkept) {
+        if (i == PLAN_KEPT || !(p->kept[i] = call_kept_new()))
+            return false; /* prepared apart */
+        p->nkept++;
+        state = KEPT_SPENT;
+    }
+    struct call *k = p->kept[i];
+    switch (state) {
+    case KEPT_IDLE:
         *rc = call_again(k, a->in->data, a->out->data);
         if (*rc == CALL_NOT_AGAIN) {
             drop_kept(p);
@@ -175,32 +182,19 @@ static inline __attribute__((always_inline)) bool plan_run(struct plan *p, const
         }
         if (*rc)
             return true;
-    } else {
-        if (!(k = malloc(sizeof *k)))
-            return false;
-        *rc = prepare_from(k, p, a);
+        break;
+    case KEPT_SPENT:
+        *rc = plan_prepare(k, p, a);
+        break;
+    case KEPT_NEVER:
+        drop_kept(p);
+        p->unkept = true; /* its path runs no call again */
+        return false;
+    default: /* not reached: KEPT_BUSY was passed over, KEPT_ORPHAN is not ours */
+        return false;
     }
-    int kept;
-    *rc = call_finish_kept(k, *rc, &kept);
-    if (kept <= 0) {
-        free(k);
-        p->kept = NULL;
-        p->unkept = kept < 0; /* its path runs no call again */
-        return true;
-    }
-    p->kept = k;
+    *rc = call_finish_kept(k, *rc, async);
     return true;
-}
-
-enum plan_use plan_take(struct call *k, const struct op_args *a, bool blocking, int *rc)
-{
-    struct plan *p = match(a);
-    if (!p)
-        return PLAN_NONE;
-    if (blocking && plan_run(p, a, rc))
-        return PLAN_RAN;
-    *rc = prepare_from(k, p, a);
-    return PLAN_TAKEN;
 }
 
 /* Whether prepared k depends on nothing but its plan's key: no op state or

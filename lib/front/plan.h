@@ -20,19 +20,23 @@
 #include "engine/call.h"
 #include "ops/ops.h"
 
-/* What a call made of its op's plan (plan_take). */
-enum plan_use {
-    PLAN_NONE,  /* it does not repeat the plan: nothing done */
-    PLAN_TAKEN, /* k prepared from the plan (after call_init), its result in *rc */
-    PLAN_RAN,   /* made with the plan's kept call, its result in *rc (k untouched) */
-};
-/* When a repeats its op's plan: for a blocking call, on a context with no
- * dispatcher or a quiet one (engine/dispatch.h: dispatch_quiet), the call
- * is made with the plan's own call, kept from the plan's previous run
- * (engine/call.h: call_again); else k is prepared from the plan.  A run on
- * a path that cannot run a call again (engine/path.h) is not kept, and the
- * plan's later calls are prepared from it. */
-enum plan_use plan_take(struct call *k, const struct op_args *a, bool blocking, int *rc);
+struct plan;
+
+/* a's op's plan when a repeats it (the same mesh, axes text, shapes,
+ * dtypes and op arguments; its buffers pass the checks a full preparation
+ * makes), else NULL. */
+struct plan *plan_match(const struct op_args *a);
+/* a's call, which repeats p, made with p's own call, kept from p's
+ * previous run (engine/call.h: call_again): run at once, waited for, or
+ * dispatched with `async`'s token; its result in *rc, and true.  False, and
+ * nothing done, when that call is in flight still or a's buffers are of
+ * another memory kind: prepare a's call from p.  A run on a path that
+ * cannot run a call again (engine/path.h) is not kept, and p's later calls
+ * are prepared from it. */
+bool plan_run(struct plan *p, const struct op_args *a, shmesh_token *async, int *rc);
+/* k prepared from p for a's call, which repeats it: 0 or the error of
+ * call_init or call_buffers (k needs call_finish either way). */
+int plan_prepare(struct call *k, const struct plan *p, const struct op_args *a);
 /* After a's call was prepared into k without error: k kept as its op's
  * plan when it may be (else that op's plan is dropped). */
 void plan_keep(const struct call *k, const struct op_args *a);

@@ -247,6 +247,54 @@ out:
     shmesh_free(ctx, heap);
 }
 
+/* `_async` repeats run kept calls too, one per call in flight: rounds of
+ * three psum_async of one shape in flight at once, each with its own
+ * buffers (the buffers trade places between rounds), then eight of
+ * another shape queued behind three of the first, so that the plan
+ * changes (and gives up its kept calls) while they are in flight. */
+static void kept_async(shmesh_mesh *m)
+{
+    static float in[3][4], out[3][4], in2[8][2], out2[8][2];
+    shmesh_token t[11];
+    for (int round = 0; round < 12; round++) {
+        for (int c = 0; c < 3; c++) {
+            int b = (c + round) % 3;
+            for (int j = 0; j < 4; j++) {
+                in[b][j] = (float)((rank + 1) * (round + 1) + j);
+                out[b][j] = -1;
+            }
+            shmesh_array x = arr(in[b], SHMESH_FLOAT32, 4), o = arr(out[b], SHMESH_FLOAT32, 4);
+            MUST(shmesh_psum_async(m, "x,y", NULL, &x, &o, &t[c]));
+        }
+        int queued = 3;
+        if (round % 4 == 3) /* the other shape, behind them */
+            for (int c = 0; c < 8; c++, queued++) {
+                in2[c][0] = (float)(rank + c);
+                in2[c][1] = 1;
+                shmesh_array x = arr(in2[c], SHMESH_FLOAT32, 2);
+                shmesh_array o = arr(out2[c], SHMESH_FLOAT32, 2);
+                MUST(shmesh_psum_async(m, "x,y", NULL, &x, &o, &t[queued]));
+            }
+        for (int c = 0; c < queued; c++)
+            MUST(shmesh_token_wait(t[c]));
+        for (int b = 0; b < 3; b++)
+            for (int j = 0; j < 4; j++)
+                if (out[b][j] != (float)(10 * (round + 1) + 4 * j)) {
+                    char d[96];
+                    snprintf(d, sizeof d, "round %d buffer %d [%d]: %g, expected %d", round, b,
+                             j, out[b][j], 10 * (round + 1) + 4 * j);
+                    check(false, "kept psum_async", d);
+                    return;
+                }
+        for (int c = 0; queued > 3 && c < 8; c++)
+            if (out2[c][0] != (float)(6 + 4 * c) || out2[c][1] != 4) {
+                check(false, "psum_async of the other shape", "wrong sum");
+                return;
+            }
+    }
+    printf("rank %d: kept async calls ok\n", rank);
+}
+
 /* A refused call after planned ones is refused with its own reason, and
  * the next good call is right; the async form repeats alike. */
 static void refusals_and_async(shmesh_mesh *m)
@@ -317,6 +365,7 @@ int main(void)
     op_arguments(m);
     meshes_made_again();
     kept_calls(m);
+    kept_async(m);
     refusals_and_async(m);
     shmesh_mesh_destroy(m);
     if (!failed)
