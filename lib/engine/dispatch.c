@@ -489,8 +489,6 @@ static inline bool quiet(struct dispatcher *s)
            atomic_load_explicit(&s->dispatched, memory_order_relaxed);
 }
 
-bool dispatcher_quiet(const shmesh_ctx *c) { return quiet(engine_of(c)->dispatcher); }
-
 bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc)
 {
     struct dispatcher *s = engine_of(c)->dispatcher;

@@ -84,14 +84,6 @@ int dispatch_submit(shmesh_ctx *c, struct work *w, shmesh_token *token);
  * returns false having done nothing (dispatch a work of the heap then: a
  * queued one may outlive a failed wait). */
 bool dispatch_run_quiet(shmesh_ctx *c, struct work *w, int *rc);
-/* Whether c has no dispatcher, or a quiet one: a blocking call made now
- * runs on this thread (only this thread dispatches, so a quiet dispatcher
- * stays quiet until it does). */
-bool dispatcher_quiet(const shmesh_ctx *c);
-static inline bool dispatch_quiet(const shmesh_ctx *c)
-{
-    return !engine_of(c)->dispatcher || dispatcher_quiet(c);
-}
 /* Waits for position seq of c's dispatcher: its result. */
 int dispatch_wait(shmesh_ctx *c, uint64_t seq);
 /* The waiter callers wait with, into *w (the dispatcher's own notifier,

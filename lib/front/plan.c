@@ -103,7 +103,7 @@ static inline bool same_array(const shmesh_array *x, const shmesh_array *y)
 }
 
 _Static_assert(offsetof(struct flow, in_esz) == offsetof(struct flow, out) + sizeof(shmesh_array),
-               "plan_take copies the flow from in_esz on: nothing between out and it");
+               "plan_prepare copies the flow from in_esz on: nothing between out and it");
 
 struct plan *plan_match(const struct op_args *a)
 {
