@@ -255,7 +255,7 @@ void call_kept_free(struct call *k);
 int call_finish_kept(struct call *k, int rc, shmesh_token *async);
 /* Kept call k (KEPT_IDLE) entered again, with new buffers of its arrays'
  * shapes: 0, and k is ready for call_finish_kept; CALL_NOT_AGAIN (nothing
- * done: free k, prepare the call in full); or the context's error
+ * done: give k up, prepare the call apart); or the context's error
  * (ctx_enter's, as call_init returns it), and nothing done. */
 int call_again(struct call *k, void *in, void *out);
 

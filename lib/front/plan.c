@@ -147,7 +147,6 @@ int plan_prepare(struct call *k, const struct plan *p, const struct op_args *a)
     return rc;
 }
 
-
 /* The plan's kept calls given up (engine/call.h: call_kept_free). */
 static void drop_kept(struct plan *p)
 {
@@ -178,7 +177,7 @@ bool plan_run(struct plan *p, const struct op_args *a, shmesh_token *async, int 
         *rc = call_again(k, a->in->data, a->out->data);
         if (*rc == CALL_NOT_AGAIN) {
             drop_kept(p);
-            return false; /* prepared in full */
+            return false; /* prepared apart */
         }
         if (*rc)
             return true;
