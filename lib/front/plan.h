@@ -10,7 +10,11 @@
  * one device of the mesh here, no axis_index_groups, host memory and no
  * op state; the buffers' own checks (NULL data, overlap) and their memory
  * kinds are made again for every call.  The plans are the front door's
- * (front/state.h), one per op, and a context's own. */
+ * (front/state.h), one per op, and a context's own.
+ *
+ * A plan also keeps the calls it ran (plan_run): a repeat runs one of them
+ * again, with its own buffers, skipping the preparation, the path's choice
+ * and the exchange's plan (engine/call.h: kept calls). */
 #ifndef SHMESH_FRONT_PLAN_H
 #define SHMESH_FRONT_PLAN_H
 
