@@ -449,15 +449,21 @@ static int call_here_run(struct work *w) { return submit_wait(((struct call_here
 
 static void call_here_drop(struct work *w) { call_release(((struct call_here *)w)->k); }
 
-/* Block cw, its call prepared, goes to the dispatcher (which owns it from
- * now on); the call leaves the context. */
-static int dispatch_block(struct call_work *cw, shmesh_token *async)
+/* Work w, a block with its call prepared, goes to c's dispatcher (which
+ * owns it from now on, and runs and drops it so); the call leaves the
+ * context. */
+static int dispatch_work(shmesh_ctx *c, struct work *w, int (*run)(struct work *),
+                         void (*drop)(struct work *), shmesh_token *async)
 {
-    shmesh_ctx *c = cw->k.c;
-    cw->w = (struct work){.run = call_work_run, .drop = call_work_drop};
-    int rc = dispatch_submit(c, &cw->w, async);
+    *w = (struct work){.run = run, .drop = drop};
+    int rc = dispatch_submit(c, w, async);
     ctx_leave(c);
     return rc;
+}
+
+static int dispatch_block(struct call_work *cw, shmesh_token *async)
+{
+    return dispatch_work(cw->k.c, &cw->w, call_work_run, call_work_drop, async);
 }
 
 /* The prepared call k goes to the dispatcher (which owns it from now on);
@@ -630,11 +636,8 @@ int call_finish_kept(struct call *k, int rc, shmesh_token *async)
         ctx_leave(c);
         return rc;
     }
-    /* As the dispatched copy of a prepared call, with no copy. */
-    kw->w = (struct work){.run = kept_work_run, .drop = kept_work_drop};
-    rc = dispatch_submit(c, &kw->w, async);
-    ctx_leave(c);
-    return rc;
+    /* As a prepared call's block, itself. */
+    return dispatch_work(c, &kw->w, kept_work_run, kept_work_drop, async);
 }
 
 int call_again(struct call *k, void *in, void *out)
