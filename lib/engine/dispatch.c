@@ -190,13 +190,17 @@ static inline void nudge(struct dispatcher *s, bool urgent)
 }
 
 /* The runtime token: per thread, the last position it dispatched on each
- * context it used lately. */
-#define RUNTIME_SLOTS 8
+ * context it used lately (a process has one context at a time; a few
+ * slots serve one made after another).  Written at every dispatch: the
+ * initial-exec model spares each access a call of __tls_get_addr (six
+ * such calls were 5% of an `_async` call's instructions), for 68 bytes of
+ * the static TLS that glibc keeps spare (core/error.h: CTX_TLS_FAST). */
+#define RUNTIME_SLOTS 4
 static _Thread_local struct {
     const shmesh_ctx *c;
     uint64_t seq;
-} last_dispatch[RUNTIME_SLOTS];
-static _Thread_local unsigned last_next;
+} last_dispatch[RUNTIME_SLOTS] CTX_TLS_FAST;
+static _Thread_local unsigned last_next CTX_TLS_FAST;
 
 static void note_dispatch(const shmesh_ctx *c, uint64_t seq)
 {
