@@ -2,7 +2,7 @@
  * mean over many calls hides (docs/performance.md, "Mid sizes on malloc'd
  * buffers").
  *
- *   shmesh-run -n 2 -- build/bench/call-times [-o OP] [-b BYTES] [-w WARMUP] [-n CALLS]
+ *   shmesh-run -n 2 -- build/bench/call-times [-o OP] [-b BYTES[K|M|G]] [-w WARMUP] [-n CALLS]
  *                                             [-k FIRST] [--no-barrier]
  *
  * A 1-D mesh "i" over every rank; float32 buffers of BYTES per rank
@@ -92,6 +92,13 @@ int main(int argc, char **argv)
         i++;
         char *end;
         long n = strtol(v, &end, 10);
+        if (!strcmp(a, "-b") && *end && !end[1]) { /* K, M or G */
+            const char *units = "KMG", *u = strchr(units, *end);
+            if (u && n >= 0 && n < (1L << 30)) {
+                n <<= 10 * (u - units + 1);
+                end++;
+            }
+        }
         if (!strcmp(a, "-o")) {
             int k = 0;
             while (k < 5 && strcmp(v, op_names[k]))

@@ -37,8 +37,9 @@
  * waits for effects' points and for tokens; 9, a control block holds the
  * rank's hashed settings (seg_ctrl's `tuning`); 10, trace rings of 16-byte
  * units with repeat records; 11, eager windows after each rank's buffers;
- * 13, an eager receiver posts a receipt, not its entry's header. */
-#define SEG_LAYOUT_VERSION 13u
+ * 13, an eager receiver posts a receipt, not its entry's header; 14, a
+ * two control slots after the eager wait. */
+#define SEG_LAYOUT_VERSION 14u
 #define SEG_CACHE_LINE 64
 #define SEG_PAGE 4096u
 /* Two lines per hot block: x86's adjacent-line prefetcher pulls lines in pairs,
@@ -203,12 +204,26 @@ struct seg_slot_hdr {
  * first posts where it waits (a seg_slot_hdr on a line of its own: the
  * window's tag and its call's hash, then that call's description): a member
  * that takes it for the source of the same call finds it a receiver there,
- * a mismatch no entry would ever show (each waiting for the other). */
+ * a mismatch no entry would ever show (each waiting for the other).
+ *
+ * After the eager wait, each laid out alike (a line, then a description),
+ * the rank's two control slots: two more buffers, taken in turn, for the
+ * windows of control exchanges (a path's handshake, a barrier's empty
+ * window), whose payload is a line's rest, so that they leave the two data
+ * buffers to the data: a call that shakes hands before it stages its data
+ * posts that data into either buffer in turn, as one that does not
+ * (lib/engine/window.c).  Two, as the data buffers are two: a buffer is
+ * reused once its window's readers posted a later one, which a run of
+ * control exchanges (a barrier, then a handshake) gives only for the
+ * window before the last. */
 #define SEG_EAGER_ENTRIES 64u
 #define SEG_EAGER_BYTES 2112u
 #define SEG_EAGER_WAIT (SEG_CACHE_LINE + SEG_CALL_DESC_MAX)
+#define SEG_CONTROL_SLOT SEG_EAGER_WAIT
+#define SEG_CONTROL_PAYLOAD (SEG_CACHE_LINE - SEG_SLOT_HDR)
 #define SEG_EAGER_REGION                                                                          \
-    (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX + SEG_SLOT_HDR) + SEG_EAGER_WAIT)
+    (SEG_EAGER_ENTRIES * (SEG_EAGER_BYTES + SEG_CALL_DESC_MAX + SEG_SLOT_HDR) + SEG_EAGER_WAIT +  \
+     2 * SEG_CONTROL_SLOT)
 
 /* Tracing (lib/trace/): one ring per rank, written by the rank alone and
  * read by the launcher while the job runs and after it ends

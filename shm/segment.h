@@ -209,8 +209,16 @@ static inline struct seg_slot_hdr *seg_eager_wait(const struct seg *s, int rank)
                                    SEG_EAGER_ENTRIES * SEG_SLOT_HDR);
 }
 
-/* Where a buffer, an eager window, a receipt or the eager wait keeps the
- * description of the call whose first window it holds. */
+/* One of `rank`'s two control slots (shm/layout.h), after its eager wait: a
+ * header and SEG_CONTROL_PAYLOAD bytes of payload on one line. */
+static inline struct seg_slot_hdr *seg_control(const struct seg *s, int rank, int which)
+{
+    return (struct seg_slot_hdr *)((unsigned char *)seg_eager_wait(s, rank) + SEG_EAGER_WAIT +
+                                   (uint64_t)which * SEG_CONTROL_SLOT);
+}
+
+/* Where a buffer, an eager window, a receipt, the eager wait or a control
+ * slot keeps the description of the call whose first window it holds. */
 static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
 {
     uint64_t at =
@@ -220,7 +228,7 @@ static inline void *seg_call_desc(const struct seg *s, struct seg_slot_hdr *h)
     uint64_t e = at - 2 * s->lay.slot_bytes; /* into the eager region */
     uint64_t descs = SEG_EAGER_ENTRIES * SEG_EAGER_BYTES;
     uint64_t receipts = descs + SEG_EAGER_ENTRIES * SEG_CALL_DESC_MAX;
-    if (e >= receipts + SEG_EAGER_ENTRIES * SEG_SLOT_HDR) /* the eager wait */
+    if (e >= receipts + SEG_EAGER_ENTRIES * SEG_SLOT_HDR) /* the eager wait or a control slot */
         return (unsigned char *)h + SEG_CACHE_LINE;
     uint64_t i = e < receipts ? e / SEG_EAGER_BYTES : (e - receipts) / SEG_SLOT_HDR;
     return (unsigned char *)h - e + descs + i * SEG_CALL_DESC_MAX;

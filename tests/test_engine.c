@@ -130,6 +130,10 @@ static void failed_single_copy(void **state)
 
 static void second_thread_refused(void **state) { run_mode("threads", "2", 4 + 2); }
 
+/* Zero copy's handshake with the ranks' buffers in the heap or not, in
+ * every arrangement, and a mismatch between members that collect it late. */
+static void heap_mix(void **state) { run_mode("heap-mix", "2", 2 * 6); }
+
 /* Lines of `text` from rank 0 or 1 of the debug output that hold `what`. */
 static int debug_lines(const char *text, const char *what)
 {
@@ -188,6 +192,7 @@ int main(void)
         cmocka_unit_test(device_pointers_refused),
         cmocka_unit_test(failed_single_copy),
         cmocka_unit_test(second_thread_refused),
+        cmocka_unit_test(heap_mix),
         cmocka_unit_test(debug_lines_when_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -696,7 +696,14 @@ static void eager_layout(void **state)
         assert_int_equal((uintptr_t)wait % SEG_CACHE_LINE, 0);
         const unsigned char *d = seg_call_desc(s, seg_eager_wait(s, r));
         assert_ptr_equal(d, wait + SEG_CACHE_LINE);
-        assert_true(d + SEG_CALL_DESC_MAX <= end);
+        /* The control slots: after the eager wait's description, alike. */
+        for (int b = 0; b < 2; b++) {
+            const unsigned char *ctl = (const unsigned char *)seg_control(s, r, b);
+            assert_ptr_equal(ctl, d + SEG_CALL_DESC_MAX + (size_t)b * SEG_CONTROL_SLOT);
+            assert_int_equal((uintptr_t)ctl % SEG_CACHE_LINE, 0);
+            assert_ptr_equal(seg_call_desc(s, seg_control(s, r, b)), ctl + SEG_CACHE_LINE);
+            assert_true(ctl + SEG_CONTROL_SLOT <= end);
+        }
     }
     drop(s);
 }

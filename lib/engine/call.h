@@ -76,6 +76,7 @@ struct xrun {
     uint64_t window, nwin, w; /* payload per window, windows, the current one */
     int phase;
     int from; /* an eager exchange's source (engine/window.h); else -1 */
+    bool control; /* its windows go through the control slot (a few bytes of control) */
 };
 
 struct path;
@@ -136,6 +137,14 @@ struct call {
     int at;              /* the member (or reader) a resumed wait goes on from */
     int stage;           /* the current step's own position */
     uint64_t pos;
+    /* A window this member posted and has not collected yet (the handshake
+     * of a member that knew its path alone, engine/path.c): the exchange
+     * collects it before its own first window, checks its hash as a call's
+     * first window's, hands each member's `late_st->unit` bytes to
+     * late_st->recv, then runs late_check (engine/exchange.c). */
+    const struct transfers *late_st;
+    uint64_t late_tag;
+    int (*late_check)(struct call *k);
     const struct path *path;
     int32_t err, err_peer; /* a peer path's failed read: errno (data, published to the
                               group; never returned), whose buffer */

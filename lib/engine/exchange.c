@@ -66,9 +66,14 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
     for (int q = 0; q < k->g.n; q++)
         longest = max_u64(longest, k->s->xtotal[q]);
     xr->st = st;
+    /* A control exchange of a few bytes (a handshake, a barrier) goes through
+     * the control slot, one window: the slot buffers' turns stay the data's. */
+    xr->control = st->control && longest <= SEG_CONTROL_PAYLOAD;
     uint64_t cap = win_capacity(k->c);
     /* Element sizes are powers of two: no division for them. */
-    xr->window = (unit & (unit - 1)) == 0 ? cap & ~(unit - 1) : cap / unit * unit;
+    xr->window = xr->control                  ? SEG_CONTROL_PAYLOAD
+                 : (unit & (unit - 1)) == 0 ? cap & ~(unit - 1)
+                                            : cap / unit * unit;
     xr->nwin = longest <= xr->window ? 1 : (longest + xr->window - 1) / xr->window;
     xr->w = 0;
     xr->phase = 0;
@@ -164,6 +169,50 @@ static int eager_step(struct call *k, struct xrun *xr)
     return 0;
 }
 
+/* The current window opened, filled and posted (phase 0 to 1): 0, or
+ * win_open's CALL_WAIT or error. */
+static int post_window(struct call *k, struct xrun *xr)
+{
+    if (xr->phase != 0)
+        return 0;
+    int rc;
+    unsigned char *payload = xr->control ? win_open_control(k, &rc) : win_open(k, &rc);
+    if (!payload)
+        return rc;
+    uint64_t lo = xr->w * xr->window, hi = min_u64(lo + xr->window, k->s->xtotal[k->g.me]);
+    if (lo < hi)
+        xrun_pack(k, xr->st, lo, hi, payload);
+    if (xr->control)
+        win_post_control(k);
+    else
+        win_post(k);
+    xr->phase = 1;
+    return 0;
+}
+
+int xrun_post(struct call *k, struct xrun *xr) { return post_window(k, xr); }
+
+/* The window collected late (call.h: late_st), with its hash checked as a
+ * call's first window's, each member's part delivered whole, then checked:
+ * 0, CALL_WAIT (called again, it goes on) or an error. */
+static __attribute__((noinline)) int collect_late(struct call *k)
+{
+    uint64_t tag = k->tag;
+    bool check = k->check_hash;
+    k->tag = k->late_tag;
+    k->check_hash = true;
+    int rc = win_collect(k);
+    k->tag = tag;
+    k->check_hash = check;
+    if (rc)
+        return rc;
+    const struct transfers *st = k->late_st;
+    k->late_st = NULL;
+    for (int p = 0; p < k->g.n; p++)
+        st->recv(k, p, 0, seg_payload(k->s->hdrs[p]), st->unit);
+    return k->late_check ? k->late_check(k) : 0;
+}
+
 int xrun_step(struct call *k, struct xrun *xr)
 {
     const struct transfers *st = xr->st;
@@ -171,18 +220,12 @@ int xrun_step(struct call *k, struct xrun *xr)
         return eager_step(k, xr);
     for (;;) {
         uint64_t lo = xr->w * xr->window;
-        if (xr->phase == 0) {
-            int rc;
-            unsigned char *payload = win_open(k, &rc);
-            if (!payload)
-                return rc;
-            uint64_t hi = min_u64(lo + xr->window, k->s->xtotal[k->g.me]);
-            if (lo < hi)
-                xrun_pack(k, st, lo, hi, payload);
-            win_post(k);
-            xr->phase = 1;
-        }
-        int rc = win_collect(k);
+        int rc = post_window(k, xr);
+        if (rc)
+            return rc;
+        if (__builtin_expect(k->late_st != NULL, 0) && (rc = collect_late(k)))
+            return rc;
+        rc = win_collect(k);
         if (rc)
             return rc;
         deliver(k, st, lo, lo + xr->window);

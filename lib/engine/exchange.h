@@ -19,8 +19,14 @@ void xrun_plan(struct call *k, const struct transfers *st);
 /* Bytes [lo, hi) of this member's whole transfer, packed into dst. */
 void xrun_pack(struct call *k, const struct transfers *st, uint64_t lo, uint64_t hi,
                unsigned char *dst);
-/* Moves on: 0 when the exchange is complete, CALL_WAIT, or an error. */
+/* Moves on: 0 when the exchange is complete, CALL_WAIT, or an error.  A
+ * window the call collects late (call.h: late_st) is collected before its
+ * first. */
 int xrun_step(struct call *k, struct xrun *xr);
+/* Only posts the exchange's first window (not for an eager exchange), for
+ * the call to collect late: 0, CALL_WAIT (called again, it goes on) or an
+ * error. */
+int xrun_post(struct call *k, struct xrun *xr);
 /* A complete exchange made ready to run again from its first window, as
  * planned (the call's first exchange: an eager one stays eager). */
 static inline void xrun_rewind(struct xrun *xr)

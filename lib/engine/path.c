@@ -119,6 +119,22 @@ static const struct path *choose(const struct call *k)
     return path_last; /* not reached: a call's kinds always have a candidate */
 }
 
+/* The path every member will choose, where this member knows it without
+ * the handshake: each candidate that needs it is ruled out by this member's
+ * own buffers, and the first that does not is host staging (whose exchange
+ * collects the handshake's windows before its own: exchange.c).  Else NULL. */
+static const struct path *known_alone(const struct call *k)
+{
+    for (unsigned c = k->candidates; c; c &= c - 1) {
+        const struct path *p = path_table[__builtin_ctz(c)];
+        if (!p->handshake)
+            return p == path_last ? p : NULL;
+        if (!p->ruled_out || !p->ruled_out(k))
+            return NULL;
+    }
+    return NULL;
+}
+
 /* k's candidates among the paths that take memory of `kinds`; whether one
  * needs the handshake. */
 static bool candidates_of(struct call *k, unsigned kinds)
@@ -198,17 +214,32 @@ int path_step(struct call *k)
     if (!k->path) {
         if (k->stage == 0 && find_candidates(k))
             k->stage = 1;
+        const struct path *alone = NULL;
         if (k->stage > 0 && !k->handshaken) {
             if (k->stage == 1) {
                 xrun_start(k, &k->xr, &handshake);
                 k->stage = 2;
             }
-            int rc = xrun_step(k, &k->xr);
-            if (rc || (rc = handshake_check(k)))
-                return rc;
-            k->handshaken = true;
+            /* Where this member knows the path, it posts its part of the
+             * handshake and goes on to the path's first window, so that it
+             * need not wait for the others' parts first: the exchange
+             * collects them before that window's (k->late_st). */
+            if ((alone = known_alone(k))) {
+                int rc = xrun_post(k, &k->xr);
+                if (rc)
+                    return rc;
+                k->late_st = &handshake;
+                k->late_tag = k->tag;
+                k->late_check = handshake_check;
+                k->handshaken = true; /* a part in it: never run again without it */
+            } else {
+                int rc = xrun_step(k, &k->xr);
+                if (rc || (rc = handshake_check(k)))
+                    return rc;
+                k->handshaken = true;
+            }
         }
-        k->path = choose(k);
+        k->path = alone ? alone : choose(k);
         k->stage = 0;
         k->pos = 0;
         if (k->c->debug & DEBUG_PATHS)

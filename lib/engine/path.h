@@ -73,6 +73,10 @@ struct path {
      * context remembers the last answer: engine/path.c). */
     bool (*candidate)(const struct call *k);
     bool (*eligible)(const struct call *k);
+    /* NULL, or for a path with a handshake: whether this member's own
+     * buffers already make it not eligible, whatever the others publish
+     * (zero copy: an input outside the heap). */
+    bool (*ruled_out)(const struct call *k);
     /* Moves the call's data: 0 when done, CALL_WAIT, or an error.  Starts
      * with k->stage == 0 and k->pos == 0. */
     int (*step)(struct call *k);

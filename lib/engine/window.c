@@ -17,7 +17,7 @@
 int windows_init(struct windows *w, int world)
 {
     memset(w, 0, sizeof *w);
-    int *r = calloc(2 * (size_t)world, sizeof *r);
+    int *r = calloc(WIN_BUFS * (size_t)world, sizeof *r);
     w->seen = calloc((size_t)world, sizeof *w->seen);
     w->prog = calloc((size_t)world, sizeof *w->prog);
     w->eager = calloc(SEG_EAGER_ENTRIES, sizeof *w->eager);
@@ -28,8 +28,9 @@ int windows_init(struct windows *w, int world)
         windows_fini(w);
         return SHMESH_ERR_NOMEM;
     }
-    w->buf_readers[0] = r;
-    w->buf_readers[1] = r + world;
+    for (int b = 0; b < WIN_BUFS; b++)
+        w->buf_readers[b] = r + (size_t)b * (size_t)world;
+    w->next_control = WIN_CONTROL;
     return 0;
 }
 
@@ -52,7 +53,13 @@ uint64_t win_capacity(const shmesh_ctx *c) { return seg_payload_bytes(c->seg) / 
  * progress; tags and progress only grow.  The fast paths read only tags
  * (and what this rank remembers); where they do not find what they want,
  * progress is read too, and checked: below a value read before, or above
- * both of the rank's slot tags, it was not written by the rank. */
+ * every tag of the rank's buffers, it was not written by the rank. */
+
+/* Rank r's buffer b (window.h: WIN_BUFS). */
+static inline struct seg_slot_hdr *buf_of(const shmesh_ctx *c, int r, int b)
+{
+    return b < WIN_CONTROL ? seg_slot(c->seg, r, b) : seg_control(c->seg, r, b - WIN_CONTROL);
+}
 
 /* The eager window (window.h) call number seq uses. */
 static unsigned eager_index(uint64_t seq) { return (unsigned)(seq % SEG_EAGER_ENTRIES); }
@@ -68,8 +75,8 @@ static struct seg_slot_hdr *eager_receipt(const shmesh_ctx *c, int r, uint64_t t
     return seg_receipt(c->seg, r, eager_index(tag >> 32));
 }
 
-/* The later of the windows in rank r's two slot buffers (the last it
- * posted there, or is posting) and, for near > 0, its eager window and
+/* The latest of the windows in rank r's slot buffers and control slots
+ * (the last it posted there, or is posting) and, for near > 0, its eager window and
  * receipt of near's call (where a progress of `near` may come from). */
 static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
 {
@@ -77,6 +84,11 @@ static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
     uint64_t b = atomic_load_explicit(&seg_slot(c->seg, r, 1)->tag, memory_order_acquire);
     if (a < b)
         a = b;
+    for (int i = 0; i < 2; i++) {
+        b = atomic_load_explicit(&seg_control(c->seg, r, i)->tag, memory_order_acquire);
+        if (a < b)
+            a = b;
+    }
     if (near) {
         b = atomic_load_explicit(&eager_entry(c, r, near)->tag, memory_order_acquire);
         if (a < b)
@@ -119,14 +131,15 @@ static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
 
 static int check_owed(struct call *k, uint64_t upto);
 
-unsigned char *win_open(struct call *k, int *rc)
+/* This rank's buffer b for the call's next window (win_open's). */
+static inline __attribute__((always_inline)) struct seg_slot_hdr *open_buf(struct call *k, int b,
+                                                                          int *rc)
 {
     shmesh_ctx *c = k->c;
     struct windows *w = &engine_of(c)->win;
     if (w->owed && (*rc = check_owed(k, UINT64_MAX)))
         return NULL;
-    int b = w->next_buf;
-    uint64_t old = w->buf_tag[b], last = w->buf_tag[b ^ 1];
+    uint64_t old = w->buf_tag[b], last = w->last_tag;
     /* Usually this rank already saw the buffer's last readers move on (they
      * posted the window it read last), and nothing shared is read. */
     for (; k->at < w->buf_nreaders[b]; k->at++) {
@@ -161,7 +174,19 @@ unsigned char *win_open(struct call *k, int *rc)
     }
     k->at = 0;
     *rc = 0;
-    return seg_payload(seg_slot(c->seg, c->rank, b));
+    return buf_of(c, c->rank, b);
+}
+
+unsigned char *win_open(struct call *k, int *rc)
+{
+    struct seg_slot_hdr *h = open_buf(k, engine_of(k->c)->win.next_buf, rc);
+    return h ? seg_payload(h) : NULL;
+}
+
+unsigned char *win_open_control(struct call *k, int *rc)
+{
+    struct seg_slot_hdr *h = open_buf(k, engine_of(k->c)->win.next_control, rc);
+    return h ? seg_payload(h) : NULL;
 }
 
 /* k's hash, computed once (a plan brings its own: front/plan.h). */
@@ -205,13 +230,12 @@ static inline __attribute__((always_inline)) void put_call(struct call *k, struc
     k->desc_pending = false;
 }
 
-static inline __attribute__((always_inline)) void post(struct call *k, const int *readers,
+static inline __attribute__((always_inline)) void post(struct call *k, int b, const int *readers,
                                                       int nreaders)
 {
     shmesh_ctx *c = k->c;
     struct windows *w = &engine_of(c)->win;
-    int b = w->next_buf;
-    struct seg_slot_hdr *mine = seg_slot(c->seg, c->rank, b);
+    struct seg_slot_hdr *mine = buf_of(c, c->rank, b);
     uint64_t tag = (k->seq << 32) | k->window++;
     if (k->desc_pending) {
         put_call(k, mine, w->desc_set[b], w->desc_hash[b]);
@@ -226,18 +250,28 @@ static inline __attribute__((always_inline)) void post(struct call *k, const int
     if (nreaders) /* win_post_alone's: none (and no array) */
         memcpy(w->buf_readers[b], readers, sizeof *readers * (size_t)nreaders);
     w->buf_nreaders[b] = nreaders;
-    w->next_buf = b ^ 1;
+    if (b < WIN_CONTROL)
+        w->next_buf = b ^ 1;
+    else
+        w->next_control = b ^ 1;
+    w->last_buf = b;
+    w->last_tag = tag;
     seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
     k->tag = tag;
     k->at = 0;
 }
 
-void win_post(struct call *k) { post(k, k->g.ranks, k->g.n); }
+void win_post(struct call *k) { post(k, engine_of(k->c)->win.next_buf, k->g.ranks, k->g.n); }
 
-void win_post_alone(struct call *k) { post(k, NULL, 0); }
+void win_post_control(struct call *k)
+{
+    post(k, engine_of(k->c)->win.next_control, k->g.ranks, k->g.n);
+}
 
-/* Where rank r holds window `tag`: one of its buffers, its eager window or
- * its receipt. */
+void win_post_alone(struct call *k) { post(k, engine_of(k->c)->win.next_buf, NULL, 0); }
+
+/* Where rank r holds window `tag`: one of its slot buffers, its eager
+ * window, its control slot or its receipt. */
 static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
 {
     _Atomic unsigned char *next = &engine_of(c)->win.next_in[r];
@@ -252,6 +286,11 @@ static struct seg_slot_hdr *holding(const shmesh_ctx *c, int r, uint64_t tag)
     struct seg_slot_hdr *h = eager_entry(c, r, tag);
     if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
         return h;
+    for (int i = 0; i < 2; i++) {
+        h = seg_control(c->seg, r, i);
+        if (atomic_load_explicit(&h->tag, memory_order_acquire) == tag)
+            return h;
+    }
     h = eager_receipt(c, r, tag);
     return atomic_load_explicit(&h->tag, memory_order_acquire) == tag ? h : NULL;
 }
@@ -402,7 +441,11 @@ static int collect(struct call *k, int p)
     shmesh_ctx *c = k->c;
     int r = k->g.ranks[p];
     if (r == c->rank) {
-        k->s->hdrs[p] = seg_slot(c->seg, c->rank, engine_of(c)->win.next_buf ^ 1);
+        /* The window posted last, or an earlier one collected late (call.h:
+         * late_st). */
+        const struct windows *w = &engine_of(c)->win;
+        k->s->hdrs[p] =
+            k->tag == w->last_tag ? buf_of(c, c->rank, w->last_buf) : holding(c, c->rank, k->tag);
         return 0;
     }
     struct seg_slot_hdr *h;

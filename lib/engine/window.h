@@ -52,19 +52,28 @@
 
 struct call;
 
-/* This rank's two slot buffers: which window each holds and which ranks may
- * still be reading it; the latest window seen posted by each rank; and the
+/* A rank's buffers for windows: its two slot buffers (0 and 1), which data
+ * windows take in turn, and its two control slots (WIN_CONTROL and the one
+ * after, shm/layout.h), which the windows of control exchanges take in turn. */
+#define WIN_BUFS 4
+#define WIN_CONTROL 2
+
+/* This rank's buffers: which window each holds and which ranks may still
+ * be reading it; the latest window seen posted by each rank; and the
  * highest progress read from each rank (progress never goes back, so a
  * lower value is not the rank's: the segment is corrupt). */
 struct windows {
-    int next_buf;
-    uint64_t buf_tag[2];
+    int next_buf; /* the slot buffer of the next data window */
+    int next_control; /* the buffer of the next control window */
+    int last_buf; /* the buffer of the window posted last */
+    uint64_t last_tag;
+    uint64_t buf_tag[WIN_BUFS];
     /* The hash of the call description this rank last wrote into each
      * buffer (desc_set: it wrote one). */
-    uint64_t desc_hash[2];
-    bool desc_set[2];
-    int *buf_readers[2];
-    int buf_nreaders[2];
+    uint64_t desc_hash[WIN_BUFS];
+    bool desc_set[WIN_BUFS];
+    int *buf_readers[WIN_BUFS];
+    int buf_nreaders[WIN_BUFS];
     uint64_t *seen;
     uint64_t *prog;
     /* Per peer: the slot buffer its next window is likely in (it posts
@@ -92,7 +101,7 @@ struct windows {
 int windows_init(struct windows *w, int world);
 void windows_fini(struct windows *w);
 
-/* Payload bytes of one window. */
+/* Payload bytes of one window (a control window's: SEG_CONTROL_PAYLOAD). */
 uint64_t win_capacity(const shmesh_ctx *c);
 /* This rank's next buffer, reclaimed, for the call's next window: its
  * payload to fill, or NULL with *rc = CALL_WAIT (a reader has not moved on,
@@ -102,6 +111,11 @@ unsigned char *win_open(struct call *k, int *rc);
 /* Posts the buffer opened last as the call's next window among its group;
  * the call's first window carries its description and hash. */
 void win_post(struct call *k);
+/* The same in this rank's next control slot, for an exchange of a few bytes
+ * (flow.h: transfers' `control`), which so leaves the slot buffers' turns
+ * to the data windows. */
+unsigned char *win_open_control(struct call *k, int *rc);
+void win_post_control(struct call *k);
 /* The same for a window nobody reads: this rank's progress moves past the
  * call (a call across nodes, paths/net.c, whose data goes over MPI), so
  * that the node's ranks waiting to reuse their buffers see it move on. */

@@ -21,6 +21,13 @@ static bool zc_eligible(const struct call *k)
     return true;
 }
 
+/* What zc_eligible asks of every member, not met by this one. */
+static bool zc_ruled_out(const struct call *k)
+{
+    return (k->f.in_bytes && k->in_kind != MEM_HEAP) ||
+           (flow_allreduce(&k->f) && k->f.out_bytes && k->out_kind != MEM_HEAP);
+}
+
 static int zc_step(struct call *k) { return peer_step(k, &peer_mapped); }
 
 const struct path path_zero_copy = {
@@ -30,5 +37,6 @@ const struct path path_zero_copy = {
     .in_place = true,
     .candidate = zc_candidate,
     .eligible = zc_eligible,
+    .ruled_out = zc_ruled_out,
     .step = zc_step,
 };
