@@ -76,7 +76,7 @@ struct xrun {
     uint64_t window, nwin, w; /* payload per window, windows, the current one */
     int phase;
     int from; /* an eager exchange's source (engine/window.h); else -1 */
-    bool control; /* its windows go through the control slot (a few bytes of control) */
+    bool control; /* its windows go through the control slots (a few bytes of control) */
 };
 
 struct path;

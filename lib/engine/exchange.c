@@ -67,7 +67,7 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
         longest = max_u64(longest, k->s->xtotal[q]);
     xr->st = st;
     /* A control exchange of a few bytes (a handshake, a barrier) goes through
-     * the control slot, one window: the slot buffers' turns stay the data's. */
+     * the control slots, one window: the slot buffers' turns stay the data's. */
     xr->control = st->control && longest <= SEG_CONTROL_PAYLOAD;
     uint64_t cap = win_capacity(k->c);
     /* Element sizes are powers of two: no division for them. */

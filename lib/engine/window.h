@@ -101,7 +101,8 @@ struct windows {
 int windows_init(struct windows *w, int world);
 void windows_fini(struct windows *w);
 
-/* Payload bytes of one window (a control window's: SEG_CONTROL_PAYLOAD). */
+/* Payload bytes of one window in a slot buffer (a control slot holds
+ * SEG_CONTROL_PAYLOAD). */
 uint64_t win_capacity(const shmesh_ctx *c);
 /* This rank's next buffer, reclaimed, for the call's next window: its
  * payload to fill, or NULL with *rc = CALL_WAIT (a reader has not moved on,
