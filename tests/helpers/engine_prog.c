@@ -366,8 +366,12 @@ static int mode_heap_mix(void)
     const int64_t n = 1 << 16; /* 256 KiB of int32: zero copy's size, not single copy's */
     int32_t *hin = shmesh_alloc(ctx, (size_t)n * 8), *hout = shmesh_alloc(ctx, (size_t)n * 8);
     int32_t *min = malloc((size_t)n * 8), *mout = malloc((size_t)n * 8);
-    if (!hin || !hout || !min || !mout)
+    if (!hin || !hout || !min || !mout) {
+        free(min);
+        free(mout);
+        shmesh_mesh_destroy(m);
         return 1;
+    }
     for (int arr = 0; arr < 4; arr++) {
         bool heap = (arr >> rank) & 1;
         int64_t bad = 0;
@@ -392,6 +396,9 @@ static int mode_heap_mix(void)
     check(!written, "its output untouched (%lld elements written)", (long long)written);
     free(min);
     free(mout);
+    shmesh_free(ctx, hin);
+    shmesh_free(ctx, hout);
+    shmesh_mesh_destroy(m);
     return 0;
 }
 
