@@ -170,8 +170,9 @@ static int eager_step(struct call *k, struct xrun *xr)
 }
 
 /* The current window opened, filled and posted (phase 0 to 1): 0, or
- * win_open's CALL_WAIT or error. */
-static int post_window(struct call *k, struct xrun *xr)
+ * win_open's CALL_WAIT or error.  Inlined into xrun_step, where every
+ * window of every call passes. */
+static inline __attribute__((always_inline)) int post_window(struct call *k, struct xrun *xr)
 {
     if (xr->phase != 0)
         return 0;

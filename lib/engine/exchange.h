@@ -23,9 +23,9 @@ void xrun_pack(struct call *k, const struct transfers *st, uint64_t lo, uint64_t
  * window the call collects late (call.h: late_st) is collected before its
  * first. */
 int xrun_step(struct call *k, struct xrun *xr);
-/* Only posts the exchange's first window (not for an eager exchange), for
- * the call to collect late: 0, CALL_WAIT (called again, it goes on) or an
- * error. */
+/* Posts the exchange's current window, not collecting it (not for an
+ * eager exchange; path.c posts a first window so, for the call to collect
+ * late): 0, CALL_WAIT (called again, it goes on) or an error. */
 int xrun_post(struct call *k, struct xrun *xr);
 /* A complete exchange made ready to run again from its first window, as
  * planned (the call's first exchange: an eager one stays eager). */

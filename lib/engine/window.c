@@ -139,7 +139,7 @@ static inline __attribute__((always_inline)) struct seg_slot_hdr *open_buf(struc
     struct windows *w = &engine_of(c)->win;
     if (w->owed && (*rc = check_owed(k, UINT64_MAX)))
         return NULL;
-    uint64_t old = w->buf_tag[b], last = w->last_tag;
+    uint64_t old = w->buf_tag[b], last = w->buf_tag[w->last_buf];
     /* Usually this rank already saw the buffer's last readers move on (they
      * posted the window it read last), and nothing shared is read. */
     for (; k->at < w->buf_nreaders[b]; k->at++) {
@@ -255,7 +255,6 @@ static inline __attribute__((always_inline)) void post(struct call *k, int b, co
     else
         w->next_control = b ^ 1;
     w->last_buf = b;
-    w->last_tag = tag;
     seg_progress_post(&c->me->progress, tag); /* for sleepers and reclaimers */
     k->tag = tag;
     k->at = 0;
@@ -445,7 +444,8 @@ static int collect(struct call *k, int p)
          * late_st). */
         const struct windows *w = &engine_of(c)->win;
         k->s->hdrs[p] =
-            k->tag == w->last_tag ? buf_of(c, c->rank, w->last_buf) : holding(c, c->rank, k->tag);
+            k->tag == w->buf_tag[w->last_buf] ? buf_of(c, c->rank, w->last_buf)
+                                              : holding(c, c->rank, k->tag);
         return 0;
     }
     struct seg_slot_hdr *h;

@@ -65,8 +65,7 @@ struct call;
 struct windows {
     int next_buf; /* the slot buffer of the next data window */
     int next_control; /* the buffer of the next control window */
-    int last_buf; /* the buffer of the window posted last */
-    uint64_t last_tag;
+    int last_buf; /* the buffer of the window posted last (its tag: buf_tag[last_buf]) */
     uint64_t buf_tag[WIN_BUFS];
     /* The hash of the call description this rank last wrote into each
      * buffer (desc_set: it wrote one). */
