@@ -1,6 +1,8 @@
 /* Where each rank runs (--bind-to): a CPU of its own (core; with
  * :overload-allowed, more ranks than CPUs, the CPUs taken in turn); near its GPU,
- * or on the NUMA node of its slots (numa, the default); or anywhere (none).
+ * or on the NUMA node of its slots (numa, the default: each rank starts on a
+ * CPU of its own there, where there are enough, and may move); or anywhere
+ * (none).
  * Decided before any fork, so that a refusal comes before anything starts
  * and -v can say it; each child applies its part before exec.  Binding is
  * best effort: what the machine does not say (no sysfs entry for the GPU)
@@ -98,11 +100,16 @@ void bind_rank(const struct job *j, int rank, int node)
         /* None of its CPUs allowed: left where it is, not moved away. */
         if (CPU_COUNT(&j->near[g]) > 0)
             sched_setaffinity(0, sizeof j->near[g], &j->near[g]);
-        return;
-    }
-    /* Its slots' node, which is its GPU's when that is known. */
-    if (node >= 0)
+    } else if (node >= 0) {
+        /* Its slots' node, which is its GPU's when that is known. */
         numa_place_run_on(node); /* best effort: a cpuset may forbid it */
+    }
+    /* Where among those CPUs it starts: shmesh_init moves it there and
+     * leaves it free to move (numa_place.h: forked ranks otherwise share
+     * a CPU at first). */
+    int start = numa_place_start_cpu(rank);
+    if (start >= 0)
+        set_env_int("SHMESH_START_CPU", start);
 }
 
 /* "0-3,8,10-11", cut short with "..." when it does not fit. */

@@ -19,4 +19,18 @@ int numa_place_bind(void *addr, size_t len, int node);
 /* Runs the calling process on `node`'s CPUs (launcher children, before exec). */
 int numa_place_run_on(int node);
 
+/* The start CPU of an unpinned rank (shmesh-run's default placement): the
+ * (rank mod n)-th of the n CPUs the calling thread may run on, or -1 when
+ * it may run on one only (or its mask cannot be read). */
+int numa_place_start_cpu(int rank);
+
+/* Moves the calling thread onto `cpu` now, then lets it run wherever it
+ * could before: it starts there, and the scheduler may move it later.
+ * Two ranks forked from one parent otherwise often start on the same CPU
+ * and take turns on it until the scheduler spreads them, tens of
+ * milliseconds later (docs/performance.md).  Returns the CPU it ran on
+ * while held there (cpu), or -errno: -EINVAL when `cpu` is not one it may
+ * run on (nothing changes). */
+int numa_place_start_on(int cpu);
+
 #endif

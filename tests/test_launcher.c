@@ -366,6 +366,65 @@ static void bind_to_core(void **state)
     run_free(&r);
 }
 
+/* The default placement on one NUMA node pins nothing, but names a start
+ * CPU per rank (shmesh_init moves the rank there): CPUs of their own while
+ * there are enough, then in turn; --bind-to none names none. */
+static void bind_default_start_cpus(void **state)
+{
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    long cpus = CPU_COUNT(&mine);
+    if (cpus < 2)
+        skip();
+    long np = cpus < 4 ? cpus + 1 : 4;
+    char nps[24], allowed[256] = "";
+    snprintf(nps, sizeof nps, "%ld", np);
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Cpus_allowed_list: %255s", allowed) == 1)
+            break;
+    fclose(f);
+    struct run r;
+    run_launcher(&r, NULL, 30, "-n", nps, "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK start ${SHMESH_START_CPU:-unset} allowed $(grep "
+                 "Cpus_allowed_list /proc/self/status | cut -f2)\"",
+                 NULL);
+    assert_int_equal(r.code, 0);
+    int start[4];
+    for (long k = 0; k < np; k++) {
+        char want[64], got_allowed[256] = "";
+        snprintf(want, sizeof want, "rank %ld start ", k);
+        const char *p = strstr(r.out, want);
+        if (!p || sscanf(p + strlen(want), "%d allowed %255s", &start[k], got_allowed) != 2)
+            fail_msg("no start CPU for rank %ld:\n%s", k, r.out);
+        assert_string_equal(got_allowed, allowed); /* not pinned */
+        assert_true(CPU_ISSET(start[k], &mine));
+        for (long q = 0; q < k; q++)
+            if (k < cpus)
+                assert_int_not_equal(start[k], start[q]);
+        if (k == cpus)
+            assert_int_equal(start[k], start[0]);
+    }
+    run_free(&r);
+    /* shmesh_init moves each rank to its start CPU and leaves it free. */
+    run_launcher(&r, NULL, 30, "-n", "2", "--", "@rank", "placement", NULL);
+    assert_int_equal(r.code, 0);
+    for (int k = 0; k < 2; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "rank %d start %d: as free as before", k, start[k]);
+        assert_int_equal(count_lines(r.out, want, NULL), 1);
+    }
+    run_free(&r);
+    run_launcher(&r, NULL, 30, "--bind-to", "none", "-n", "2", "--", "/bin/sh", "-c",
+                 "echo \"rank $RANK start ${SHMESH_START_CPU:-unset}\"", NULL);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(count_lines(r.out, "rank 0 start unset", NULL), 1);
+    assert_int_equal(count_lines(r.out, "rank 1 start unset", NULL), 1);
+    run_free(&r);
+}
+
 static void usage_errors(void **state)
 {
     struct run r;
@@ -1463,6 +1522,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(environment_per_rank),
         cmocka_unit_test(one_gpu_per_rank),
         cmocka_unit_test(bind_to_core),
+        cmocka_unit_test(bind_default_start_cpus),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(non_shmesh_program),
         cmocka_unit_test(more_ranks_than_gpus),

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 
 #include "guard.h"
 #include "memory/heap.h"
+#include "numa_place.h"
 #include "segment.h"
 #include "shmesh.h"
 #include "shmesh_config.h"
@@ -444,6 +446,38 @@ static void numa_placement_before_first_touch(void **state)
 #endif
 }
 
+/* An unpinned rank's start CPU (shmesh-run's default placement): the
+ * thread runs there while held, and may run anywhere it could before. */
+static void start_cpu_moves_and_frees(void **state)
+{
+    cpu_set_t was, after;
+    assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
+    if (CPU_COUNT(&was) < 2) {
+        assert_int_equal(numa_place_start_cpu(0), -1); /* nowhere to spread */
+        skip();
+    }
+    int n = CPU_COUNT(&was), first = numa_place_start_cpu(0);
+    for (int r = 0; r < n + 1; r++) {
+        int cpu = numa_place_start_cpu(r);
+        assert_true(cpu >= 0 && CPU_ISSET(cpu, &was));
+        if (r > 0 && r < n)
+            assert_int_not_equal(cpu, first); /* a CPU of its own while there are enough */
+        if (r == n)
+            assert_int_equal(cpu, first); /* then in turn */
+        assert_int_equal(numa_place_start_on(cpu), cpu); /* ran there */
+        assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+        assert_true(CPU_EQUAL(&after, &was)); /* and is free again */
+    }
+    int outside = 0;
+    while (outside < CPU_SETSIZE && CPU_ISSET(outside, &was))
+        outside++;
+    if (outside < CPU_SETSIZE)
+        assert_int_equal(numa_place_start_on(outside), -EINVAL);
+    assert_int_equal(numa_place_start_on(-1), -EINVAL);
+    assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+    assert_true(CPU_EQUAL(&after, &was));
+}
+
 static void abort_record_first_wins(void **state)
 {
     struct seg *s = make(3);
@@ -778,6 +812,7 @@ int main(void)
         TEST(full_dev_shm_is_a_clear_error),
         TEST(bad_create_options),
         TEST(numa_placement_before_first_touch),
+        TEST(start_cpu_moves_and_frees),
         TEST(abort_record_first_wins),
         TEST(segment_size_is_chosen),
         TEST(heap_alloc_and_free),

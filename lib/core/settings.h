@@ -83,6 +83,9 @@ enum settings_debug {
     X(NUMA_NODE, numa_node, INDEX, -1, "unset", SETTINGS_RANKS, 0,                             \
       "the NUMA node holding the rank's slots")                                                \
     X(CPU, cpu, INDEX, -1, "unset", SETTINGS_RANKS, 0, "the CPU the rank is pinned to")        \
+    X(START_CPU, start_cpu, INDEX, -1, "unset", SETTINGS_RANKS | SETTINGS_LIBRARY, 0,          \
+      "the CPU shmesh_init moves an unpinned rank to, free to move on (shmesh-run's default "  \
+      "placement)")                                                                            \
     X(NOTIFY, notify, NOTIFY, NOTIFY_AUTO, "auto", SETTINGS_LIBRARY, 0,                        \
       "how a waiting rank blocks")                                                             \
     X(TIMEOUT, timeout_ns, SECONDS, 0, "none", SETTINGS_LIBRARY, 0,                            \

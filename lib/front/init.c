@@ -32,6 +32,7 @@
 #include "paths/single_copy.h"
 #include "paths/state.h"
 #include "shm/notify.h"
+#include "shm/numa_place.h"
 #include "trace/trace.h"
 
 _Static_assert(SETTINGS_HASHED <= SEG_TUNING_MAX, "a control block holds the hashed settings");
@@ -291,6 +292,10 @@ int shmesh_init(shmesh_ctx **out)
         rc = SHMESH_ERR_SYSTEM;
         goto fail;
     }
+    /* Where shmesh-run starts it (numa_place.h): now, as its first calls
+     * begin, since a wait above may have woken it on a peer's CPU. */
+    if (e.start_cpu >= 0)
+        numa_place_start_on((int)e.start_cpu);
     *out = c;
     return 0;
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,8 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[1];
     double t0 = now_ms();
+    cpu_set_t before, after; /* "placement": shmesh_init leaves the rank as free as it was */
+    sched_getaffinity(0, sizeof before, &before);
     int rc = shmesh_init(&ctx);
     if (rc) {
         printf("rank ?: shmesh_init -> %s (%.0f ms): %s\n", shmesh_error_name(rc), now_ms() - t0,
@@ -379,6 +382,12 @@ int main(int argc, char **argv)
         printf("rank %d of %d: notifier %s, segment %s, LOCAL_RANK %s\n", rank, world,
                shmesh_notifier(ctx), getenv("SHMESH_SEGMENT") ? getenv("SHMESH_SEGMENT") : "-",
                getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "-");
+        rc = 0;
+    } else if (!strcmp(mode, "placement")) {
+        sched_getaffinity(0, sizeof after, &after);
+        printf("rank %d start %s: %s\n", rank,
+               getenv("SHMESH_START_CPU") ? getenv("SHMESH_START_CPU") : "unset",
+               CPU_EQUAL(&before, &after) ? "as free as before" : "its CPUs changed");
         rc = 0;
     } else if (!strcmp(mode, "sum"))
         rc = mode_sum(argc, argv);
