@@ -386,6 +386,25 @@ static void mismatched_pbroadcast_receivers(void **state)
     run_free(&r);
 }
 
+/* Rank 3 receives with arrays of 3 elements where the source sends 4: it
+ * refuses the source's entry (its output untouched) and names both calls;
+ * the others learn it at the next call, every rank naming the same two. */
+static void mismatched_pbroadcast_receiver_shape(void **state)
+{
+    struct run r;
+    run_eager(&r, "mismatch-shape", NULL);
+    if (r.code != 0)
+        fail_msg("exit %d\n%s\n%s", r.code, r.out, r.err);
+    const char *both = "called shmesh_pbroadcast(\"i\", int32[3] -> int32[3], source=0) (call #3) "
+                       "but rank 0 called shmesh_pbroadcast(\"i\", int32[4] -> int32[4], "
+                       "source=0) (call #3)";
+    assert_int_equal(count_lines(r.out, "rank 3: pbroadcast -> SHMESH_ERR_MISMATCH", both), 1);
+    assert_int_equal(count_lines(r.out, "rank 3: output untouched", NULL), 1);
+    assert_int_equal(count_lines(r.out, "output written", NULL), 0);
+    assert_int_equal(count_lines(r.out, "then barrier -> SHMESH_ERR_MISMATCH", both), 4);
+    run_free(&r);
+}
+
 /* Rank 1 dies after 5 pbroadcasts from rank 0: rank 0 runs ahead, then
  * waits for rank 1 to have read what it sent and finds it dead; so do the
  * others. */
@@ -430,6 +449,7 @@ int main(void)
         cmocka_unit_test(mismatched_pbroadcast_sources),
         cmocka_unit_test(mismatched_pbroadcast_found_within_64_calls),
         cmocka_unit_test(mismatched_pbroadcast_receivers),
+        cmocka_unit_test(mismatched_pbroadcast_receiver_shape),
         cmocka_unit_test(dead_receiver_stops_the_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,12 @@
  *              its source for a receiver's source, so all wait as receivers
  *              and no entry ever comes; each must find the mismatch.  Prints
  *              "rank R: pbroadcast -> ERR: message"; exit 0.
+ *   mismatch-shape
+ *              every rank broadcasts from member 0, rank 3 with arrays of 3
+ *              elements, the others of 4: rank 3, a receiver, must refuse
+ *              the source's entry.  Prints "rank R: pbroadcast -> ERR:
+ *              message", "rank R: output untouched|written" when it failed,
+ *              and "rank R: then barrier -> ERR: message"; exit 0.
  *   dead-receiver
  *              rank 1 receives 5 pbroadcasts and exits; rank 0 broadcasts
  *              on, up to 10000 calls: it must stop with an error.  Prints
@@ -137,6 +143,23 @@ static int mode_mismatch_receivers(void)
     exit(0);
 }
 
+static int mode_mismatch_shape(void)
+{
+    int32_t v[4] = {rank, rank, rank, rank}, o[4] = {-1, -1, -1, -1};
+    int64_t n = rank == 3 ? 3 : 4;
+    shmesh_array a = arr(v, SHMESH_INT32, n), b = arr(o, SHMESH_INT32, n);
+    int rc = shmesh_pbroadcast(line, "i", 0, &a, &b);
+    printf("rank %d: pbroadcast -> %s: %s\n", rank, shmesh_error_name(rc),
+           rc ? shmesh_last_error(ctx) : "");
+    if (rc)
+        printf("rank %d: output %s\n", rank,
+               o[0] == -1 && o[1] == -1 && o[2] == -1 && o[3] == -1 ? "untouched" : "written");
+    int again = shmesh_barrier(ctx);
+    printf("rank %d: then barrier -> %s: %s\n", rank, shmesh_error_name(again),
+           again ? shmesh_last_error(ctx) : "");
+    exit(0);
+}
+
 static int mode_dead_receiver(void)
 {
     int32_t v[2] = {rank, rank}, o[2];
@@ -163,6 +186,8 @@ int main(int argc, char **argv)
         rc = mode_mismatch_sources(argc > 2 ? atoi(argv[2]) : 0);
     else if (!strcmp(argv[1], "mismatch-receivers"))
         rc = mode_mismatch_receivers();
+    else if (!strcmp(argv[1], "mismatch-shape"))
+        rc = mode_mismatch_shape();
     else if (!strcmp(argv[1], "dead-receiver"))
         rc = mode_dead_receiver();
     shmesh_mesh_destroy(line);
