@@ -26,7 +26,7 @@ int numa_place_start_cpu(int rank);
 
 /* Moves the calling thread onto `cpu` now, then lets it run wherever it
  * could before: it starts there, and the scheduler may move it later.
- * Two ranks forked from one parent otherwise often start on the same CPU
+ * Ranks forked from one parent otherwise sometimes start on one CPU
  * and take turns on it until the scheduler spreads them, tens of
  * milliseconds later (docs/performance.md).  Returns the CPU it ran on
  * while held there (cpu), or -errno: -EINVAL when `cpu` is not one it may
