@@ -81,12 +81,33 @@ static bool spin_ready(const void *arg)
     return (sa->rc = sa->a->ready(sa->a->arg)) != 0;
 }
 
+static int wait_asleep(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit);
+
 static int wait_for(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
 {
     struct spin_arg sa = {a, 0};
     if (seg_spin(w, spin_ready, &sa))
         return sa.rc > 0 ? 0 : (*culprit = owner, sa.rc);
+    if (!w->hold)
+        return wait_asleep(w, a, owner, culprit);
+    /* Held where it falls asleep (wait.h), then as it was. */
+    cpu_set_t was, one;
+    int cpu = sched_getcpu();
+    bool held = false;
+    if (cpu >= 0 && sched_getaffinity(0, sizeof was, &was) == 0 && CPU_COUNT(&was) > 1) {
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        held = sched_setaffinity(0, sizeof one, &one) == 0;
+    }
+    int rc = wait_asleep(w, a, owner, culprit);
+    if (held)
+        sched_setaffinity(0, sizeof was, &was);
+    return rc;
+}
 
+/* wait_for past its spin: sleeps in slices, checking liveness between. */
+static int wait_asleep(struct seg_waiter *w, const struct awaited *a, int owner, int *culprit)
+{
     int64_t deadline = w->timeout_ns > 0 ? now_ns() + w->timeout_ns : 0;
     bool thorough = true; /* look at peers on entry, then after each full slice */
     int rc;

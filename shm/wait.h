@@ -18,6 +18,12 @@ struct seg_waiter {
     int64_t yield_ns;   /* ...then sched_yield() between checks this long... */
     int64_t timeout_ns; /* a single wait longer than this fails; 0: none */
     int64_t slice_ns;   /* longest single sleep; liveness is re-checked after it */
+    /* Asleep, held on the CPU it fell asleep on (its CPUs as they were
+     * once awake): unpinned ranks are otherwise woken where the scheduler
+     * chooses, at times on a peer's CPU, and then take turns with it, a
+     * switch per call, until the scheduler spreads them again (tens of
+     * milliseconds: docs/performance.md).  Awake, it may move as before. */
+    bool hold;
 };
 
 /* Waits until `f` reaches `target` (wrapping comparison); the flag is a

@@ -6,6 +6,7 @@
  * a progress value or counter that goes back ends a wait with -EBADMSG.  Each case runs under "uring" (skipped where the kernel refuses
  * it) and "futex". */
 #include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -145,6 +146,73 @@ static struct seg_waiter rank0_of_3(enum notify_kind k, int64_t spin_ns, int64_t
     return (struct seg_waiter){.seg = *s, .notify = *n, .self = 0, .spin_ns = spin_ns,
                                .yield_ns = spin_ns, .timeout_ns = timeout_ns,
                                .slice_ns = 100000000};
+}
+
+/* The number of CPUs process pid may run on (its main thread's). */
+static int cpus_of(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+            /* "0-3,8": count the CPUs of each range. */
+            n = 0;
+            for (char *p = line + 18; *p && *p != '\n';) {
+                long a = strtol(p, &p, 10), b = a;
+                if (*p == '-')
+                    b = strtol(p + 1, &p, 10);
+                n += (int)(b - a + 1);
+                if (*p == ',')
+                    p++;
+            }
+        }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* With `hold` (shmesh-run's default placement), a waiter asleep runs on
+ * the one CPU it fell asleep on, and awake on all it had; without, on all
+ * of them throughout.  A child looks at the parent while it sleeps. */
+static void held_while_asleep(void **state)
+{
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int all = CPU_COUNT(&mine);
+    if (all < 2)
+        skip();
+    assert_int_equal(cpus_of(getpid()), all);
+    for (int hold = 1; hold >= 0; hold--) {
+        struct seg *s;
+        struct notify *n;
+        struct seg_waiter w = rank0_of_3(NOTIFY_FUTEX, 2000, 0, &s, &n);
+        w.hold = hold;
+        struct seg_progress *f1 = &seg_ctrl(s, 1)->progress;
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t parent = getpid(), pid = fork();
+        if (pid == 0) {
+            sleep_secs(0.2); /* the parent asleep by then */
+            int seen = cpus_of(parent);
+            if (write(fds[1], &seen, sizeof seen) != sizeof seen)
+                _exit(1);
+            seg_progress_post(f1, 1);
+            _exit(0);
+        }
+        int culprit = -1;
+        assert_int_equal(seg_wait_progress(&w, f1, 1, 1, &culprit), 0);
+        int seen = 0;
+        assert_int_equal(read(fds[0], &seen, sizeof seen), sizeof seen);
+        waitpid(pid, NULL, 0);
+        close(fds[0]);
+        close(fds[1]);
+        assert_int_equal(seen, hold ? 1 : all);
+        assert_int_equal(cpus_of(getpid()), all); /* awake: as it was */
+        notify_close(n);
+        seg_close(s);
+    }
 }
 
 static void wait_flag_outcomes(enum notify_kind k)
@@ -321,6 +389,7 @@ int main(void)
         cmocka_unit_test(futex_wake_timeout_and_death),
         cmocka_unit_test(uring_wait_flag_outcomes),
         cmocka_unit_test(futex_wait_flag_outcomes),
+        cmocka_unit_test(held_while_asleep),
         cmocka_unit_test(uring_wait_sees_corruption),
         cmocka_unit_test(futex_wait_sees_corruption),
     };

@@ -169,6 +169,9 @@ static void set_waiter(shmesh_ctx *c, const struct settings *e)
         .slice_ns = notify_kind_of(c->notify) == NOTIFY_URING ? SLICE_URING_NS : SLICE_FUTEX_NS,
     };
     default_spin(e->world, &c->waiter.spin_ns);
+    /* shmesh-run's default placement (numa_place.h): asleep, held where it
+     * fell asleep, so that it wakes there (shm/wait.h). */
+    c->waiter.hold = e->start_cpu >= 0;
     engine_of(c)->dispatch_poll_ns = e->dispatch_poll_ns;
     engine_of(c)->eager_max = e->eager_max;
 }
