@@ -80,12 +80,9 @@ static struct seg_slot_hdr *eager_receipt(const shmesh_ctx *c, int r, uint64_t t
  * receipt of near's call (where a progress of `near` may come from). */
 static uint64_t latest_tag(const shmesh_ctx *c, int r, uint64_t near)
 {
-    uint64_t a = atomic_load_explicit(&seg_slot(c->seg, r, 0)->tag, memory_order_acquire);
-    uint64_t b = atomic_load_explicit(&seg_slot(c->seg, r, 1)->tag, memory_order_acquire);
-    if (a < b)
-        a = b;
-    for (int i = 0; i < 2; i++) {
-        b = atomic_load_explicit(&seg_control(c->seg, r, i)->tag, memory_order_acquire);
+    uint64_t a = 0, b;
+    for (int i = 0; i < WIN_BUFS; i++) {
+        b = atomic_load_explicit(&buf_of(c, r, i)->tag, memory_order_acquire);
         if (a < b)
             a = b;
     }
@@ -433,6 +430,16 @@ static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr 
     return 0;
 }
 
+/* Member p's window k->tag, found at h in rank r's buffers (NULL: r went
+ * past it), into k->s->hdrs[p]: 0, or the mismatch its hash shows. */
+static inline int take(struct call *k, int p, int r, struct seg_slot_hdr *h)
+{
+    if (!h || (k->check_hash && h->call_hash != k->hash))
+        return mismatch(k->c, k->seq, &k->d, r, h);
+    k->s->hdrs[p] = h;
+    return 0;
+}
+
 /* Member p's buffer of the window posted last into k->s->hdrs[p]: 0,
  * CALL_WAIT, or an error. */
 static int collect(struct call *k, int p)
@@ -450,12 +457,7 @@ static int collect(struct call *k, int p)
     }
     struct seg_slot_hdr *h;
     int rc = find_window(k, r, k->tag, &h);
-    if (rc)
-        return rc;
-    if (!h || (k->check_hash && h->call_hash != k->hash))
-        return mismatch(c, k->seq, &k->d, r, h);
-    k->s->hdrs[p] = h;
-    return 0;
+    return rc ? rc : take(k, p, r, h);
 }
 
 int win_collect(struct call *k)
@@ -629,10 +631,7 @@ int win_eager_collect(struct call *k, int from)
     struct seg_slot_hdr *h = eager_entry(c, r, k->tag);
     if (atomic_load_explicit(&h->tag, memory_order_acquire) == k->tag) {
         saw(c, r, k->tag);
-        if (h->call_hash != k->hash)
-            return mismatch(c, k->seq, &k->d, r, h);
-        k->s->hdrs[from] = h;
-        return 0;
+        return take(k, from, r, h);
     }
     int rc = collect(k, from);
     return rc == CALL_WAIT ? eager_wait(k, from) : rc;
