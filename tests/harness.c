@@ -214,6 +214,29 @@ bool shm_exists(const char *name)
 
 bool pid_alive(pid_t pid) { return !notify_pid_exited(pid); }
 
+int usable_cpus(cpu_set_t *mine)
+{
+    assert_int_equal(sched_getaffinity(0, sizeof *mine, mine), 0);
+    return CPU_COUNT(mine);
+}
+
+bool cpus_allowed_list(pid_t pid, char *list, size_t len)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+            const char *v = line + 18 + strspn(line + 18, " \t");
+            snprintf(list, len, "%.*s", (int)strcspn(v, "\n"), v);
+            found = true;
+        }
+    if (f)
+        fclose(f);
+    return found;
+}
+
 int run_prog_v(struct run *r, char *const env[], double timeout, const char *prog, va_list ap)
 {
     char *argv[64];

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sched.h>
 #include <sys/types.h>
 
 struct run {
@@ -76,6 +77,14 @@ bool shm_exists(const char *name);
 
 /* Are any of these pids still alive (not zombies of someone else)? */
 bool pid_alive(pid_t pid);
+
+/* The CPUs process pid's main thread may run on, as /proc/PID/status's
+ * Cpus_allowed_list gives them ("0-3,8"), into list: false when unread. */
+bool cpus_allowed_list(pid_t pid, char *list, size_t len);
+
+/* The CPUs this test may use (a cpuset or taskset may allow fewer than are
+ * online, and the launcher counts them so) into *mine: their number. */
+int usable_cpus(cpu_set_t *mine);
 /* The first process in /proc that match(pid, its stat, arg) accepts, or 0. */
 struct proc_stat;
 pid_t find_process(bool (*match)(pid_t pid, const struct proc_stat *st, void *arg), void *arg);

@@ -327,11 +327,8 @@ static int pinned_cpu(const char *out, long k)
 /* --bind-to core: a CPU of its own per rank, named in SHMESH_CPU. */
 static void bind_to_core(void **state)
 {
-    /* The CPUs this test may use (a cpuset or taskset may allow fewer than
-     * are online), as the launcher counts them. */
     cpu_set_t mine;
-    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
-    long cpus = CPU_COUNT(&mine);
+    long cpus = usable_cpus(&mine);
     if (cpus < 2)
         skip();
     struct run r;
@@ -372,20 +369,13 @@ static void bind_to_core(void **state)
 static void bind_default_start_cpus(void **state)
 {
     cpu_set_t mine;
-    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
-    long cpus = CPU_COUNT(&mine);
+    long cpus = usable_cpus(&mine);
     if (cpus < 2)
         skip();
     long np = cpus < 4 ? cpus + 1 : 4;
     char nps[24], allowed[256] = "";
     snprintf(nps, sizeof nps, "%ld", np);
-    FILE *f = fopen("/proc/self/status", "r");
-    assert_non_null(f);
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Cpus_allowed_list: %255s", allowed) == 1)
-            break;
-    fclose(f);
+    assert_true(cpus_allowed_list(getpid(), allowed, sizeof allowed));
     struct run r;
     run_launcher(&r, NULL, 30, "-n", nps, "--", "/bin/sh", "-c",
                  "echo \"rank $RANK start ${SHMESH_START_CPU:-unset} allowed $(grep "
