@@ -100,7 +100,16 @@ void seg_populate(void *p, size_t bytes)
         (void)*(volatile const unsigned char *)a;
 }
 
-void seg_populate_hot(const struct seg *s)
+/* A load from each page of [p, p + bytes): never a store, which could race
+ * a peer's. */
+static void touch(const void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(SEG_PAGE - 1);
+    for (uintptr_t a = lo; a < (uintptr_t)p + bytes; a += SEG_PAGE)
+        (void)*(volatile const unsigned char *)a;
+}
+
+void seg_populate_hot(const struct seg *s, int self)
 {
     if (s->readonly)
         return;
@@ -110,9 +119,23 @@ void seg_populate_hot(const struct seg *s)
             unsigned char *h = (unsigned char *)seg_slot(s, r, b);
             seg_populate(h, SEG_PAGE);
             seg_populate(seg_call_desc(s, (struct seg_slot_hdr *)h), SEG_CALL_DESC_MAX);
+            touch(h, SEG_CACHE_LINE);
+            if (r == self) /* written at the first post of each call */
+                touch(seg_call_desc(s, (struct seg_slot_hdr *)h), SEG_CALL_DESC_MAX);
         }
         seg_populate(seg_eager(s, r, 0), SEG_EAGER_REGION);
+        /* The eager windows, receipts, eager wait and control slots, which a
+         * waiter looks at (one eager window and receipt per call number);
+         * the descriptions only of this rank, which writes one with each of
+         * its first 64 eager windows and receipts (a peer's is read only to
+         * explain a mismatch). */
+        touch(seg_eager(s, r, 0), SEG_EAGER_ENTRIES * SEG_EAGER_BYTES);
+        if (r == self)
+            touch(seg_call_desc(s, seg_eager(s, r, 0)), SEG_EAGER_ENTRIES * SEG_CALL_DESC_MAX);
+        touch(seg_receipt(s, r, 0), SEG_EAGER_ENTRIES * SEG_SLOT_HDR);
+        touch(seg_eager_wait(s, r), SEG_EAGER_WAIT + 2 * SEG_CONTROL_SLOT);
     }
+    touch(s->base, s->lay.slot_offset);
 }
 
 uint64_t seg_parse_size(const char *s)

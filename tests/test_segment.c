@@ -780,7 +780,7 @@ static void populate_maps_the_hot_pages(void **state)
         skip(); /* no /proc/self/pagemap here */
     }
     assert_int_equal(before, 0);
-    seg_populate_hot(a);
+    seg_populate_hot(a, 1);
     for (size_t i = 0; i < sizeof hot / sizeof *hot; i++) {
         if (mapped(hot[i]) != 1)
             fail_msg("hot page %zu at offset %td is not mapped after seg_populate_hot", i,
