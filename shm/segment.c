@@ -22,14 +22,18 @@ static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * t
 
 uint64_t seg_default_slot_bytes(int world_size)
 {
-    /* 512 KiB buffers up to 8 ranks, then shrinking so that the data regions
-     * of a large job stay near 8 MiB; never under 64 KiB. */
+    /* 512 KiB of payload up to 8 ranks, then shrinking so that the data
+     * regions of a large job stay near 8 MiB; never under 64 KiB.  A page
+     * more for the buffer's header and call description, so that a window
+     * holds a power-of-two payload whole: with 512 KiB buffers a 512 KiB
+     * pbroadcast took two windows (the second of 1040 bytes), both buffers
+     * every call, and its calls no longer overlapped (docs/performance.md). */
     uint64_t b = world_size > 0 ? (8u << 20) / (uint64_t)world_size / 2 : 0;
     if (b > (512u << 10))
         b = 512u << 10;
     if (b < (64u << 10))
         b = 64u << 10;
-    return round_up(b, SEG_PAGE);
+    return round_up(b, SEG_PAGE) + SEG_PAGE;
 }
 
 static uint64_t trace_share(uint32_t events)
