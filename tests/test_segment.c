@@ -7,6 +7,7 @@
  * pages a rank maps ahead of its first calls. */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,6 +131,29 @@ static void segment_size_is_chosen(void **state)
     assert_int_equal(seg_parse_size("lots"), 0);
     assert_int_equal(seg_parse_size("-1M"), 0);
     assert_int_equal(seg_parse_size("5X"), 0);
+}
+
+/* The default slot buffers hold a power-of-two payload whole beside their
+ * header and call description (a 512 KiB window in one), at every size of
+ * job, and still shrink for large jobs. */
+static void default_slots_hold_powers_of_two(void **state)
+{
+    const struct {
+        int world;
+        uint64_t payload;
+    } cases[] = {{1, 512u << 10}, {2, 512u << 10}, {8, 512u << 10}, {16, 256u << 10},
+                 {64, 64u << 10}, {4096, 64u << 10}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint64_t b = seg_default_slot_bytes(cases[i].world);
+        if (b % SEG_PAGE || b - SEG_SLOT_HDR - SEG_CALL_DESC_MAX < cases[i].payload ||
+            b > cases[i].payload + SEG_PAGE)
+            fail_msg("%d ranks: slot buffers of %" PRIu64 " bytes, expected a multiple of %u "
+                     "holding %" PRIu64 " bytes of payload and at most a page more",
+                     cases[i].world, b, SEG_PAGE, cases[i].payload);
+    }
+    struct seg *s = make(2);
+    assert_true(seg_payload_bytes(s) >= 512u << 10);
+    drop(s);
 }
 
 /* The heap in a job of one: shares, alignment, exhaustion, bad frees. */
@@ -815,6 +839,7 @@ int main(void)
         TEST(start_cpu_moves_and_frees),
         TEST(abort_record_first_wins),
         TEST(segment_size_is_chosen),
+        TEST(default_slots_hold_powers_of_two),
         TEST(heap_alloc_and_free),
         TEST(init_refuses_bad_environment),
         TEST(trace_rings_and_observers),
