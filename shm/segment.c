@@ -88,6 +88,16 @@ uint64_t seg_required_bytes(int world_size, uint64_t slot_bytes)
     return h.heap_offset;
 }
 
+/* A load from each page of [p, p + bytes): never a store, which could race
+ * a peer's.  It maps a page not mapped yet (read-only until the first
+ * store). */
+static void touch(const void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(SEG_PAGE - 1);
+    for (uintptr_t a = lo; a < (uintptr_t)p + bytes; a += SEG_PAGE)
+        (void)*(volatile const unsigned char *)a;
+}
+
 void seg_populate(void *p, size_t bytes)
 {
     uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(SEG_PAGE - 1);
@@ -98,19 +108,7 @@ void seg_populate(void *p, size_t bytes)
     if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
         return;
 #endif
-    /* A load maps the page (read-only until the first store): never a
-     * store, which could race a peer's. */
-    for (uintptr_t a = lo; a < hi; a += SEG_PAGE)
-        (void)*(volatile const unsigned char *)a;
-}
-
-/* A load from each page of [p, p + bytes): never a store, which could race
- * a peer's. */
-static void touch(const void *p, size_t bytes)
-{
-    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(SEG_PAGE - 1);
-    for (uintptr_t a = lo; a < (uintptr_t)p + bytes; a += SEG_PAGE)
-        (void)*(volatile const unsigned char *)a;
+    touch(p, bytes);
 }
 
 void seg_populate_hot(const struct seg *s, int self)

@@ -7,8 +7,8 @@
  * pages a rank maps ahead of its first calls. */
 #include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

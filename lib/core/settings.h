@@ -114,8 +114,8 @@ enum settings_debug {
     X(SHM_SIZE, shm_size, SIZE, 0, "32M", SETTINGS_LIBRARY | SETTINGS_LAUNCHER, 0,             \
       "the segment's size, and so the shared heap's")                                          \
     X(SLOT_BYTES, slot_bytes, PAGES, 0,                                                        \
-      "516 KiB for up to 8 ranks, then `8 MiB / N / 2` (at least 64 KiB) + 4 KiB",           \
-      SETTINGS_LAUNCHER, 1, "bytes in each of a rank's two staging buffers")                                      \
+      "516 KiB for up to 8 ranks, then `8 MiB / N / 2` (at least 64 KiB) + 4 KiB",             \
+      SETTINGS_LAUNCHER, 1, "bytes in each of a rank's two staging buffers")                   \
     X(SYSROOT, sysroot, TEXT, NULL, "empty", SETTINGS_LAUNCHER, 0,                             \
       "prefix for /sys and /proc: GPUs (shmesh-run), jobs (shmesh-top); for tests")          \
     X(TRACE, trace, TEXT, NULL, "empty: no trace", SETTINGS_LAUNCHER, 0,                       \

@@ -81,7 +81,7 @@ void xrun_start(struct call *k, struct xrun *xr, const struct transfers *st)
     /* One sender (a broadcast) over several windows: windows of equal size,
      * so that its copy into each and its receivers' out of the one before
      * take about as long (600 KiB: two of 300, not 512 and 88; a 600 KiB
-     * pbroadcast 15% faster, docs/performance.md). */
+     * pbroadcast a sixth faster, docs/performance.md). */
     if (xr->nwin > 1 && senders == 1) {
         uint64_t align = unit < 64 && (unit & (unit - 1)) == 0 ? 64 : unit;
         uint64_t even = (longest + xr->nwin - 1) / xr->nwin;

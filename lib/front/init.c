@@ -263,7 +263,8 @@ int shmesh_init(shmesh_ctx **out)
         rc = seg_error_code(rc);
         goto fail_why;
     }
-    seg_populate_hot(c->seg, e.segment ? e.rank : 0); /* its faults now rather than in the first calls */
+    /* Its faults (and first accesses) now rather than in the first calls. */
+    seg_populate_hot(c->seg, e.segment ? e.rank : 0);
     rc = notify_open(e.notify, e.world, &c->notify, why, sizeof why);
     if (rc) {
         rc = rc == -EOPNOTSUPP ? SHMESH_ERR_INVALID : SHMESH_ERR_SYSTEM;
