@@ -128,6 +128,18 @@ static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
 
 static int check_owed(struct call *k, uint64_t upto);
 
+/* Whether t, the latest tag read in a reader's buffers while its progress
+ * is still at `old` or below, shows that it posted a window after `old`:
+ * its tag goes before its progress, so it may show first.  Only a tag of
+ * old's call or the next one is believed: anything further is either far
+ * ahead of a progress that will follow at once, or not the reader's (a
+ * value written by another process, which would let this rank overwrite a
+ * buffer the reader still reads); then the progress is waited for. */
+static inline bool tag_moved_on(uint64_t t, uint64_t old)
+{
+    return t > old && (t >> 32) <= (old >> 32) + 1;
+}
+
 /* This rank's buffer b for the call's next window (win_open's). */
 static inline __attribute__((always_inline)) struct seg_slot_hdr *open_buf(struct call *k, int b,
                                                                           int *rc)
@@ -152,7 +164,7 @@ static inline __attribute__((always_inline)) struct seg_slot_hdr *open_buf(struc
             /* Its tag goes first: it may have posted a later window already
              * (or its progress word was overwritten). */
             uint64_t t = latest_tag(c, r, 0);
-            if (t <= old) {
+            if (!tag_moved_on(t, old)) {
                 k->wait = (struct wait_for){r, old + 1, false, false, 0, 0, false};
                 *rc = CALL_WAIT;
                 return NULL;
@@ -361,7 +373,7 @@ static int reclaim_ready(void *arg)
         ww->bad = p;
         return -EBADMSG;
     }
-    return p >= ww->tag || latest_tag(ww->c, ww->r, 0) >= ww->tag;
+    return p >= ww->tag || tag_moved_on(latest_tag(ww->c, ww->r, 0), ww->tag - 1);
 }
 
 /* The mismatch of this rank's call #seq (ours) with rank r's, whose window
