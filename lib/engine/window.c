@@ -128,16 +128,21 @@ static int beyond(struct call *k, int r, uint64_t p, uint64_t t)
 
 static int check_owed(struct call *k, uint64_t upto);
 
+/* How many calls past this rank's a reader's tag is believed (below). */
+#define TAG_AHEAD 64
+
 /* Whether t, the latest tag read in a reader's buffers while its progress
- * is still at `old` or below, shows that it posted a window after `old`:
- * its tag goes before its progress, so it may show first.  Only a tag of
- * old's call or the next one is believed: anything further is either far
- * ahead of a progress that will follow at once, or not the reader's (a
- * value written by another process, which would let this rank overwrite a
- * buffer the reader still reads); then the progress is waited for. */
-static inline bool tag_moved_on(uint64_t t, uint64_t old)
+ * is still at `old` or below, shows that it posted a window after `old`
+ * (its tag goes before its progress, so it may show first; and its
+ * progress word may have been overwritten), this rank being in call `seq`.
+ * A tag more than TAG_AHEAD calls past `seq` is not believed: a reader that
+ * far ahead posted progress past `old` long ago, and almost any value
+ * another process writes there is that large (believed, it let this rank
+ * overwrite a buffer the reader still read); then the progress is waited
+ * for. */
+static inline bool tag_moved_on(uint64_t t, uint64_t old, uint64_t seq)
 {
-    return t > old && (t >> 32) <= (old >> 32) + 1;
+    return t > old && (t >> 32) <= seq + TAG_AHEAD;
 }
 
 /* This rank's buffer b for the call's next window (win_open's). */
@@ -164,7 +169,7 @@ static inline __attribute__((always_inline)) struct seg_slot_hdr *open_buf(struc
             /* Its tag goes first: it may have posted a later window already
              * (or its progress word was overwritten). */
             uint64_t t = latest_tag(c, r, 0);
-            if (!tag_moved_on(t, old)) {
+            if (!tag_moved_on(t, old, k->seq)) {
                 k->wait = (struct wait_for){r, old + 1, false, false, 0, 0, false};
                 *rc = CALL_WAIT;
                 return NULL;
@@ -325,6 +330,7 @@ struct window_wait {
     struct seg_slot_hdr *h; /* found */
     uint64_t bad;           /* a progress value that went back */
     bool eager;             /* wait_for's: r waiting in the same window ends it too */
+    uint64_t seq;           /* the waiting call's number (tag_moved_on) */
 };
 
 /* An eager receiver's wait for r's entry `tag`: whether r waits as a
@@ -373,7 +379,7 @@ static int reclaim_ready(void *arg)
         ww->bad = p;
         return -EBADMSG;
     }
-    return p >= ww->tag || tag_moved_on(latest_tag(ww->c, ww->r, 0), ww->tag - 1);
+    return p >= ww->tag || tag_moved_on(latest_tag(ww->c, ww->r, 0), ww->tag - 1, ww->seq);
 }
 
 /* The mismatch of this rank's call #seq (ours) with rank r's, whose window
@@ -404,7 +410,7 @@ static int find_window(struct call *k, int r, uint64_t tag, struct seg_slot_hdr 
     if (!h && engine_of(c)->blocking) {
         /* The caller would wait for it anyway: spin here, and the data is
          * read the moment it arrives (win_wait would spin alike). */
-        struct window_wait ww = {c, r, tag, NULL, 0, false};
+        struct window_wait ww = {c, r, tag, NULL, 0, false, k->seq};
         k->wait = (struct wait_for){r, tag, true, true, 0, 0, false};
         if (c->debug & DEBUG_WAITS)
             k->wait.t0 = debug_now();
@@ -658,7 +664,7 @@ int win_wait(struct call *k)
         wf->t0 = debug_now();
     if (c->trace && !wf->t_trace)
         wf->t_trace = trace_now(c->trace);
-    struct window_wait ww = {c, wf->rank, wf->target, NULL, 0, wf->eager};
+    struct window_wait ww = {c, wf->rank, wf->target, NULL, 0, wf->eager, k->seq};
     /* A window's tag shares a cache line with the payload's start: spinning
      * on it brings a small window over in one transfer.  The buffer cannot
      * be reused under us: r reuses it only after this rank posts later. */
