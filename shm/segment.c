@@ -116,6 +116,7 @@ void seg_populate_hot(const struct seg *s, int self)
     if (s->readonly)
         return;
     seg_populate(s->base, s->lay.slot_offset); /* header, control blocks */
+    touch(s->base, s->lay.slot_offset);
     for (int r = 0; r < s->world; r++) {
         for (int b = 0; b < 2; b++) {
             unsigned char *h = (unsigned char *)seg_slot(s, r, b);
@@ -137,7 +138,6 @@ void seg_populate_hot(const struct seg *s, int self)
         touch(seg_receipt(s, r, 0), SEG_EAGER_ENTRIES * SEG_SLOT_HDR);
         touch(seg_eager_wait(s, r), SEG_EAGER_WAIT + 2 * SEG_CONTROL_SLOT);
     }
-    touch(s->base, s->lay.slot_offset);
 }
 
 uint64_t seg_parse_size(const char *s)

@@ -118,10 +118,11 @@ void seg_populate(void *p, size_t bytes);
  * Then a load from each of those pages that calls read or write (of the
  * descriptions, only rank `self`'s; -1: none): on this VM (PVM, whose
  * hypervisor shadows each process's page tables) a process's first access
- * to a page it has mapped still cost about 5 us, which each of a job's first 64 calls paid when it looked at a
- * late peer's eager window of its call number (docs/performance.md, "The
- * first 64 calls: pages touched once per call number").  Costs about 50
- * pages per rank of the job, once, at init. */
+ * to a page it has mapped still cost about 5 us, which each of a job's
+ * first 64 calls paid when it looked at a late peer's eager window of its
+ * call number (docs/performance.md, "The first 64 calls: pages touched once
+ * per call number").  Costs about 50 pages per rank of the job, once, at
+ * init. */
 void seg_populate_hot(const struct seg *s, int self);
 
 /* Bytes the trace rings add to a segment of `world_size` ranks. */
